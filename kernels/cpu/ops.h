@@ -1,0 +1,35 @@
+// The CPU reference ops: plain loops, fp32 storage and fp32 accumulation, OpenMP over independent rows or
+// output features. Flat launchers: pointers and sizes, no allocation, no knowledge of the model.
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::cpu {
+
+// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n]   (w in PyTorch Linear layout [out, in]; bias may be null)
+void linear(const float* x, const float* w, const float* bias, float* y, int64_t m, int64_t n, int64_t k);
+
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight   (out may alias x)
+void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps);
+
+// out[i] = silu(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// out[t, :] = table[ids[t], :]
+void embedding(const float* table, const int32_t* ids, float* out, int64_t num_tokens, int64_t dim);
+
+// In-place numerically stable softmax over n values.
+void softmax(float* x, int64_t n);
+
+// Rotary embedding on x[r, 0:rope_dim] of `rows` rows spaced `row_stride` floats apart; cos/sin hold
+// rope_dim/2 values per row (one per frequency).
+//  kInterleaved: pairs (x[2i], x[2i+1]) rotate by frequency i and stay in place (DeepSeek's checkpoints).
+//  kHalf:        pairs (x[i], x[i + rope_dim/2]) (the rotate_half convention).
+enum class RopeLayout { kInterleaved, kHalf };
+void rope(float* x, int64_t rows, int64_t row_stride, int64_t rope_dim, const float* cos, const float* sin,
+          RopeLayout layout);
+
+// y[i] += alpha * x[i]
+void axpy(float alpha, const float* x, float* y, int64_t n);
+
+}  // namespace deepinfer::cpu

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need. Idempotent; silent when everything is present.
+set -euo pipefail
+packages=(build-essential cmake pkg-config git libopenmpi-dev openmpi-bin libhdf5-dev libspdlog-dev libfmt-dev
+          libcli11-dev libgtest-dev nlohmann-json3-dev libtomlplusplus-dev python3 python3-numpy python3-h5py)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "setup: installing ${missing[*]}"
+sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

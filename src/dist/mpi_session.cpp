@@ -1,0 +1,26 @@
+#include "src/dist/mpi_session.h"
+
+#include "src/core/check.h"
+
+namespace deepinfer {
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int provided = 0;
+  DI_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  // Errors come back as codes, so DI_MPI_CHECK can name the call instead of MPI aborting silently.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+}
+
+void MpiSession::finalize() {
+  if (finalized_) return;
+  finalized_ = true;
+  MPI_Finalize();
+}
+
+MpiSession::~MpiSession() {
+  // Reached normally only after finalize(). If an exception unwound past it, MPI_Abort was already called.
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# expect_error.sh PATTERN COMMAND...  — the command must fail (non-zero exit) within 120 s, and its output
+# must contain PATTERN (an extended regex) exactly once: one clear message, not one per rank.
+set -u
+pattern=$1; shift
+out=$(timeout 120 "$@" 2>&1); rc=$?
+if [ $rc -eq 124 ]; then echo "FAIL: timed out (hang?): $*"; echo "$out"; exit 1; fi
+if [ $rc -eq 0 ]; then echo "FAIL: exit code 0, expected non-zero: $*"; echo "$out"; exit 1; fi
+count=$(grep -cE -- "$pattern" <<< "$out")
+if [ "$count" -ne 1 ]; then
+  echo "FAIL: expected the message /$pattern/ exactly once, saw it $count times (exit $rc)"; echo "$out"; exit 1
+fi
+echo "ok: exit $rc, message: $(grep -E -- "$pattern" <<< "$out")"
