@@ -63,12 +63,12 @@ void softmax(float* x, int64_t n) {
 }
 
 void rope(float* x, int64_t rows, int64_t row_stride, int64_t rope_dim, const float* cos, const float* sin,
-          RopeLayout layout) {
+          int64_t rows_per_position, RopeLayout layout) {
   const int64_t half = rope_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * row_stride;
-    const float* c = cos + r * half;
-    const float* s = sin + r * half;
+    const float* c = cos + (r / rows_per_position) * half;
+    const float* s = sin + (r / rows_per_position) * half;
     for (int64_t i = 0; i < half; ++i) {
       const int64_t a = layout == RopeLayout::kInterleaved ? 2 * i : i;
       const int64_t b = layout == RopeLayout::kInterleaved ? 2 * i + 1 : i + half;

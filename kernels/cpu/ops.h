@@ -21,13 +21,14 @@ void embedding(const float* table, const int32_t* ids, float* out, int64_t num_t
 // In-place numerically stable softmax over n values.
 void softmax(float* x, int64_t n);
 
-// Rotary embedding on x[r, 0:rope_dim] of `rows` rows spaced `row_stride` floats apart; cos/sin hold
-// rope_dim/2 values per row (one per frequency).
+// Rotary embedding on x[r, 0:rope_dim] of `rows` rows spaced `row_stride` floats apart. Consecutive groups of
+// `rows_per_position` rows (e.g. the heads of one token) share one position; cos/sin hold rope_dim/2 values
+// (one per frequency) per position.
 //  kInterleaved: pairs (x[2i], x[2i+1]) rotate by frequency i and stay in place (DeepSeek's checkpoints).
 //  kHalf:        pairs (x[i], x[i + rope_dim/2]) (the rotate_half convention).
 enum class RopeLayout { kInterleaved, kHalf };
 void rope(float* x, int64_t rows, int64_t row_stride, int64_t rope_dim, const float* cos, const float* sin,
-          RopeLayout layout);
+          int64_t rows_per_position, RopeLayout layout);
 
 // y[i] += alpha * x[i]
 void axpy(float alpha, const float* x, float* y, int64_t n);

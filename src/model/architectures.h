@@ -1,0 +1,50 @@
+// The one registry of model architectures, keyed by config.json's model_type. An architecture knows how to
+// read its config keys and which tensors its checkpoint holds; nothing else in the engine switches on it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "src/core/tensor.h"
+#include "src/model/model_config.h"
+
+namespace deepinfer {
+
+// Reads config.json keys with range checks; every message names the source and the key.
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& json, std::string source) : json_(json), source_(std::move(source)) {}
+  bool has(const std::string& key) const { return json_.contains(key) && !json_.at(key).is_null(); }
+  int64_t get_int(const std::string& key, int64_t min, int64_t max) const;
+  int64_t get_int(const std::string& key, int64_t min, int64_t max, int64_t fallback) const;
+  double get_double(const std::string& key, double min, double max, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback) const;
+  const nlohmann::json& json() const { return json_; }
+  const std::string& source() const { return source_; }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+
+ private:
+  const nlohmann::json& json_;
+  std::string source_;
+};
+
+struct TensorSpec {
+  std::string name;
+  Shape shape;
+};
+
+struct Architecture {
+  std::string model_type;
+  std::function<void(const ConfigReader&, ModelConfig&)> parse_config;
+  std::function<std::vector<TensorSpec>(const ModelConfig&)> tensor_specs;
+};
+
+// nullptr for an unknown model_type.
+const Architecture* find_architecture(const std::string& model_type);
+std::vector<std::string> known_model_types();
+
+}  // namespace deepinfer

@@ -1,0 +1,115 @@
+#include "src/model/deepseek_model.h"
+
+#include <algorithm>
+
+#include "kernels/cpu/ops.h"
+
+namespace deepinfer {
+
+DeepseekModel::DeepseekModel(ModelConfig config, WeightStore weights)
+    : config_(std::move(config)), weights_(std::move(weights)), rotary_(config_) {
+  const ModelConfig& c = config_;
+  embed_ = weights_.data("model.embed_tokens.weight");
+  final_norm_ = weights_.data("model.norm.weight");
+  lm_head_ = c.tie_word_embeddings ? embed_ : weights_.data("lm_head.weight");
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    Layer layer;
+    layer.input_norm = weights_.data(p + "input_layernorm.weight");
+    layer.post_attention_norm = weights_.data(p + "post_attention_layernorm.weight");
+    Attention& a = layer.attention;
+    const std::string s = p + "self_attn.";
+    if (c.q_lora_rank > 0) {
+      a.q_a = weights_.data(s + "q_a_proj.weight");
+      a.q_a_bias = weights_.data_or_null(s + "q_a_proj.bias");
+      a.q_a_norm = weights_.data(s + "q_a_layernorm.weight");
+      a.q_b = weights_.data(s + "q_b_proj.weight");
+    } else {
+      a.q = weights_.data(s + "q_proj.weight");
+    }
+    a.kv_a = weights_.data(s + "kv_a_proj_with_mqa.weight");
+    a.kv_a_bias = weights_.data_or_null(s + "kv_a_proj_with_mqa.bias");
+    a.kv_a_norm = weights_.data(s + "kv_a_layernorm.weight");
+    a.kv_b = weights_.data(s + "kv_b_proj.weight");
+    a.o = weights_.data(s + "o_proj.weight");
+    a.o_bias = weights_.data_or_null(s + "o_proj.bias");
+    layer.is_moe = c.is_moe_layer(l);
+    if (layer.is_moe) {
+      layer.moe.router = weights_.data(p + "mlp.gate.weight");
+      layer.moe.correction_bias = weights_.data_or_null(p + "mlp.gate.e_score_correction_bias");
+      for (int64_t e = 0; e < c.n_routed_experts; ++e)
+        layer.moe.experts.push_back(resolve_mlp(fmt::format("{}mlp.experts.{}", p, e), c.moe_intermediate_size));
+      layer.moe.has_shared = c.n_shared_experts > 0;
+      if (layer.moe.has_shared)
+        layer.moe.shared = resolve_mlp(p + "mlp.shared_experts", c.moe_intermediate_size * c.n_shared_experts);
+    } else {
+      layer.mlp = resolve_mlp(p + "mlp", c.intermediate_size);
+    }
+    layers_.push_back(std::move(layer));
+  }
+}
+
+DeepseekModel::Mlp DeepseekModel::resolve_mlp(const std::string& prefix, int64_t intermediate) const {
+  Mlp mlp;
+  mlp.gate = weights_.data(prefix + ".gate_proj.weight");
+  mlp.gate_bias = weights_.data_or_null(prefix + ".gate_proj.bias");
+  mlp.up = weights_.data(prefix + ".up_proj.weight");
+  mlp.up_bias = weights_.data_or_null(prefix + ".up_proj.bias");
+  mlp.down = weights_.data(prefix + ".down_proj.weight");
+  mlp.down_bias = weights_.data_or_null(prefix + ".down_proj.bias");
+  mlp.intermediate = intermediate;
+  return mlp;
+}
+
+MlaKvCache DeepseekModel::make_kv_cache(int64_t num_blocks) const {
+  return MlaKvCache(config_.num_hidden_layers, num_blocks, config_.kv_lora_rank, config_.qk_rope_head_dim);
+}
+
+Tensor DeepseekModel::forward(const ForwardBatch& batch, MlaKvCache& cache) const {
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens();
+  const int64_t H = c.hidden_size;
+  int64_t expected_tokens = 0;
+  for (const SequenceChunk& seq : batch.sequences) expected_tokens += seq.num_new;
+  DI_CHECK(expected_tokens == T, "batch has {} tokens but its sequences claim {}", T, expected_tokens);
+  for (int32_t id : batch.token_ids) DI_CHECK(id >= 0 && id < c.vocab_size, "token id {} outside the vocabulary", id);
+
+  std::vector<int32_t> positions(T);
+  int64_t row = 0;
+  for (const SequenceChunk& seq : batch.sequences)
+    for (int64_t i = 0; i < seq.num_new; ++i) positions[row++] = static_cast<int32_t>(seq.num_cached + i);
+  const int64_t half = rotary_.half_dim();
+  std::vector<float> cos(T * half), sin(T * half);
+  rotary_.fill(positions.data(), T, cos.data(), sin.data());
+
+  std::vector<float> x(T * H), normed(T * H), delta(T * H);
+  cpu::embedding(embed_, batch.token_ids.data(), x.data(), T, H);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const Layer& layer = layers_[l];
+    cpu::rms_norm(x.data(), layer.input_norm, normed.data(), T, H, c.rms_norm_eps);
+    attention(l, layer.attention, batch, positions.data(), cos.data(), sin.data(), normed.data(), delta.data(), cache);
+    cpu::axpy(1.0f, delta.data(), x.data(), T * H);
+    cpu::rms_norm(x.data(), layer.post_attention_norm, normed.data(), T, H, c.rms_norm_eps);
+    if (layer.is_moe) moe(layer.moe, normed.data(), delta.data(), T);
+    else dense_mlp(layer.mlp, normed.data(), delta.data(), T);
+    cpu::axpy(1.0f, delta.data(), x.data(), T * H);
+  }
+
+  // Only the rows whose logits are wanted go through the final norm and the LM head.
+  std::vector<int64_t> rows;
+  if (batch.all_logits) {
+    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+  } else {
+    int64_t end = 0;
+    for (const SequenceChunk& seq : batch.sequences) rows.push_back((end += seq.num_new) - 1);
+  }
+  const int64_t R = static_cast<int64_t>(rows.size());
+  std::vector<float> selected(R * H);
+  for (int64_t r = 0; r < R; ++r) std::copy_n(x.data() + rows[r] * H, H, selected.data() + r * H);
+  cpu::rms_norm(selected.data(), final_norm_, selected.data(), R, H, c.rms_norm_eps);
+  Tensor logits = Tensor::zeros({R, c.vocab_size});
+  cpu::linear(selected.data(), lm_head_, nullptr, logits.data<float>(), R, c.vocab_size, H);
+  return logits;
+}
+
+}  // namespace deepinfer

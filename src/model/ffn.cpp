@@ -1,0 +1,69 @@
+// Feed-forward blocks: the dense SwiGLU MLP and the MoE block (router, routed experts, shared experts).
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/router.h"
+#include "src/model/deepseek_model.h"
+
+namespace deepinfer {
+
+void DeepseekModel::dense_mlp(const Mlp& w, const float* x, float* out, int64_t num_tokens) const {
+  const int64_t H = config_.hidden_size;
+  const int64_t I = w.intermediate;
+  std::vector<float> gate(num_tokens * I), up(num_tokens * I);
+  cpu::linear(x, w.gate, w.gate_bias, gate.data(), num_tokens, I, H);
+  cpu::linear(x, w.up, w.up_bias, up.data(), num_tokens, I, H);
+  cpu::silu_mul(gate.data(), up.data(), gate.data(), num_tokens * I);
+  cpu::linear(gate.data(), w.down, w.down_bias, out, num_tokens, H, I);
+}
+
+void DeepseekModel::moe(const Moe& w, const float* x, float* out, int64_t num_tokens) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size;
+  const int64_t E = c.n_routed_experts;
+  const int64_t K = c.num_experts_per_tok;
+
+  std::vector<float> logits(num_tokens * E);
+  cpu::linear(x, w.router, nullptr, logits.data(), num_tokens, E, H);
+  cpu::RouterParams params;
+  params.scoring = c.scoring == RouterScoring::kSigmoid ? cpu::RouterParams::Scoring::kSigmoid
+                                                         : cpu::RouterParams::Scoring::kSoftmax;
+  params.group_score = c.group_score == GroupScore::kTop2Sum ? cpu::RouterParams::GroupScore::kTop2Sum
+                       : c.group_score == GroupScore::kMax  ? cpu::RouterParams::GroupScore::kMax
+                                                            : cpu::RouterParams::GroupScore::kNone;
+  params.num_experts = E;
+  params.top_k = K;
+  params.num_groups = c.n_group;
+  params.topk_groups = c.topk_group;
+  params.correction_bias = w.correction_bias;
+  params.normalize = c.norm_topk_prob;
+  params.scaling = static_cast<float>(c.routed_scaling_factor);
+  DI_CHECK(E <= cpu::RouterParams::kMaxExperts && c.n_group <= cpu::RouterParams::kMaxGroups,
+           "{} experts in {} groups exceed the router's limits", E, c.n_group);
+  std::vector<int32_t> topk_ids(num_tokens * K);
+  std::vector<float> topk_weights(num_tokens * K);
+  std::vector<float> scratch(2 * E + c.n_group);
+  cpu::route_topk(logits.data(), num_tokens, params, topk_ids.data(), topk_weights.data(), scratch.data());
+
+  // Group the (token, weight) pairs by expert, then run each expert once over its tokens.
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(E);
+  for (int64_t t = 0; t < num_tokens; ++t)
+    for (int64_t k = 0; k < K; ++k) routed[topk_ids[t * K + k]].emplace_back(t, topk_weights[t * K + k]);
+
+  if (w.has_shared) dense_mlp(w.shared, x, out, num_tokens);
+  else std::fill_n(out, num_tokens * H, 0.0f);
+  std::vector<float> inputs, outputs;
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& tokens = routed[e];
+    if (tokens.empty()) continue;
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    inputs.resize(n * H);
+    outputs.resize(n * H);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x + tokens[i].first * H, H, inputs.data() + i * H);
+    dense_mlp(w.experts[e], inputs.data(), outputs.data(), n);
+    for (int64_t i = 0; i < n; ++i) cpu::axpy(tokens[i].second, outputs.data() + i * H, out + tokens[i].first * H, H);
+  }
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,31 @@
+// What one forward step runs: the new tokens of several sequences, each continuing from the tokens its KV
+// cache already holds.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace deepinfer {
+
+struct SequenceChunk {
+  int64_t num_cached = 0;  // positions [0, num_cached) are in the KV cache; the new tokens follow
+  int64_t num_new = 0;
+  std::span<const int32_t> block_table;  // covers positions [0, num_cached + num_new)
+};
+
+// Expanded: the latent cache is decompressed into per-head keys and values (prefill: many queries share the
+// work). Absorbed: queries are folded into the latent space and attend to the cache directly (decode: no
+// per-token decompression; FlashMLA's form). Auto picks absorbed when every sequence has one new token.
+enum class AttentionPath { kAuto, kExpanded, kAbsorbed };
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;  // new tokens of all sequences, in sequence order
+  std::vector<SequenceChunk> sequences;
+  AttentionPath attention_path = AttentionPath::kAuto;
+  bool all_logits = false;  // logits for every new token, instead of each sequence's last one
+
+  int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+};
+
+}  // namespace deepinfer

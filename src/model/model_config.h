@@ -1,0 +1,87 @@
+// ModelConfig: what the engine needs of a Hugging Face config.json, interpreted as transformers does.
+// Architectures (model_type) fill it through one registry (architectures.h); the forward pass reads only
+// this struct, never the JSON.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace deepinfer {
+
+enum class AttentionKind { kMla };             // V4.1 adds its sliding-window/compressed kinds here
+enum class FfnKind { kDense, kMoe };
+enum class RouterScoring { kSoftmax, kSigmoid };
+enum class GroupScore { kNone, kMax, kTop2Sum };  // how a group of experts is scored for group-limited top-k
+
+struct LayerSpec {
+  AttentionKind attention = AttentionKind::kMla;
+  FfnKind ffn = FfnKind::kDense;
+};
+
+struct RopeConfig {
+  bool yarn = false;
+  double theta = 10000.0;
+  double factor = 1.0;
+  int64_t original_max_position_embeddings = 0;
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  double mscale = 0.0;          // 0 = absent
+  double mscale_all_dim = 0.0;  // 0 = absent
+  double attention_factor = 0.0;  // 0 = derived from factor/mscale as transformers does
+  bool truncate = true;
+  bool interleaved = true;  // DeepSeek checkpoints rotate interleaved pairs
+};
+
+struct ModelConfig {
+  std::string model_type;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;      // dense layers
+  int64_t moe_intermediate_size = 0;  // each routed expert
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;
+  bool mlp_bias = false;
+
+  // MLA
+  int64_t q_lora_rank = 0;  // 0: queries come from one q_proj
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  RopeConfig rope;
+
+  // MoE
+  int64_t n_routed_experts = 0;
+  int64_t n_shared_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t first_k_dense_replace = 0;
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  double routed_scaling_factor = 1.0;
+  bool norm_topk_prob = false;
+  RouterScoring scoring = RouterScoring::kSoftmax;
+  GroupScore group_score = GroupScore::kNone;
+  bool has_correction_bias = false;  // V3: e_score_correction_bias, used for selection only
+
+  int64_t num_nextn_predict_layers = 0;  // MTP layers stored after the main layers
+  std::vector<int64_t> eos_token_ids;
+  std::vector<LayerSpec> layers;  // one per main layer
+
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int64_t kv_entry_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached floats per token and layer
+  float softmax_scale() const;  // qk_head_dim^-0.5, times YaRN's mscale(mscale_all_dim)^2
+  int64_t num_layers_with_mtp() const { return num_hidden_layers + num_nextn_predict_layers; }
+  bool is_moe_layer(int64_t layer_idx) const;
+};
+
+// Reads config.json (or a bare .json file). Throws InputError for an unknown model_type, a missing key or
+// a value out of range, naming the file and the key.
+ModelConfig load_model_config(const std::filesystem::path& path);
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source);
+
+}  // namespace deepinfer

@@ -1,0 +1,85 @@
+#include "src/model/weights.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "src/core/random.h"
+#include "src/model/architectures.h"
+#include "src/model/safetensors.h"
+
+namespace deepinfer {
+
+LoadFormat parse_load_format(const std::string& text) {
+  if (text == "auto") return LoadFormat::kAuto;
+  if (text == "safetensors") return LoadFormat::kSafetensors;
+  if (text == "dummy") return LoadFormat::kDummy;
+  throw InputError(fmt::format("unknown --load-format '{}' (auto, safetensors, dummy)", text));
+}
+
+Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t seed) {
+  Tensor tensor = Tensor::zeros(shape);
+  float* data = tensor.data<float>();
+  const uint64_t key = splitmix64(seed) ^ fnv1a64(name);
+  const int64_t n = tensor.numel();
+  const bool is_bias = name.ends_with("bias");
+  float scale = 1.0f;
+  float offset = 0.0f;
+  if (shape.size() >= 2) scale = 1.0f / std::sqrt(static_cast<float>(shape.back()));
+  else if (is_bias) scale = 0.1f;
+  else offset = 1.0f, scale = 0.2f;
+#pragma omp parallel for schedule(static) if (n > (1 << 16))
+  for (int64_t i = 0; i < n; ++i) data[i] = offset + scale * normal_at(key, static_cast<uint64_t>(i));
+  return tensor;
+}
+
+WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::path& model_path, LoadFormat format,
+                              uint64_t seed) {
+  const Architecture* arch = find_architecture(config.model_type);
+  DI_CHECK(arch != nullptr, "no architecture '{}'", config.model_type);
+  const std::vector<TensorSpec> specs = arch->tensor_specs(config);
+  if (format == LoadFormat::kAuto)
+    format = std::filesystem::is_directory(model_path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
+  DI_INPUT_CHECK(format == LoadFormat::kDummy || std::filesystem::is_directory(model_path),
+                 "--model '{}' is a config file, not a checkpoint directory: add --load-format dummy for random "
+                 "weights", model_path.string());
+
+  WeightStore store;
+  if (format == LoadFormat::kDummy) {
+    for (const TensorSpec& spec : specs) store.tensors_.emplace(spec.name, make_dummy_tensor(spec.name, spec.shape, seed));
+    spdlog::info("dummy weights: {} tensors, {:.3f} B parameters, seed {}", store.num_tensors(),
+                 store.num_parameters() / 1e9, seed);
+    return store;
+  }
+  const SafetensorsCheckpoint checkpoint(model_path);
+  for (const TensorSpec& spec : specs) {
+    const SafetensorsFile::Entry* entry = checkpoint.find(spec.name);
+    DI_INPUT_CHECK(entry != nullptr, "{}: missing tensor '{}' (expected shape {})", model_path.string(), spec.name,
+                   shape_str(spec.shape));
+    DI_INPUT_CHECK(entry->shape == spec.shape, "{}: tensor '{}' has shape {}, expected {}",
+                   checkpoint.file_of(spec.name), spec.name, shape_str(entry->shape), shape_str(spec.shape));
+    store.tensors_.emplace(spec.name, to_f32(checkpoint.read(spec.name)));
+  }
+  spdlog::info("loaded {} tensors ({:.3f} B parameters) from {}", store.num_tensors(), store.num_parameters() / 1e9,
+               model_path.string());
+  return store;
+}
+
+const Tensor& WeightStore::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  DI_CHECK(it != tensors_.end(), "weight '{}' was not loaded", name);
+  return it->second;
+}
+
+const float* WeightStore::data_or_null(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : it->second.data<float>();
+}
+
+int64_t WeightStore::num_parameters() const {
+  int64_t total = 0;
+  for (const auto& [name, tensor] : tensors_) total += tensor.numel();
+  return total;
+}
+
+}  // namespace deepinfer

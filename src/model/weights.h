@@ -1,0 +1,39 @@
+// WeightStore: every tensor an architecture needs, in fp32 on the host, from a safetensors checkpoint (fp32,
+// bf16, fp16; one file or shards) or seeded random values (--load-format dummy, for any shape).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <unordered_map>
+
+#include "src/core/tensor.h"
+#include "src/model/model_config.h"
+
+namespace deepinfer {
+
+enum class LoadFormat { kAuto, kSafetensors, kDummy };
+LoadFormat parse_load_format(const std::string& text);  // "auto", "safetensors", "dummy"
+
+class WeightStore {
+ public:
+  // `model_path` is a checkpoint directory or, with kDummy, possibly a bare config file. A missing tensor or
+  // a mis-shaped one is an InputError naming the tensor and the file.
+  static WeightStore load(const ModelConfig& config, const std::filesystem::path& model_path, LoadFormat format,
+                          uint64_t seed);
+
+  const Tensor& get(const std::string& name) const;
+  const float* data(const std::string& name) const { return get(name).data<float>(); }
+  const float* data_or_null(const std::string& name) const;
+  size_t num_tensors() const { return tensors_.size(); }
+  int64_t num_parameters() const;
+
+ private:
+  std::unordered_map<std::string, Tensor> tensors_;
+};
+
+// The seeded value of a dummy tensor: N(0,1)/sqrt(fan_in) for matrices, 1 + 0.2 N(0,1) for norm weights,
+// 0.1 N(0,1) for biases. Depends only on (seed, name, index).
+Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t seed);
+
+}  // namespace deepinfer
