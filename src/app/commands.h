@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
 
 namespace deepinfer::app {
@@ -12,5 +13,30 @@ struct InfoOptions {
   std::string deploy_path;
 };
 int run_info(const InfoOptions& options, MPI_Comm world);
+
+// Where a model comes from: a checkpoint directory (config.json + safetensors) or a bare config .json with
+// --load-format dummy.
+struct ModelOptions {
+  std::string model_path;
+  std::string load_format = "auto";
+  uint64_t seed = 0;  // dummy weights
+};
+
+struct ForwardOptions {
+  ModelOptions model;
+  std::string tokens;  // "1,2,3"
+  std::string output_path;
+};
+int run_forward(const ForwardOptions& options, MPI_Comm world);
+
+struct GenerateOptions {
+  ModelOptions model;
+  std::string input_path;
+  std::string output_path;
+  int64_t kv_cache_tokens = 16384;
+  int64_t max_running = 256;
+  int64_t chunk_tokens = 4096;
+};
+int run_generate(const GenerateOptions& options, MPI_Comm world);
 
 }  // namespace deepinfer::app

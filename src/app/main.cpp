@@ -23,6 +23,31 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd = cli.add_subcommand("info", "Print each rank's role, groups, GPU and host");
   info_cmd->add_option("--deploy", info.deploy_path, "Deployment file (configs/deploy/*.toml)")->required();
 
+  auto add_model_options = [](CLI::App* cmd, deepinfer::app::ModelOptions& model) {
+    cmd->add_option("--model", model.model_path, "Checkpoint directory, or a config .json with --load-format dummy")
+        ->required();
+    cmd->add_option("--load-format", model.load_format, "auto | safetensors | dummy (seeded random weights)")
+        ->capture_default_str();
+    cmd->add_option("--seed", model.seed, "Seed of dummy weights")->capture_default_str();
+  };
+
+  deepinfer::app::ForwardOptions forward;
+  CLI::App* forward_cmd = cli.add_subcommand("forward", "Write the logits of every position of one prompt to HDF5");
+  add_model_options(forward_cmd, forward.model);
+  forward_cmd->add_option("--tokens", forward.tokens, "Comma-separated token ids, e.g. 1,2,3")->required();
+  forward_cmd->add_option("--output", forward.output_path, "HDF5 file; dataset 'logits' [tokens, vocab]")->required();
+
+  deepinfer::app::GenerateOptions generate;
+  CLI::App* generate_cmd = cli.add_subcommand("generate", "Offline generation from a JSONL file of requests");
+  add_model_options(generate_cmd, generate.model);
+  generate_cmd->add_option("--input", generate.input_path, "JSONL: one request per line")->required();
+  generate_cmd->add_option("--output", generate.output_path, "JSONL results, in input order")->required();
+  generate_cmd->add_option("--kv-cache-tokens", generate.kv_cache_tokens, "KV cache capacity in tokens")
+      ->capture_default_str();
+  generate_cmd->add_option("--max-running", generate.max_running, "Most sequences decoded together")
+      ->capture_default_str();
+  generate_cmd->add_option("--chunk-tokens", generate.chunk_tokens, "Prefill tokens per step")->capture_default_str();
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,6 +64,8 @@ int main(int argc, char** argv) {
 
   int code = 0;
   if (info_cmd->parsed()) code = deepinfer::app::run_info(info, MPI_COMM_WORLD);
+  else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, MPI_COMM_WORLD);
+  else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, MPI_COMM_WORLD);
   mpi.finalize();
   return code;
 }

@@ -47,8 +47,8 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
   WeightStore store;
   if (format == LoadFormat::kDummy) {
     for (const TensorSpec& spec : specs) store.tensors_.emplace(spec.name, make_dummy_tensor(spec.name, spec.shape, seed));
-    spdlog::info("dummy weights: {} tensors, {:.3f} B parameters, seed {}", store.num_tensors(),
-                 store.num_parameters() / 1e9, seed);
+    spdlog::info("dummy weights: {} tensors, {:.2f} M parameters, seed {}", store.num_tensors(),
+                 store.num_parameters() / 1e6, seed);
     return store;
   }
   const SafetensorsCheckpoint checkpoint(model_path);
@@ -60,7 +60,7 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
                    checkpoint.file_of(spec.name), spec.name, shape_str(entry->shape), shape_str(spec.shape));
     store.tensors_.emplace(spec.name, to_f32(checkpoint.read(spec.name)));
   }
-  spdlog::info("loaded {} tensors ({:.3f} B parameters) from {}", store.num_tensors(), store.num_parameters() / 1e9,
+  spdlog::info("loaded {} tensors ({:.2f} M parameters) from {}", store.num_tensors(), store.num_parameters() / 1e6,
                model_path.string());
   return store;
 }

@@ -1,0 +1,54 @@
+#include "src/core/hdf5_file.h"
+
+namespace deepinfer {
+
+H5Writer::H5Writer(std::filesystem::path path) : path_(std::move(path)), tmp_path_(path_.string() + ".tmp") {
+  const hid_t id = H5Fcreate(tmp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  DI_INPUT_CHECK(id >= 0, "cannot create HDF5 file '{}'", tmp_path_.string());
+  file_ = H5Id(id, H5Fclose);
+}
+
+H5Writer::~H5Writer() {
+  if (committed_) return;
+  file_.reset();
+  std::error_code ignored;
+  std::filesystem::remove(tmp_path_, ignored);
+}
+
+void H5Writer::write_dataset(const std::string& name, const Tensor& tensor) {
+  std::vector<hsize_t> dims(tensor.shape().begin(), tensor.shape().end());
+  H5Id space(DI_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)), H5Sclose);
+  H5Id dataset(DI_H5_CHECK(H5Dcreate2(file_.get(), name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                      H5P_DEFAULT, H5P_DEFAULT)),
+               H5Dclose);
+  DI_H5_CHECK(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data<float>()));
+}
+
+void H5Writer::set_attribute(const std::string& name, const std::string& value, hid_t object) {
+  H5Id type(DI_H5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
+  DI_H5_CHECK(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)));
+  DI_H5_CHECK(H5Tset_strpad(type.get(), H5T_STR_NULLPAD));
+  H5Id space(DI_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
+  H5Id attr(DI_H5_CHECK(H5Acreate2(object < 0 ? file_.get() : object, name.c_str(), type.get(), space.get(),
+                                   H5P_DEFAULT, H5P_DEFAULT)),
+            H5Aclose);
+  DI_H5_CHECK(H5Awrite(attr.get(), type.get(), value.empty() ? "" : value.data()));
+}
+
+void H5Writer::set_attribute(const std::string& name, int64_t value, hid_t object) {
+  H5Id space(DI_H5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose);
+  H5Id attr(DI_H5_CHECK(H5Acreate2(object < 0 ? file_.get() : object, name.c_str(), H5T_STD_I64LE, space.get(),
+                                   H5P_DEFAULT, H5P_DEFAULT)),
+            H5Aclose);
+  DI_H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value));
+}
+
+void H5Writer::flush() { DI_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL)); }
+
+void H5Writer::commit() {
+  file_.reset();
+  std::filesystem::rename(tmp_path_, path_);
+  committed_ = true;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,59 @@
+// Engine: one rank's generation loop. step() reads schedule -> run -> postprocess; the scheduler decides
+// what runs, the model runs it, the sampler and scheduler record the outcome.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "src/engine/block_manager.h"
+#include "src/engine/request.h"
+#include "src/engine/scheduler.h"
+#include "src/engine/sequence.h"
+#include "src/model/deepseek_model.h"
+
+namespace deepinfer {
+
+struct EngineOptions {
+  int64_t kv_cache_tokens = 16384;  // KV cache capacity, rounded up to whole blocks
+  SchedulerLimits limits;
+};
+
+struct EngineStats {
+  int64_t num_steps = 0;
+  int64_t num_prefill_tokens = 0;
+  int64_t num_decode_tokens = 0;
+  double prefill_s = 0.0;
+  double decode_s = 0.0;
+};
+
+class Engine {
+ public:
+  Engine(const DeepseekModel& model, EngineOptions options);
+
+  // Checks the request against the model and the cache (InputError naming the request and what is wrong).
+  void validate(const Request& request) const;
+  void add_request(const Request& request);  // the request must outlive the engine
+  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  void step();
+  void run_to_completion();
+
+  // Results in the order requests were added.
+  std::vector<RequestResult> results() const;
+  const EngineStats& stats() const { return stats_; }
+  int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
+
+ private:
+  ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
+  std::vector<int32_t> sample(const ScheduledBatch& batch, const Tensor& logits);
+
+  const DeepseekModel& model_;
+  EngineOptions options_;
+  MlaKvCache cache_;
+  BlockManager blocks_;
+  Scheduler scheduler_;
+  std::vector<std::unique_ptr<Sequence>> sequences_;
+  std::vector<float> sampler_scratch_;
+  EngineStats stats_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,39 @@
+// A generation request as read from the input JSONL, and the finished result written back.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deepinfer {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy
+  float top_p = 1.0f;
+  int64_t top_k = 0;         // 0: no top-k filter
+  uint64_t seed = 0;
+  std::vector<int32_t> stop_token_ids;
+};
+
+struct Request {
+  nlohmann::json id;  // any JSON value, echoed back as given
+  std::vector<int32_t> prompt_token_ids;
+  int64_t max_new_tokens = 0;
+  SamplingParams sampling;
+};
+
+enum class FinishReason { kNone, kStop, kLength };
+inline const char* finish_reason_name(FinishReason reason) {
+  return reason == FinishReason::kStop ? "stop" : reason == FinishReason::kLength ? "length" : "none";
+}
+
+struct RequestResult {
+  nlohmann::json id;
+  std::vector<int32_t> output_token_ids;
+  FinishReason finish_reason = FinishReason::kNone;
+  int64_t prompt_tokens = 0;
+};
+
+}  // namespace deepinfer

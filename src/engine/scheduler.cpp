@@ -1,0 +1,94 @@
+#include "src/engine/scheduler.h"
+
+#include <algorithm>
+
+#include "src/core/check.h"
+
+namespace deepinfer {
+
+Scheduler::Scheduler(SchedulerLimits limits, BlockManager& blocks, std::vector<int32_t> eos_token_ids)
+    : limits_(limits), blocks_(blocks), eos_token_ids_(std::move(eos_token_ids)) {}
+
+void Scheduler::add(Sequence* seq) {
+  seq->status = SequenceStatus::kWaiting;
+  waiting_.push_back(seq);
+}
+
+ScheduledBatch Scheduler::schedule() {
+  ScheduledBatch batch;
+  int64_t budget = limits_.max_step_tokens;
+  for (Sequence* seq : waiting_) {
+    if (budget == 0) break;
+    if (static_cast<int64_t>(running_.size() + batch.items.size()) >= limits_.max_running_sequences) break;
+    const int64_t take = std::min(seq->num_uncached(), budget);
+    if (!blocks_.can_grow(*seq, seq->num_cached + take)) break;
+    blocks_.grow(*seq, seq->num_cached + take);
+    batch.items.push_back({seq, take, take == seq->num_uncached()});
+    budget -= take;
+  }
+  if (!batch.items.empty()) {
+    batch.is_prefill = true;
+    return batch;
+  }
+
+  // Decode: every running sequence adds one token; make room by preempting the newest when blocks run out.
+  for (size_t i = 0; i < running_.size();) {
+    Sequence* seq = running_[i];
+    if (blocks_.can_grow(*seq, seq->num_tokens())) {
+      blocks_.grow(*seq, seq->num_tokens());
+      ++i;
+      continue;
+    }
+    Sequence* victim = running_.back();
+    preempt(victim);
+    if (victim == seq) break;
+  }
+  for (Sequence* seq : running_) {
+    DI_CHECK(seq->num_uncached() == 1, "running sequence {} has {} uncached tokens", seq->idx, seq->num_uncached());
+    batch.items.push_back({seq, 1, true});
+  }
+  return batch;
+}
+
+void Scheduler::preempt(Sequence* seq) {
+  running_.erase(std::find(running_.begin(), running_.end(), seq));
+  blocks_.release(*seq);
+  seq->num_cached = 0;  // recomputed from its tokens when it is scheduled again
+  seq->status = SequenceStatus::kWaiting;
+  waiting_.push_front(seq);
+  ++num_preemptions_;
+}
+
+bool Scheduler::is_stop_token(const Sequence& seq, int32_t token) const {
+  const auto& stop = seq.request->sampling.stop_token_ids;
+  return std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end() ||
+         std::find(stop.begin(), stop.end(), token) != stop.end();
+}
+
+void Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled) {
+  size_t sample_idx = 0;
+  for (const ScheduledSequence& item : batch.items) {
+    Sequence* seq = item.seq;
+    seq->num_cached += item.num_new;
+    if (!item.samples) continue;
+    DI_CHECK(sample_idx < sampled.size(), "fewer sampled tokens ({}) than sampling sequences", sampled.size());
+    const int32_t token = sampled[sample_idx++];
+    seq->tokens.push_back(token);
+    if (is_stop_token(*seq, token)) seq->finish_reason = FinishReason::kStop;
+    else if (seq->num_generated() >= seq->request->max_new_tokens || seq->num_tokens() >= limits_.max_model_len)
+      seq->finish_reason = FinishReason::kLength;
+
+    if (batch.is_prefill) {  // its prefill is complete: from the waiting queue to the running set
+      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+      running_.push_back(seq);
+      seq->status = SequenceStatus::kRunning;
+    }
+    if (seq->finish_reason != FinishReason::kNone) {
+      running_.erase(std::find(running_.begin(), running_.end(), seq));
+      blocks_.release(*seq);
+      seq->status = SequenceStatus::kFinished;
+    }
+  }
+}
+
+}  // namespace deepinfer

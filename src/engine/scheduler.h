@@ -1,0 +1,58 @@
+// Scheduler: continuous batching over one rank's sequences. Each step is either a prefill step (chunks of
+// waiting sequences' uncached tokens, up to a token budget) or a decode step (one token for every running
+// sequence). Prefill goes first, as in nano-vllm; a decode step that runs out of KV blocks preempts the
+// newest running sequence, which later recomputes its tokens.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "src/engine/block_manager.h"
+#include "src/engine/sequence.h"
+
+namespace deepinfer {
+
+struct SchedulerLimits {
+  int64_t max_running_sequences = 256;
+  int64_t max_step_tokens = 4096;  // the prefill chunk: uncached tokens per step
+  int64_t max_model_len = 0;       // a sequence stops ("length") when it reaches this many tokens
+};
+
+struct ScheduledSequence {
+  Sequence* seq = nullptr;
+  int64_t num_new = 0;   // tokens from seq->num_cached on
+  bool samples = false;  // this step reaches the sequence's last token, so it samples the next one
+};
+
+struct ScheduledBatch {
+  bool is_prefill = false;
+  std::vector<ScheduledSequence> items;
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerLimits limits, BlockManager& blocks, std::vector<int32_t> eos_token_ids);
+
+  void add(Sequence* seq);
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+
+  ScheduledBatch schedule();
+  // Records a step's outcome: advances caches, appends sampled tokens (one per sampling item, in order),
+  // finishes sequences and frees their blocks.
+  void postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled);
+
+ private:
+  void preempt(Sequence* seq);
+  bool is_stop_token(const Sequence& seq, int32_t token) const;
+
+  SchedulerLimits limits_;
+  BlockManager& blocks_;
+  std::vector<int32_t> eos_token_ids_;
+  std::deque<Sequence*> waiting_;  // FIFO; the front may be part-way through a chunked prefill
+  std::vector<Sequence*> running_;
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,30 @@
+// A sequence in flight: its tokens (prompt, then generated), how many of them the KV cache holds, and the
+// blocks that hold them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/engine/request.h"
+
+namespace deepinfer {
+
+enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  int64_t idx = 0;  // position in the input, which is also the output order
+  const Request* request = nullptr;
+  std::vector<int32_t> tokens;  // prompt + generated
+  int64_t num_prompt_tokens = 0;
+  int64_t num_cached = 0;  // tokens[0, num_cached) are in the KV cache
+  std::vector<int32_t> block_table;
+  SequenceStatus status = SequenceStatus::kWaiting;
+  FinishReason finish_reason = FinishReason::kNone;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }
+  // Tokens not yet in the cache; the last of them is the one whose logits give the next token.
+  int64_t num_uncached() const { return num_tokens() - num_cached; }
+};
+
+}  // namespace deepinfer

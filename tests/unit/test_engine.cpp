@@ -1,0 +1,105 @@
+// Greedy generation through the engine equals transformers' greedy continuations, however the work is
+// batched: all prompts together, chunked prefill, and a KV cache so small that sequences are preempted.
+#include <gtest/gtest.h>
+
+#include "src/engine/engine.h"
+#include "tests/unit/fixtures.h"
+
+namespace deepinfer {
+namespace {
+
+struct GenerationCase {
+  const char* name;
+  int64_t kv_cache_tokens;
+  int64_t chunk_tokens;
+  int64_t max_running;
+};
+
+std::vector<Request> fixture_requests(const nlohmann::json& reference) {
+  std::vector<Request> requests;
+  for (const auto& prompt : reference.at("prompts")) {
+    Request r;
+    r.id = static_cast<int64_t>(requests.size());
+    r.prompt_token_ids = prompt.get<std::vector<int32_t>>();
+    r.max_new_tokens = reference.at("max_new_tokens").get<int64_t>();
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+class GreedyGeneration : public ::testing::TestWithParam<std::tuple<std::string, GenerationCase>> {};
+
+TEST_P(GreedyGeneration, EqualsTransformers) {
+  const auto& [fixture, setup] = GetParam();
+  const auto dir = testing::fixture_dir(fixture);
+  ModelConfig config = load_model_config(dir);
+  DeepseekModel model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  const nlohmann::json reference = testing::fixture_reference(fixture);
+  const std::vector<Request> requests = fixture_requests(reference);
+
+  EngineOptions options;
+  options.kv_cache_tokens = setup.kv_cache_tokens;
+  options.limits.max_step_tokens = setup.chunk_tokens;
+  options.limits.max_running_sequences = setup.max_running;
+  Engine engine(model, options);
+  for (const Request& r : requests) engine.add_request(r);
+  engine.run_to_completion();
+  const std::vector<RequestResult> results = engine.results();
+  ASSERT_EQ(results.size(), requests.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(results[i].output_token_ids, reference.at("greedy")[i].get<std::vector<int32_t>>())
+        << fixture << " " << setup.name << " prompt " << i;
+    EXPECT_EQ(results[i].prompt_tokens, static_cast<int64_t>(requests[i].prompt_token_ids.size()));
+  }
+  if (std::string(setup.name) == "preempting") {
+    EXPECT_GT(engine.num_preemptions(), 0);
+  }
+}
+
+const GenerationCase kCases[] = {
+    {"batched", 16384, 4096, 256},
+    {"chunked", 16384, 16, 256},
+    {"one_at_a_time", 16384, 4096, 1},
+    {"preempting", 3 * 64, 4096, 2},  // 3 blocks: the 64- and 100-token prompts run together, cannot both grow
+};
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyGeneration,
+                         ::testing::Combine(::testing::ValuesIn(testing::all_fixtures()), ::testing::ValuesIn(kCases)),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(Engine, RejectsRequestsItCannotServe) {
+  const auto dir = testing::fixture_dir("tiny-v2-fp32");
+  ModelConfig config = load_model_config(dir);
+  DeepseekModel model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  EngineOptions options;
+  options.kv_cache_tokens = 128;
+  Engine engine(model, options);
+  Request r;
+  r.id = "long";
+  r.max_new_tokens = 4;
+  r.prompt_token_ids.assign(config.max_position_embeddings, 5);
+  EXPECT_THROW(
+      {
+        try {
+          engine.validate(r);
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find("exceed"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("\"long\""), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      InputError);
+  r.prompt_token_ids.assign(100, 5);
+  r.max_new_tokens = 100;  // 200 tokens > 128 in the cache
+  EXPECT_THROW(engine.validate(r), InputError);
+  r.prompt_token_ids = {5, 99999};
+  r.max_new_tokens = 1;
+  EXPECT_THROW(engine.validate(r), InputError);
+}
+
+}  // namespace
+}  // namespace deepinfer

@@ -1,0 +1,99 @@
+// Loading: a missing or mis-shaped tensor is named; shards load; dummy weights are reproducible.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "src/model/architectures.h"
+#include "src/model/safetensors.h"
+#include "src/model/weights.h"
+#include "tests/unit/fixtures.h"
+
+namespace deepinfer {
+namespace {
+
+// A copy of a fixture checkpoint with `edit` applied to its tensors, in a fresh temporary directory.
+std::filesystem::path edited_checkpoint(const std::string& fixture, const std::string& tag,
+                                        const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
+  const auto src = testing::fixture_dir(fixture);
+  const auto dst = std::filesystem::temp_directory_path() / ("deepinfer-" + tag + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dst);
+  std::filesystem::create_directories(dst);
+  std::filesystem::copy_file(src / "config.json", dst / "config.json");
+  const ModelConfig config = load_model_config(src);
+  const SafetensorsCheckpoint checkpoint(src);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const TensorSpec& spec : find_architecture(config.model_type)->tensor_specs(config))
+    tensors.emplace_back(spec.name, checkpoint.read(spec.name));
+  edit(tensors);
+  write_safetensors(dst / "model.safetensors", tensors);
+  return dst;
+}
+
+std::string load_error(const std::filesystem::path& dir) {
+  try {
+    WeightStore::load(load_model_config(dir), dir, LoadFormat::kSafetensors, 0);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Weights, RoundTripThroughOurWriterLoadsCleanly) {
+  const auto dir = edited_checkpoint("tiny-v3-bf16", "same", [](auto&) {});
+  EXPECT_EQ(load_error(dir), "");
+  const WeightStore a = WeightStore::load(load_model_config(dir), dir, LoadFormat::kSafetensors, 0);
+  const auto fixture = testing::fixture_dir("tiny-v3-bf16");  // sharded, with an index
+  const WeightStore b = WeightStore::load(load_model_config(fixture), fixture, LoadFormat::kSafetensors, 0);
+  const Tensor& ta = a.get("model.layers.3.shared_head.head.weight");  // an MTP tensor
+  const Tensor& tb = b.get("model.layers.3.shared_head.head.weight");
+  ASSERT_EQ(ta.shape(), tb.shape());
+  EXPECT_EQ(std::memcmp(ta.raw_data(), tb.raw_data(), ta.nbytes()), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Weights, MissingTensorIsNamed) {
+  const auto dir = edited_checkpoint("tiny-v3-fp32", "missing", [](auto& tensors) {
+    std::erase_if(tensors, [](const auto& t) { return t.first == "model.layers.1.mlp.gate.e_score_correction_bias"; });
+  });
+  EXPECT_NE(load_error(dir).find("missing tensor 'model.layers.1.mlp.gate.e_score_correction_bias' (expected shape [16])"),
+            std::string::npos)
+      << load_error(dir);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Weights, WrongShapeIsNamed) {
+  const auto dir = edited_checkpoint("tiny-v2-fp32", "shape", [](auto& tensors) {
+    for (auto& [name, tensor] : tensors)
+      if (name == "model.layers.0.self_attn.kv_b_proj.weight") tensor = Tensor::zeros({8, 8});
+  });
+  EXPECT_NE(load_error(dir).find("tensor 'model.layers.0.self_attn.kv_b_proj.weight' has shape [8, 8], expected [128, 32]"),
+            std::string::npos)
+      << load_error(dir);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Weights, DummyWeightsAreSeededAndShaped) {
+  const Tensor a = make_dummy_tensor("model.layers.0.mlp.up_proj.weight", {64, 256}, 7);
+  const Tensor b = make_dummy_tensor("model.layers.0.mlp.up_proj.weight", {64, 256}, 7);
+  const Tensor c = make_dummy_tensor("model.layers.0.mlp.up_proj.weight", {64, 256}, 8);
+  EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0);
+  EXPECT_NE(std::memcmp(a.raw_data(), c.raw_data(), a.nbytes()), 0);
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < a.numel(); ++i) sum_sq += a.data<float>()[i] * a.data<float>()[i];
+  EXPECT_NEAR(sum_sq / a.numel(), 1.0 / 256.0, 0.1 / 256.0);  // N(0, 1/fan_in)
+  const Tensor norm = make_dummy_tensor("model.norm.weight", {4096}, 7);
+  double mean = 0.0;
+  for (int64_t i = 0; i < norm.numel(); ++i) mean += norm.data<float>()[i];
+  EXPECT_NEAR(mean / norm.numel(), 1.0, 0.02);
+}
+
+TEST(Weights, ConfigFileNeedsDummyFormat) {
+  const auto config_file = std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json";
+  const ModelConfig config = load_model_config(config_file);
+  EXPECT_THROW(WeightStore::load(config, config_file, LoadFormat::kSafetensors, 0), InputError);
+  const WeightStore store = WeightStore::load(config, config_file, LoadFormat::kAuto, 0);  // auto: dummy
+  EXPECT_GT(store.num_parameters(), 1000);
+}
+
+}  // namespace
+}  // namespace deepinfer
