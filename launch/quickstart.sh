@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# From a clone to a running multi-rank job: install, build, then run the main job on an embedded default —
-# CPU, a tiny model, ranks of both roles (1 prefill + 1 decode by default; DEPLOY=configs/deploy/2p2d.toml
-# for more).
+# From a clone to a running multi-rank job: install, build, then offline generation on the CPU with the
+# embedded tiny model (a DeepSeek-V3-shaped checkpoint written by transformers, tests/fixtures/tiny-v3-bf16)
+# on 2 prefill + 2 decode ranks. Override with MODEL=, DEPLOY=, INPUT=, OUTPUT=.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/launch/setup.sh"
 "$root/launch/build.sh"
 source "$root/launch/mpi_env.sh"
-deploy=${DEPLOY:-$root/configs/deploy/1p1d.toml}
+model=${MODEL:-$root/tests/fixtures/tiny-v3-bf16}
+deploy=${DEPLOY:-$root/configs/deploy/2p2d.toml}
+input=${INPUT:-$root/launch/examples/prompts.jsonl}
+output=${OUTPUT:-$root/build/quickstart-out.jsonl}
 ranks=$(python3 -c "import tomllib,sys; d=tomllib.load(open(sys.argv[1],'rb')); print(sum(v['ranks'] for v in d.values() if isinstance(v, dict)))" "$deploy")
-echo "== topology: mpirun -np $ranks deepinfer info --deploy $deploy"
+
+echo "== ranks of $deploy"
 mpirun -np "$ranks" "$root/build/deepinfer" info --deploy "$deploy"
+echo "== offline generation: $ranks ranks, $(wc -l < "$input") requests"
+mpirun -np "$ranks" "$root/build/deepinfer" generate --model "$model" --deploy "$deploy" --input "$input" --output "$output"
+echo "== first outputs ($output)"
+head -n 3 "$output"

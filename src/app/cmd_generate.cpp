@@ -1,48 +1,142 @@
-// `deepinfer generate --model M --input prompts.jsonl --output out.jsonl`: offline generation.
+// `deepinfer generate --model M --input prompts.jsonl --output out.jsonl [--deploy D]`: offline generation,
+// on one rank, or across the roles of a deployment under mpirun.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <optional>
 
 #include "src/app/jsonl.h"
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
+#include "src/dist/mpi_communicator.h"
+#include "src/dist/topology.h"
 #include "src/engine/engine.h"
+#include "src/engine/spmd_generation.h"
+#include "src/moe/expert_parallel.h"
 
 namespace deepinfer::app {
 
+namespace {
+
+void log_summary(const std::vector<RequestResult>& results, double seconds) {
+  int64_t generated = 0, prefill_tokens = 0;
+  for (const RequestResult& r : results) {
+    generated += static_cast<int64_t>(r.output_token_ids.size());
+    prefill_tokens += r.prompt_tokens;
+  }
+  spdlog::info("{} requests: {} prompt tokens, {} generated tokens in {:.3f} s ({:.1f} generated tok/s, "
+               "{:.1f} total tok/s)", results.size(), prefill_tokens, generated, seconds, generated / seconds,
+               (prefill_tokens + generated) / seconds);
+}
+
+void log_rank_reports(const std::vector<RankReport>& reports) {
+  // One line per role: what its ranks did and what crossed the wire.
+  for (Role role : {Role::kPrefill, Role::kDecode, Role::kColocated}) {
+    RankReport sum;
+    int64_t num_ranks = 0, max_steps = 0;
+    for (const RankReport& r : reports) {
+      if (r.role != static_cast<int64_t>(role)) continue;
+      ++num_ranks;
+      max_steps = std::max(max_steps, r.steps);
+      sum.prefill_tokens += r.prefill_tokens;
+      sum.decode_tokens += r.decode_tokens;
+      sum.moe_dispatch_bytes += r.moe_dispatch_bytes;
+      sum.moe_combine_bytes += r.moe_combine_bytes;
+      sum.handoff_bytes += r.handoff_bytes;
+      sum.sequences += r.sequences;
+    }
+    if (num_ranks == 0) continue;
+    spdlog::info("{} ranks x{}: {} steps (most on one rank), {} prefill + {} decode tokens, {} sequences; MoE "
+                 "dispatch {:.2f} MB + combine {:.2f} MB to other ranks ({:.1f} KB per step per rank), KV handoff "
+                 "{:.2f} MB", role_name(role), num_ranks, max_steps, sum.prefill_tokens, sum.decode_tokens,
+                 sum.sequences, sum.moe_dispatch_bytes / 1e6, sum.moe_combine_bytes / 1e6,
+                 (sum.moe_dispatch_bytes + sum.moe_combine_bytes) / 1e3 / std::max<int64_t>(1, max_steps) / num_ranks,
+                 sum.handoff_bytes / 1e6);
+  }
+}
+
+}  // namespace
+
 int run_generate(const GenerateOptions& options, MPI_Comm world) {
   std::unique_ptr<DeepseekModel> model;
-  std::unique_ptr<Engine> engine;
   std::vector<Request> requests;
+  std::optional<Deployment> deployment;
+  std::optional<ExpertPlacement> placement;
+  EngineOptions engine_options;
+  engine_options.kv_cache_tokens = options.kv_cache_tokens;
+  engine_options.limits.max_running_sequences = options.max_running;
+  engine_options.limits.max_step_tokens = options.chunk_tokens;
+
   auto prepare = [&] {
-    require_single_rank(world, "generate");
     DI_INPUT_CHECK(options.kv_cache_tokens > 0 && options.max_running > 0 && options.chunk_tokens > 0,
                    "--kv-cache-tokens, --max-running and --chunk-tokens must be positive");
     requests = read_requests(options.input_path);
-    model = load_model(options.model);
-    EngineOptions engine_options;
-    engine_options.kv_cache_tokens = options.kv_cache_tokens;
-    engine_options.limits.max_running_sequences = options.max_running;
-    engine_options.limits.max_step_tokens = options.chunk_tokens;
-    engine = std::make_unique<Engine>(*model, engine_options);
-    for (const Request& request : requests) engine->validate(request);
+    const std::filesystem::path model_path(options.model.model_path);
+    DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
+    const ModelConfig config = load_model_config(model_path);
+    for (const Request& request : requests) Engine::validate(config, engine_options, request);
+    if (options.deploy_path.empty()) {
+      require_single_rank(world, "generate without --deploy");
+      model = load_model(options.model);
+      return;
+    }
+    deployment = Deployment::from_toml_file(options.deploy_path);
+    int world_rank = 0, world_size = 0;
+    MPI_Comm_rank(world, &world_rank);
+    MPI_Comm_size(world, &world_size);
+    Topology::check_world_size(*deployment, world_size);
+    const RankPlacement where = place_rank(*deployment, world_rank);
+    const int64_t ep_size = deployment->roles[where.role_spec_idx].ep_size;
+    const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
+    DI_INPUT_CHECK(config.n_routed_experts > 0, "--deploy needs a MoE model (n_routed_experts > 0)");
+    placement = options.expert_plan_path.empty()
+                    ? ExpertPlacement::make_default(num_moe_layers, config.n_routed_experts, ep_size)
+                    : ExpertPlacement::from_plan_file(options.expert_plan_path, num_moe_layers, config.n_routed_experts,
+                                                      ep_size);
+    // Load the attention and dense weights, and only the routed experts this rank's slots hold.
+    const int ep_rank = where.rank_in_ep_group;
+    auto wanted = [&](const std::string& name) {
+      int layer = -1, expert = -1;
+      if (std::sscanf(name.c_str(), "model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2) return true;
+      if (layer >= config.num_hidden_layers) return true;  // MTP layers: kept whole for speculative decoding
+      return placement->rank_holds(ep_rank, layer - config.first_k_dense_replace, expert);
+    };
+    WeightStore weights = WeightStore::load(config, model_path, parse_load_format(options.model.load_format),
+                                            options.model.seed, wanted);
+    model = std::make_unique<DeepseekModel>(config, std::move(weights));
   };
+
   auto execute = [&] {
     const auto start = std::chrono::steady_clock::now();
-    for (const Request& request : requests) engine->add_request(request);
-    engine->run_to_completion();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::vector<RequestResult> results = engine->results();
+    std::vector<RequestResult> results;
+    if (!deployment) {
+      Engine engine(*model, engine_options);
+      for (const Request& request : requests) engine.add_request(request);
+      engine.run_to_completion();
+      results = engine.results();
+      const EngineStats& s = engine.stats();
+      spdlog::info("prefill {:.1f} tok/s, decode {:.1f} tok/s over {} steps, {} preemptions",
+                   s.num_prefill_tokens / std::max(s.prefill_s, 1e-9), s.num_decode_tokens / std::max(s.decode_s, 1e-9),
+                   s.num_steps, engine.num_preemptions());
+    } else {
+      Topology topo = Topology::create(*deployment, world);
+      MpiCommunicator ep_comm(topo.ep_comm().get());
+      MpiCommunicator role_comm(topo.role_comm().get());
+      ExpertParallelExecutor experts(ep_comm, *placement);
+      SpmdGenerationOptions spmd;
+      spmd.kv_cache_tokens = options.kv_cache_tokens;
+      spmd.timeout_s = default_comm_timeout_s();
+      std::vector<RankReport> reports;
+      results = generate_spmd(*model, topo, ep_comm, role_comm, experts, requests, spmd, &reports);
+      if (topo.world_rank() == 0) log_rank_reports(reports);
+      topo.finalize();
+    }
+    int world_rank = 0;
+    MPI_Comm_rank(world, &world_rank);
+    if (world_rank != 0) return;
     write_results(options.output_path, results);
-
-    const EngineStats& s = engine->stats();
-    int64_t generated = 0;
-    for (const RequestResult& r : results) generated += static_cast<int64_t>(r.output_token_ids.size());
-    spdlog::info("{} requests: {} prompt tokens, {} generated tokens in {:.3f} s ({:.1f} generated tok/s); "
-                 "prefill {:.1f} tok/s, decode {:.1f} tok/s over {} steps, {} preemptions; wrote {}",
-                 results.size(), s.num_prefill_tokens, generated, seconds, generated / seconds,
-                 s.num_prefill_tokens / std::max(s.prefill_s, 1e-9), s.num_decode_tokens / std::max(s.decode_s, 1e-9),
-                 s.num_steps, engine->num_preemptions(), options.output_path);
+    log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    spdlog::info("wrote {}", options.output_path);
   };
   return run_spmd_command(world, prepare, execute);
 }

@@ -36,6 +36,8 @@ struct GenerateOptions {
   int64_t kv_cache_tokens = 16384;
   int64_t max_running = 256;
   int64_t chunk_tokens = 4096;
+  std::string deploy_path;       // empty: one rank does everything
+  std::string expert_plan_path;  // optional placement plan (phy2log per MoE layer)
 };
 int run_generate(const GenerateOptions& options, MPI_Comm world);
 

@@ -16,6 +16,7 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
   for (const auto& [key, value] : line.items())
     DI_INPUT_CHECK(kKeys.contains(key), "{}: unknown key '{}'", where, key);
   Request r;
+  r.index = line_idx;
   r.id = line.contains("id") ? line["id"] : nlohmann::json(line_idx);
   DI_INPUT_CHECK(line.contains("prompt_token_ids") && line["prompt_token_ids"].is_array(),
                  "{}: 'prompt_token_ids' must be an array of token ids", where);
@@ -78,11 +79,8 @@ void write_results(const std::filesystem::path& path, const std::vector<RequestR
     std::ofstream out(tmp);
     DI_INPUT_CHECK(out.good(), "cannot write '{}'", tmp);
     for (const RequestResult& r : results) {
-      nlohmann::json line = {{"id", r.id},
-                             {"output_token_ids", r.output_token_ids},
-                             {"finish_reason", finish_reason_name(r.finish_reason)},
-                             {"prompt_tokens", r.prompt_tokens},
-                             {"output_tokens", r.output_token_ids.size()}};
+      nlohmann::json line = result_to_json(r);
+      line.erase("index");
       out << line.dump() << '\n';
     }
     DI_CHECK(out.good(), "writing '{}' failed", tmp);

@@ -46,7 +46,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   generate_cmd->add_option("--max-running", generate.max_running, "Most sequences decoded together")
       ->capture_default_str();
-  generate_cmd->add_option("--chunk-tokens", generate.chunk_tokens, "Prefill tokens per step")->capture_default_str();
+  generate_cmd->add_option("--chunk-tokens", generate.chunk_tokens, "Prefill tokens per step (one rank; a "
+                           "deployment sets its own)")->capture_default_str();
+  generate_cmd->add_option("--deploy", generate.deploy_path, "Deployment file: run across its prefill/decode ranks");
+  generate_cmd->add_option("--expert-plan", generate.expert_plan_path,
+                           "Expert placement plan JSON {\"phy2log\": [...]} (with --deploy)");
 
   try {
     cli.parse(argc, argv);

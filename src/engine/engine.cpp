@@ -29,21 +29,23 @@ Engine::Engine(const DeepseekModel& model, EngineOptions options)
   options_.limits = with_model_len(options.limits, model.config());
 }
 
-void Engine::validate(const Request& request) const {
-  const ModelConfig& c = model_.config();
+void Engine::validate(const ModelConfig& c, const EngineOptions& options, const Request& request) {
+  const int64_t max_model_len = with_model_len(options.limits, c).max_model_len;
+  const int64_t cache_tokens =
+      (options.kv_cache_tokens + MlaKvCache::kBlockSize - 1) / MlaKvCache::kBlockSize * MlaKvCache::kBlockSize;
   const std::string who = fmt::format("request id {}", request.id.dump());
   const auto prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
   DI_INPUT_CHECK(prompt_len > 0, "{}: empty prompt_token_ids", who);
-  DI_INPUT_CHECK(prompt_len < options_.limits.max_model_len,
-                 "{}: prompt of {} tokens leaves no room to generate: it must stay below the model's maximum of {} positions (prompts that reach it exceed the maximum)",
-                 who, prompt_len, options_.limits.max_model_len);
+  DI_INPUT_CHECK(prompt_len < max_model_len,
+                 "{}: prompt of {} tokens leaves no room to generate: it must stay below the model's maximum of {} "
+                 "positions (prompts that reach it exceed the maximum)", who, prompt_len, max_model_len);
   for (int32_t token : request.prompt_token_ids)
     DI_INPUT_CHECK(token >= 0 && token < c.vocab_size, "{}: token id {} is outside the vocabulary [0, {})", who,
                    token, c.vocab_size);
-  const int64_t longest = std::min(prompt_len + request.max_new_tokens, options_.limits.max_model_len);
-  DI_INPUT_CHECK(blocks_.blocks_for(longest) <= blocks_.num_blocks(),
+  const int64_t longest = std::min(prompt_len + request.max_new_tokens, max_model_len);
+  DI_INPUT_CHECK(longest <= cache_tokens,
                  "{}: needs {} tokens of KV cache, more than the {} the cache holds (raise --kv-cache-tokens)", who,
-                 longest, blocks_.num_blocks() * MlaKvCache::kBlockSize);
+                 longest, cache_tokens);
 }
 
 void Engine::add_request(const Request& request) {
@@ -60,9 +62,9 @@ void Engine::add_request(const Request& request) {
 void Engine::step() {
   const auto start = std::chrono::steady_clock::now();
   const ScheduledBatch batch = scheduler_.schedule();
-  DI_CHECK(!batch.items.empty(), "the scheduler found nothing to run with {} unfinished sequences",
-           has_unfinished() ? "some" : "no");
-  const Tensor logits = model_.forward(build_forward_batch(batch), cache_);
+  DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
+           "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
+  const Tensor logits = model_.forward(build_forward_batch(batch), cache_, options_.experts);
   scheduler_.postprocess(batch, sample(batch, logits));
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -101,17 +103,66 @@ std::vector<int32_t> Engine::sample(const ScheduledBatch& batch, const Tensor& l
   return tokens;
 }
 
+RequestResult Engine::result_of(const Sequence& seq) {
+  RequestResult result;
+  result.index = seq.request->index;
+  result.id = seq.request->id;
+  result.output_token_ids.assign(seq.tokens.begin() + seq.num_prompt_tokens, seq.tokens.end());
+  result.finish_reason = seq.finish_reason;
+  result.prompt_tokens = seq.num_prompt_tokens;
+  return result;
+}
+
 std::vector<RequestResult> Engine::results() const {
   std::vector<RequestResult> results;
-  for (const auto& seq : sequences_) {
-    RequestResult result;
-    result.id = seq->request->id;
-    result.output_token_ids.assign(seq->tokens.begin() + seq->num_prompt_tokens, seq->tokens.end());
-    result.finish_reason = seq->finish_reason;
-    result.prompt_tokens = seq->num_prompt_tokens;
-    results.push_back(std::move(result));
-  }
+  for (const auto& seq : sequences_) results.push_back(result_of(*seq));
   return results;
+}
+
+std::vector<RequestResult> Engine::take_finished() {
+  std::vector<RequestResult> results;
+  for (const Sequence* seq : scheduler_.take_finished()) results.push_back(result_of(*seq));
+  return results;
+}
+
+std::vector<PrefilledSequence> Engine::take_handoffs() {
+  std::vector<PrefilledSequence> handoffs;
+  const int64_t entry = cache_.entry_dim();
+  for (Sequence* seq : scheduler_.take_handoffs()) {
+    PrefilledSequence out;
+    out.request_index = seq->request->index;
+    out.tokens = seq->tokens;
+    out.kv.resize(cache_.num_layers() * seq->num_cached * entry);
+    float* dst = out.kv.data();
+    for (int64_t layer = 0; layer < cache_.num_layers(); ++layer)
+      for (int64_t pos = 0; pos < seq->num_cached; ++pos, dst += entry)
+        std::copy_n(cache_.entry(layer, seq->block_table, pos), entry, dst);
+    blocks_.release(*seq);
+    handoffs.push_back(std::move(out));
+  }
+  return handoffs;
+}
+
+bool Engine::add_prefilled(const Request& request, const PrefilledSequence& prefilled) {
+  auto seq = std::make_unique<Sequence>();
+  seq->idx = static_cast<int64_t>(sequences_.size());
+  seq->request = &request;
+  seq->tokens = prefilled.tokens;
+  seq->num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
+  seq->num_cached = seq->num_tokens() - 1;
+  const int64_t entry = cache_.entry_dim();
+  DI_CHECK(static_cast<int64_t>(prefilled.kv.size()) == cache_.num_layers() * seq->num_cached * entry,
+           "prefilled KV of request {} has {} floats, expected {}", request.index, prefilled.kv.size(),
+           cache_.num_layers() * seq->num_cached * entry);
+  if (!blocks_.can_grow(*seq, seq->num_tokens())) return false;
+  blocks_.grow(*seq, seq->num_tokens());
+  const float* src = prefilled.kv.data();
+  for (int64_t layer = 0; layer < cache_.num_layers(); ++layer)
+    for (int64_t pos = 0; pos < seq->num_cached; ++pos, src += entry)
+      std::copy_n(src, entry, cache_.entry(layer, seq->block_table, pos));
+  scheduler_.add_running(seq.get());
+  sequences_.push_back(std::move(seq));
+  return true;
 }
 
 }  // namespace deepinfer

@@ -16,6 +16,15 @@ namespace deepinfer {
 struct EngineOptions {
   int64_t kv_cache_tokens = 16384;  // KV cache capacity, rounded up to whole blocks
   SchedulerLimits limits;
+  ExpertExecutor* experts = nullptr;  // null: every expert local
+};
+
+// A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled
+// token) and the latent KV of its prompt, [layer][position][kv_entry_dim].
+struct PrefilledSequence {
+  int64_t request_index = 0;
+  std::vector<int32_t> tokens;
+  std::vector<float> kv;
 };
 
 struct EngineStats {
@@ -31,14 +40,25 @@ class Engine {
   Engine(const DeepseekModel& model, EngineOptions options);
 
   // Checks the request against the model and the cache (InputError naming the request and what is wrong).
-  void validate(const Request& request) const;
+  void validate(const Request& request) const { validate(model_.config(), options_, request); }
+  static void validate(const ModelConfig& config, const EngineOptions& options, const Request& request);
   void add_request(const Request& request);  // the request must outlive the engine
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  // One schedule -> run -> postprocess. With nothing scheduled it still runs an empty forward, so that
+  // this rank joins its expert-parallel group's exchanges.
   void step();
   void run_to_completion();
 
+  // Prefill role: the sequences prefilled since the last call, with their KV copied out and their blocks freed.
+  std::vector<PrefilledSequence> take_handoffs();
+  // Decode role: admits a sequence prefilled elsewhere, if its blocks fit now (false: try again later).
+  bool add_prefilled(const Request& request, const PrefilledSequence& prefilled);
+  // Results of the sequences finished since the last call.
+  std::vector<RequestResult> take_finished();
+
   // Results in the order requests were added.
   std::vector<RequestResult> results() const;
+  static RequestResult result_of(const Sequence& seq);
   const EngineStats& stats() const { return stats_; }
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
 

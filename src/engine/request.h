@@ -18,6 +18,7 @@ struct SamplingParams {
 };
 
 struct Request {
+  int64_t index = 0;  // position in the input: the output order, and how ranks name a request to each other
   nlohmann::json id;  // any JSON value, echoed back as given
   std::vector<int32_t> prompt_token_ids;
   int64_t max_new_tokens = 0;
@@ -25,15 +26,20 @@ struct Request {
 };
 
 enum class FinishReason { kNone, kStop, kLength };
+FinishReason parse_finish_reason(const std::string& name);
 inline const char* finish_reason_name(FinishReason reason) {
   return reason == FinishReason::kStop ? "stop" : reason == FinishReason::kLength ? "length" : "none";
 }
 
 struct RequestResult {
+  int64_t index = 0;
   nlohmann::json id;
   std::vector<int32_t> output_token_ids;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t prompt_tokens = 0;
 };
+
+nlohmann::json result_to_json(const RequestResult& result);
+RequestResult result_from_json(const nlohmann::json& json);
 
 }  // namespace deepinfer

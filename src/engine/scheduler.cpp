@@ -14,6 +14,13 @@ void Scheduler::add(Sequence* seq) {
   waiting_.push_back(seq);
 }
 
+void Scheduler::add_running(Sequence* seq) {
+  DI_CHECK(seq->num_uncached() == 1, "a prefilled sequence must have exactly its sampled token uncached, has {}",
+           seq->num_uncached());
+  seq->status = SequenceStatus::kRunning;
+  running_.push_back(seq);
+}
+
 ScheduledBatch Scheduler::schedule() {
   ScheduledBatch batch;
   int64_t budget = limits_.max_step_tokens;
@@ -87,6 +94,12 @@ void Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32
       running_.erase(std::find(running_.begin(), running_.end(), seq));
       blocks_.release(*seq);
       seq->status = SequenceStatus::kFinished;
+      newly_finished_.push_back(seq);
+    } else if (batch.is_prefill && limits_.handoff_after_prefill) {
+      // Blocks stay allocated until the engine has copied the KV out for the decode rank.
+      running_.erase(std::find(running_.begin(), running_.end(), seq));
+      seq->status = SequenceStatus::kHandedOff;
+      newly_handed_off_.push_back(seq);
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "src/engine/block_manager.h"
@@ -17,6 +18,7 @@ struct SchedulerLimits {
   int64_t max_running_sequences = 256;
   int64_t max_step_tokens = 4096;  // the prefill chunk: uncached tokens per step
   int64_t max_model_len = 0;       // a sequence stops ("length") when it reaches this many tokens
+  bool handoff_after_prefill = false;  // prefill role: a prefilled sequence leaves for a decode rank
 };
 
 struct ScheduledSequence {
@@ -35,6 +37,8 @@ class Scheduler {
   Scheduler(SchedulerLimits limits, BlockManager& blocks, std::vector<int32_t> eos_token_ids);
 
   void add(Sequence* seq);
+  // A sequence whose KV arrived prefilled (decode role): it joins the running set; its blocks are allocated.
+  void add_running(Sequence* seq);
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
   int64_t num_preemptions() const { return num_preemptions_; }
 
@@ -42,6 +46,10 @@ class Scheduler {
   // Records a step's outcome: advances caches, appends sampled tokens (one per sampling item, in order),
   // finishes sequences and frees their blocks.
   void postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled);
+
+  // Sequences that finished, and (prefill role) that were handed off, since the last call.
+  std::vector<Sequence*> take_finished() { return std::exchange(newly_finished_, {}); }
+  std::vector<Sequence*> take_handoffs() { return std::exchange(newly_handed_off_, {}); }
 
  private:
   void preempt(Sequence* seq);
@@ -52,6 +60,8 @@ class Scheduler {
   std::vector<int32_t> eos_token_ids_;
   std::deque<Sequence*> waiting_;  // FIFO; the front may be part-way through a chunked prefill
   std::vector<Sequence*> running_;
+  std::vector<Sequence*> newly_finished_;
+  std::vector<Sequence*> newly_handed_off_;
   int64_t num_preemptions_ = 0;
 };
 

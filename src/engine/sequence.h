@@ -9,7 +9,8 @@
 
 namespace deepinfer {
 
-enum class SequenceStatus { kWaiting, kRunning, kFinished };
+// kHandedOff: prefilled on a prefill rank, its KV on its way to a decode rank.
+enum class SequenceStatus { kWaiting, kRunning, kHandedOff, kFinished };
 
 struct Sequence {
   int64_t idx = 0;  // position in the input, which is also the output order

@@ -37,8 +37,13 @@ DeepseekModel::DeepseekModel(ModelConfig config, WeightStore weights)
     if (layer.is_moe) {
       layer.moe.router = weights_.data(p + "mlp.gate.weight");
       layer.moe.correction_bias = weights_.data_or_null(p + "mlp.gate.e_score_correction_bias");
-      for (int64_t e = 0; e < c.n_routed_experts; ++e)
-        layer.moe.experts.push_back(resolve_mlp(fmt::format("{}mlp.experts.{}", p, e), c.moe_intermediate_size));
+      // Under expert parallelism a rank loads only the experts it owns; the others stay unresolved.
+      for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+        const std::string prefix = fmt::format("{}mlp.experts.{}", p, e);
+        layer.moe.experts.push_back(weights_.data_or_null(prefix + ".gate_proj.weight") != nullptr
+                                        ? resolve_mlp(prefix, c.moe_intermediate_size)
+                                        : Mlp{});
+      }
       layer.moe.has_shared = c.n_shared_experts > 0;
       if (layer.moe.has_shared)
         layer.moe.shared = resolve_mlp(p + "mlp.shared_experts", c.moe_intermediate_size * c.n_shared_experts);
@@ -65,7 +70,19 @@ MlaKvCache DeepseekModel::make_kv_cache(int64_t num_blocks) const {
   return MlaKvCache(config_.num_hidden_layers, num_blocks, config_.kv_lora_rank, config_.qk_rope_head_dim);
 }
 
-Tensor DeepseekModel::forward(const ForwardBatch& batch, MlaKvCache& cache) const {
+bool DeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const {
+  return layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert].gate != nullptr;
+}
+
+void DeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const {
+  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not loaded on this rank", expert,
+           moe_layer_idx);
+  dense_mlp(layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert], x, out, n);
+}
+
+Tensor DeepseekModel::forward(const ForwardBatch& batch, MlaKvCache& cache, ExpertExecutor* experts) const {
+  LocalExpertExecutor local_experts;
+  ExpertExecutor& executor = experts != nullptr ? *experts : local_experts;
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   const int64_t H = c.hidden_size;
@@ -90,7 +107,7 @@ Tensor DeepseekModel::forward(const ForwardBatch& batch, MlaKvCache& cache) cons
     attention(l, layer.attention, batch, positions.data(), cos.data(), sin.data(), normed.data(), delta.data(), cache);
     cpu::axpy(1.0f, delta.data(), x.data(), T * H);
     cpu::rms_norm(x.data(), layer.post_attention_norm, normed.data(), T, H, c.rms_norm_eps);
-    if (layer.is_moe) moe(layer.moe, normed.data(), delta.data(), T);
+    if (layer.is_moe) moe(l - c.first_k_dense_replace, layer.moe, normed.data(), delta.data(), T, executor);
     else dense_mlp(layer.mlp, normed.data(), delta.data(), T);
     cpu::axpy(1.0f, delta.data(), x.data(), T * H);
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/core/tensor.h"
+#include "src/model/expert_executor.h"
 #include "src/model/forward_batch.h"
 #include "src/model/mla_kv_cache.h"
 #include "src/model/model_config.h"
@@ -23,8 +24,17 @@ class DeepseekModel {
   MlaKvCache make_kv_cache(int64_t num_blocks) const;
 
   // Runs the batch, writing the new tokens' latent KV into `cache`. Returns logits [rows, vocab]: one row per
-  // sequence (its last new token), or one per new token with all_logits.
-  Tensor forward(const ForwardBatch& batch, MlaKvCache& cache) const;
+  // sequence (its last new token), or one per new token with all_logits. Routed experts are reached through
+  // `experts` (all local when null). An empty batch still calls `experts` for every MoE layer, so a rank with
+  // no work joins its expert-parallel group's exchanges.
+  Tensor forward(const ForwardBatch& batch, MlaKvCache& cache, ExpertExecutor* experts = nullptr) const;
+
+  // MoE layer index (0-based over the MoE layers) of main layer `layer_idx`, and the number of MoE layers.
+  int64_t num_moe_layers() const { return config_.num_hidden_layers - config_.first_k_dense_replace; }
+  // out [n, hidden] = routed expert `expert` of MoE layer `moe_layer_idx` applied to x [n, hidden]. The expert's
+  // weights must have been loaded on this rank.
+  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const;
+  bool has_expert(int64_t moe_layer_idx, int64_t expert) const;
 
  private:
   struct Mlp {
@@ -72,7 +82,8 @@ class DeepseekModel {
                  const float* cos, const float* sin, const float* x, float* out, MlaKvCache& cache) const;
   // ffn.cpp
   void dense_mlp(const Mlp& w, const float* x, float* out, int64_t num_tokens) const;
-  void moe(const Moe& w, const float* x, float* out, int64_t num_tokens) const;
+  void moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,
+           ExpertExecutor& experts) const;
 
   ModelConfig config_;
   WeightStore weights_;

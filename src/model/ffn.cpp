@@ -18,7 +18,8 @@ void DeepseekModel::dense_mlp(const Mlp& w, const float* x, float* out, int64_t 
   cpu::linear(gate.data(), w.down, w.down_bias, out, num_tokens, H, I);
 }
 
-void DeepseekModel::moe(const Moe& w, const float* x, float* out, int64_t num_tokens) const {
+void DeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,
+                        ExpertExecutor& experts) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size;
   const int64_t E = c.n_routed_experts;
@@ -46,24 +47,9 @@ void DeepseekModel::moe(const Moe& w, const float* x, float* out, int64_t num_to
   std::vector<float> scratch(2 * E + c.n_group);
   cpu::route_topk(logits.data(), num_tokens, params, topk_ids.data(), topk_weights.data(), scratch.data());
 
-  // Group the (token, weight) pairs by expert, then run each expert once over its tokens.
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(E);
-  for (int64_t t = 0; t < num_tokens; ++t)
-    for (int64_t k = 0; k < K; ++k) routed[topk_ids[t * K + k]].emplace_back(t, topk_weights[t * K + k]);
-
   if (w.has_shared) dense_mlp(w.shared, x, out, num_tokens);
   else std::fill_n(out, num_tokens * H, 0.0f);
-  std::vector<float> inputs, outputs;
-  for (int64_t e = 0; e < E; ++e) {
-    const auto& tokens = routed[e];
-    if (tokens.empty()) continue;
-    const int64_t n = static_cast<int64_t>(tokens.size());
-    inputs.resize(n * H);
-    outputs.resize(n * H);
-    for (int64_t i = 0; i < n; ++i) std::copy_n(x + tokens[i].first * H, H, inputs.data() + i * H);
-    dense_mlp(w.experts[e], inputs.data(), outputs.data(), n);
-    for (int64_t i = 0; i < n; ++i) cpu::axpy(tokens[i].second, outputs.data() + i * H, out + tokens[i].first * H, H);
-  }
+  experts.run(*this, moe_layer_idx, x, topk_ids.data(), topk_weights.data(), num_tokens, out);
 }
 
 }  // namespace deepinfer

@@ -34,10 +34,11 @@ Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t s
 }
 
 WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::path& model_path, LoadFormat format,
-                              uint64_t seed) {
+                              uint64_t seed, const TensorFilter& wanted) {
   const Architecture* arch = find_architecture(config.model_type);
   DI_CHECK(arch != nullptr, "no architecture '{}'", config.model_type);
-  const std::vector<TensorSpec> specs = arch->tensor_specs(config);
+  std::vector<TensorSpec> specs = arch->tensor_specs(config);
+  if (wanted) std::erase_if(specs, [&](const TensorSpec& spec) { return !wanted(spec.name); });
   if (format == LoadFormat::kAuto)
     format = std::filesystem::is_directory(model_path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
   DI_INPUT_CHECK(format == LoadFormat::kDummy || std::filesystem::is_directory(model_path),

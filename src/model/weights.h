@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -19,8 +20,10 @@ class WeightStore {
  public:
   // `model_path` is a checkpoint directory or, with kDummy, possibly a bare config file. A missing tensor or
   // a mis-shaped one is an InputError naming the tensor and the file.
+  // `wanted`, when given, picks the tensors this rank needs (expert parallelism loads only owned experts).
+  using TensorFilter = std::function<bool(const std::string& name)>;
   static WeightStore load(const ModelConfig& config, const std::filesystem::path& model_path, LoadFormat format,
-                          uint64_t seed);
+                          uint64_t seed, const TensorFilter& wanted = nullptr);
 
   const Tensor& get(const std::string& name) const;
   const float* data(const std::string& name) const { return get(name).data<float>(); }

@@ -1,0 +1,33 @@
+#include "src/engine/request.h"
+
+#include "src/core/check.h"
+
+namespace deepinfer {
+
+FinishReason parse_finish_reason(const std::string& name) {
+  if (name == "stop") return FinishReason::kStop;
+  if (name == "length") return FinishReason::kLength;
+  DI_CHECK(name == "none", "unknown finish reason '{}'", name);
+  return FinishReason::kNone;
+}
+
+nlohmann::json result_to_json(const RequestResult& r) {
+  return {{"index", r.index},
+          {"id", r.id},
+          {"output_token_ids", r.output_token_ids},
+          {"finish_reason", finish_reason_name(r.finish_reason)},
+          {"prompt_tokens", r.prompt_tokens},
+          {"output_tokens", r.output_token_ids.size()}};
+}
+
+RequestResult result_from_json(const nlohmann::json& json) {
+  RequestResult r;
+  r.index = json.at("index").get<int64_t>();
+  r.id = json.at("id");
+  r.output_token_ids = json.at("output_token_ids").get<std::vector<int32_t>>();
+  r.finish_reason = parse_finish_reason(json.at("finish_reason").get<std::string>());
+  r.prompt_tokens = json.at("prompt_tokens").get<int64_t>();
+  return r;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,364 @@
+#include "src/engine/spmd_generation.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <list>
+#include <thread>
+
+#include "src/dist/mpi_communicator.h"
+#include "src/moe/expert_parallel.h"
+
+namespace deepinfer {
+
+namespace {
+
+// Tags of the point-to-point messages on the world communicator.
+constexpr int kTagHandoffHeader = 101;  // int64 [request_index, num_tokens, num_kv_floats]
+constexpr int kTagHandoffTokens = 102;  // int32 tokens
+constexpr int kTagHandoffKv = 103;      // float latent KV
+constexpr int kTagResult = 201;         // JSON text of a RequestResult
+constexpr int kTagDone = 301;           // world rank 0 -> decode ranks: every result is in
+
+using Clock = std::chrono::steady_clock;
+
+// Non-blocking sends whose buffers stay alive until MPI is done with them.
+class PendingSends {
+ public:
+  void send(std::shared_ptr<const void> owner, const void* data, int count, MPI_Datatype type, int dest, int tag) {
+    Entry entry{std::move(owner), MPI_REQUEST_NULL, dest, tag};
+    DI_MPI_CHECK(MPI_Isend(data, count, type, dest, tag, MPI_COMM_WORLD, &entry.request));
+    entries_.push_back(std::move(entry));
+  }
+  void poll() {
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      int done = 0;
+      DI_MPI_CHECK(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE));
+      it = done ? entries_.erase(it) : std::next(it);
+    }
+  }
+  void wait_all(double timeout_s) {
+    for (Entry& e : entries_)
+      wait_or_abort(e.request, MPI_COMM_WORLD, timeout_s, fmt::format("send with tag {} to world rank {}", e.tag, e.dest));
+    entries_.clear();
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<const void> owner;
+    MPI_Request request;
+    int dest;
+    int tag;
+  };
+  std::list<Entry> entries_;
+};
+
+void send_result(const RequestResult& result, PendingSends& sends) {
+  auto text = std::make_shared<std::string>(result_to_json(result).dump());
+  sends.send(text, text->data(), static_cast<int>(text->size()), MPI_CHAR, 0, kTagResult);
+}
+
+// Blocking receive of a message already announced by a probe, bounded by the timeout.
+void receive(void* data, int count, MPI_Datatype type, int source, int tag, double timeout_s, const char* what) {
+  MPI_Request request;
+  DI_MPI_CHECK(MPI_Irecv(data, count, type, source, tag, MPI_COMM_WORLD, &request));
+  wait_or_abort(request, MPI_COMM_WORLD, timeout_s, fmt::format("{} from world rank {}", what, source));
+}
+
+// World rank 0's view of the results and of the decode ranks' load.
+class ResultCollector {
+ public:
+  ResultCollector(int64_t num_requests, int num_decode_ranks)
+      : results_(num_requests), have_(num_requests, false), active_(num_decode_ranks, 0), kv_(num_decode_ranks, 0) {}
+
+  void add(RequestResult result) {
+    DI_CHECK(result.index >= 0 && result.index < static_cast<int64_t>(results_.size()) && !have_[result.index],
+             "unexpected result for request {}", result.index);
+    if (auto it = assigned_.find(result.index); it != assigned_.end()) {
+      --active_[it->second.first];
+      kv_[it->second.first] -= it->second.second;
+      assigned_.erase(it);
+    }
+    have_[result.index] = true;
+    ++num_done_;
+    results_[result.index] = std::move(result);
+  }
+  // Receives every result message that has arrived.
+  void poll() {
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      DI_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kTagResult, MPI_COMM_WORLD, &flag, &status));
+      if (!flag) return;
+      int len = 0;
+      MPI_Get_count(&status, MPI_CHAR, &len);
+      std::string text(len, '\0');
+      DI_MPI_CHECK(MPI_Recv(text.data(), len, MPI_CHAR, status.MPI_SOURCE, kTagResult, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+      add(result_from_json(nlohmann::json::parse(text)));
+      last_progress_ = Clock::now();
+    }
+  }
+  // The decode rank (index within the decode role) for a prompt of `kv_tokens` tokens.
+  int assign(int64_t request_index, int64_t kv_tokens) {
+    int best = 0;
+    for (int d = 1; d < static_cast<int>(active_.size()); ++d)
+      if (active_[d] < active_[best] || (active_[d] == active_[best] && kv_[d] < kv_[best])) best = d;
+    ++active_[best];
+    kv_[best] += kv_tokens;
+    assigned_[request_index] = {best, kv_tokens};
+    return best;
+  }
+  bool complete() const { return num_done_ == static_cast<int64_t>(results_.size()); }
+  void wait_complete(double timeout_s) {
+    last_progress_ = Clock::now();
+    while (!complete()) {
+      poll();
+      if (std::chrono::duration<double>(Clock::now() - last_progress_).count() > timeout_s) {
+        spdlog::error("world rank 0 waited {:.0f} s for the results of {} more requests; aborting", timeout_s,
+                      results_.size() - num_done_);
+        spdlog::default_logger()->flush();
+        MPI_Abort(MPI_COMM_WORLD, kExitRuntimeError);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  std::vector<RequestResult> take() { return std::move(results_); }
+
+ private:
+  std::vector<RequestResult> results_;
+  std::vector<bool> have_;
+  int64_t num_done_ = 0;
+  std::vector<int64_t> active_;
+  std::vector<int64_t> kv_;
+  std::map<int64_t, std::pair<int, int64_t>> assigned_;
+  Clock::time_point last_progress_ = Clock::now();
+};
+
+// Results go to world rank 0: straight into the collector there, by message elsewhere.
+void deliver(std::vector<RequestResult> results, ResultCollector* collector, PendingSends& sends) {
+  for (RequestResult& r : results) {
+    if (collector != nullptr) collector->add(std::move(r));
+    else send_result(r, sends);
+  }
+}
+
+// Fault injection for the tests: DEEPINFER_FAULT_EXIT_RANK=R makes world rank R die after its first step, the
+// way a crashed process does (no MPI_Finalize), to check that the job ends instead of hanging.
+void maybe_die_for_test(int64_t steps_done) {
+  static const char* victim = std::getenv("DEEPINFER_FAULT_EXIT_RANK");
+  if (victim == nullptr || steps_done != 1) return;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (std::atoi(victim) != rank) return;
+  spdlog::error("fault injection: world rank {} exits abruptly (DEEPINFER_FAULT_EXIT_RANK)", rank);
+  spdlog::default_logger()->flush();
+  std::_Exit(3);
+}
+
+int64_t agree_max(Communicator& comm, int64_t value, const char* what) {
+  comm.all_reduce_max(&value, 1, DType::kI64, what);
+  return value;
+}
+
+void run_prefill_role(Engine& engine, const Topology& topo, Communicator& ep_comm, Communicator& role_comm,
+                      ResultCollector* collector, PendingSends& sends, RankReport& report) {
+  const int first_decode_rank = topo.deployment().roles[0].num_ranks;
+  for (;;) {
+    const int64_t local_work = engine.has_unfinished() ? 1 : 0;
+    const int64_t ep_work = agree_max(ep_comm, local_work, "prefill: EP group has work");
+    if (agree_max(role_comm, local_work, "prefill: role has work") == 0) break;
+    if (ep_work) {
+      engine.step();
+      maybe_die_for_test(++report.steps);
+    }
+    deliver(engine.take_finished(), collector, sends);  // finished at their first token (EOS, max_new_tokens 1)
+
+    // The role agrees where this step's prefilled prompts go: world rank 0 decides, everyone learns.
+    std::vector<PrefilledSequence> handoffs = engine.take_handoffs();
+    std::vector<int64_t> counts(role_comm.size());
+    const auto my_count = static_cast<int64_t>(handoffs.size());
+    role_comm.all_gather(&my_count, counts.data(), 1, DType::kI64, "prefill: handoff counts");
+    int64_t max_count = 0, total = 0, my_offset = 0;
+    for (int r = 0; r < role_comm.size(); ++r) {
+      if (r < role_comm.rank()) my_offset += counts[r];
+      max_count = std::max(max_count, counts[r]);
+      total += counts[r];
+    }
+    if (total == 0) continue;
+    std::vector<int64_t> mine(2 * max_count, -1), all(2 * max_count * role_comm.size());
+    for (int64_t i = 0; i < my_count; ++i) {
+      mine[2 * i] = handoffs[i].request_index;
+      mine[2 * i + 1] = static_cast<int64_t>(handoffs[i].tokens.size());
+    }
+    role_comm.all_gather(mine.data(), all.data(), 2 * max_count, DType::kI64, "prefill: handoff requests");
+    std::vector<int64_t> decisions(total, -1);
+    if (collector != nullptr) {
+      collector->poll();
+      int64_t k = 0;
+      for (int r = 0; r < role_comm.size(); ++r)
+        for (int64_t i = 0; i < counts[r]; ++i, ++k)
+          decisions[k] = collector->assign(all[2 * (r * max_count + i)], all[2 * (r * max_count + i) + 1]);
+    }
+    role_comm.broadcast(decisions.data(), total, DType::kI64, 0, "prefill: handoff decode ranks");
+    for (int64_t i = 0; i < my_count; ++i) {
+      auto seq = std::make_shared<PrefilledSequence>(std::move(handoffs[i]));
+      auto header = std::make_shared<std::array<int64_t, 3>>(std::array<int64_t, 3>{
+          seq->request_index, static_cast<int64_t>(seq->tokens.size()), static_cast<int64_t>(seq->kv.size())});
+      const int dest = first_decode_rank + static_cast<int>(decisions[my_offset + i]);
+      sends.send(header, header->data(), 3, MPI_INT64_T, dest, kTagHandoffHeader);
+      sends.send(seq, seq->tokens.data(), static_cast<int>(seq->tokens.size()), MPI_INT32_T, dest, kTagHandoffTokens);
+      sends.send(seq, seq->kv.data(), static_cast<int>(seq->kv.size()), MPI_FLOAT, dest, kTagHandoffKv);
+      report.handoff_bytes += static_cast<int64_t>(3 * sizeof(int64_t) + seq->tokens.size() * sizeof(int32_t) +
+                                                   seq->kv.size() * sizeof(float));
+      ++report.sequences;
+    }
+    sends.poll();
+    if (collector != nullptr) collector->poll();
+  }
+}
+
+void run_decode_role(Engine& engine, const std::vector<Request>& requests, Communicator& ep_comm, PendingSends& sends,
+                     double timeout_s, RankReport& report) {
+  std::deque<PrefilledSequence> arrived;
+  bool done = false;
+  for (;;) {
+    // Take in every sequence whose KV has arrived, then admit as many as the cache holds.
+    for (;;) {
+      int flag = 0;
+      MPI_Status status;
+      DI_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kTagHandoffHeader, MPI_COMM_WORLD, &flag, &status));
+      if (!flag) break;
+      std::array<int64_t, 3> header{};
+      receive(header.data(), 3, MPI_INT64_T, status.MPI_SOURCE, kTagHandoffHeader, timeout_s, "handoff header");
+      PrefilledSequence seq;
+      seq.request_index = header[0];
+      seq.tokens.resize(header[1]);
+      seq.kv.resize(header[2]);
+      receive(seq.tokens.data(), static_cast<int>(header[1]), MPI_INT32_T, status.MPI_SOURCE, kTagHandoffTokens,
+              timeout_s, "handoff tokens");
+      receive(seq.kv.data(), static_cast<int>(header[2]), MPI_FLOAT, status.MPI_SOURCE, kTagHandoffKv, timeout_s,
+              "handoff KV");
+      arrived.push_back(std::move(seq));
+    }
+    while (!arrived.empty() && engine.add_prefilled(requests[arrived.front().request_index], arrived.front())) {
+      arrived.pop_front();
+      ++report.sequences;
+    }
+    if (!done) {
+      int flag = 0;
+      DI_MPI_CHECK(MPI_Iprobe(0, kTagDone, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
+      if (flag) {
+        int64_t ignored = 0;
+        receive(&ignored, 1, MPI_INT64_T, 0, kTagDone, timeout_s, "stop signal");
+        done = true;
+      }
+    }
+    std::array<int64_t, 2> state = {engine.has_unfinished() || !arrived.empty() ? 1 : 0, done ? 0 : 1};
+    ep_comm.all_reduce_max(state.data(), 2, DType::kI64, "decode: EP group has work / awaits stop");
+    if (state[0] == 0 && state[1] == 0) break;
+    if (state[0] != 0) {
+      engine.step();
+      maybe_die_for_test(++report.steps);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the whole group idles until KV arrives
+    }
+    deliver(engine.take_finished(), nullptr, sends);
+    sends.poll();
+  }
+}
+
+void run_colocated_role(Engine& engine, Communicator& ep_comm, ResultCollector* collector, PendingSends& sends,
+                        RankReport& report) {
+  for (;;) {
+    if (agree_max(ep_comm, engine.has_unfinished() ? 1 : 0, "colocated: EP group has work") == 0) break;
+    engine.step();
+    maybe_die_for_test(++report.steps);
+    deliver(engine.take_finished(), collector, sends);
+    sends.poll();
+    if (collector != nullptr) collector->poll();
+  }
+}
+
+}  // namespace
+
+std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& requests, int num_ranks) {
+  std::vector<int64_t> load(num_ranks, 0);
+  std::vector<int> owner;
+  for (const Request& r : requests) {
+    const int rank = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[rank] += static_cast<int64_t>(r.prompt_token_ids.size());
+    owner.push_back(rank);
+  }
+  return owner;
+}
+
+std::vector<RequestResult> generate_spmd(const DeepseekModel& model, const Topology& topo, Communicator& ep_comm,
+                                         Communicator& role_comm, ExpertExecutor& experts,
+                                         const std::vector<Request>& requests, const SpmdGenerationOptions& options,
+                                         std::vector<RankReport>* reports) {
+  const RoleSpec& spec = topo.role_spec();
+  EngineOptions engine_options;
+  engine_options.kv_cache_tokens = options.kv_cache_tokens;
+  engine_options.limits.max_step_tokens = spec.chunk_tokens;
+  engine_options.limits.max_running_sequences = spec.max_requests;
+  engine_options.limits.handoff_after_prefill = topo.role() == Role::kPrefill;
+  engine_options.experts = &experts;
+  Engine engine(model, engine_options);
+
+  const bool is_root = topo.world_rank() == 0;
+  const RoleSpec* decode = topo.deployment().find(Role::kDecode);
+  std::unique_ptr<ResultCollector> collector;
+  if (is_root)
+    collector = std::make_unique<ResultCollector>(static_cast<int64_t>(requests.size()), decode ? decode->num_ranks : 1);
+
+  if (topo.role() != Role::kDecode) {
+    const std::vector<int> owner = assign_requests_by_prompt_tokens(requests, spec.num_ranks);
+    for (size_t i = 0; i < requests.size(); ++i)
+      if (owner[i] == topo.placement().rank_in_role) engine.add_request(requests[i]);
+  }
+
+  RankReport report;
+  report.world_rank = topo.world_rank();
+  report.role = static_cast<int64_t>(topo.role());
+  PendingSends sends;
+  switch (topo.role()) {
+    case Role::kPrefill:
+      run_prefill_role(engine, topo, ep_comm, role_comm, collector.get(), sends, report);
+      break;
+    case Role::kDecode:
+      run_decode_role(engine, requests, ep_comm, sends, options.timeout_s, report);
+      break;
+    case Role::kColocated:
+      run_colocated_role(engine, ep_comm, collector.get(), sends, report);
+      break;
+  }
+  if (is_root) {
+    collector->wait_complete(options.timeout_s);
+    if (decode != nullptr) {
+      auto stop = std::make_shared<int64_t>(1);
+      for (int d = 0; d < decode->num_ranks; ++d)
+        sends.send(stop, stop.get(), 1, MPI_INT64_T, topo.deployment().roles[0].num_ranks + d, kTagDone);
+    }
+  }
+  sends.wait_all(options.timeout_s);
+
+  const EngineStats& stats = engine.stats();
+  report.prefill_tokens = stats.num_prefill_tokens;
+  report.decode_tokens = stats.num_decode_tokens;
+  if (auto* ep = dynamic_cast<ExpertParallelExecutor*>(&experts)) {
+    report.moe_dispatch_bytes = ep->stats().dispatch_bytes;
+    report.moe_combine_bytes = ep->stats().combine_bytes;
+  }
+  constexpr int kReportFields = sizeof(RankReport) / sizeof(int64_t);
+  std::vector<RankReport> all(is_root ? topo.world_size() : 0);
+  MPI_Request request;
+  DI_MPI_CHECK(MPI_Igather(&report, kReportFields, MPI_INT64_T, all.data(), kReportFields, MPI_INT64_T, 0,
+                           topo.world(), &request));
+  wait_or_abort(request, topo.world(), options.timeout_s, "the end-of-run reports");
+  if (reports != nullptr) *reports = std::move(all);
+  return is_root ? collector->take() : std::vector<RequestResult>{};
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,50 @@
+// Offline generation across a deployment (every rank calls it; collective over the world):
+//  - requests are shared among the prefill (or colocated) ranks, each to the rank with the fewest prompt
+//    tokens so far (ties to the lower rank), in input order;
+//  - prefill ranks step in lockstep (their MoE layers exchange tokens in their EP group; the role agrees each
+//    step on the decode rank of every prompt just prefilled) and send each prompt's first token and latent KV
+//    to that decode rank, chosen by world rank 0 as the one with the fewest active sequences, then the least
+//    KV, then the lowest rank;
+//  - decode ranks admit sequences as their KV arrives, step in lockstep with their EP group (idle ranks run
+//    empty steps while any peer has work) and send each finished result to world rank 0;
+//  - colocated ranks do both phases on their own requests;
+//  - world rank 0 collects every result and, once all are in, tells the decode ranks to stop.
+#pragma once
+
+#include <vector>
+
+#include "src/dist/communicator.h"
+#include "src/dist/topology.h"
+#include "src/engine/engine.h"
+
+namespace deepinfer {
+
+struct SpmdGenerationOptions {
+  int64_t kv_cache_tokens = 16384;
+  double timeout_s = 600.0;  // longest wait for any message or exchange
+};
+
+// What one rank did, for the summary world rank 0 prints.
+struct RankReport {
+  int64_t world_rank = 0;
+  int64_t role = 0;  // static_cast of Role
+  int64_t steps = 0;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  int64_t moe_dispatch_bytes = 0;
+  int64_t moe_combine_bytes = 0;
+  int64_t handoff_bytes = 0;  // KV and tokens sent to decode ranks
+  int64_t sequences = 0;      // handed off (prefill) or finished (decode, colocated)
+};
+
+// Which prefill/colocated rank (index within its role) serves each request.
+std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& requests, int num_ranks);
+
+// Returns every result, in input order, on world rank 0; an empty vector elsewhere. `experts` is this rank's
+// expert-parallel executor over its EP group. Fills `reports` (one per world rank) on world rank 0.
+std::vector<RequestResult> generate_spmd(const DeepseekModel& model, const Topology& topo, Communicator& ep_comm,
+                                         Communicator& role_comm, ExpertExecutor& experts,
+                                         const std::vector<Request>& requests, const SpmdGenerationOptions& options,
+                                         std::vector<RankReport>* reports);
+
+}  // namespace deepinfer

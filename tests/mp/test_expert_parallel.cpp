@@ -1,0 +1,101 @@
+// Dispatch/combine against the naive reference (every expert computed locally), on random routing, random
+// token counts (some ranks with none) and placements with and without replicas.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "src/dist/mpi_communicator.h"
+#include "src/model/deepseek_model.h"
+#include "src/moe/expert_parallel.h"
+#include "tests/mp/mpi_test_util.h"
+
+namespace deepinfer {
+namespace {
+
+const DeepseekModel& tiny_model() {
+  static const DeepseekModel model = [] {
+    const auto path = std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json";
+    ModelConfig config = load_model_config(path);
+    return DeepseekModel(config, WeightStore::load(config, path, LoadFormat::kDummy, 3));
+  }();
+  return model;
+}
+
+// A plan with every expert once plus random replicas, shuffled over the slots.
+ExpertPlacement random_placement(int64_t num_layers, int64_t num_experts, int64_t ep_size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const int64_t slots = ((num_experts + ep_size - 1) / ep_size + 1) * ep_size;  // at least one extra per rank
+  std::vector<std::vector<int32_t>> phy2log(num_layers);
+  for (auto& row : phy2log) {
+    for (int64_t s = 0; s < slots; ++s) row.push_back(static_cast<int32_t>(s < num_experts ? s : rng() % num_experts));
+    std::shuffle(row.begin(), row.end(), rng);
+  }
+  return ExpertPlacement::from_phy2log(phy2log, num_experts, ep_size);
+}
+
+void check_against_local(const ExpertPlacement& placement, uint32_t seed) {
+  const DeepseekModel& model = tiny_model();
+  const ModelConfig& c = model.config();
+  MpiCommunicator comm(MPI_COMM_WORLD, 120.0);
+  ExpertParallelExecutor parallel(comm, placement);
+  LocalExpertExecutor local;
+  std::mt19937 rng(seed + 7919 * comm.rank());
+  const int64_t H = c.hidden_size, K = c.num_experts_per_tok, E = c.n_routed_experts;
+  for (int round = 0; round < 3; ++round) {
+    // Rank 1 never has tokens; the others a random count (zero included).
+    const int64_t T = comm.rank() == 1 ? 0 : static_cast<int64_t>(rng() % 9);
+    std::normal_distribution<float> normal;
+    std::vector<float> x(T * H), weights(T * K);
+    std::vector<int32_t> ids(T * K);
+    for (float& v : x) v = normal(rng);
+    for (float& v : weights) v = std::abs(normal(rng));
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<int32_t> experts(E);
+      std::iota(experts.begin(), experts.end(), 0);
+      std::shuffle(experts.begin(), experts.end(), rng);
+      std::copy_n(experts.begin(), K, ids.begin() + t * K);
+    }
+    for (int64_t layer = 0; layer < model.num_moe_layers(); ++layer) {
+      std::vector<float> want(T * H, 0.5f), got(T * H, 0.5f);  // both add onto the same base
+      local.run(model, layer, x.data(), ids.data(), weights.data(), T, want.data());
+      parallel.run(model, layer, x.data(), ids.data(), weights.data(), T, got.data());
+      double diff = 0, norm = 0;
+      for (int64_t i = 0; i < T * H; ++i) {
+        diff += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += want[i] * want[i];
+      }
+      EXPECT_TRUE(T == 0 || std::sqrt(diff / norm) < 1e-6)
+          << "rank " << comm.rank() << " layer " << layer << " error " << std::sqrt(diff / norm);
+    }
+  }
+  EXPECT_TRUE(testing::all_ranks(!::testing::Test::HasFailure()));
+}
+
+TEST(ExpertParallel, DefaultPlacementMatchesLocalExperts) {
+  const ModelConfig& c = tiny_model().config();
+  check_against_local(ExpertPlacement::make_default(tiny_model().num_moe_layers(), c.n_routed_experts, testing::world_size()), 11);
+}
+
+TEST(ExpertParallel, ReplicatedPlacementMatchesLocalExperts) {
+  const ModelConfig& c = tiny_model().config();
+  check_against_local(random_placement(tiny_model().num_moe_layers(), c.n_routed_experts, testing::world_size(), 5), 23);
+}
+
+TEST(ExpertPlacement, DefaultSpreadsAndReplicatesDeterministically) {
+  const ExpertPlacement wide = ExpertPlacement::make_default(2, 12, 64);  // more ranks than experts
+  EXPECT_EQ(wide.num_physical(), 64);
+  for (int64_t e = 0; e < 12; ++e) EXPECT_GE(wide.replicas(0, e).size(), 5u);
+  const ExpertPlacement narrow = ExpertPlacement::make_default(2, 16, 4);
+  EXPECT_EQ(narrow.slots_per_rank(), 4);
+  EXPECT_EQ(narrow.owner_of_slot(narrow.replicas(1, 13)[0]), 3);
+  EXPECT_TRUE(narrow.rank_holds(0, 0, 3));
+  EXPECT_FALSE(narrow.rank_holds(0, 0, 4));
+  // A local replica wins; otherwise the choice depends only on (source rank, token).
+  EXPECT_EQ(wide.owner_of_slot(wide.pick_slot(0, 5, 17, 3)), 17);  // slot 17 holds expert 17 % 12 = 5
+  EXPECT_EQ(wide.pick_slot(0, 5, 2, 3), wide.pick_slot(0, 5, 2, 3));
+  EXPECT_THROW(ExpertPlacement::from_phy2log({{0, 1, 2}}, 4, 1), InputError);  // expert 3 has no slot
+}
+
+}  // namespace
+}  // namespace deepinfer
