@@ -114,6 +114,9 @@ void parse_deepseek_common(const ConfigReader& r, ModelConfig& c) {
       r.fail("n_group", fmt::format("= {} does not divide n_routed_experts {}", c.n_group, c.n_routed_experts));
     c.topk_group = r.get_int("topk_group", 1, c.n_group, 1);
     c.routed_scaling_factor = r.get_double("routed_scaling_factor", 0.0, 1e6, 1.0);
+    if (c.topk_group * (c.n_routed_experts / c.n_group) < c.num_experts_per_tok)
+      r.fail("topk_group", fmt::format("= {} groups of {} experts hold fewer than num_experts_per_tok = {}", c.topk_group,
+                                       c.n_routed_experts / c.n_group, c.num_experts_per_tok));
   }
   c.num_nextn_predict_layers = r.get_int("num_nextn_predict_layers", 0, 16, 0);
 

@@ -1,0 +1,27 @@
+// MLA decode attention in the absorbed form on the paged latent cache (FlashMLA's problem): for each
+// sequence b and head h,
+//   o[b, h, :] = sum_j softmax_j(scale * q[b, h, :] . cache_j) * cache_j[:latent]
+// where q[b, h] = [W_uk^T q_nope | RoPE'd q_pe] (latent + rope values) and cache_j is the sequence's entry j
+// ([latent | k_pe], same width), j < seq_lens[b], found through block_table[b, j / 64].
+// The KV length is split into num_splits chunks computed by separate blocks, then combined (flash-decoding).
+// Workspace: mla_decode_workspace_bytes(...) bytes of fp32 partials, from the caller.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+constexpr int64_t kMlaBlockSize = 64;
+
+size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, int64_t num_splits);
+
+void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
+                          int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
+                          int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
+                          __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,98 @@
+#include <cub/cub.cuh>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/moe_permute.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct WorkspaceLayout {
+  size_t keys_in, keys_out, values_in, values_out, counts, sort_temp, scan_temp, total;
+};
+
+WorkspaceLayout layout(int64_t n, int64_t num_experts) {
+  WorkspaceLayout w{};
+  w.keys_in = w.keys_out = w.values_in = w.values_out = align_up(n * sizeof(int32_t));
+  w.counts = align_up((num_experts + 1) * sizeof(int32_t));
+  cub::DeviceRadixSort::SortPairs(nullptr, w.sort_temp, static_cast<const int32_t*>(nullptr),
+                                  static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                  static_cast<int32_t*>(nullptr), static_cast<int>(n));
+  cub::DeviceScan::ExclusiveSum(nullptr, w.scan_temp, static_cast<const int32_t*>(nullptr),
+                                static_cast<int32_t*>(nullptr), static_cast<int>(num_experts + 1));
+  w.sort_temp = align_up(w.sort_temp);
+  w.scan_temp = align_up(w.scan_temp);
+  w.total = w.keys_in + w.keys_out + w.values_in + w.values_out + w.counts + w.sort_temp + w.scan_temp;
+  return w;
+}
+
+__global__ void init_kernel(const int32_t* topk_ids, int64_t n, int32_t* keys, int32_t* values, int32_t* counts) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  keys[j] = topk_ids[j];
+  values[j] = static_cast<int32_t>(j);
+  atomicAdd(&counts[topk_ids[j]], 1);
+}
+
+__global__ void gather_kernel(const __nv_bfloat16* x, const int32_t* sorted_flat, int64_t n, int64_t top_k,
+                              int64_t hidden, __nv_bfloat16* x_perm, int32_t* row_of) {
+  const int64_t p = blockIdx.x;
+  const int32_t flat = sorted_flat[p];
+  if (threadIdx.x == 0) row_of[flat] = static_cast<int32_t>(p);
+  const __nv_bfloat16* src = x + (flat / top_k) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x_perm[p * hidden + i] = src[i];
+}
+
+__global__ void unpermute_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
+                                 int64_t top_k, int64_t hidden, __nv_bfloat16* out) {
+  const int64_t t = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
+    float acc = to_float(out[t * hidden + i]);
+    for (int64_t k = 0; k < top_k; ++k)
+      acc += topk_weights[t * top_k + k] * to_float(y_perm[static_cast<int64_t>(row_of[t * top_k + k]) * hidden + i]);
+    out[t * hidden + i] = to_bf16(acc);
+  }
+}
+
+}  // namespace
+
+size_t moe_permute_workspace_bytes(int64_t num_rows, int64_t num_experts) {
+  return layout(num_rows, num_experts).total;
+}
+
+void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t hidden,
+                 int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  const int64_t n = num_tokens * top_k;
+  const WorkspaceLayout w = layout(n, num_experts);
+  if (workspace_bytes < w.total) return;  // precondition: the caller sized it with moe_permute_workspace_bytes
+  auto* base = static_cast<char*>(workspace);
+  auto* keys_in = reinterpret_cast<int32_t*>(base);
+  auto* keys_out = reinterpret_cast<int32_t*>(base += w.keys_in);
+  auto* values_in = reinterpret_cast<int32_t*>(base += w.keys_out);
+  auto* values_out = reinterpret_cast<int32_t*>(base += w.values_in);
+  auto* counts = reinterpret_cast<int32_t*>(base += w.values_out);
+  void* sort_temp = (base += w.counts);
+  void* scan_temp = (base += w.sort_temp);
+
+  cudaMemsetAsync(counts, 0, (num_experts + 1) * sizeof(int32_t), stream);
+  if (n > 0) init_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(topk_ids, n, keys_in, values_in, counts);
+  size_t sort_bytes = w.sort_temp, scan_bytes = w.scan_temp;
+  int end_bit = 1;
+  while ((int64_t{1} << end_bit) < num_experts) ++end_bit;
+  if (n > 0)
+    cub::DeviceRadixSort::SortPairs(sort_temp, sort_bytes, keys_in, keys_out, values_in, values_out,
+                                    static_cast<int>(n), 0, end_bit, stream);
+  cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, expert_offsets, static_cast<int>(num_experts + 1), stream);
+  if (n > 0) gather_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(x, values_out, n, top_k, hidden, x_perm, row_of);
+}
+
+void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,
+                   int64_t top_k, int64_t hidden, __nv_bfloat16* out, cudaStream_t stream) {
+  if (num_tokens == 0) return;
+  unpermute_kernel<<<static_cast<unsigned>(num_tokens), 128, 0, stream>>>(y_perm, row_of, topk_weights, top_k, hidden, out);
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,26 @@
+// Token permutation around the routed experts. Each (token t, choice k) becomes one row of an
+// expert-sorted buffer: rows of expert 0 first, then expert 1, ... , each expert's rows in (t, k) order
+// (a stable radix sort, so the layout is deterministic).
+//   moe_permute:   expert_offsets [E + 1], x_perm [T*K, H] = x[t], row_of [T*K] = row of (t, k)
+//   moe_unpermute: out[t] += sum_k w[t, k] * y_perm[row_of[t*K + k]]  (k in order)
+// Workspace: moe_permute_workspace_bytes(T*K, E) bytes, from the caller.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+size_t moe_permute_workspace_bytes(int64_t num_rows, int64_t num_experts);
+
+void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t hidden,
+                 int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,
+                   int64_t top_k, int64_t hidden, __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,416 @@
+// Every CUDA op against its CPU reference, on fresh random inputs (never zeros), with outputs poisoned
+// before each run so that unwritten elements show as NaN. Inputs are rounded to bf16 before the CPU
+// reference sees them, so the tolerance covers only the op's own rounding and summation order.
+// Tolerances (relative L2 error): bf16 outputs 1e-2, fp32 outputs 2e-3; indices exact.
+// Every test is skipped when no GPU is visible (CI).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/router.h"
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/moe_permute.cuh"
+#include "kernels/cuda/rms_norm.cuh"
+#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/router.cuh"
+#include "kernels/cuda/sampling.cuh"
+#include "kernels/cuda/silu_mul.cuh"
+#include "src/core/device.h"
+#include "src/core/device_array.h"
+#include "src/core/tensor.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr double kBf16Tolerance = 1e-2;
+constexpr double kF32Tolerance = 2e-3;
+
+using Bf16 = uint16_t;  // host view of __nv_bfloat16
+
+__nv_bfloat16* bf(DeviceArray<Bf16>& a) { return reinterpret_cast<__nv_bfloat16*>(a.data()); }
+const __nv_bfloat16* bf(const DeviceArray<Bf16>& a) { return reinterpret_cast<const __nv_bfloat16*>(a.data()); }
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+    DI_CUDA_CHECK(cudaSetDevice(0));
+  }
+  void TearDown() override {
+    if (handle_ != nullptr) cublasDestroy(handle_);
+  }
+  cublasHandle_t handle() {
+    if (handle_ == nullptr) {
+      EXPECT_EQ(cublasCreate(&handle_), CUBLAS_STATUS_SUCCESS);
+    }
+    return handle_;
+  }
+  // Random bf16 values (as bf16 bits) and their exact fp32 values.
+  std::vector<Bf16> random_bf16(size_t n, std::vector<float>& exact, float scale = 1.0f) {
+    std::normal_distribution<float> normal(0.0f, scale);
+    std::vector<Bf16> bits(n);
+    exact.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      bits[i] = float_to_bf16(normal(rng_));
+      exact[i] = bf16_to_float(bits[i]);
+    }
+    return bits;
+  }
+  static std::vector<float> to_float(const std::vector<Bf16>& bits) {
+    std::vector<float> out(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+    return out;
+  }
+  static double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (!std::isfinite(got[i])) return INFINITY;  // unwritten (poisoned) or overflowed
+      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norm += static_cast<double>(want[i]) * want[i];
+    }
+    return std::sqrt(diff / norm);
+  }
+  static void sync() {
+    DI_CUDA_CHECK(cudaGetLastError());
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  std::mt19937 rng_{std::random_device{}()};
+  cublasHandle_t handle_ = nullptr;
+};
+
+TEST_F(CudaOps, Embedding) {
+  const int64_t vocab = 1000, dim = 320, tokens = 77;
+  std::vector<float> table_f;
+  auto table = DeviceArray<Bf16>::from_host(random_bf16(vocab * dim, table_f));
+  std::vector<int32_t> ids(tokens);
+  for (auto& id : ids) id = static_cast<int32_t>(rng_() % vocab);
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  DeviceArray<Bf16> out(tokens * dim);
+  out.poison();
+  cuda::embedding(bf(table), d_ids.data(), bf(out), tokens, dim, nullptr);
+  sync();
+  std::vector<float> want(tokens * dim);
+  cpu::embedding(table_f.data(), ids.data(), want.data(), tokens, dim);
+  EXPECT_EQ(rel_error(to_float(out.to_host()), want), 0.0);
+}
+
+TEST_F(CudaOps, AddRmsNorm) {
+  const int64_t rows = 37, dim = 2048;
+  std::vector<float> x_f, res_f, w_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(rows * dim, x_f));
+  auto res = DeviceArray<Bf16>::from_host(random_bf16(rows * dim, res_f));
+  auto w = DeviceArray<Bf16>::from_host(random_bf16(dim, w_f));
+  DeviceArray<Bf16> out(rows * dim);
+  out.poison();
+  cuda::add_rms_norm(bf(x), bf(res), bf(w), bf(out), rows, dim, 1e-6f, nullptr);
+  sync();
+  std::vector<float> sum(rows * dim), want(rows * dim);
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] = bf16_to_float(float_to_bf16(res_f[i] + x_f[i]));
+  cpu::rms_norm(sum.data(), w_f.data(), want.data(), rows, dim, 1e-6f);
+  EXPECT_LT(rel_error(to_float(res.to_host()), sum), 1e-6);  // the residual is updated in place
+  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+}
+
+TEST_F(CudaOps, RopeBothLayouts) {
+  const int64_t tokens = 50, heads = 16, row = 192, nope = 128, rope_dim = 64;
+  std::vector<float> inv_freq(rope_dim / 2);
+  for (int64_t i = 0; i < rope_dim / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / rope_dim) * (i % 3 ? 1.0f : 0.25f);
+  auto d_inv = DeviceArray<float>::from_host(inv_freq);
+  std::vector<int32_t> positions(tokens);
+  for (auto& p : positions) p = static_cast<int32_t>(rng_() % 4000);
+  auto d_pos = DeviceArray<int32_t>::from_host(positions);
+  for (bool interleaved : {true, false}) {
+    std::vector<float> x_f;
+    auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * heads * row, x_f));
+    cuda::rope(bf(x) + nope, tokens * heads, row, rope_dim, d_pos.data(), heads, d_inv.data(), 1.3f, interleaved, nullptr);
+    sync();
+    std::vector<float> cos(tokens * rope_dim / 2), sin(tokens * rope_dim / 2);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t i = 0; i < rope_dim / 2; ++i) {
+        const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+        cos[t * rope_dim / 2 + i] = std::cos(angle) * 1.3f;
+        sin[t * rope_dim / 2 + i] = std::sin(angle) * 1.3f;
+      }
+    cpu::rope(x_f.data() + nope, tokens * heads, row, rope_dim, cos.data(), sin.data(), heads,
+              interleaved ? cpu::RopeLayout::kInterleaved : cpu::RopeLayout::kHalf);
+    EXPECT_LT(rel_error(to_float(x.to_host()), x_f), kBf16Tolerance) << "interleaved " << interleaved;
+  }
+}
+
+TEST_F(CudaOps, SiluMul) {
+  const int64_t rows = 33, inter = 1408;
+  std::vector<float> gu_f;
+  auto gu = DeviceArray<Bf16>::from_host(random_bf16(rows * 2 * inter, gu_f));
+  DeviceArray<Bf16> out(rows * inter);
+  out.poison();
+  cuda::silu_mul(bf(gu), bf(out), rows, inter, nullptr);
+  sync();
+  std::vector<float> want(rows * inter);
+  for (int64_t r = 0; r < rows; ++r)
+    cpu::silu_mul(gu_f.data() + r * 2 * inter, gu_f.data() + r * 2 * inter + inter, want.data() + r * inter, inter);
+  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+}
+
+TEST_F(CudaOps, LinearBf16AndFp32Out) {
+  const int64_t m = 45, n = 1024, k = 2048;
+  std::vector<float> x_f, w_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(m * k, x_f));
+  auto w = DeviceArray<Bf16>::from_host(random_bf16(n * k, w_f, 0.02f));
+  std::vector<float> want(m * n);
+  cpu::linear(x_f.data(), w_f.data(), nullptr, want.data(), m, n, k);
+  DeviceArray<Bf16> y(m * n);
+  y.poison();
+  ASSERT_EQ(cuda::linear_bf16(handle(), bf(x), bf(w), y.data(), false, m, n, k), CUBLAS_STATUS_SUCCESS);
+  DeviceArray<float> y32(m * n);
+  y32.poison();
+  ASSERT_EQ(cuda::linear_bf16(handle(), bf(x), bf(w), y32.data(), true, m, n, k), CUBLAS_STATUS_SUCCESS);
+  sync();
+  EXPECT_LT(rel_error(to_float(y.to_host()), want), kBf16Tolerance);
+  EXPECT_LT(rel_error(y32.to_host(), want), kF32Tolerance);
+}
+
+// The MLA absorption shape: per head, q_latent[T, latent] = q_nope[T, nope] . W_uk[h] ([nope, latent]).
+TEST_F(CudaOps, StridedBatchedGemmNoTranspose) {
+  const int64_t tokens = 9, heads = 16, nope = 128, v = 128, latent = 512, qk = 192;
+  std::vector<float> q_f, w_f;
+  auto q = DeviceArray<Bf16>::from_host(random_bf16(tokens * heads * qk, q_f));
+  auto w = DeviceArray<Bf16>::from_host(random_bf16(heads * (nope + v) * latent, w_f, 0.05f));
+  const int64_t out_row = latent + 64;  // written into a wider [latent | rope] row, as the decode path does
+  DeviceArray<Bf16> y(tokens * heads * out_row);
+  y.poison();
+  ASSERT_EQ(cuda::gemm_bf16(handle(), tokens, latent, nope, {q.data(), heads * qk, qk},
+                            {w.data(), latent, (nope + v) * latent}, false, y.data(), heads * out_row, out_row, false,
+                            heads),
+            CUBLAS_STATUS_SUCCESS);
+  sync();
+  const std::vector<float> got_all = to_float(y.to_host());
+  std::vector<float> got, want;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t c = 0; c < latent; ++c) {
+        float s = 0;
+        for (int64_t n = 0; n < nope; ++n) s += q_f[(t * heads + h) * qk + n] * w_f[(h * (nope + v) + n) * latent + c];
+        want.push_back(s);
+        got.push_back(got_all[(t * heads + h) * out_row + c]);
+      }
+  EXPECT_LT(rel_error(got, want), kBf16Tolerance);
+}
+
+TEST_F(CudaOps, RouterV2AndV3) {
+  const int64_t tokens = 300;
+  for (bool v3 : {false, true}) {
+    cpu::RouterParams p;
+    p.num_experts = v3 ? 256 : 64;
+    p.top_k = v3 ? 8 : 6;
+    p.num_groups = v3 ? 8 : 4;
+    p.topk_groups = v3 ? 4 : 2;
+    p.scoring = v3 ? cpu::RouterParams::Scoring::kSigmoid : cpu::RouterParams::Scoring::kSoftmax;
+    p.group_score = v3 ? cpu::RouterParams::GroupScore::kTop2Sum : cpu::RouterParams::GroupScore::kMax;
+    p.normalize = v3;
+    p.scaling = v3 ? 2.5f : 1.0f;
+    std::normal_distribution<float> normal;
+    std::vector<float> logits(tokens * p.num_experts), bias(p.num_experts);
+    for (float& l : logits) l = normal(rng_);
+    for (float& b : bias) b = 0.1f * normal(rng_);
+    auto d_logits = DeviceArray<float>::from_host(logits);
+    auto d_bias = DeviceArray<float>::from_host(bias);
+    std::vector<int32_t> want_ids(tokens * p.top_k);
+    std::vector<float> want_w(tokens * p.top_k), scratch(2 * p.num_experts + p.num_groups);
+    if (v3) p.correction_bias = bias.data();
+    cpu::route_topk(logits.data(), tokens, p, want_ids.data(), want_w.data(), scratch.data());
+    if (v3) p.correction_bias = d_bias.data();
+    DeviceArray<int32_t> ids(tokens * p.top_k);
+    DeviceArray<float> w(tokens * p.top_k);
+    ids.poison();
+    w.poison();
+    cuda::route_topk(d_logits.data(), tokens, p, ids.data(), w.data(), nullptr);
+    sync();
+    EXPECT_EQ(ids.to_host(), want_ids) << (v3 ? "v3" : "v2");
+    EXPECT_LT(rel_error(w.to_host(), want_w), 1e-5) << (v3 ? "v3" : "v2");
+  }
+}
+
+TEST_F(CudaOps, MoePermuteGroupedGemmUnpermute) {
+  const int64_t tokens = 123, top_k = 6, experts = 64, hidden = 256, inter = 128;
+  std::vector<float> x_f, w_f, base_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
+  auto w = DeviceArray<Bf16>::from_host(random_bf16(experts * inter * hidden, w_f, 0.06f));
+  auto out = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, base_f));  // unpermute adds onto it
+  std::vector<int32_t> ids(tokens * top_k);
+  std::vector<float> weights(tokens * top_k);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> all(experts);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng_);
+    for (int64_t k = 0; k < top_k; ++k) {
+      ids[t * top_k + k] = all[k] % 20;  // crowd 20 experts, leave the rest empty
+      weights[t * top_k + k] = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng_);
+    }
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  const int64_t rows = tokens * top_k;
+  DeviceArray<Bf16> x_perm(rows * hidden), h_perm(rows * inter), y_perm(rows * hidden);
+  DeviceArray<int32_t> row_of(rows), offsets(experts + 1);
+  x_perm.poison();
+  DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(rows, experts));
+  cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, experts, bf(x_perm), row_of.data(), offsets.data(),
+                    workspace.data(), workspace.size(), nullptr);
+  sync();
+  const std::vector<int32_t> host_offsets = offsets.to_host();
+  // Up: [rows, inter] with expert e's weights w[e] ([inter, hidden]); down: reuse w[e]^T as [hidden, inter]
+  // is not a Linear layout, so the second GEMM maps back with a transposed copy.
+  ASSERT_EQ(cuda::grouped_gemm_bf16(handle(), bf(x_perm), bf(w), bf(h_perm), host_offsets.data(), experts, inter, hidden),
+            CUBLAS_STATUS_SUCCESS);
+  std::vector<float> wt_f(experts * hidden * inter);
+  std::vector<Bf16> wt(experts * hidden * inter);
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t i = 0; i < inter; ++i)
+      for (int64_t h = 0; h < hidden; ++h) {
+        wt_f[(e * hidden + h) * inter + i] = w_f[(e * inter + i) * hidden + h];
+        wt[(e * hidden + h) * inter + i] = float_to_bf16(wt_f[(e * hidden + h) * inter + i]);
+      }
+  auto d_wt = DeviceArray<Bf16>::from_host(wt);
+  ASSERT_EQ(cuda::grouped_gemm_bf16(handle(), bf(h_perm), bf(d_wt), bf(y_perm), host_offsets.data(), experts, hidden, inter),
+            CUBLAS_STATUS_SUCCESS);
+  cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
+  sync();
+  // Reference: out[t] = base[t] + sum_k w * (W_e^T (W_e x_t)) with the intermediate rounded to bf16 like the GPU.
+  std::vector<float> want = base_f, h(inter), y(hidden);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t e = ids[t * top_k + k];
+      cpu::linear(x_f.data() + t * hidden, w_f.data() + e * inter * hidden, nullptr, h.data(), 1, inter, hidden);
+      for (float& v : h) v = bf16_to_float(float_to_bf16(v));
+      cpu::linear(h.data(), wt_f.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
+      cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
+    }
+  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+  EXPECT_EQ(host_offsets.back(), rows);
+}
+
+// Reference absorbed attention over the same (bf16-valued) cache.
+std::vector<float> reference_decode(const std::vector<float>& q, const std::vector<float>& cache,
+                                    const std::vector<int32_t>& table, int64_t max_blocks, const std::vector<int32_t>& lens,
+                                    int64_t heads, int64_t latent, int64_t rope, float scale) {
+  const int64_t dim = latent + rope;
+  std::vector<float> out(lens.size() * heads * latent, 0.0f);
+  for (size_t b = 0; b < lens.size(); ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<float> scores(lens[b]);
+      for (int64_t j = 0; j < lens[b]; ++j) {
+        const float* e = cache.data() + (table[b * max_blocks + j / 64] * 64 + j % 64) * dim;
+        float s = 0;
+        for (int64_t d = 0; d < dim; ++d) s += q[(b * heads + h) * dim + d] * e[d];
+        scores[j] = s * scale;
+      }
+      cpu::softmax(scores.data(), lens[b]);
+      for (int64_t j = 0; j < lens[b]; ++j) {
+        const float* e = cache.data() + (table[b * max_blocks + j / 64] * 64 + j % 64) * dim;
+        cpu::axpy(scores[j], e, out.data() + (b * heads + h) * latent, latent);
+      }
+    }
+  return out;
+}
+
+TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {
+  const int64_t heads = 16, latent = 512, rope = 64, dim = latent + rope, num_blocks = 40, max_blocks = 8;
+  const std::vector<int32_t> lens = {1, 63, 64, 65, 300, 511, 17};
+  const auto batch = static_cast<int64_t>(lens.size());
+  std::vector<float> q_f, cache_f;
+  auto q = DeviceArray<Bf16>::from_host(random_bf16(batch * heads * dim, q_f, 0.1f));
+  auto cache = DeviceArray<Bf16>::from_host(random_bf16(num_blocks * 64 * dim, cache_f));
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), rng_);
+  std::vector<int32_t> table(batch * max_blocks);
+  for (int64_t i = 0; i < batch * max_blocks; ++i) table[i] = blocks[i % num_blocks];
+  auto d_table = DeviceArray<int32_t>::from_host(table);
+  auto d_lens = DeviceArray<int32_t>::from_host(lens);
+  const float scale = 0.07f;
+  const std::vector<float> want = reference_decode(q_f, cache_f, table, max_blocks, lens, heads, latent, rope, scale);
+  for (int64_t splits : {1, 4, 16}) {
+    DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(batch, heads, latent, splits) / sizeof(float));
+    DeviceArray<Bf16> out(batch * heads * latent);
+    out.poison();
+    cuda::mla_decode_attention(bf(q), bf(cache), d_table.data(), max_blocks, d_lens.data(), batch, heads, latent, rope,
+                               scale, splits, workspace.data(), bf(out), nullptr);
+    sync();
+    EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance) << splits << " splits";
+  }
+}
+
+TEST_F(CudaOps, MlaPrefillCausalVarlen) {
+  const int64_t heads = 8, nope = 128, rope = 64, v_dim = 128;
+  // Two sequences: 30 new tokens after 20 cached, and 45 new tokens from scratch.
+  const std::vector<int64_t> cached = {20, 0}, fresh = {30, 45};
+  std::vector<int32_t> q_seq, q_pos, cu_k = {0};
+  for (size_t s = 0; s < cached.size(); ++s) {
+    for (int64_t i = 0; i < fresh[s]; ++i) {
+      q_seq.push_back(static_cast<int32_t>(s));
+      q_pos.push_back(static_cast<int32_t>(cached[s] + i));
+    }
+    cu_k.push_back(static_cast<int32_t>(cu_k.back() + cached[s] + fresh[s]));
+  }
+  const auto tq = static_cast<int64_t>(q_seq.size());
+  const int64_t tk = cu_k.back();
+  std::vector<float> q_f, kv_f, pe_f;
+  auto q = DeviceArray<Bf16>::from_host(random_bf16(tq * heads * (nope + rope), q_f, 0.2f));
+  auto kv = DeviceArray<Bf16>::from_host(random_bf16(tk * heads * (nope + v_dim), kv_f));
+  auto pe = DeviceArray<Bf16>::from_host(random_bf16(tk * rope, pe_f));
+  auto d_seq = DeviceArray<int32_t>::from_host(q_seq);
+  auto d_pos = DeviceArray<int32_t>::from_host(q_pos);
+  auto d_cu = DeviceArray<int32_t>::from_host(cu_k);
+  DeviceArray<Bf16> out(tq * heads * v_dim);
+  out.poison();
+  const float scale = 0.072f;
+  cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), d_seq.data(), d_pos.data(), d_cu.data(), tq, heads, nope, rope,
+                              v_dim, scale, bf(out), nullptr);
+  sync();
+  std::vector<float> want(tq * heads * v_dim, 0.0f);
+  for (int64_t r = 0; r < tq; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<float> scores(q_pos[r] + 1);
+      for (int64_t j = 0; j <= q_pos[r]; ++j) {
+        const int64_t key = cu_k[q_seq[r]] + j;
+        float s = 0;
+        for (int64_t d = 0; d < nope; ++d) s += q_f[(r * heads + h) * (nope + rope) + d] * kv_f[(key * heads + h) * (nope + v_dim) + d];
+        for (int64_t d = 0; d < rope; ++d) s += q_f[(r * heads + h) * (nope + rope) + nope + d] * pe_f[key * rope + d];
+        scores[j] = s * scale;
+      }
+      cpu::softmax(scores.data(), q_pos[r] + 1);
+      for (int64_t j = 0; j <= q_pos[r]; ++j)
+        cpu::axpy(scores[j], kv_f.data() + ((cu_k[q_seq[r]] + j) * heads + h) * (nope + v_dim) + nope,
+                  want.data() + (r * heads + h) * v_dim, v_dim);
+    }
+  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+}
+
+TEST_F(CudaOps, ArgmaxRows) {
+  const int64_t rows = 19, vocab = 102400;
+  std::normal_distribution<float> normal;
+  std::vector<float> logits(rows * vocab);
+  for (float& l : logits) l = normal(rng_);
+  logits[5 * vocab + 7] = logits[5 * vocab + 9] = 100.0f;  // a tie: the lower index wins
+  auto d = DeviceArray<float>::from_host(logits);
+  DeviceArray<int32_t> out(rows);
+  out.poison();
+  cuda::argmax_rows(d.data(), rows, vocab, out.data(), nullptr);
+  sync();
+  const std::vector<int32_t> got = out.to_host();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * vocab;
+    EXPECT_EQ(got[r], std::max_element(row, row + vocab) - row) << "row " << r;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
