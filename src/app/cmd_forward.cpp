@@ -45,14 +45,14 @@ int run_forward(const ForwardOptions& options, MPI_Comm world) {
   };
   auto execute = [&] {
     const auto num_tokens = static_cast<int64_t>(tokens.size());
-    MlaKvCache cache = model->make_kv_cache((num_tokens + MlaKvCache::kBlockSize - 1) / MlaKvCache::kBlockSize);
-    std::vector<int32_t> blocks(cache.num_blocks());
+    std::unique_ptr<KvCache> cache = model->make_kv_cache((num_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize);
+    std::vector<int32_t> blocks(cache->num_blocks());
     for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
     ForwardBatch batch;
     batch.token_ids = tokens;
     batch.sequences.push_back({0, num_tokens, blocks});
     batch.all_logits = true;
-    const Tensor logits = model->forward(batch, cache);
+    const Tensor logits = model->forward(batch, *cache);
 
     H5Writer out(options.output_path);
     out.write_dataset("logits", logits);

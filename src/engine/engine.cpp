@@ -20,11 +20,11 @@ SchedulerLimits with_model_len(SchedulerLimits limits, const ModelConfig& config
 
 }  // namespace
 
-Engine::Engine(const DeepseekModel& model, EngineOptions options)
+Engine::Engine(const CausalLm& model, EngineOptions options)
     : model_(model),
       options_(options),
-      cache_(model.make_kv_cache((options.kv_cache_tokens + MlaKvCache::kBlockSize - 1) / MlaKvCache::kBlockSize)),
-      blocks_(cache_.num_blocks(), MlaKvCache::kBlockSize),
+      cache_(model.make_kv_cache((options.kv_cache_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize)),
+      blocks_(cache_->num_blocks(), KvCache::kBlockSize),
       scheduler_(with_model_len(options.limits, model.config()), blocks_, eos_ids(model.config())) {
   options_.limits = with_model_len(options.limits, model.config());
 }
@@ -32,7 +32,7 @@ Engine::Engine(const DeepseekModel& model, EngineOptions options)
 void Engine::validate(const ModelConfig& c, const EngineOptions& options, const Request& request) {
   const int64_t max_model_len = with_model_len(options.limits, c).max_model_len;
   const int64_t cache_tokens =
-      (options.kv_cache_tokens + MlaKvCache::kBlockSize - 1) / MlaKvCache::kBlockSize * MlaKvCache::kBlockSize;
+      (options.kv_cache_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize * KvCache::kBlockSize;
   const std::string who = fmt::format("request id {}", request.id.dump());
   const auto prompt_len = static_cast<int64_t>(request.prompt_token_ids.size());
   DI_INPUT_CHECK(prompt_len > 0, "{}: empty prompt_token_ids", who);
@@ -64,7 +64,7 @@ void Engine::step() {
   const ScheduledBatch batch = scheduler_.schedule();
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
-  const Tensor logits = model_.forward(build_forward_batch(batch), cache_, options_.experts);
+  const Tensor logits = model_.forward(build_forward_batch(batch), *cache_, options_.experts);
   scheduler_.postprocess(batch, sample(batch, logits));
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -127,16 +127,12 @@ std::vector<RequestResult> Engine::take_finished() {
 
 std::vector<PrefilledSequence> Engine::take_handoffs() {
   std::vector<PrefilledSequence> handoffs;
-  const int64_t entry = cache_.entry_dim();
   for (Sequence* seq : scheduler_.take_handoffs()) {
     PrefilledSequence out;
     out.request_index = seq->request->index;
     out.tokens = seq->tokens;
-    out.kv.resize(cache_.num_layers() * seq->num_cached * entry);
-    float* dst = out.kv.data();
-    for (int64_t layer = 0; layer < cache_.num_layers(); ++layer)
-      for (int64_t pos = 0; pos < seq->num_cached; ++pos, dst += entry)
-        std::copy_n(cache_.entry(layer, seq->block_table, pos), entry, dst);
+    out.kv.resize(cache_->num_layers() * seq->num_cached * cache_->entry_dim());
+    cache_->export_entries(seq->block_table, seq->num_cached, out.kv.data());
     blocks_.release(*seq);
     handoffs.push_back(std::move(out));
   }
@@ -150,16 +146,12 @@ bool Engine::add_prefilled(const Request& request, const PrefilledSequence& pref
   seq->tokens = prefilled.tokens;
   seq->num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
   seq->num_cached = seq->num_tokens() - 1;
-  const int64_t entry = cache_.entry_dim();
-  DI_CHECK(static_cast<int64_t>(prefilled.kv.size()) == cache_.num_layers() * seq->num_cached * entry,
-           "prefilled KV of request {} has {} floats, expected {}", request.index, prefilled.kv.size(),
-           cache_.num_layers() * seq->num_cached * entry);
+  const int64_t expected = cache_->num_layers() * seq->num_cached * cache_->entry_dim();
+  DI_CHECK(static_cast<int64_t>(prefilled.kv.size()) == expected, "prefilled KV of request {} has {} floats, expected {}",
+           request.index, prefilled.kv.size(), expected);
   if (!blocks_.can_grow(*seq, seq->num_tokens())) return false;
   blocks_.grow(*seq, seq->num_tokens());
-  const float* src = prefilled.kv.data();
-  for (int64_t layer = 0; layer < cache_.num_layers(); ++layer)
-    for (int64_t pos = 0; pos < seq->num_cached; ++pos, src += entry)
-      std::copy_n(src, entry, cache_.entry(layer, seq->block_table, pos));
+  cache_->import_entries(seq->block_table, seq->num_cached, prefilled.kv.data());
   scheduler_.add_running(seq.get());
   sequences_.push_back(std::move(seq));
   return true;

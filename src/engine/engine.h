@@ -9,7 +9,7 @@
 #include "src/engine/request.h"
 #include "src/engine/scheduler.h"
 #include "src/engine/sequence.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/causal_lm.h"
 
 namespace deepinfer {
 
@@ -37,7 +37,7 @@ struct EngineStats {
 
 class Engine {
  public:
-  Engine(const DeepseekModel& model, EngineOptions options);
+  Engine(const CausalLm& model, EngineOptions options);
 
   // Checks the request against the model and the cache (InputError naming the request and what is wrong).
   void validate(const Request& request) const { validate(model_.config(), options_, request); }
@@ -66,9 +66,9 @@ class Engine {
   ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
   std::vector<int32_t> sample(const ScheduledBatch& batch, const Tensor& logits);
 
-  const DeepseekModel& model_;
+  const CausalLm& model_;
   EngineOptions options_;
-  MlaKvCache cache_;
+  std::unique_ptr<KvCache> cache_;
   BlockManager blocks_;
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Sequence>> sequences_;

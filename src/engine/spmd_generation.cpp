@@ -294,7 +294,7 @@ std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& re
   return owner;
 }
 
-std::vector<RequestResult> generate_spmd(const DeepseekModel& model, const Topology& topo, Communicator& ep_comm,
+std::vector<RequestResult> generate_spmd(const CausalLm& model, const Topology& topo, Communicator& ep_comm,
                                          Communicator& role_comm, ExpertExecutor& experts,
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,
                                          std::vector<RankReport>* reports) {

@@ -66,8 +66,9 @@ DeepseekModel::Mlp DeepseekModel::resolve_mlp(const std::string& prefix, int64_t
   return mlp;
 }
 
-MlaKvCache DeepseekModel::make_kv_cache(int64_t num_blocks) const {
-  return MlaKvCache(config_.num_hidden_layers, num_blocks, config_.kv_lora_rank, config_.qk_rope_head_dim);
+std::unique_ptr<KvCache> DeepseekModel::make_kv_cache(int64_t num_blocks) const {
+  return std::make_unique<MlaKvCache>(config_.num_hidden_layers, num_blocks, config_.kv_lora_rank,
+                                      config_.qk_rope_head_dim);
 }
 
 bool DeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const {
@@ -80,7 +81,10 @@ void DeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const 
   dense_mlp(layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert], x, out, n);
 }
 
-Tensor DeepseekModel::forward(const ForwardBatch& batch, MlaKvCache& cache, ExpertExecutor* experts) const {
+Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
+  auto* host_cache = dynamic_cast<MlaKvCache*>(&kv_cache);
+  DI_CHECK(host_cache != nullptr, "the CPU model needs a host MLA cache");
+  MlaKvCache& cache = *host_cache;
   LocalExpertExecutor local_experts;
   ExpertExecutor& executor = experts != nullptr ? *experts : local_experts;
   const ModelConfig& c = config_;

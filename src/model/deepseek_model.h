@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/core/tensor.h"
+#include "src/model/causal_lm.h"
 #include "src/model/expert_executor.h"
 #include "src/model/forward_batch.h"
 #include "src/model/mla_kv_cache.h"
@@ -15,26 +16,18 @@
 
 namespace deepinfer {
 
-class DeepseekModel {
+class DeepseekModel final : public CausalLm {
  public:
   DeepseekModel(ModelConfig config, WeightStore weights);
 
-  const ModelConfig& config() const { return config_; }
-  // A cache shaped for this model's main layers.
-  MlaKvCache make_kv_cache(int64_t num_blocks) const;
+  const ModelConfig& config() const override { return config_; }
+  // A host cache shaped for this model's main layers.
+  std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
 
-  // Runs the batch, writing the new tokens' latent KV into `cache`. Returns logits [rows, vocab]: one row per
-  // sequence (its last new token), or one per new token with all_logits. Routed experts are reached through
-  // `experts` (all local when null). An empty batch still calls `experts` for every MoE layer, so a rank with
-  // no work joins its expert-parallel group's exchanges.
-  Tensor forward(const ForwardBatch& batch, MlaKvCache& cache, ExpertExecutor* experts = nullptr) const;
-
-  // MoE layer index (0-based over the MoE layers) of main layer `layer_idx`, and the number of MoE layers.
-  int64_t num_moe_layers() const { return config_.num_hidden_layers - config_.first_k_dense_replace; }
-  // out [n, hidden] = routed expert `expert` of MoE layer `moe_layer_idx` applied to x [n, hidden]. The expert's
-  // weights must have been loaded on this rank.
-  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const;
-  bool has_expert(int64_t moe_layer_idx, int64_t expert) const;
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const override;
+  // The expert's weights must have been loaded on this rank.
+  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
+  bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
 
  private:
   struct Mlp {

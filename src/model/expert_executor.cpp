@@ -4,11 +4,11 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/causal_lm.h"
 
 namespace deepinfer {
 
-void LocalExpertExecutor::run(const DeepseekModel& model, int64_t moe_layer_idx, const float* x,
+void LocalExpertExecutor::run(const CausalLm& model, int64_t moe_layer_idx, const float* x,
                               const int32_t* topk_ids, const float* topk_weights, int64_t num_tokens, float* out) {
   const ModelConfig& c = model.config();
   const int64_t H = c.hidden_size;

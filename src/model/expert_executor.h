@@ -10,18 +10,18 @@
 
 namespace deepinfer {
 
-class DeepseekModel;
+class CausalLm;
 
 class ExpertExecutor {
  public:
   virtual ~ExpertExecutor() = default;
-  virtual void run(const DeepseekModel& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
+  virtual void run(const CausalLm& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
                    const float* topk_weights, int64_t num_tokens, float* out) = 0;
 };
 
 class LocalExpertExecutor final : public ExpertExecutor {
  public:
-  void run(const DeepseekModel& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
+  void run(const CausalLm& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
            const float* topk_weights, int64_t num_tokens, float* out) override;
 };
 

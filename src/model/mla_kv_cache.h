@@ -9,20 +9,21 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/model/causal_lm.h"
 
 namespace deepinfer {
 
-class MlaKvCache {
+class MlaKvCache final : public KvCache {
  public:
-  static constexpr int64_t kBlockSize = 64;
-
   MlaKvCache(int64_t num_layers, int64_t num_blocks, int64_t latent_dim, int64_t rope_dim);
 
-  int64_t num_blocks() const { return num_blocks_; }
-  int64_t num_layers() const { return num_layers_; }
+  int64_t num_blocks() const override { return num_blocks_; }
+  int64_t num_layers() const override { return num_layers_; }
+  int64_t entry_dim() const override { return latent_dim_ + rope_dim_; }
+  size_t bytes() const override { return storage_.size() * sizeof(float); }
   int64_t latent_dim() const { return latent_dim_; }
-  int64_t entry_dim() const { return latent_dim_ + rope_dim_; }
-  size_t bytes() const { return storage_.size() * sizeof(float); }
+  void export_entries(std::span<const int32_t> block_table, int64_t count, float* dst) const override;
+  void import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) override;
 
   float* entry(int64_t layer, std::span<const int32_t> block_table, int64_t position) {
     return storage_.data() + offset(layer, block_table, position);

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/causal_lm.h"
 
 namespace deepinfer {
 
@@ -26,7 +26,7 @@ ExpertParallelExecutor::ExpertParallelExecutor(Communicator& ep_comm, const Expe
            ep_comm.size());
 }
 
-void ExpertParallelExecutor::run(const DeepseekModel& model, int64_t moe_layer_idx, const float* x,
+void ExpertParallelExecutor::run(const CausalLm& model, int64_t moe_layer_idx, const float* x,
                                  const int32_t* topk_ids, const float* topk_weights, int64_t num_tokens, float* out) {
   const int num_ranks = comm_.size();
   const int me = comm_.rank();

@@ -29,7 +29,7 @@ class ExpertParallelExecutor final : public ExpertExecutor {
  public:
   ExpertParallelExecutor(Communicator& ep_comm, const ExpertPlacement& placement);
 
-  void run(const DeepseekModel& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
+  void run(const CausalLm& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
            const float* topk_weights, int64_t num_tokens, float* out) override;
 
   const ExchangeStats& stats() const { return stats_; }

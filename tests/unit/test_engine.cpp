@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "src/engine/engine.h"
+#include "src/model/deepseek_model.h"
 #include "tests/unit/fixtures.h"
 
 namespace deepinfer {

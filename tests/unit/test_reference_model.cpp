@@ -30,20 +30,20 @@ DeepseekModel load_fixture_model(const std::string& name) {
 
 // Identity block table: logical block i -> physical block i.
 std::vector<int32_t> identity_blocks(int64_t num_tokens) {
-  std::vector<int32_t> blocks((num_tokens + MlaKvCache::kBlockSize - 1) / MlaKvCache::kBlockSize);
+  std::vector<int32_t> blocks((num_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize);
   std::iota(blocks.begin(), blocks.end(), 0);
   return blocks;
 }
 
 Tensor run_prompt(const DeepseekModel& model, const std::vector<int32_t>& prompt, AttentionPath path) {
-  MlaKvCache cache = model.make_kv_cache(8);
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(8);
   const std::vector<int32_t> blocks = identity_blocks(static_cast<int64_t>(prompt.size()));
   ForwardBatch batch;
   batch.token_ids = prompt;
   batch.sequences.push_back({0, static_cast<int64_t>(prompt.size()), blocks});
   batch.all_logits = true;
   batch.attention_path = path;
-  return model.forward(batch, cache);
+  return model.forward(batch, *cache);
 }
 
 class ReferenceModel : public ::testing::TestWithParam<std::string> {};
@@ -70,16 +70,16 @@ TEST_P(ReferenceModel, AbsorbedAttentionEqualsExpanded) {
   const std::vector<int32_t> prompt = reference.at("prompts").back().get<std::vector<int32_t>>();
   const int64_t n = static_cast<int64_t>(prompt.size());
   const std::vector<int32_t> blocks = identity_blocks(n);
-  MlaKvCache absorbed_cache = model.make_kv_cache(8);
-  MlaKvCache expanded_cache = model.make_kv_cache(8);
+  std::unique_ptr<KvCache> absorbed_cache = model.make_kv_cache(8);
+  std::unique_ptr<KvCache> expanded_cache = model.make_kv_cache(8);
   for (int64_t t = 0; t < n; ++t) {
     ForwardBatch batch;
     batch.token_ids = {prompt[t]};
     batch.sequences.push_back({t, 1, blocks});
     batch.attention_path = AttentionPath::kAbsorbed;
-    const Tensor a = model.forward(batch, absorbed_cache);
+    const Tensor a = model.forward(batch, *absorbed_cache);
     batch.attention_path = AttentionPath::kExpanded;
-    const Tensor b = model.forward(batch, expanded_cache);
+    const Tensor b = model.forward(batch, *expanded_cache);
     ASSERT_LT(relative_error(a.data<float>(), b.data<float>(), a.numel()), 1e-5) << "position " << t;
   }
 }

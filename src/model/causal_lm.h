@@ -1,0 +1,51 @@
+// The interfaces between the engine and a model backend (the CPU reference, or CUDA):
+//  - KvCache: a paged cache of per-token, per-layer entries in blocks of kBlockSize tokens, owned by the
+//    backend (host fp32 or device bf16). The engine only moves whole sequences in and out (KV handoff).
+//  - CausalLm: runs a ForwardBatch against a KvCache and returns logits on the host; computes one routed
+//    expert on host data for expert-parallel executors.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "src/core/tensor.h"
+#include "src/model/expert_executor.h"
+#include "src/model/forward_batch.h"
+#include "src/model/model_config.h"
+
+namespace deepinfer {
+
+class KvCache {
+ public:
+  static constexpr int64_t kBlockSize = 64;
+  virtual ~KvCache() = default;
+
+  virtual int64_t num_blocks() const = 0;
+  virtual int64_t num_layers() const = 0;
+  virtual int64_t entry_dim() const = 0;
+  virtual size_t bytes() const = 0;
+  // The entries of positions [0, count) of one sequence, as fp32 [layer][position][entry_dim].
+  virtual void export_entries(std::span<const int32_t> block_table, int64_t count, float* dst) const = 0;
+  virtual void import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) = 0;
+};
+
+class CausalLm {
+ public:
+  virtual ~CausalLm() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const = 0;
+  // Runs the batch, writing the new tokens' KV into `cache` (made by this model). Returns fp32 logits on the
+  // host: one row per sequence (its last new token), or one per new token with all_logits. Routed experts are
+  // reached through `experts` (all local when null). An empty batch still calls `experts` for every MoE
+  // layer, so a rank with no work joins its expert-parallel group's exchanges.
+  virtual Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const = 0;
+
+  int64_t num_moe_layers() const { return config().num_hidden_layers - config().first_k_dense_replace; }
+  // out [n, hidden] = routed expert `expert` of MoE layer `moe_layer_idx` applied to x [n, hidden] (host fp32).
+  virtual void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const = 0;
+  virtual bool has_expert(int64_t moe_layer_idx, int64_t expert) const = 0;
+};
+
+}  // namespace deepinfer
