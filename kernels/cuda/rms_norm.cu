@@ -26,7 +26,23 @@ __global__ void add_rms_norm_kernel(const __nv_bfloat16* x, __nv_bfloat16* resid
     out[row * dim + i] = to_bf16(to_float(res[i]) * inv_rms * to_float(weight[i]));
 }
 
+__global__ void rms_norm_kernel(const __nv_bfloat16* x, int64_t x_stride, const __nv_bfloat16* weight,
+                                __nv_bfloat16* out, int64_t out_stride, int64_t dim, float eps) {
+  const __nv_bfloat16* in = x + blockIdx.x * x_stride;
+  float sum_sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) sum_sq += to_float(in[i]) * to_float(in[i]);
+  const float inv_rms = rsqrtf(block_sum(sum_sq) / static_cast<float>(dim) + eps);  // all reads done before writes
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads)
+    out[blockIdx.x * out_stride + i] = to_bf16(to_float(in[i]) * inv_rms * to_float(weight[i]));
+}
+
 }  // namespace
+
+void rms_norm(const __nv_bfloat16* x, int64_t x_stride, const __nv_bfloat16* weight, __nv_bfloat16* out,
+              int64_t out_stride, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+  if (rows == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, dim, eps);
+}
 
 void add_rms_norm(const __nv_bfloat16* x, __nv_bfloat16* residual, const __nv_bfloat16* weight,
                   __nv_bfloat16* out, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {

@@ -12,7 +12,9 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
@@ -117,6 +119,59 @@ TEST_F(CudaOps, AddRmsNorm) {
   cpu::rms_norm(sum.data(), w_f.data(), want.data(), rows, dim, 1e-6f);
   EXPECT_LT(rel_error(to_float(res.to_host()), sum), 1e-6);  // the residual is updated in place
   EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+}
+
+TEST_F(CudaOps, RmsNormStridedInPlace) {
+  const int64_t rows = 29, dim = 512, stride = 576;  // the latent part of [latent | k_pe] rows
+  std::vector<float> x_f, w_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(rows * stride, x_f));
+  auto w = DeviceArray<Bf16>::from_host(random_bf16(dim, w_f));
+  cuda::rms_norm(bf(x), stride, bf(w), bf(x), stride, rows, dim, 1e-6f, nullptr);
+  sync();
+  std::vector<float> want = x_f;
+  for (int64_t r = 0; r < rows; ++r) cpu::rms_norm(x_f.data() + r * stride, w_f.data(), want.data() + r * stride, 1, dim, 1e-6f);
+  EXPECT_LT(rel_error(to_float(x.to_host()), want), kBf16Tolerance);
+}
+
+TEST_F(CudaOps, KvCacheWriteAndGather) {
+  const int64_t tokens = 70, dim = 576, src_stride = 600, slots_total = 64 * 10;
+  std::vector<float> src_f;
+  auto src = DeviceArray<Bf16>::from_host(random_bf16(tokens * src_stride, src_f));
+  std::vector<int64_t> all(slots_total);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng_);
+  const std::vector<int64_t> slots(all.begin(), all.begin() + tokens);
+  auto d_slots = DeviceArray<int64_t>::from_host(slots);
+  DeviceArray<Bf16> cache(slots_total * dim), out(tokens * dim);
+  out.poison();
+  cuda::write_kv_entries(bf(src), src_stride, d_slots.data(), tokens, dim, bf(cache), nullptr);
+  cuda::gather_kv_entries(bf(cache), d_slots.data(), tokens, dim, bf(out), nullptr);
+  sync();
+  std::vector<float> want(tokens * dim);
+  for (int64_t t = 0; t < tokens; ++t) std::copy_n(src_f.data() + t * src_stride, dim, want.data() + t * dim);
+  EXPECT_EQ(rel_error(to_float(out.to_host()), want), 0.0);
+}
+
+TEST_F(CudaOps, ConvertAndAccumulate) {
+  const int64_t n = 10007;
+  std::vector<float> y_f, x_f;
+  auto y = DeviceArray<Bf16>::from_host(random_bf16(n, y_f));
+  random_bf16(n, x_f);
+  auto x = DeviceArray<float>::from_host(x_f);
+  DeviceArray<float> as_f32(n);
+  as_f32.poison();
+  cuda::bf16_to_f32(bf(y), as_f32.data(), n, nullptr);
+  sync();
+  EXPECT_EQ(rel_error(as_f32.to_host(), y_f), 0.0);
+  cuda::add_f32_into_bf16(x.data(), bf(y), n, nullptr);
+  DeviceArray<Bf16> back(n);
+  back.poison();
+  cuda::f32_to_bf16(x.data(), bf(back), n, nullptr);
+  sync();
+  std::vector<float> sum(n);
+  for (int64_t i = 0; i < n; ++i) sum[i] = y_f[i] + x_f[i];
+  EXPECT_LT(rel_error(to_float(y.to_host()), sum), kBf16Tolerance);
+  EXPECT_EQ(rel_error(to_float(back.to_host()), x_f), 0.0);  // x holds bf16 values: exact round trip
 }
 
 TEST_F(CudaOps, RopeBothLayouts) {
@@ -372,7 +427,7 @@ TEST_F(CudaOps, MlaPrefillCausalVarlen) {
   DeviceArray<Bf16> out(tq * heads * v_dim);
   out.poison();
   const float scale = 0.072f;
-  cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), d_seq.data(), d_pos.data(), d_cu.data(), tq, heads, nope, rope,
+  cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(), tq, heads, nope, rope,
                               v_dim, scale, bf(out), nullptr);
   sync();
   std::vector<float> want(tq * heads * v_dim, 0.0f);
