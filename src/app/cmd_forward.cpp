@@ -30,13 +30,14 @@ std::vector<int32_t> parse_tokens(const std::string& text) {
 }  // namespace
 
 int run_forward(const ForwardOptions& options, MPI_Comm world) {
-  std::unique_ptr<DeepseekModel> model;
+  LoadedModel loaded;
+  std::unique_ptr<CausalLm> model;
   std::vector<int32_t> tokens;
   auto prepare = [&] {
     require_single_rank(world, "forward");
     tokens = parse_tokens(options.tokens);
-    model = load_model(options.model);
-    const ModelConfig& c = model->config();
+    loaded = load_model(options.model);
+    const ModelConfig& c = loaded.config;
     DI_INPUT_CHECK(static_cast<int64_t>(tokens.size()) <= c.max_position_embeddings,
                    "--tokens: {} tokens exceed the model's maximum of {} positions", tokens.size(),
                    c.max_position_embeddings);
@@ -44,6 +45,7 @@ int run_forward(const ForwardOptions& options, MPI_Comm world) {
       DI_INPUT_CHECK(t >= 0 && t < c.vocab_size, "--tokens: id {} is outside the vocabulary [0, {})", t, c.vocab_size);
   };
   auto execute = [&] {
+    model = build_model(std::move(loaded), 0);
     const auto num_tokens = static_cast<int64_t>(tokens.size());
     std::unique_ptr<KvCache> cache = model->make_kv_cache((num_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize);
     std::vector<int32_t> blocks(cache->num_blocks());

@@ -58,7 +58,7 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
 }  // namespace
 
 int run_generate(const GenerateOptions& options, MPI_Comm world) {
-  std::unique_ptr<DeepseekModel> model;
+  LoadedModel loaded;
   std::vector<Request> requests;
   std::optional<Deployment> deployment;
   std::optional<ExpertPlacement> placement;
@@ -77,7 +77,7 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
     for (const Request& request : requests) Engine::validate(config, engine_options, request);
     if (options.deploy_path.empty()) {
       require_single_rank(world, "generate without --deploy");
-      model = load_model(options.model);
+      loaded = load_model(options.model);
       return;
     }
     deployment = Deployment::from_toml_file(options.deploy_path);
@@ -101,15 +101,14 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
       if (layer >= config.num_hidden_layers) return true;  // MTP layers: kept whole for speculative decoding
       return placement->rank_holds(ep_rank, layer - config.first_k_dense_replace, expert);
     };
-    WeightStore weights = WeightStore::load(config, model_path, parse_load_format(options.model.load_format),
-                                            options.model.seed, wanted);
-    model = std::make_unique<DeepseekModel>(config, std::move(weights));
+    loaded = load_model(options.model, wanted);
   };
 
   auto execute = [&] {
     const auto start = std::chrono::steady_clock::now();
     std::vector<RequestResult> results;
     if (!deployment) {
+      const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
       Engine engine(*model, engine_options);
       for (const Request& request : requests) engine.add_request(request);
       engine.run_to_completion();
@@ -120,6 +119,9 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
                    s.num_steps, engine.num_preemptions());
     } else {
       Topology topo = Topology::create(*deployment, world);
+      const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), std::max(topo.gpu(), 0));
+      if (topo.world_rank() == 0)
+        spdlog::info("expert-parallel transport: MPI over host memory (the NCCL communicator is not built yet)");
       MpiCommunicator ep_comm(topo.ep_comm().get());
       MpiCommunicator role_comm(topo.role_comm().get());
       ExpertParallelExecutor experts(ep_comm, *placement);

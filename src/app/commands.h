@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string model_path;
   std::string load_format = "auto";
   uint64_t seed = 0;  // dummy weights
+  std::string device = "auto";  // cpu | cuda | auto
 };
 
 struct ForwardOptions {

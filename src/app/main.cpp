@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--load-format", model.load_format, "auto | safetensors | dummy (seeded random weights)")
         ->capture_default_str();
     cmd->add_option("--seed", model.seed, "Seed of dummy weights")->capture_default_str();
+    cmd->add_option("--device", model.device, "cpu | cuda | auto (cuda when a GPU is visible)")->capture_default_str();
   };
 
   deepinfer::app::ForwardOptions forward;

@@ -1,15 +1,26 @@
 #include "src/app/model_loading.h"
 
+#include <spdlog/spdlog.h>
+
 #include "src/core/check.h"
 
 namespace deepinfer::app {
 
-std::unique_ptr<DeepseekModel> load_model(const ModelOptions& options) {
+LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted) {
   const std::filesystem::path path(options.model_path);
   DI_INPUT_CHECK(std::filesystem::exists(path), "--model '{}' does not exist", path.string());
-  ModelConfig config = load_model_config(path);
-  WeightStore weights = WeightStore::load(config, path, parse_load_format(options.load_format), options.seed);
-  return std::make_unique<DeepseekModel>(std::move(config), std::move(weights));
+  LoadedModel loaded;
+  loaded.device = parse_device(options.device);
+  loaded.config = load_model_config(path);
+  loaded.weights = std::make_unique<WeightStore>(
+      WeightStore::load(loaded.config, path, parse_load_format(options.load_format), options.seed, wanted));
+  return loaded;
+}
+
+std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu) {
+  spdlog::info("backend: {}{}", device_name(loaded.device),
+               loaded.device == Device::kCuda ? fmt::format(" (GPU {})", gpu) : std::string());
+  return make_causal_lm(std::move(loaded.config), std::move(*loaded.weights), loaded.device, gpu);
 }
 
 void require_single_rank(MPI_Comm world, const char* command) {

@@ -1,14 +1,24 @@
-// Loading the model named by --model/--load-format/--seed, shared by the commands that run one.
+// Loading the model named by --model/--load-format/--seed/--device, shared by the commands that run one.
+// Weights are read in prepare() (local, so a bad checkpoint is a clean input error on every rank); the
+// backend is built in execute(), once the topology has given this rank its GPU.
 #pragma once
 
 #include <memory>
 
 #include "src/app/commands.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/backend.h"
 
 namespace deepinfer::app {
 
-std::unique_ptr<DeepseekModel> load_model(const ModelOptions& options);
+struct LoadedModel {
+  ModelConfig config;
+  std::unique_ptr<WeightStore> weights;
+  Device device = Device::kCpu;
+};
+
+LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted = nullptr);
+// Moves the weights into the backend (uploads them for CUDA, to device `gpu`).
+std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu);
 
 // Commands that do not yet run across ranks say so instead of silently running N copies.
 void require_single_rank(MPI_Comm world, const char* command);

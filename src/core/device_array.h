@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <utility>
 #include <vector>
 
 #include "src/core/check.h"

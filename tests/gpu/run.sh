@@ -24,4 +24,26 @@ if command -v compute-sanitizer >/dev/null; then
 else
   echo "compute-sanitizer not found"; status=1
 fi
+
+# End to end: the transformers fixtures on the GPU.
+py=python3
+di=$build/deepinfer
+echo "== forward --device cuda vs transformers (bf16 compute; bound 3e-2)"
+for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
+  for i in 0 3 5; do
+    $py tests/cli/check_forward.py tests/fixtures/$f $i --tolerance 3e-2 -- $di forward --model tests/fixtures/$f --device cuda \
+      2>&1 | grep -E "relative error|Error|error" | tee -a "$out/e2e.log" || status=1
+  done
+done
+echo "== generate: CUDA vs CPU"
+for f in tiny-v3-bf16 tiny-v2-bf16; do
+  $di generate --model tests/fixtures/$f --device cpu --input launch/examples/prompts.jsonl --output /tmp/cpu-$f.jsonl > /dev/null 2>&1 || status=1
+  $di generate --model tests/fixtures/$f --device cuda --input launch/examples/prompts.jsonl --output /tmp/cuda-$f.jsonl 2>&1 | grep -E "tok/s" | tee -a "$out/e2e.log"
+  $py tests/gpu/compare_generate.py /tmp/cpu-$f.jsonl /tmp/cuda-$f.jsonl "$f 1 rank cuda vs cpu" | tee -a "$out/e2e.log" || status=1
+  mpirun -np 4 --oversubscribe $di generate --model tests/fixtures/$f --device cuda --deploy configs/deploy/2p2d.toml \
+    --input launch/examples/prompts.jsonl --output /tmp/cuda2p2d-$f.jsonl > "$out/2p2d-$f.log" 2>&1 || status=1
+  $py tests/gpu/compare_generate.py /tmp/cpu-$f.jsonl /tmp/cuda2p2d-$f.jsonl "$f 2p2d cuda (one GPU, MPI transport) vs cpu" | tee -a "$out/e2e.log" || status=1
+  $py tests/gpu/compare_generate.py /tmp/cuda-$f.jsonl /tmp/cuda2p2d-$f.jsonl "$f 2p2d cuda vs 1 rank cuda" | tee -a "$out/e2e.log" || status=1
+done
+echo "run.sh: status $status"
 exit $status

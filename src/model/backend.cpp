@@ -1,0 +1,40 @@
+#include "src/model/backend.h"
+
+#include "src/core/check.h"
+#include "src/core/device.h"
+#include "src/model/deepseek_model.h"
+#ifdef DEEPINFER_HAVE_CUDA
+#include "src/model/cuda/cuda_deepseek_model.h"
+#endif
+
+namespace deepinfer {
+
+Device parse_device(const std::string& text) {
+  if (text == "cpu") return Device::kCpu;
+  if (text == "cuda") {
+    DI_INPUT_CHECK(cuda_device_count() > 0, "--device cuda: {}",
+#ifdef DEEPINFER_HAVE_CUDA
+                   "no GPU is visible"
+#else
+                   "this build has no CUDA backend (configure with nvcc present or -DDEEPINFER_CUDA=ON)"
+#endif
+    );
+    return Device::kCuda;
+  }
+  DI_INPUT_CHECK(text == "auto", "unknown --device '{}' (cpu, cuda, auto)", text);
+  return cuda_device_count() > 0 ? Device::kCuda : Device::kCpu;
+}
+
+std::string_view device_name(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
+
+std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightStore weights, Device device, int gpu) {
+#ifdef DEEPINFER_HAVE_CUDA
+  if (device == Device::kCuda) return std::make_unique<CudaDeepseekModel>(std::move(config), weights, gpu);
+#else
+  (void)gpu;
+  DI_CHECK(device == Device::kCpu, "no CUDA backend in this build");
+#endif
+  return std::make_unique<DeepseekModel>(std::move(config), std::move(weights));
+}
+
+}  // namespace deepinfer

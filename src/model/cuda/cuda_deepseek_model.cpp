@@ -1,0 +1,375 @@
+#include "src/model/cuda/cuda_deepseek_model.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/kv_cache.cuh"
+#include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/moe_permute.cuh"
+#include "kernels/cuda/rms_norm.cuh"
+#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/router.cuh"
+#include "kernels/cuda/silu_mul.cuh"
+#include "src/model/cuda/cuda_kv_cache.h"
+#include "src/model/rope.h"
+
+namespace deepinfer {
+
+namespace {
+
+std::vector<uint16_t> to_bf16_bits(const float* data, int64_t n) {
+  std::vector<uint16_t> bits(n);
+  for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16(data[i]);
+  return bits;
+}
+
+template <class T>
+T* device_copy(StepScratch& scratch, const std::vector<T>& host) {
+  T* ptr = scratch.alloc<T>(host.size());
+  if (!host.empty()) DI_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return ptr;
+}
+
+}  // namespace
+
+// What one step runs, in device-ready index arrays.
+struct CudaDeepseekModel::StepPlan {
+  int64_t num_tokens = 0;
+  bool absorbed = false;
+  int32_t* positions = nullptr;   // [T]
+  int64_t* new_slots = nullptr;   // [T] cache slots of the new tokens
+  // absorbed (every sequence has one new token): one query row per sequence
+  int32_t* block_table = nullptr;  // [T, max_blocks]
+  int64_t max_blocks = 0;
+  int32_t* seq_lens = nullptr;     // [T]
+  int64_t max_len = 0;
+  // expanded: each sequence's whole context
+  int64_t num_keys = 0;
+  int64_t* key_slots = nullptr;  // [Tk]
+  int32_t* q_seq = nullptr;      // [T]
+  int32_t* q_pos = nullptr;      // [T]
+  int32_t* cu_k = nullptr;       // [B + 1]
+};
+
+CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const WeightStore& weights, int device)
+    : config_(std::move(config)), device_(device) {
+  DI_CUDA_CHECK(cudaSetDevice(device_));
+  const ModelConfig& c = config_;
+  DI_INPUT_CHECK(!c.attention_bias && !c.mlp_bias, "the CUDA backend does not support attention_bias/mlp_bias yet");
+  const RotaryTable rotary(c);
+  inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
+  attention_factor_ = rotary.attention_factor();
+
+  embed_ = upload(weights.get("model.embed_tokens.weight"));
+  final_norm_ = upload(weights.get("model.norm.weight"));
+  lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights.get("lm_head.weight"));
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    Layer layer;
+    layer.input_norm = upload(weights.get(p + "input_layernorm.weight"));
+    layer.post_attention_norm = upload(weights.get(p + "post_attention_layernorm.weight"));
+    Attention& a = layer.attention;
+    const std::string s = p + "self_attn.";
+    if (c.q_lora_rank > 0) {
+      a.q_a = upload(weights.get(s + "q_a_proj.weight"));
+      a.q_a_norm = upload(weights.get(s + "q_a_layernorm.weight"));
+      a.q_b = upload(weights.get(s + "q_b_proj.weight"));
+    } else {
+      a.q = upload(weights.get(s + "q_proj.weight"));
+    }
+    a.kv_a = upload(weights.get(s + "kv_a_proj_with_mqa.weight"));
+    a.kv_a_norm = upload(weights.get(s + "kv_a_layernorm.weight"));
+    a.kv_b = upload(weights.get(s + "kv_b_proj.weight"));
+    a.o = upload(weights.get(s + "o_proj.weight"));
+    layer.is_moe = c.is_moe_layer(l);
+    if (layer.is_moe) {
+      Moe& m = layer.moe;
+      m.router = upload(weights.get(p + "mlp.gate.weight"));
+      if (const float* bias = weights.data_or_null(p + "mlp.gate.e_score_correction_bias")) {
+        auto* dst = static_cast<float*>(arena_.take(E * sizeof(float)));
+        DI_CUDA_CHECK(cudaMemcpy(dst, bias, E * sizeof(float), cudaMemcpyHostToDevice));
+        m.correction_bias = dst;
+      }
+      m.experts_gate_up = static_cast<Bf16*>(arena_.take(E * 2 * I * H * sizeof(Bf16)));
+      m.experts_down = static_cast<Bf16*>(arena_.take(E * H * I * sizeof(Bf16)));
+      m.loaded.assign(E, false);
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string prefix = fmt::format("{}mlp.experts.{}.", p, e);
+        if (weights.data_or_null(prefix + "gate_proj.weight") == nullptr) continue;  // another EP rank's
+        upload_into(weights.get(prefix + "gate_proj.weight"), m.experts_gate_up + e * 2 * I * H);
+        upload_into(weights.get(prefix + "up_proj.weight"), m.experts_gate_up + e * 2 * I * H + I * H);
+        upload_into(weights.get(prefix + "down_proj.weight"), m.experts_down + e * H * I);
+        m.loaded[e] = true;
+      }
+      m.has_shared = c.n_shared_experts > 0;
+      if (m.has_shared) m.shared = upload_mlp(weights, p + "mlp.shared_experts", I * c.n_shared_experts);
+    } else {
+      layer.mlp = upload_mlp(weights, p + "mlp", c.intermediate_size);
+    }
+    layers_.push_back(std::move(layer));
+  }
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const Tensor& tensor) {
+  auto* dst = static_cast<Bf16*>(arena_.take(tensor.numel() * sizeof(Bf16)));
+  upload_into(tensor, dst);
+  return dst;
+}
+
+void CudaDeepseekModel::upload_into(const Tensor& tensor, Bf16* dst) {
+  const std::vector<uint16_t> bits = to_bf16_bits(tensor.data<float>(), tensor.numel());
+  DI_CUDA_CHECK(cudaMemcpy(dst, bits.data(), bits.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+}
+
+CudaDeepseekModel::Mlp CudaDeepseekModel::upload_mlp(const WeightStore& weights, const std::string& prefix,
+                                                     int64_t inter) {
+  const int64_t H = config_.hidden_size;
+  Mlp mlp;
+  mlp.inter = inter;
+  auto* gate_up = static_cast<Bf16*>(arena_.take(2 * inter * H * sizeof(Bf16)));
+  upload_into(weights.get(prefix + ".gate_proj.weight"), gate_up);
+  upload_into(weights.get(prefix + ".up_proj.weight"), gate_up + inter * H);
+  mlp.gate_up = gate_up;
+  mlp.down = upload(weights.get(prefix + ".down_proj.weight"));
+  return mlp;
+}
+
+std::unique_ptr<KvCache> CudaDeepseekModel::make_kv_cache(int64_t num_blocks) const {
+  DI_CUDA_CHECK(cudaSetDevice(device_));
+  return std::make_unique<CudaMlaKvCache>(config_.num_hidden_layers, num_blocks, config_.kv_entry_dim());
+}
+
+bool CudaDeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const {
+  return layers_[moe_layer_idx + config_.first_k_dense_replace].moe.loaded[expert];
+}
+
+void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, StepScratch& scratch) const {
+  const int64_t H = config_.hidden_size;
+  auto* gate_up = scratch.alloc<Bf16>(rows * 2 * w.inter);
+  auto* act = scratch.alloc<Bf16>(rows * w.inter);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), h, w.gate_up, gate_up, false, rows, 2 * w.inter, H));
+  cuda::silu_mul(gate_up, act, rows, w.inter, nullptr);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), act, w.down, out, false, rows, H, w.inter));
+}
+
+void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n,
+                                       float* out) const {
+  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not loaded on this rank", expert, moe_layer_idx);
+  const Moe& m = layers_[moe_layer_idx + config_.first_k_dense_replace].moe;
+  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size;
+  StepScratch scratch;
+  Bf16* x_dev = reinterpret_cast<Bf16*>(device_copy(scratch, to_bf16_bits(x, n * H)));
+  auto* y = scratch.alloc<Bf16>(n * H);
+  auto* y32 = scratch.alloc<float>(n * H);
+  mlp({m.experts_gate_up + expert * 2 * I * H, m.experts_down + expert * H * I, I}, x_dev, y, n, scratch);
+  cuda::bf16_to_f32(y, y32, n * H, nullptr);
+  DI_CUDA_CHECK(cudaMemcpy(out, y32, n * H * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows,
+                            ExpertExecutor* experts, StepScratch& scratch) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
+  auto* logits = scratch.alloc<float>(rows * E);
+  auto* ids = scratch.alloc<int32_t>(rows * K);
+  auto* weights = scratch.alloc<float>(rows * K);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), h, w.router, logits, true, rows, E, H));
+  cpu::RouterParams params;
+  params.scoring = c.scoring == RouterScoring::kSigmoid ? cpu::RouterParams::Scoring::kSigmoid
+                                                         : cpu::RouterParams::Scoring::kSoftmax;
+  params.group_score = c.group_score == GroupScore::kTop2Sum ? cpu::RouterParams::GroupScore::kTop2Sum
+                       : c.group_score == GroupScore::kMax  ? cpu::RouterParams::GroupScore::kMax
+                                                            : cpu::RouterParams::GroupScore::kNone;
+  params.num_experts = E;
+  params.top_k = K;
+  params.num_groups = c.n_group;
+  params.topk_groups = c.topk_group;
+  params.correction_bias = w.correction_bias;
+  params.normalize = c.norm_topk_prob;
+  params.scaling = static_cast<float>(c.routed_scaling_factor);
+  DI_CHECK(c.n_group <= 64, "the CUDA router handles at most 64 expert groups, the model has {}", c.n_group);
+  cuda::route_topk(logits, rows, params, ids, weights, nullptr);
+
+  if (w.has_shared) mlp(w.shared, h, out, rows, scratch);
+  else DI_CUDA_CHECK(cudaMemsetAsync(out, 0, rows * H * sizeof(Bf16)));
+
+  if (experts != nullptr) {
+    // Expert parallelism over host memory: the executor exchanges and computes; its sum comes back here.
+    std::vector<float> h_host(rows * H), routed(rows * H, 0.0f), w_host(rows * K);
+    std::vector<int32_t> ids_host(rows * K);
+    auto* h32 = scratch.alloc<float>(rows * H);
+    cuda::bf16_to_f32(h, h32, rows * H, nullptr);
+    DI_CUDA_CHECK(cudaMemcpy(h_host.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
+    DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
+    experts->run(*this, moe_layer_idx, h_host.data(), ids_host.data(), w_host.data(), rows, routed.data());
+    cuda::add_f32_into_bf16(device_copy(scratch, routed), out, rows * H, nullptr);
+    return;
+  }
+  if (rows == 0) return;
+  const int64_t n = rows * K;
+  auto* x_perm = scratch.alloc<Bf16>(n * H);
+  auto* row_of = scratch.alloc<int32_t>(n);
+  auto* offsets = scratch.alloc<int32_t>(E + 1);
+  const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, E);
+  void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
+  cuda::moe_permute(h, ids, rows, K, H, E, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
+  std::vector<int32_t> host_offsets(E + 1);
+  DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (E + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
+  auto* act = scratch.alloc<Bf16>(n * I);
+  auto* y_perm = scratch.alloc<Bf16>(n * H);
+  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E, 2 * I, H));
+  cuda::silu_mul(gate_up, act, n, I, nullptr);
+  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I));
+  cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+}
+
+void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer,
+                                  const Bf16* h, Bf16* out, StepScratch& scratch) const {
+  const ModelConfig& c = config_;
+  const int64_t T = plan.num_tokens, H = c.hidden_size, heads = c.num_attention_heads;
+  const int64_t nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim, qk = c.qk_head_dim(), v = c.v_head_dim;
+  const int64_t lora = c.kv_lora_rank, D = c.kv_entry_dim();
+  cublasHandle_t blas = cublas_.get();
+  (void)layer_idx;
+
+  auto* q = scratch.alloc<Bf16>(T * heads * qk);
+  if (c.q_lora_rank > 0) {
+    auto* q_a = scratch.alloc<Bf16>(T * c.q_lora_rank);
+    DI_CUBLAS_CHECK(cuda::linear_bf16(blas, h, w.q_a, q_a, false, T, c.q_lora_rank, H));
+    cuda::rms_norm(q_a, c.q_lora_rank, w.q_a_norm, q_a, c.q_lora_rank, T, c.q_lora_rank, c.rms_norm_eps, nullptr);
+    DI_CUBLAS_CHECK(cuda::linear_bf16(blas, q_a, w.q_b, q, false, T, heads * qk, c.q_lora_rank));
+  } else {
+    DI_CUBLAS_CHECK(cuda::linear_bf16(blas, h, w.q, q, false, T, heads * qk, H));
+  }
+  auto* kv = scratch.alloc<Bf16>(T * D);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(blas, h, w.kv_a, kv, false, T, D, H));
+  cuda::rms_norm(kv, D, w.kv_a_norm, kv, D, T, lora, c.rms_norm_eps, nullptr);
+  cuda::rope(kv + lora, T, D, rope, plan.positions, 1, inv_freq_.data(), attention_factor_, c.rope.interleaved, nullptr);
+  cuda::rope(q + nope, T * heads, qk, rope, plan.positions, heads, inv_freq_.data(), attention_factor_,
+             c.rope.interleaved, nullptr);
+  cuda::write_kv_entries(kv, D, plan.new_slots, T, D, cache_layer, nullptr);
+
+  auto* attn = scratch.alloc<Bf16>(T * heads * v);
+  const float scale = c.softmax_scale();
+  if (plan.absorbed) {
+    // Fold W_uk into the queries; attend over the latent cache; unfold with W_uv.
+    auto* q_latent = scratch.alloc<Bf16>(T * heads * D);
+    DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, heads * qk, qk}, {w.kv_b, lora, (nope + v) * lora}, false,
+                                    q_latent, heads * D, D, false, heads));
+    DI_CUDA_CHECK(cudaMemcpy2DAsync(q_latent + lora, D * sizeof(Bf16), q + nope, qk * sizeof(Bf16), rope * sizeof(Bf16),
+                                    T * heads, cudaMemcpyDeviceToDevice));
+    const int64_t splits = std::clamp<int64_t>(plan.max_len / 512, 1, 16);
+    auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
+    auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
+    cuda::mla_decode_attention(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T, heads, lora,
+                               rope, scale, splits, workspace, o_latent, nullptr);
+    DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, v, lora, {o_latent, heads * lora, lora},
+                                    {w.kv_b + nope * lora, lora, (nope + v) * lora}, true, attn, heads * v, v, false,
+                                    heads));
+  } else {
+    // Decompress every context latent into per-head keys and values, then attend causally.
+    auto* context = scratch.alloc<Bf16>(plan.num_keys * D);
+    cuda::gather_kv_entries(cache_layer, plan.key_slots, plan.num_keys, D, context, nullptr);
+    auto* kv_expanded = scratch.alloc<Bf16>(plan.num_keys * heads * (nope + v));
+    DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, plan.num_keys, heads * (nope + v), lora, {context, D}, {w.kv_b, lora}, true,
+                                    kv_expanded, heads * (nope + v), 0, false, 1));
+    cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k, T, heads, nope,
+                                rope, v, scale, attn, nullptr);
+  }
+  DI_CUBLAS_CHECK(cuda::linear_bf16(blas, attn, w.o, out, false, T, H, heads * v));
+}
+
+Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
+  auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
+  DI_CHECK(cache != nullptr, "the CUDA model needs a device MLA cache");
+  DI_CUDA_CHECK(cudaSetDevice(device_));
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens(), H = c.hidden_size;
+  StepScratch scratch;
+
+  // Host-side plan: positions, cache slots, and the attention form's index arrays.
+  StepPlan plan;
+  plan.num_tokens = T;
+  plan.absorbed = batch.attention_path == AttentionPath::kAbsorbed ||
+                  (batch.attention_path == AttentionPath::kAuto &&
+                   std::all_of(batch.sequences.begin(), batch.sequences.end(), [](const SequenceChunk& s) { return s.num_new == 1; }));
+  std::vector<int32_t> positions, q_seq, q_pos, cu_k = {0}, table, lens;
+  std::vector<int64_t> new_slots, key_slots;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    const int64_t context = seq.num_cached + seq.num_new;
+    for (int64_t i = 0; i < seq.num_new; ++i) {
+      positions.push_back(static_cast<int32_t>(seq.num_cached + i));
+      q_seq.push_back(static_cast<int32_t>(s));
+      q_pos.push_back(static_cast<int32_t>(seq.num_cached + i));
+    }
+    const std::vector<int64_t> slots = slots_of(seq.block_table, seq.num_cached, seq.num_new);
+    new_slots.insert(new_slots.end(), slots.begin(), slots.end());
+    plan.max_blocks = std::max<int64_t>(plan.max_blocks, static_cast<int64_t>(seq.block_table.size()));
+    plan.max_len = std::max(plan.max_len, context);
+    if (!plan.absorbed) {
+      const std::vector<int64_t> keys = slots_of(seq.block_table, 0, context);
+      key_slots.insert(key_slots.end(), keys.begin(), keys.end());
+      cu_k.push_back(static_cast<int32_t>(key_slots.size()));
+    }
+  }
+  if (plan.absorbed) {
+    DI_CHECK(static_cast<int64_t>(batch.sequences.size()) == T, "the absorbed path takes one new token per sequence");
+    table.assign(T * plan.max_blocks, 0);
+    for (int64_t s = 0; s < T; ++s) {
+      const SequenceChunk& seq = batch.sequences[s];
+      std::copy(seq.block_table.begin(), seq.block_table.end(), table.begin() + s * plan.max_blocks);
+      lens.push_back(static_cast<int32_t>(seq.num_cached + 1));
+    }
+    plan.block_table = device_copy(scratch, table);
+    plan.seq_lens = device_copy(scratch, lens);
+  } else {
+    plan.num_keys = static_cast<int64_t>(key_slots.size());
+    plan.key_slots = device_copy(scratch, key_slots);
+    plan.q_seq = device_copy(scratch, q_seq);
+    plan.q_pos = device_copy(scratch, q_pos);
+    plan.cu_k = device_copy(scratch, cu_k);
+  }
+  plan.positions = device_copy(scratch, positions);
+  plan.new_slots = device_copy(scratch, new_slots);
+
+  auto* x = scratch.alloc<Bf16>(T * H);      // the residual stream
+  auto* h = scratch.alloc<Bf16>(T * H);      // its normalised copy
+  auto* delta = scratch.alloc<Bf16>(T * H);  // a sub-layer's output
+  cuda::embedding(embed_, device_copy(scratch, batch.token_ids), x, T, H, nullptr);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const Layer& layer = layers_[l];
+    cuda::add_rms_norm(l == 0 ? nullptr : delta, x, layer.input_norm, h, T, H, c.rms_norm_eps, nullptr);
+    attention(l, layer.attention, plan, static_cast<Bf16*>(cache->layer_data(l)), h, delta, scratch);
+    cuda::add_rms_norm(delta, x, layer.post_attention_norm, h, T, H, c.rms_norm_eps, nullptr);
+    if (layer.is_moe) moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch);
+    else mlp(layer.mlp, h, delta, T, scratch);
+  }
+  cuda::add_rms_norm(T > 0 ? delta : nullptr, x, final_norm_, h, T, H, c.rms_norm_eps, nullptr);
+
+  std::vector<int32_t> rows;
+  if (batch.all_logits) {
+    for (int64_t t = 0; t < T; ++t) rows.push_back(static_cast<int32_t>(t));
+  } else {
+    int64_t end = 0;
+    for (const SequenceChunk& seq : batch.sequences) rows.push_back(static_cast<int32_t>((end += seq.num_new) - 1));
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  auto* selected = scratch.alloc<Bf16>(R * H);
+  cuda::embedding(h, device_copy(scratch, rows), selected, R, H, nullptr);  // a row gather
+  auto* logits = scratch.alloc<float>(R * c.vocab_size);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), selected, lm_head_, logits, true, R, c.vocab_size, H));
+  Tensor out = Tensor::zeros({R, c.vocab_size});
+  DI_CUDA_CHECK(cudaGetLastError());
+  DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+}  // namespace deepinfer

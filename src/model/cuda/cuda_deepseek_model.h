@@ -1,0 +1,87 @@
+// The DeepSeek V2/V3 forward pass on one GPU: bf16 weights and activations, fp32 accumulation, the kernels of
+// kernels/cuda and cuBLAS. Same function as the CPU reference (DeepseekModel), checked against it.
+// Prefill chunks use the expanded attention, decode steps the absorbed form on the paged latent cache.
+// Routed experts run on the device (permute, grouped GEMM, unpermute), or through an expert-parallel
+// executor, staged through host memory.
+#pragma once
+
+#include <vector>
+
+#include "src/core/device_array.h"
+#include "src/model/causal_lm.h"
+#include "src/model/cuda/device_memory.h"
+#include "src/model/weights.h"
+
+namespace deepinfer {
+
+class CudaDeepseekModel final : public CausalLm {
+ public:
+  // Uploads the weights to `device` (which becomes the current device).
+  CudaDeepseekModel(ModelConfig config, const WeightStore& weights, int device);
+
+  const ModelConfig& config() const override { return config_; }
+  std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const override;
+  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
+  bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
+  size_t weight_bytes() const { return arena_.bytes_in_use(); }
+
+ private:
+  using Bf16 = __nv_bfloat16;
+  struct Mlp {
+    const Bf16* gate_up = nullptr;  // [2 * inter, hidden]: gate rows, then up rows
+    const Bf16* down = nullptr;     // [hidden, inter]
+    int64_t inter = 0;
+  };
+  struct Attention {
+    const Bf16* q_a = nullptr;
+    const Bf16* q_a_norm = nullptr;
+    const Bf16* q_b = nullptr;
+    const Bf16* q = nullptr;
+    const Bf16* kv_a = nullptr;
+    const Bf16* kv_a_norm = nullptr;
+    const Bf16* kv_b = nullptr;
+    const Bf16* o = nullptr;
+  };
+  struct Moe {
+    const Bf16* router = nullptr;
+    const float* correction_bias = nullptr;
+    Bf16* experts_gate_up = nullptr;  // [E, 2 * inter, hidden]
+    Bf16* experts_down = nullptr;     // [E, hidden, inter]
+    std::vector<bool> loaded;
+    Mlp shared;
+    bool has_shared = false;
+  };
+  struct Layer {
+    const Bf16* input_norm = nullptr;
+    const Bf16* post_attention_norm = nullptr;
+    Attention attention;
+    bool is_moe = false;
+    Mlp mlp;
+    Moe moe;
+  };
+  struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
+
+  Bf16* upload(const Tensor& tensor);
+  void upload_into(const Tensor& tensor, Bf16* dst);
+  Mlp upload_mlp(const WeightStore& weights, const std::string& prefix, int64_t inter);
+
+  void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
+                 Bf16* out, StepScratch& scratch) const;
+  void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, StepScratch& scratch) const;
+  void moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
+           StepScratch& scratch) const;
+
+  ModelConfig config_;
+  int device_;
+  DeviceArena arena_;
+  CublasHandle cublas_;
+  std::vector<Layer> layers_;
+  const Bf16* embed_ = nullptr;
+  const Bf16* final_norm_ = nullptr;
+  const Bf16* lm_head_ = nullptr;
+  DeviceArray<float> inv_freq_;
+  float attention_factor_ = 1.0f;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,62 @@
+// Device memory owned by the orchestration: a chunked arena for weights (few large cudaMallocs, freed together)
+// and per-step scratch. Kernels only ever see pointers into these.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "src/core/device_array.h"
+
+namespace deepinfer {
+
+class DeviceArena {
+ public:
+  explicit DeviceArena(size_t chunk_bytes = size_t{1} << 30) : chunk_bytes_(chunk_bytes) {}
+  // 256-byte aligned, valid until the arena is destroyed.
+  void* take(size_t bytes);
+  size_t bytes_in_use() const { return used_total_; }
+
+ private:
+  size_t chunk_bytes_;
+  std::vector<DeviceArray<uint8_t>> chunks_;
+  size_t used_in_chunk_ = 0;
+  size_t used_total_ = 0;
+};
+
+// Device buffers that live for one forward step.
+class StepScratch {
+ public:
+  template <class T>
+  T* alloc(size_t count) {
+    buffers_.emplace_back(std::max<size_t>(count * sizeof(T), 1));
+    return reinterpret_cast<T*>(buffers_.back().data());
+  }
+
+ private:
+  std::vector<DeviceArray<uint8_t>> buffers_;
+};
+
+class CublasHandle {
+ public:
+  CublasHandle();
+  ~CublasHandle();
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+#define DI_CUBLAS_CHECK(call)                                                                             \
+  do {                                                                                                    \
+    cublasStatus_t di_cublas_rc_ = (call);                                                                \
+    if (di_cublas_rc_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                              \
+      ::deepinfer::detail::throw_check_failure(__FILE__, __LINE__, #call,                                 \
+                                               ::fmt::format("{} on {}", cublasGetStatusString(di_cublas_rc_), \
+                                                             ::deepinfer::detail::cuda_device_label()));  \
+  } while (0)
+
+}  // namespace deepinfer

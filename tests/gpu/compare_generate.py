@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""compare_generate.py REFERENCE.jsonl OTHER.jsonl [LABEL]
+
+Compares two `deepinfer generate` outputs request by request: how many leading output tokens agree, and
+the overall share. Greedy decoding in bf16 (CUDA) and fp32 (CPU) agree until two candidates are close
+enough for bf16 rounding to swap them; after that the continuations differ. Exits 1 only if the files do not
+describe the same requests.
+"""
+import json
+import sys
+
+ref = [json.loads(line) for line in open(sys.argv[1])]
+other = [json.loads(line) for line in open(sys.argv[2])]
+label = sys.argv[3] if len(sys.argv) > 3 else sys.argv[2]
+if [r["id"] for r in ref] != [r["id"] for r in other]:
+    print(f"{label}: the outputs describe different requests")
+    sys.exit(1)
+total = agree = identical = 0
+prefixes = []
+for a, b in zip(ref, other):
+    x, y = a["output_token_ids"], b["output_token_ids"]
+    n = 0
+    while n < min(len(x), len(y)) and x[n] == y[n]:
+        n += 1
+    prefixes.append(n)
+    total += len(x)
+    agree += n
+    identical += x == y
+print(f"{label}: {identical}/{len(ref)} requests identical; {agree}/{total} reference tokens before the first "
+      f"divergence ({100.0 * agree / max(total, 1):.1f}%); common prefix per request: {prefixes}")
