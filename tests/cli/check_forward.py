@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""check_forward.py FIXTURE_DIR PROMPT_INDEX [--tolerance T] -- COMMAND...
+"""check_forward.py FIXTURE_DIR PROMPT_INDEX [--tolerance T | --bf16-yardstick FACTOR] -- COMMAND...
 
 Runs `COMMAND --tokens <prompt> --output <tmp>.h5` (a `deepinfer forward` command line), reads the HDF5 file
 with h5py, and checks dataset 'logits' against transformers' logits for that prompt (relative error < T,
-default 1e-4: the CPU backend's bound; the CUDA backend computes in bf16).
+default 1e-4: the CPU backend's bound). With --bf16-yardstick F the bound is F times the error of transformers'
+own bf16 inference on that prompt (tests/fixtures/bf16_yardstick.json), plus 5e-3: the bound for bf16 backends.
 """
 import json
 import os
@@ -31,6 +32,10 @@ def main():
     sep = sys.argv.index("--")
     fixture, index = sys.argv[1], int(sys.argv[2])
     tolerance = float(sys.argv[sys.argv.index("--tolerance") + 1]) if "--tolerance" in sys.argv[:sep] else 1e-4
+    if "--bf16-yardstick" in sys.argv[:sep]:
+        factor = float(sys.argv[sys.argv.index("--bf16-yardstick") + 1])
+        yardstick = json.load(open(os.path.join(os.path.dirname(fixture.rstrip("/")), "bf16_yardstick.json")))
+        tolerance = factor * yardstick["errors"][os.path.basename(fixture.rstrip("/"))][index] + 5e-3
     command = sys.argv[sep + 1:]
     prompt = json.load(open(os.path.join(fixture, "reference.json")))["prompts"][index]
     with tempfile.TemporaryDirectory() as tmp:
