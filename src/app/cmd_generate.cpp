@@ -9,6 +9,9 @@
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
 #include "src/dist/mpi_communicator.h"
+#ifdef DEEPINFER_HAVE_CUDA
+#include "src/dist/nccl_communicator.h"
+#endif
 #include "src/dist/topology.h"
 #include "src/engine/engine.h"
 #include "src/engine/spmd_generation.h"
@@ -119,18 +122,37 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
                    s.num_steps, engine.num_preemptions());
     } else {
       Topology topo = Topology::create(*deployment, world);
+      const bool on_gpu = loaded.device == Device::kCuda;
       const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), std::max(topo.gpu(), 0));
-      if (topo.world_rank() == 0)
-        spdlog::info("expert-parallel transport: MPI over host memory (the NCCL communicator is not built yet)");
-      MpiCommunicator ep_comm(topo.ep_comm().get());
+      MpiCommunicator mpi_ep_comm(topo.ep_comm().get());
       MpiCommunicator role_comm(topo.role_comm().get());
-      ExpertParallelExecutor experts(ep_comm, *placement);
+      // The EP exchange goes over NCCL when every rank of the group has a GPU of its own, else over MPI.
+      Communicator* ep_comm = &mpi_ep_comm;
+#ifdef DEEPINFER_HAVE_CUDA
+      std::unique_ptr<NcclCommunicator> nccl_ep_comm;
+      std::unique_ptr<HostStagedCommunicator> staged_ep_comm;
+      std::string reason = "the model runs on the CPU";
+      if (on_gpu && choose_transport(topo.ep_comm().get(), topo.gpu(), topo.host(), &reason) == Transport::kNccl) {
+        nccl_ep_comm = std::make_unique<NcclCommunicator>(topo.ep_comm().get());
+        staged_ep_comm = std::make_unique<HostStagedCommunicator>(*nccl_ep_comm);
+        ep_comm = staged_ep_comm.get();
+      }
+      if (topo.world_rank() == 0)
+        spdlog::info("expert-parallel transport: {} ({})", nccl_ep_comm ? "NCCL" : "MPI over host memory", reason);
+#else
+      if (topo.world_rank() == 0) spdlog::info("expert-parallel transport: MPI over host memory (no CUDA build)");
+      (void)on_gpu;
+#endif
+      ExpertParallelExecutor experts(*ep_comm, *placement);
       SpmdGenerationOptions spmd;
       spmd.kv_cache_tokens = options.kv_cache_tokens;
       spmd.timeout_s = default_comm_timeout_s();
       std::vector<RankReport> reports;
-      results = generate_spmd(*model, topo, ep_comm, role_comm, experts, requests, spmd, &reports);
+      results = generate_spmd(*model, topo, *ep_comm, role_comm, experts, requests, spmd, &reports);
       if (topo.world_rank() == 0) log_rank_reports(reports);
+#ifdef DEEPINFER_HAVE_CUDA
+      if (nccl_ep_comm) nccl_ep_comm->finalize();
+#endif
       topo.finalize();
     }
     int world_rank = 0;
