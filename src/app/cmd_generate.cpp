@@ -58,6 +58,18 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
   }
 }
 
+// With --gpu-memory-fraction, the KV cache takes what the weights and a step reserve leave of that budget.
+void size_kv_cache_from_memory(const CausalLm& model, const GenerateOptions& options, const std::vector<Request>& requests,
+                               EngineOptions& engine_options) {
+  if (options.gpu_memory_fraction <= 0.0) return;
+  constexpr size_t kStepReserveBytes = size_t{2} << 30;
+  engine_options.kv_cache_tokens = kv_tokens_for_memory_fraction(model, options.gpu_memory_fraction, kStepReserveBytes);
+  spdlog::info("KV cache: {} tokens ({:.2f} GiB) from --gpu-memory-fraction {}", engine_options.kv_cache_tokens,
+               engine_options.kv_cache_tokens * model.kv_cache_bytes_per_token() / double(1 << 30),
+               options.gpu_memory_fraction);
+  for (const Request& request : requests) Engine::validate(model.config(), engine_options, request);
+}
+
 }  // namespace
 
 int run_generate(const GenerateOptions& options, MPI_Comm world) {
@@ -112,6 +124,7 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
     std::vector<RequestResult> results;
     if (!deployment) {
       const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
+      size_kv_cache_from_memory(*model, options, requests, engine_options);
       Engine engine(*model, engine_options);
       for (const Request& request : requests) engine.add_request(request);
       engine.run_to_completion();
@@ -144,8 +157,9 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
       (void)on_gpu;
 #endif
       ExpertParallelExecutor experts(*ep_comm, *placement);
+      size_kv_cache_from_memory(*model, options, requests, engine_options);
       SpmdGenerationOptions spmd;
-      spmd.kv_cache_tokens = options.kv_cache_tokens;
+      spmd.kv_cache_tokens = engine_options.kv_cache_tokens;
       spmd.timeout_s = default_comm_timeout_s();
       std::vector<RankReport> reports;
       results = generate_spmd(*model, topo, *ep_comm, role_comm, experts, requests, spmd, &reports);

@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--output", generate.output_path, "JSONL results, in input order")->required();
   generate_cmd->add_option("--kv-cache-tokens", generate.kv_cache_tokens, "KV cache capacity in tokens")
       ->capture_default_str();
+  generate_cmd->add_option("--gpu-memory-fraction", generate.gpu_memory_fraction,
+                           "With --device cuda: size the KV cache so the process uses this fraction of GPU memory "
+                           "(overrides --kv-cache-tokens)")
+      ->check(CLI::Range(0.0, 1.0));
   generate_cmd->add_option("--max-running", generate.max_running, "Most sequences decoded together")
       ->capture_default_str();
   generate_cmd->add_option("--chunk-tokens", generate.chunk_tokens, "Prefill tokens per step (one rank; a "

@@ -4,6 +4,8 @@
 #include "src/core/device.h"
 #include "src/model/deepseek_model.h"
 #ifdef DEEPINFER_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "src/model/cuda/cuda_deepseek_model.h"
 #endif
 
@@ -23,6 +25,19 @@ Device parse_device(const std::string& text) {
   }
   DI_INPUT_CHECK(text == "auto", "unknown --device '{}' (cpu, cuda, auto)", text);
   return cuda_device_count() > 0 ? Device::kCuda : Device::kCpu;
+}
+
+int64_t kv_tokens_for_memory_fraction(const CausalLm& model, double fraction, size_t reserve_bytes) {
+#ifdef DEEPINFER_HAVE_CUDA
+  size_t free_bytes = 0, total_bytes = 0;
+  DI_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const double budget = fraction * static_cast<double>(total_bytes) - static_cast<double>(total_bytes - free_bytes) -
+                        static_cast<double>(reserve_bytes);
+  return budget <= 0 ? 0 : static_cast<int64_t>(budget / static_cast<double>(model.kv_cache_bytes_per_token()));
+#else
+  (void)model, (void)fraction, (void)reserve_bytes;
+  return 0;
+#endif
 }
 
 std::string_view device_name(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }

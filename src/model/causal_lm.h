@@ -46,6 +46,8 @@ class CausalLm {
   // out [n, hidden] = routed expert `expert` of MoE layer `moe_layer_idx` applied to x [n, hidden] (host fp32).
   virtual void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const = 0;
   virtual bool has_expert(int64_t moe_layer_idx, int64_t expert) const = 0;
+  // Bytes of KV cache one token takes over all layers (sizes the cache from a memory budget).
+  virtual size_t kv_cache_bytes_per_token() const = 0;
 };
 
 }  // namespace deepinfer

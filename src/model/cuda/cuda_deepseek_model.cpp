@@ -27,7 +27,7 @@ std::vector<uint16_t> to_bf16_bits(const float* data, int64_t n) {
 }
 
 template <class T>
-T* device_copy(StepScratch& scratch, const std::vector<T>& host) {
+T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
   T* ptr = scratch.alloc<T>(host.size());
   if (!host.empty()) DI_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return ptr;
@@ -148,7 +148,7 @@ bool CudaDeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const 
   return layers_[moe_layer_idx + config_.first_k_dense_replace].moe.loaded[expert];
 }
 
-void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, StepScratch& scratch) const {
+void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size;
   auto* gate_up = scratch.alloc<Bf16>(rows * 2 * w.inter);
   auto* act = scratch.alloc<Bf16>(rows * w.inter);
@@ -162,7 +162,8 @@ void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, co
   DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not loaded on this rank", expert, moe_layer_idx);
   const Moe& m = layers_[moe_layer_idx + config_.first_k_dense_replace].moe;
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size;
-  StepScratch scratch;
+  ScratchPool& scratch = expert_scratch_;  // called from inside forward(), so not the step pool
+  scratch.reset();
   Bf16* x_dev = reinterpret_cast<Bf16*>(device_copy(scratch, to_bf16_bits(x, n * H)));
   auto* y = scratch.alloc<Bf16>(n * H);
   auto* y32 = scratch.alloc<float>(n * H);
@@ -172,7 +173,7 @@ void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, co
 }
 
 void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows,
-                            ExpertExecutor* experts, StepScratch& scratch) const {
+                            ExpertExecutor* experts, ScratchPool& scratch) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
   auto* logits = scratch.alloc<float>(rows * E);
@@ -231,7 +232,7 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
 }
 
 void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer,
-                                  const Bf16* h, Bf16* out, StepScratch& scratch) const {
+                                  const Bf16* h, Bf16* out, ScratchPool& scratch) const {
   const ModelConfig& c = config_;
   const int64_t T = plan.num_tokens, H = c.hidden_size, heads = c.num_attention_heads;
   const int64_t nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim, qk = c.qk_head_dim(), v = c.v_head_dim;
@@ -292,7 +293,8 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, 
   DI_CUDA_CHECK(cudaSetDevice(device_));
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens(), H = c.hidden_size;
-  StepScratch scratch;
+  ScratchPool& scratch = scratch_;
+  scratch.reset();
 
   // Host-side plan: positions, cache slots, and the attention form's index arrays.
   StepPlan plan;

@@ -25,6 +25,7 @@ class CudaDeepseekModel final : public CausalLm {
   void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
   bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
   size_t weight_bytes() const { return arena_.bytes_in_use(); }
+  size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 2; }
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -67,10 +68,10 @@ class CudaDeepseekModel final : public CausalLm {
   Mlp upload_mlp(const WeightStore& weights, const std::string& prefix, int64_t inter);
 
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
-                 Bf16* out, StepScratch& scratch) const;
-  void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, StepScratch& scratch) const;
+                 Bf16* out, ScratchPool& scratch) const;
+  void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch) const;
   void moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
-           StepScratch& scratch) const;
+           ScratchPool& scratch) const;
 
   ModelConfig config_;
   int device_;
@@ -82,6 +83,9 @@ class CudaDeepseekModel final : public CausalLm {
   const Bf16* lm_head_ = nullptr;
   DeviceArray<float> inv_freq_;
   float attention_factor_ = 1.0f;
+  // Step buffers, reused across steps. forward() is const but not reentrant: one step at a time per model.
+  mutable ScratchPool scratch_;
+  mutable ScratchPool expert_scratch_;
 };
 
 }  // namespace deepinfer

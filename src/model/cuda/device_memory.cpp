@@ -1,5 +1,7 @@
 #include "src/model/cuda/device_memory.h"
 
+#include <algorithm>
+
 namespace deepinfer {
 
 void* DeviceArena::take(size_t bytes) {
@@ -12,6 +14,28 @@ void* DeviceArena::take(size_t bytes) {
   used_in_chunk_ += bytes;
   used_total_ += bytes;
   return ptr;
+}
+
+void* ScratchPool::take(size_t bytes) {
+  bytes = (bytes + 255) / 256 * 256;
+  while (chunk_idx_ < chunks_.size() && offset_ + bytes > chunks_[chunk_idx_].size()) {
+    ++chunk_idx_;
+    offset_ = 0;
+  }
+  if (chunk_idx_ == chunks_.size()) {
+    const size_t last = chunks_.empty() ? 0 : chunks_.back().size();
+    chunks_.emplace_back(std::max({bytes, size_t{64} << 20, 2 * last}));
+    offset_ = 0;
+  }
+  void* ptr = chunks_[chunk_idx_].data() + offset_;
+  offset_ += bytes;
+  return ptr;
+}
+
+size_t ScratchPool::capacity_bytes() const {
+  size_t total = 0;
+  for (const auto& chunk : chunks_) total += chunk.size();
+  return total;
 }
 
 CublasHandle::CublasHandle() { DI_CUBLAS_CHECK(cublasCreate(&handle_)); }

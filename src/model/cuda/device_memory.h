@@ -25,17 +25,27 @@ class DeviceArena {
   size_t used_total_ = 0;
 };
 
-// Device buffers that live for one forward step.
-class StepScratch {
+// Device buffers that live for one forward step: a bump allocator over chunks that are kept from step to step,
+// so that after the first steps no step calls cudaMalloc. reset() starts a step; every buffer of the
+// previous step is then reused (the previous step's kernels are done: its logits were copied back).
+class ScratchPool {
  public:
+  void reset() {
+    chunk_idx_ = 0;
+    offset_ = 0;
+  }
   template <class T>
   T* alloc(size_t count) {
-    buffers_.emplace_back(std::max<size_t>(count * sizeof(T), 1));
-    return reinterpret_cast<T*>(buffers_.back().data());
+    return reinterpret_cast<T*>(take(std::max<size_t>(count * sizeof(T), 1)));
   }
+  size_t capacity_bytes() const;
 
  private:
-  std::vector<DeviceArray<uint8_t>> buffers_;
+  void* take(size_t bytes);
+
+  std::vector<DeviceArray<uint8_t>> chunks_;
+  size_t chunk_idx_ = 0;
+  size_t offset_ = 0;
 };
 
 class CublasHandle {
