@@ -1,3 +1,5 @@
+#include <cub/cub.cuh>
+
 #include "kernels/cuda/sampling.cuh"
 
 namespace deepinfer::cuda {
@@ -31,11 +33,130 @@ __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* out) 
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(indices[0]);
 }
 
+// Philox4x32-10, bit-identical to src/core/random.h's philox_uniform.
+__device__ float philox_uniform(uint64_t seed, uint64_t offset) {
+  uint32_t c0 = static_cast<uint32_t>(offset), c1 = static_cast<uint32_t>(offset >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+    const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+    const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0, n1 = static_cast<uint32_t>(p1);
+    const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1, n3 = static_cast<uint32_t>(p0);
+    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return static_cast<float>(c0 >> 8) * 0x1.0p-24f;
+}
+
+// Smallest index i in [0, n) with pred(i), over the block; n if none.
+template <class Pred>
+__device__ int64_t block_first(int64_t n, Pred pred) {
+  __shared__ int64_t first;
+  if (threadIdx.x == 0) first = n;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += kThreads)
+    if (pred(i)) {
+      atomicMin(reinterpret_cast<unsigned long long*>(&first), static_cast<unsigned long long>(i));
+      break;
+    }
+  __syncthreads();
+  const int64_t result = first;
+  __syncthreads();
+  return result;
+}
+
+__global__ void sample_kernel(const float* sorted_logits, const int32_t* sorted_idx, int64_t vocab,
+                              const SamplingRow* params, float* cumulative, int32_t* out) {
+  const int64_t row = blockIdx.x;
+  const SamplingRow p = params[row];
+  const float* l = sorted_logits + row * vocab;
+  const int32_t* idx = sorted_idx + row * vocab;
+  if (p.temperature <= 0.0f) {  // stable descending sort: the first is the lowest-index maximum
+    if (threadIdx.x == 0) out[row] = idx[0];
+    return;
+  }
+  int64_t kept = p.top_k > 0 ? min(p.top_k, vocab) : vocab;
+  float* c = cumulative + row * vocab;
+  using Scan = cub::BlockScan<float, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  float carry = 0.0f;
+  for (int64_t base = 0; base < kept; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    const float v = i < kept ? expf((l[i] - l[0]) / p.temperature) : 0.0f;
+    float inclusive = 0.0f, aggregate = 0.0f;
+    Scan(scan_storage).InclusiveSum(v, inclusive, aggregate);
+    if (i < kept) c[i] = carry + inclusive;
+    carry += aggregate;
+    __syncthreads();
+  }
+  if (p.top_p < 1.0f) {
+    const float total = c[kept - 1];
+    const int64_t k = block_first(kept, [&](int64_t i) { return c[i] / total >= p.top_p; });
+    kept = min(kept, k + 1);
+  }
+  const float target = philox_uniform(p.seed, static_cast<uint64_t>(p.position)) * c[kept - 1];
+  const int64_t pick = block_first(kept, [&](int64_t i) { return target < c[i]; });
+  if (threadIdx.x == 0) out[row] = idx[min(pick, kept - 1)];
+}
+
+__global__ void iota_kernel(int32_t* values, int64_t vocab, int64_t n, int32_t* offsets, int64_t rows) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) values[i] = static_cast<int32_t>(i % vocab);
+  if (i <= rows) offsets[i] = static_cast<int32_t>(i * vocab);
+}
+
+size_t align_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct Layout {
+  size_t keys, values_in, values_out, offsets, cumulative, sort_temp, total;
+};
+
+Layout layout(int64_t rows, int64_t vocab) {
+  Layout w{};
+  const int64_t n = rows * vocab;
+  w.keys = align_up(n * sizeof(float));
+  w.values_in = w.values_out = align_up(n * sizeof(int32_t));
+  w.offsets = align_up((rows + 1) * sizeof(int32_t));
+  w.cumulative = align_up(n * sizeof(float));
+  cub::DeviceSegmentedRadixSort::SortPairsDescending(nullptr, w.sort_temp, static_cast<const float*>(nullptr),
+                                                     static_cast<float*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                                     static_cast<int32_t*>(nullptr), static_cast<int>(n),
+                                                     static_cast<int>(rows), static_cast<const int32_t*>(nullptr),
+                                                     static_cast<const int32_t*>(nullptr));
+  w.sort_temp = align_up(w.sort_temp);
+  w.total = w.keys + w.values_in + w.values_out + w.offsets + w.cumulative + w.sort_temp;
+  return w;
+}
+
 }  // namespace
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
   argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, out);
+}
+
+size_t sample_workspace_bytes(int64_t rows, int64_t vocab) { return layout(rows, vocab).total; }
+
+void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out,
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (rows == 0) return;
+  const Layout w = layout(rows, vocab);
+  if (workspace_bytes < w.total) return;  // precondition: sized with sample_workspace_bytes
+  auto* base = static_cast<char*>(workspace);
+  auto* keys = reinterpret_cast<float*>(base);
+  auto* values_in = reinterpret_cast<int32_t*>(base += w.keys);
+  auto* values_out = reinterpret_cast<int32_t*>(base += w.values_in);
+  auto* offsets = reinterpret_cast<int32_t*>(base += w.values_out);
+  auto* cumulative = reinterpret_cast<float*>(base += w.offsets);
+  void* sort_temp = (base += w.cumulative);
+  const int64_t n = rows * vocab;
+  iota_kernel<<<static_cast<unsigned>((std::max(n, rows + 1) + 255) / 256), 256, 0, stream>>>(values_in, vocab, n, offsets, rows);
+  size_t sort_bytes = w.sort_temp;
+  cub::DeviceSegmentedRadixSort::SortPairsDescending(sort_temp, sort_bytes, logits, keys, values_in, values_out,
+                                                     static_cast<int>(n), static_cast<int>(rows), offsets, offsets + 1,
+                                                     0, 32, stream);
+  sample_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(keys, values_out, vocab, params, cumulative, out);
 }
 
 }  // namespace deepinfer::cuda

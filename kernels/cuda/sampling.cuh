@@ -1,12 +1,31 @@
-// Greedy sampling: the index of each row's largest logit (ties to the lowest index, as torch.argmax).
+// Sampling from fp32 logits [rows, vocab]:
+//   argmax_rows: greedy (ties to the lowest index, as torch.argmax).
+//   sample_rows: per row, greedy when temperature <= 0; otherwise the CPU sampler's rule (engine/sampler.cpp):
+//     sort descending (stable), keep top_k (0: all), p_i ~ exp((l_i - l_max) / temperature), keep the smallest
+//     prefix whose mass reaches top_p, and pick the first token whose cumulative mass exceeds u * mass with
+//     u = Philox4x32-10 uniform at (seed, position): the same per-request stream as the CPU.
+// Workspace: sample_workspace_bytes(rows, vocab) bytes from the caller.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace deepinfer::cuda {
 
+struct SamplingRow {
+  float temperature;
+  float top_p;
+  int64_t top_k;
+  uint64_t seed;
+  int64_t position;
+};
+
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+
+size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
+void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out,
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda
