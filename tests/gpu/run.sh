@@ -25,15 +25,18 @@ else
   echo "compute-sanitizer not found"; status=1
 fi
 
+echo "== NCCL communicator vs MPI (one rank: the only NCCL run one GPU allows)"
+mpirun -np 1 $build/tests/mp_tests --gtest_filter='Nccl*' --gtest_color=no 2>&1 | grep -E "OK|FAILED|SKIPPED|PASSED" | tee -a "$out/e2e.log"
+grep -q "FAILED" "$out/e2e.log" && status=1
+
 # End to end: the transformers fixtures on the GPU.
 py=python3
 di=$build/deepinfer
-echo "== forward --device cuda vs transformers fp32 (bound: 1.5 x transformers' own bf16 error + 5e-3)"
+echo "== forward --device cuda vs transformers fp32 (mean bound: 1.5 x transformers' own bf16 error + 5e-3)"
 for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
-  for i in 0 1 2 3 4 5; do
-    $py tests/cli/check_forward.py tests/fixtures/$f $i --bf16-yardstick 1.5 -- $di forward --model tests/fixtures/$f --device cuda \
-      2>&1 | grep -E "relative error|Error|error" | tee -a "$out/e2e.log" || status=1
-  done
+  $py tests/cli/check_forward.py tests/fixtures/$f all --bf16-yardstick 1.5 -- $di forward --model tests/fixtures/$f --device cuda \
+    > /tmp/fw.log 2>&1 || status=1
+  grep -E "relative error|Error|error" /tmp/fw.log | tee -a "$out/e2e.log"
 done
 echo "== generate: CUDA vs CPU"
 for f in tiny-v3-bf16 tiny-v2-bf16; do
@@ -45,5 +48,10 @@ for f in tiny-v3-bf16 tiny-v2-bf16; do
   $py tests/gpu/compare_generate.py /tmp/cpu-$f.jsonl /tmp/cuda2p2d-$f.jsonl "$f 2p2d cuda (one GPU, MPI transport) vs cpu" | tee -a "$out/e2e.log" || status=1
   $py tests/gpu/compare_generate.py /tmp/cuda-$f.jsonl /tmp/cuda2p2d-$f.jsonl "$f 2p2d cuda vs 1 rank cuda" | tee -a "$out/e2e.log" || status=1
 done
+grep -hE "transport" "$out"/2p2d-*.log | head -1 | tee -a "$out/e2e.log"
+echo "== KV cache sized from GPU memory"
+$di generate --model tests/fixtures/tiny-v3-bf16 --device cuda --gpu-memory-fraction 0.5 --input launch/examples/prompts.jsonl \
+  --output /tmp/frac.jsonl 2>&1 | grep -E "KV cache|error" | tee -a "$out/e2e.log" || status=1
+$py tests/gpu/compare_generate.py /tmp/cuda-tiny-v3-bf16.jsonl /tmp/frac.jsonl "tiny-v3-bf16 --gpu-memory-fraction 0.5 vs default cache" | tee -a "$out/e2e.log"
 echo "run.sh: status $status"
 exit $status
