@@ -43,4 +43,14 @@ struct GenerateOptions {
 };
 int run_generate(const GenerateOptions& options, MPI_Comm world);
 
+struct EplbPlanOptions {
+  std::string weights_path;  // {"weight": [[load per logical expert], ...one row per layer]}
+  int64_t num_replicas = 0;
+  int64_t num_groups = 1;
+  int64_t num_nodes = 1;
+  int64_t num_gpus = 1;
+  std::string output_path;   // {"phy2log", "log2phy", "logcnt"}
+};
+int run_eplb_plan(const EplbPlanOptions& options, MPI_Comm world);
+
 }  // namespace deepinfer::app

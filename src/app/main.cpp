@@ -57,6 +57,17 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--expert-plan", generate.expert_plan_path,
                            "Expert placement plan JSON {\"phy2log\": [...]} (with --deploy)");
 
+  deepinfer::app::EplbPlanOptions eplb;
+  CLI::App* eplb_cmd = cli.add_subcommand("eplb", "Expert-parallel load balancing");
+  eplb_cmd->require_subcommand(1);
+  CLI::App* eplb_plan_cmd = eplb_cmd->add_subcommand("plan", "Compute a placement plan from expert loads");
+  eplb_plan_cmd->add_option("--weights", eplb.weights_path, "JSON {\"weight\": [[...], ...]}, one row per layer")->required();
+  eplb_plan_cmd->add_option("--num-replicas", eplb.num_replicas, "Physical expert slots per layer")->required();
+  eplb_plan_cmd->add_option("--num-groups", eplb.num_groups, "Expert groups")->capture_default_str();
+  eplb_plan_cmd->add_option("--num-nodes", eplb.num_nodes, "Nodes")->capture_default_str();
+  eplb_plan_cmd->add_option("--num-gpus", eplb.num_gpus, "GPUs (EP ranks)")->required();
+  eplb_plan_cmd->add_option("--output", eplb.output_path, "Plan JSON {phy2log, log2phy, logcnt}")->required();
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -75,6 +86,7 @@ int main(int argc, char** argv) {
   if (info_cmd->parsed()) code = deepinfer::app::run_info(info, MPI_COMM_WORLD);
   else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, MPI_COMM_WORLD);
   else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, MPI_COMM_WORLD);
+  else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, MPI_COMM_WORLD);
   mpi.finalize();
   return code;
 }

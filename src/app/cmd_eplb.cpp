@@ -1,0 +1,57 @@
+// `deepinfer eplb plan --weights W.json --num-replicas R --num-groups G --num-nodes N --num-gpus P --output
+// plan.json`: a placement plan from measured expert loads; the plan loads with `generate --expert-plan`.
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "src/app/commands.h"
+#include "src/app/spmd_command.h"
+#include "src/core/check.h"
+#include "src/moe/eplb.h"
+
+namespace deepinfer::app {
+
+int run_eplb_plan(const EplbPlanOptions& options, MPI_Comm world) {
+  std::vector<std::vector<double>> weight;
+  EplbPlan plan;
+  auto prepare = [&] {
+    std::ifstream in(options.weights_path);
+    DI_INPUT_CHECK(in.good(), "cannot open '{}'", options.weights_path);
+    try {
+      weight = nlohmann::json::parse(in).at("weight").get<std::vector<std::vector<double>>>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: expected {{\"weight\": [[...], ...]}}: {}", options.weights_path, e.what()));
+    }
+    plan = rebalance_experts(weight, options.num_replicas, options.num_groups, options.num_nodes, options.num_gpus);
+  };
+  auto execute = [&] {
+    int rank = 0;
+    MPI_Comm_rank(world, &rank);
+    if (rank != 0) return;
+    const auto num_experts = static_cast<int64_t>(weight[0].size());
+    for (size_t l = 0; l < weight.size(); ++l) {
+      // "Before": each expert once, E / gpus per GPU in order (only defined when that divides).
+      std::string before = "n/a";
+      if (num_experts % options.num_gpus == 0) {
+        std::vector<int32_t> plain(num_experts);
+        for (int64_t e = 0; e < num_experts; ++e) plain[e] = static_cast<int32_t>(e);
+        before = fmt::format("{:.3f}", gpu_imbalance(weight[l], plain, options.num_gpus));
+      }
+      spdlog::info("layer {}: GPU load max/mean {} without replicas -> {:.3f} with the plan", l, before,
+                   gpu_imbalance(weight[l], plan.phy2log[l], options.num_gpus));
+    }
+    const nlohmann::json json = {{"phy2log", plan.phy2log}, {"log2phy", plan.log2phy}, {"logcnt", plan.logcnt}};
+    const std::string tmp = options.output_path + ".tmp";
+    {
+      std::ofstream out(tmp);
+      DI_INPUT_CHECK(out.good(), "cannot write '{}'", tmp);
+      out << json.dump() << '\n';
+    }
+    std::filesystem::rename(tmp, options.output_path);
+    spdlog::info("wrote {}", options.output_path);
+  };
+  return run_spmd_command(world, prepare, execute);
+}
+
+}  // namespace deepinfer::app
