@@ -77,6 +77,7 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
   std::vector<Request> requests;
   std::optional<Deployment> deployment;
   std::optional<ExpertPlacement> placement;
+  EplbOptions eplb;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
   engine_options.limits.max_running_sequences = options.max_running;
@@ -104,8 +105,13 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
     const int64_t ep_size = deployment->roles[where.role_spec_idx].ep_size;
     const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
     DI_INPUT_CHECK(config.n_routed_experts > 0, "--deploy needs a MoE model (n_routed_experts > 0)");
+    const RoleSpec& spec = deployment->roles[where.role_spec_idx];
+    const int64_t redundant = options.redundant_experts >= 0 ? options.redundant_experts : spec.redundant_experts;
+    eplb.interval_steps = options.eplb_interval >= 0 ? options.eplb_interval : spec.eplb_interval;
+    eplb.num_groups = config.n_group;
     placement = options.expert_plan_path.empty()
-                    ? ExpertPlacement::make_default(num_moe_layers, config.n_routed_experts, ep_size)
+                    ? ExpertPlacement::make_default(num_moe_layers, config.n_routed_experts, ep_size,
+                                                    config.n_routed_experts + redundant)
                     : ExpertPlacement::from_plan_file(options.expert_plan_path, num_moe_layers, config.n_routed_experts,
                                                       ep_size);
     // Load the attention and dense weights, and only the routed experts this rank's slots hold.
@@ -156,7 +162,7 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
       if (topo.world_rank() == 0) spdlog::info("expert-parallel transport: MPI over host memory (no CUDA build)");
       (void)on_gpu;
 #endif
-      ExpertParallelExecutor experts(*ep_comm, *placement);
+      ExpertParallelExecutor experts(*ep_comm, *placement, eplb);
       size_kv_cache_from_memory(*model, options, requests, engine_options);
       SpmdGenerationOptions spmd;
       spmd.kv_cache_tokens = engine_options.kv_cache_tokens;

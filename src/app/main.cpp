@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--chunk-tokens", generate.chunk_tokens, "Prefill tokens per step (one rank; a "
                            "deployment sets its own)")->capture_default_str();
   generate_cmd->add_option("--deploy", generate.deploy_path, "Deployment file: run across its prefill/decode ranks");
+  generate_cmd->add_option("--eplb-interval", generate.eplb_interval,
+                           "Rebalance experts every N steps (with --deploy; default: the deployment's eplb_interval)");
+  generate_cmd->add_option("--redundant-experts", generate.redundant_experts,
+                           "Extra expert slots per MoE layer and EP group (default: the deployment's)");
   generate_cmd->add_option("--expert-plan", generate.expert_plan_path,
                            "Expert placement plan JSON {\"phy2log\": [...]} (with --deploy)");
 

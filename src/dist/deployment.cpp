@@ -47,18 +47,31 @@ int read_positive_int(const toml::table& table, std::string_view key, std::strin
   return static_cast<int>(*value);
 }
 
+int read_non_negative_int(const toml::table& table, std::string_view key, std::string_view where) {
+  const toml::node* node = table.get(key);
+  if (node == nullptr) return 0;
+  auto value = node->value<int64_t>();
+  DI_INPUT_CHECK(value.has_value() && node->is_integer(), "{}: key '{}' must be an integer", where, key);
+  DI_INPUT_CHECK(*value >= 0 && *value <= (1 << 24), "{}: key '{}' = {} is out of range (0..{})", where, key, *value,
+                 1 << 24);
+  return static_cast<int>(*value);
+}
+
 RoleSpec read_role(const toml::table& table, Role role, std::string_view source) {
   const std::string where = fmt::format("{} [{}]", source, role_name(role));
-  static const std::set<std::string_view> kKeys = {"ranks", "ep_size", "chunk_tokens", "max_requests"};
+  static const std::set<std::string_view> kKeys = {"ranks", "ep_size", "chunk_tokens", "max_requests",
+                                                   "eplb_interval", "redundant_experts"};
   for (const auto& [key, node] : table)
     DI_INPUT_CHECK(kKeys.contains(key.str()), "{}: unknown key '{}' (known: ranks, ep_size, chunk_tokens, "
-                   "max_requests)", where, key.str());
+                   "max_requests, eplb_interval, redundant_experts)", where, key.str());
   RoleSpec spec;
   spec.role = role;
   spec.num_ranks = read_positive_int(table, "ranks", where, std::nullopt);
   spec.ep_size = read_positive_int(table, "ep_size", where, spec.num_ranks);
   spec.chunk_tokens = read_positive_int(table, "chunk_tokens", where, spec.chunk_tokens);
   spec.max_requests = read_positive_int(table, "max_requests", where, spec.max_requests);
+  spec.eplb_interval = read_non_negative_int(table, "eplb_interval", where);
+  spec.redundant_experts = read_non_negative_int(table, "redundant_experts", where);
   DI_INPUT_CHECK(spec.num_ranks % spec.ep_size == 0,
                  "{}: impossible layout: ep_size {} does not divide ranks {}", where, spec.ep_size,
                  spec.num_ranks);

@@ -162,7 +162,7 @@ int64_t agree_max(Communicator& comm, int64_t value, const char* what) {
   return value;
 }
 
-void run_prefill_role(Engine& engine, const Topology& topo, Communicator& ep_comm, Communicator& role_comm,
+void run_prefill_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, const Topology& topo, Communicator& ep_comm, Communicator& role_comm,
                       ResultCollector* collector, PendingSends& sends, RankReport& report) {
   const int first_decode_rank = topo.deployment().roles[0].num_ranks;
   for (;;) {
@@ -171,6 +171,7 @@ void run_prefill_role(Engine& engine, const Topology& topo, Communicator& ep_com
     if (agree_max(role_comm, local_work, "prefill: role has work") == 0) break;
     if (ep_work) {
       engine.step();
+      experts.after_step(model);
       maybe_die_for_test(++report.steps);
     }
     deliver(engine.take_finished(), collector, sends);  // finished at their first token (EOS, max_new_tokens 1)
@@ -219,7 +220,7 @@ void run_prefill_role(Engine& engine, const Topology& topo, Communicator& ep_com
   }
 }
 
-void run_decode_role(Engine& engine, const std::vector<Request>& requests, Communicator& ep_comm, PendingSends& sends,
+void run_decode_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, const std::vector<Request>& requests, Communicator& ep_comm, PendingSends& sends,
                      double timeout_s, RankReport& report) {
   std::deque<PrefilledSequence> arrived;
   bool done = false;
@@ -260,6 +261,7 @@ void run_decode_role(Engine& engine, const std::vector<Request>& requests, Commu
     if (state[0] == 0 && state[1] == 0) break;
     if (state[0] != 0) {
       engine.step();
+      experts.after_step(model);
       maybe_die_for_test(++report.steps);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the whole group idles until KV arrives
@@ -269,11 +271,12 @@ void run_decode_role(Engine& engine, const std::vector<Request>& requests, Commu
   }
 }
 
-void run_colocated_role(Engine& engine, Communicator& ep_comm, ResultCollector* collector, PendingSends& sends,
+void run_colocated_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, Communicator& ep_comm, ResultCollector* collector, PendingSends& sends,
                         RankReport& report) {
   for (;;) {
     if (agree_max(ep_comm, engine.has_unfinished() ? 1 : 0, "colocated: EP group has work") == 0) break;
     engine.step();
+    experts.after_step(model);
     maybe_die_for_test(++report.steps);
     deliver(engine.take_finished(), collector, sends);
     sends.poll();
@@ -294,7 +297,7 @@ std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& re
   return owner;
 }
 
-std::vector<RequestResult> generate_spmd(const CausalLm& model, const Topology& topo, Communicator& ep_comm,
+std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, Communicator& ep_comm,
                                          Communicator& role_comm, ExpertExecutor& experts,
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,
                                          std::vector<RankReport>* reports) {
@@ -325,13 +328,13 @@ std::vector<RequestResult> generate_spmd(const CausalLm& model, const Topology& 
   PendingSends sends;
   switch (topo.role()) {
     case Role::kPrefill:
-      run_prefill_role(engine, topo, ep_comm, role_comm, collector.get(), sends, report);
+      run_prefill_role(engine, model, experts, topo, ep_comm, role_comm, collector.get(), sends, report);
       break;
     case Role::kDecode:
-      run_decode_role(engine, requests, ep_comm, sends, options.timeout_s, report);
+      run_decode_role(engine, model, experts, requests, ep_comm, sends, options.timeout_s, report);
       break;
     case Role::kColocated:
-      run_colocated_role(engine, ep_comm, collector.get(), sends, report);
+      run_colocated_role(engine, model, experts, ep_comm, collector.get(), sends, report);
       break;
   }
   if (is_root) {

@@ -42,7 +42,7 @@ std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& re
 
 // Returns every result, in input order, on world rank 0; an empty vector elsewhere. `experts` is this rank's
 // expert-parallel executor over its EP group. Fills `reports` (one per world rank) on world rank 0.
-std::vector<RequestResult> generate_spmd(const CausalLm& model, const Topology& topo, Communicator& ep_comm,
+std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, Communicator& ep_comm,
                                          Communicator& role_comm, ExpertExecutor& experts,
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,
                                          std::vector<RankReport>* reports);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "src/core/tensor.h"
 #include "src/model/expert_executor.h"
@@ -48,6 +49,13 @@ class CausalLm {
   virtual bool has_expert(int64_t moe_layer_idx, int64_t expert) const = 0;
   // Bytes of KV cache one token takes over all layers (sizes the cache from a memory budget).
   virtual size_t kv_cache_bytes_per_token() const = 0;
+
+  // Moving routed experts between ranks (EPLB): an expert's weights as host fp32, gate [I, H], up [I, H] and
+  // down [H, I] one after the other (3 * I * H floats); installing them; and freeing an expert no longer held.
+  virtual std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const = 0;
+  virtual void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) = 0;
+  virtual void drop_expert(int64_t moe_layer_idx, int64_t expert) = 0;
+  int64_t expert_floats() const { return 3 * config().moe_intermediate_size * config().hidden_size; }
 };
 
 }  // namespace deepinfer

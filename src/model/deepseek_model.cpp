@@ -81,6 +81,40 @@ void DeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const 
   dense_mlp(layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert], x, out, n);
 }
 
+std::vector<float> DeepseekModel::export_expert(int64_t moe_layer_idx, int64_t expert) const {
+  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not on this rank", expert, moe_layer_idx);
+  const Mlp& w = layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert];
+  const int64_t n = config_.moe_intermediate_size * config_.hidden_size;
+  std::vector<float> out(3 * n);
+  std::copy_n(w.gate, n, out.begin());
+  std::copy_n(w.up, n, out.begin() + n);
+  std::copy_n(w.down, n, out.begin() + 2 * n);
+  return out;
+}
+
+void DeepseekModel::import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) {
+  const int64_t layer = moe_layer_idx + config_.first_k_dense_replace;
+  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
+  DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats, expected {}", weights.size(),
+           3 * I * H);
+  const std::string prefix = fmt::format("model.layers.{}.mlp.experts.{}", layer, expert);
+  const char* names[3] = {".gate_proj.weight", ".up_proj.weight", ".down_proj.weight"};
+  const Shape shapes[3] = {{I, H}, {I, H}, {H, I}};
+  for (int i = 0; i < 3; ++i) {
+    Tensor t = Tensor::zeros(shapes[i]);
+    std::copy_n(weights.data() + i * I * H, I * H, t.data<float>());
+    weights_.set(prefix + names[i], std::move(t));
+  }
+  layers_[layer].moe.experts[expert] = resolve_mlp(prefix, I);
+}
+
+void DeepseekModel::drop_expert(int64_t moe_layer_idx, int64_t expert) {
+  const int64_t layer = moe_layer_idx + config_.first_k_dense_replace;
+  const std::string prefix = fmt::format("model.layers.{}.mlp.experts.{}", layer, expert);
+  layers_[layer].moe.experts[expert] = Mlp{};
+  for (const char* name : {".gate_proj.weight", ".up_proj.weight", ".down_proj.weight"}) weights_.erase(prefix + name);
+}
+
 Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
   auto* host_cache = dynamic_cast<MlaKvCache*>(&kv_cache);
   DI_CHECK(host_cache != nullptr, "the CPU model needs a host MLA cache");

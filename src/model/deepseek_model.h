@@ -29,6 +29,9 @@ class DeepseekModel final : public CausalLm {
   void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
   bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
   size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 4; }
+  std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const override;
+  void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) override;
+  void drop_expert(int64_t moe_layer_idx, int64_t expert) override;
 
  private:
   struct Mlp {

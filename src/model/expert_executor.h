@@ -17,6 +17,8 @@ class ExpertExecutor {
   virtual ~ExpertExecutor() = default;
   virtual void run(const CausalLm& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
                    const float* topk_weights, int64_t num_tokens, float* out) = 0;
+  // Called by every rank of the group at the same step boundary, after each step (EPLB rebalances here).
+  virtual void after_step(CausalLm& model) { (void)model; }
 };
 
 class LocalExpertExecutor final : public ExpertExecutor {

@@ -26,6 +26,8 @@ class WeightStore {
                           uint64_t seed, const TensorFilter& wanted = nullptr);
 
   const Tensor& get(const std::string& name) const;
+  void set(const std::string& name, Tensor tensor) { tensors_[name] = std::move(tensor); }
+  void erase(const std::string& name) { tensors_.erase(name); }
   const float* data(const std::string& name) const { return get(name).data<float>(); }
   const float* data_or_null(const std::string& name) const;
   size_t num_tensors() const { return tensors_.size(); }

@@ -1,7 +1,11 @@
 #include "src/moe/expert_parallel.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <tuple>
 
 #include "kernels/cpu/ops.h"
 #include "src/model/causal_lm.h"
@@ -20,10 +24,102 @@ struct RecordLayout {
 
 }  // namespace
 
-ExpertParallelExecutor::ExpertParallelExecutor(Communicator& ep_comm, const ExpertPlacement& placement)
-    : comm_(ep_comm), placement_(placement) {
-  DI_CHECK(placement.ep_size() == ep_comm.size(), "placement for {} EP ranks on a group of {}", placement.ep_size(),
+ExpertParallelExecutor::ExpertParallelExecutor(Communicator& ep_comm, ExpertPlacement placement, EplbOptions eplb)
+    : comm_(ep_comm), placement_(std::move(placement)), eplb_(eplb),
+      window_counts_(placement_.num_layers() * placement_.num_experts(), 0) {
+  DI_CHECK(placement_.ep_size() == ep_comm.size(), "placement for {} EP ranks on a group of {}", placement_.ep_size(),
            ep_comm.size());
+}
+
+double rank_imbalance(const ExpertPlacement& placement, int64_t layer, const std::vector<double>& expert_load) {
+  std::vector<double> load(placement.ep_size(), 0.0);
+  for (int64_t s = 0; s < placement.num_physical(); ++s) {
+    const int32_t e = placement.logical_of_slot(layer, s);
+    load[placement.owner_of_slot(s)] += expert_load[e] / static_cast<double>(placement.replicas(layer, e).size());
+  }
+  double sum = 0.0, max = 0.0;
+  for (double l : load) sum += l, max = std::max(max, l);
+  return sum > 0.0 ? max / (sum / static_cast<double>(load.size())) : 1.0;
+}
+
+void ExpertParallelExecutor::after_step(CausalLm& model) {
+  ++steps_;
+  if (eplb_.interval_steps > 0 && steps_ % eplb_.interval_steps == 0) rebalance(model);
+}
+
+void ExpertParallelExecutor::rebalance(CausalLm& model) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t L = placement_.num_layers(), E = placement_.num_experts(), S = placement_.slots_per_rank();
+  const int me = comm_.rank(), num_ranks = comm_.size();
+  std::vector<int64_t> counts = window_counts_;
+  comm_.all_reduce_sum(counts.data(), static_cast<int64_t>(counts.size()), DType::kI64, "eplb: expert loads");
+  std::vector<std::vector<double>> load(L, std::vector<double>(E));
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t e = 0; e < E; ++e) load[l][e] = static_cast<double>(counts[l * E + e]);
+  // Every rank computes the same plan from the same sums.
+  const int64_t groups = E % eplb_.num_groups == 0 ? eplb_.num_groups : 1;
+  const EplbPlan plan = rebalance_experts(load, placement_.num_physical(), groups, eplb_.num_nodes, num_ranks);
+  ExpertPlacement next = ExpertPlacement::from_phy2log(plan.phy2log, E, num_ranks);
+
+  // Which experts each rank newly needs, and who sends them (the lowest rank holding one now).
+  const int64_t floats = model.expert_floats();
+  std::vector<std::vector<float>> outgoing(num_ranks);
+  std::vector<int64_t> send_counts(num_ranks, 0), recv_counts(num_ranks, 0);
+  std::vector<std::tuple<int64_t, int64_t, int>> incoming;  // (layer, expert, source), in receive order per source
+  for (int64_t l = 0; l < L; ++l) {
+    for (int r = 0; r < num_ranks; ++r) {
+      for (int64_t e = 0; e < E; ++e) {
+        if (!next.rank_holds(r, l, e) || placement_.rank_holds(r, l, e)) continue;
+        int source = 0;
+        while (!placement_.rank_holds(source, l, e)) ++source;
+        if (source == me) {
+          const std::vector<float> w = model.export_expert(l, e);
+          outgoing[r].insert(outgoing[r].end(), w.begin(), w.end());
+          send_counts[r] += floats;
+        }
+        if (r == me) {
+          incoming.emplace_back(l, e, source);
+          recv_counts[source] += floats;
+        }
+      }
+    }
+  }
+  std::vector<float> send, recv;
+  for (const auto& chunk : outgoing) send.insert(send.end(), chunk.begin(), chunk.end());
+  int64_t recv_total = 0;
+  std::vector<int64_t> recv_offset(num_ranks, 0);
+  for (int r = 0; r < num_ranks; ++r) recv_offset[r] = recv_total, recv_total += recv_counts[r];
+  recv.resize(recv_total);
+  comm_.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts, DType::kF32, "eplb: expert weights");
+  for (const auto& [l, e, source] : incoming) {
+    model.import_expert(l, e, std::span<const float>(recv.data() + recv_offset[source], floats));
+    recv_offset[source] += floats;
+  }
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t e = 0; e < E; ++e)
+      if (placement_.rank_holds(me, l, e) && !next.rank_holds(me, l, e)) model.drop_expert(l, e);
+
+  RebalanceReport report;
+  report.step = steps_;
+  for (int64_t l = 0; l < L; ++l) {
+    report.imbalance_before.push_back(rank_imbalance(placement_, l, load[l]));
+    report.imbalance_after.push_back(rank_imbalance(next, l, load[l]));
+  }
+  report.experts_moved = static_cast<int64_t>(incoming.size());
+  for (int r = 0; r < num_ranks; ++r)
+    if (r != me) report.bytes_moved += send_counts[r] * static_cast<int64_t>(sizeof(float));
+  placement_ = std::move(next);
+  std::fill(window_counts_.begin(), window_counts_.end(), 0);
+  (void)S;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string layers;
+  for (int64_t l = 0; l < L; ++l)
+    layers += fmt::format("{}{:.2f}->{:.2f}", l ? ", " : "", report.imbalance_before[l], report.imbalance_after[l]);
+  if (me == 0)
+    spdlog::info("EPLB at step {}: max/mean load over {} EP ranks per MoE layer {}; this rank received {} experts, "
+                 "sent {:.2f} MB, {:.1f} ms", report.step, num_ranks, layers, report.experts_moved,
+                 report.bytes_moved / 1e6, report.seconds * 1e3);
+  rebalances_.push_back(std::move(report));
 }
 
 void ExpertParallelExecutor::run(const CausalLm& model, int64_t moe_layer_idx, const float* x,
@@ -42,6 +138,7 @@ void ExpertParallelExecutor::run(const CausalLm& model, int64_t moe_layer_idx, c
   std::vector<int64_t> token_dest_begin(num_tokens + 1, 0);
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t k = 0; k < K; ++k) {
+      ++window_counts_[moe_layer_idx * placement_.num_experts() + topk_ids[t * K + k]];
       const int64_t slot = placement_.pick_slot(moe_layer_idx, topk_ids[t * K + k], me, t);
       dest[t * K + k] = placement_.owner_of_slot(slot);
       local_slot[t * K + k] = static_cast<int32_t>(slot % S);

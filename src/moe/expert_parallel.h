@@ -13,6 +13,7 @@
 
 #include "src/dist/communicator.h"
 #include "src/model/expert_executor.h"
+#include "src/moe/eplb.h"
 #include "src/moe/expert_placement.h"
 
 namespace deepinfer {
@@ -25,19 +26,51 @@ struct ExchangeStats {
   int64_t tokens_received = 0;    // token copies received from any rank (itself included)
 };
 
+// Online EPLB: every `interval_steps` steps the group sums its routed-token counts per (layer, expert) over
+// the steps since the last rebalance, every rank computes the same plan (rebalance_experts), the experts whose
+// slots move are sent point-to-point in one all-to-all, and the new placement takes effect at that step
+// boundary on every rank.
+struct EplbOptions {
+  int64_t interval_steps = 0;  // 0: never rebalance
+  int64_t num_groups = 1;      // expert groups for the hierarchical policy (n_group when it fits)
+  int64_t num_nodes = 1;
+};
+
+struct RebalanceReport {
+  int64_t step = 0;
+  std::vector<double> imbalance_before;  // per MoE layer: max/mean tokens over EP ranks, old placement
+  std::vector<double> imbalance_after;   // same loads under the new placement
+  int64_t experts_moved = 0;             // received by this rank
+  int64_t bytes_moved = 0;               // sent by this rank
+  double seconds = 0.0;
+};
+
 class ExpertParallelExecutor final : public ExpertExecutor {
  public:
-  ExpertParallelExecutor(Communicator& ep_comm, const ExpertPlacement& placement);
+  ExpertParallelExecutor(Communicator& ep_comm, ExpertPlacement placement, EplbOptions eplb = {});
 
   void run(const CausalLm& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
            const float* topk_weights, int64_t num_tokens, float* out) override;
+  void after_step(CausalLm& model) override;
 
   const ExchangeStats& stats() const { return stats_; }
+  const ExpertPlacement& placement() const { return placement_; }
+  const std::vector<RebalanceReport>& rebalances() const { return rebalances_; }
+  // Rebalances now (collective over the group), from the loads counted since the last rebalance.
+  void rebalance(CausalLm& model);
 
  private:
   Communicator& comm_;
-  const ExpertPlacement& placement_;
+  ExpertPlacement placement_;
+  EplbOptions eplb_;
   ExchangeStats stats_;
+  int64_t steps_ = 0;
+  std::vector<int64_t> window_counts_;  // [moe layer][logical expert]: tokens this rank routed there
+  std::vector<RebalanceReport> rebalances_;
 };
+
+// max/mean over EP ranks of the tokens each rank serves for one layer, under `placement` (an expert's tokens
+// split evenly over its replicas).
+double rank_imbalance(const ExpertPlacement& placement, int64_t layer, const std::vector<double>& expert_load);
 
 }  // namespace deepinfer

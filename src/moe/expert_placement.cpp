@@ -8,9 +8,10 @@
 
 namespace deepinfer {
 
-ExpertPlacement ExpertPlacement::make_default(int64_t num_layers, int64_t num_experts, int64_t ep_size) {
+ExpertPlacement ExpertPlacement::make_default(int64_t num_layers, int64_t num_experts, int64_t ep_size,
+                                              int64_t min_slots) {
   DI_CHECK(num_experts > 0 && ep_size > 0, "placement of {} experts on {} ranks", num_experts, ep_size);
-  const int64_t slots_per_rank = (num_experts + ep_size - 1) / ep_size;
+  const int64_t slots_per_rank = (std::max(num_experts, min_slots) + ep_size - 1) / ep_size;
   std::vector<int32_t> row(slots_per_rank * ep_size);
   for (size_t s = 0; s < row.size(); ++s) row[s] = static_cast<int32_t>(s % num_experts);
   return from_phy2log(std::vector<std::vector<int32_t>>(num_layers, row), num_experts, ep_size);

@@ -14,7 +14,8 @@ class ExpertPlacement {
  public:
   // Slots spread evenly: S = ceil(E / ep_size) slots per rank, slot s holds expert s mod E. With more ranks
   // than experts every rank still gets a slot, and experts are replicated round-robin.
-  static ExpertPlacement make_default(int64_t num_layers, int64_t num_experts, int64_t ep_size);
+  // `min_slots` asks for redundant slots: S = ceil(max(E, min_slots) / ep_size).
+  static ExpertPlacement make_default(int64_t num_layers, int64_t num_experts, int64_t ep_size, int64_t min_slots = 0);
   // From a plan file {"phy2log": [[...], ...]} (one row per MoE layer, as `deepinfer eplb plan` writes).
   // InputError if the rows do not fit the model or the EP group.
   static ExpertPlacement from_plan_file(const std::filesystem::path& path, int64_t num_layers, int64_t num_experts,

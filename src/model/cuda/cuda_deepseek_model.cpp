@@ -144,6 +144,35 @@ std::unique_ptr<KvCache> CudaDeepseekModel::make_kv_cache(int64_t num_blocks) co
   return std::make_unique<CudaMlaKvCache>(config_.num_hidden_layers, num_blocks, config_.kv_entry_dim());
 }
 
+// Device layout per expert: gate_up [2I, H] (gate rows then up rows) and down [H, I] — the same order as the
+// exported [gate | up | down].
+std::vector<float> CudaDeepseekModel::export_expert(int64_t moe_layer_idx, int64_t expert) const {
+  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not on this rank", expert, moe_layer_idx);
+  const Moe& m = layers_[moe_layer_idx + config_.first_k_dense_replace].moe;
+  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
+  std::vector<uint16_t> bits(3 * I * H);
+  DI_CUDA_CHECK(cudaMemcpy(bits.data(), m.experts_gate_up + expert * 2 * I * H, 2 * I * H * sizeof(Bf16), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(bits.data() + 2 * I * H, m.experts_down + expert * H * I, H * I * sizeof(Bf16), cudaMemcpyDeviceToHost));
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
+void CudaDeepseekModel::import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) {
+  Moe& m = layers_[moe_layer_idx + config_.first_k_dense_replace].moe;
+  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
+  DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats", weights.size());
+  const std::vector<uint16_t> bits = to_bf16_bits(weights.data(), 3 * I * H);
+  DI_CUDA_CHECK(cudaMemcpy(m.experts_gate_up + expert * 2 * I * H, bits.data(), 2 * I * H * sizeof(Bf16), cudaMemcpyHostToDevice));
+  DI_CUDA_CHECK(cudaMemcpy(m.experts_down + expert * H * I, bits.data() + 2 * I * H, H * I * sizeof(Bf16), cudaMemcpyHostToDevice));
+  m.loaded[expert] = true;
+}
+
+void CudaDeepseekModel::drop_expert(int64_t moe_layer_idx, int64_t expert) {
+  // The slot stays allocated (experts live in one [E, ...] array per layer); it is only marked free.
+  layers_[moe_layer_idx + config_.first_k_dense_replace].moe.loaded[expert] = false;
+}
+
 bool CudaDeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const {
   return layers_[moe_layer_idx + config_.first_k_dense_replace].moe.loaded[expert];
 }
