@@ -116,11 +116,13 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
                                                       ep_size);
     // Load the attention and dense weights, and only the routed experts this rank's slots hold.
     const int ep_rank = where.rank_in_ep_group;
-    auto wanted = [&](const std::string& name) {
+    // Called again in execute() when the weights are generated on the GPU: it captures nothing local.
+    auto wanted = [&placement, ep_rank, num_layers = config.num_hidden_layers,
+                   first_moe = config.first_k_dense_replace](const std::string& name) {
       int layer = -1, expert = -1;
       if (std::sscanf(name.c_str(), "model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2) return true;
-      if (layer >= config.num_hidden_layers) return true;  // MTP layers: kept whole for speculative decoding
-      return placement->rank_holds(ep_rank, layer - config.first_k_dense_replace, expert);
+      if (layer >= num_layers) return true;  // MTP layers: kept whole for speculative decoding
+      return placement->rank_holds(ep_rank, layer - first_moe, expert);
     };
     loaded = load_model(options.model, wanted);
   };

@@ -12,15 +12,23 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
   LoadedModel loaded;
   loaded.device = parse_device(options.device);
   loaded.config = load_model_config(path);
-  loaded.weights = std::make_unique<WeightStore>(
-      WeightStore::load(loaded.config, path, parse_load_format(options.load_format), options.seed, wanted));
+  LoadFormat format = parse_load_format(options.load_format);
+  if (format == LoadFormat::kAuto) format = std::filesystem::is_directory(path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
+  if (format == LoadFormat::kDummy && loaded.device == Device::kCuda) {
+    // Generated on the GPU once the topology has picked it: no host copy of the weights.
+    loaded.weights.dummy_seed = options.seed;
+    loaded.weights.wanted = wanted;
+    return loaded;
+  }
+  loaded.weights.host =
+      std::make_unique<WeightStore>(WeightStore::load(loaded.config, path, format, options.seed, wanted));
   return loaded;
 }
 
 std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu) {
   spdlog::info("backend: {}{}", device_name(loaded.device),
                loaded.device == Device::kCuda ? fmt::format(" (GPU {})", gpu) : std::string());
-  return make_causal_lm(std::move(loaded.config), std::move(*loaded.weights), loaded.device, gpu);
+  return make_causal_lm(std::move(loaded.config), std::move(loaded.weights), loaded.device, gpu);
 }
 
 void require_single_rank(MPI_Comm world, const char* command) {

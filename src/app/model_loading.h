@@ -12,7 +12,7 @@ namespace deepinfer::app {
 
 struct LoadedModel {
   ModelConfig config;
-  std::unique_ptr<WeightStore> weights;
+  WeightOrigin weights;  // host tensors, or (CUDA with dummy weights) generated on the device later
   Device device = Device::kCpu;
 };
 

@@ -42,14 +42,18 @@ int64_t kv_tokens_for_memory_fraction(const CausalLm& model, double fraction, si
 
 std::string_view device_name(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
 
-std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightStore weights, Device device, int gpu) {
+std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightOrigin weights, Device device, int gpu) {
 #ifdef DEEPINFER_HAVE_CUDA
-  if (device == Device::kCuda) return std::make_unique<CudaDeepseekModel>(std::move(config), weights, gpu);
+  if (device == Device::kCuda) {
+    if (weights.host) return std::make_unique<CudaDeepseekModel>(std::move(config), HostWeightSource(*weights.host), gpu);
+    return std::make_unique<CudaDeepseekModel>(std::move(config), DummyWeightSource(weights.dummy_seed, weights.wanted), gpu);
+  }
 #else
   (void)gpu;
   DI_CHECK(device == Device::kCpu, "no CUDA backend in this build");
 #endif
-  return std::make_unique<DeepseekModel>(std::move(config), std::move(weights));
+  DI_CHECK(weights.host != nullptr, "the CPU model needs host weights");
+  return std::make_unique<DeepseekModel>(std::move(config), std::move(*weights.host));
 }
 
 }  // namespace deepinfer

@@ -15,8 +15,16 @@ enum class Device { kCpu, kCuda };
 Device parse_device(const std::string& text);
 std::string_view device_name(Device device);
 
+// Where the weights come from: a host WeightStore, or (CUDA only) seeded dummy values generated on the device,
+// for the tensors `wanted` accepts (all when null).
+struct WeightOrigin {
+  std::unique_ptr<WeightStore> host;  // null: device-side dummy weights
+  uint64_t dummy_seed = 0;
+  WeightStore::TensorFilter wanted;
+};
+
 // `gpu` is the device index for kCuda (the local rank's GPU).
-std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightStore weights, Device device, int gpu);
+std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightOrigin weights, Device device, int gpu);
 
 // KV cache tokens that fit when the process may use `fraction` of the current GPU's memory in all, after
 // what is allocated now (the weights) and `reserve_bytes` for step buffers. 0 if nothing fits.

@@ -17,19 +17,21 @@ LoadFormat parse_load_format(const std::string& text) {
   throw InputError(fmt::format("unknown --load-format '{}' (auto, safetensors, dummy)", text));
 }
 
+DummyRule dummy_rule(const std::string& name, const Shape& shape, uint64_t seed) {
+  DummyRule rule{splitmix64(seed) ^ fnv1a64(name), 1.0f, 0.0f};
+  if (shape.size() >= 2) rule.scale = 1.0f / std::sqrt(static_cast<float>(shape.back()));
+  else if (name.ends_with("bias")) rule.scale = 0.1f;
+  else rule.offset = 1.0f, rule.scale = 0.2f;
+  return rule;
+}
+
 Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t seed) {
   Tensor tensor = Tensor::zeros(shape);
   float* data = tensor.data<float>();
-  const uint64_t key = splitmix64(seed) ^ fnv1a64(name);
+  const DummyRule rule = dummy_rule(name, shape, seed);
   const int64_t n = tensor.numel();
-  const bool is_bias = name.ends_with("bias");
-  float scale = 1.0f;
-  float offset = 0.0f;
-  if (shape.size() >= 2) scale = 1.0f / std::sqrt(static_cast<float>(shape.back()));
-  else if (is_bias) scale = 0.1f;
-  else offset = 1.0f, scale = 0.2f;
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) data[i] = offset + scale * normal_at(key, static_cast<uint64_t>(i));
+  for (int64_t i = 0; i < n; ++i) data[i] = rule.offset + rule.scale * normal_at(rule.key, static_cast<uint64_t>(i));
   return tensor;
 }
 

@@ -41,4 +41,11 @@ class WeightStore {
 // 0.1 N(0,1) for biases. Depends only on (seed, name, index).
 Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t seed);
 
+struct DummyRule {
+  uint64_t key;  // the generator key of the tensor
+  float scale;
+  float offset;
+};
+DummyRule dummy_rule(const std::string& name, const Shape& shape, uint64_t seed);
+
 }  // namespace deepinfer

@@ -13,6 +13,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -28,6 +29,7 @@
 #include "src/core/device_array.h"
 #include "src/core/tensor.h"
 #include "src/engine/sampler.h"
+#include "src/model/weights.h"
 
 namespace deepinfer {
 namespace {
@@ -120,6 +122,28 @@ TEST_F(CudaOps, AddRmsNorm) {
   cpu::rms_norm(sum.data(), w_f.data(), want.data(), rows, dim, 1e-6f);
   EXPECT_LT(rel_error(to_float(res.to_host()), sum), 1e-6);  // the residual is updated in place
   EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+}
+
+// Dummy weights generated on the device equal the host's (both draw N(0,1) in double precision from the same
+// counter-based generator; libm and CUDA may differ in the last bit of log/cos, hence 1e-6, not 0).
+TEST_F(CudaOps, DummyInitMatchesHost) {
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
+           {"model.layers.3.mlp.experts.7.up_proj.weight", {64, 300}},
+           {"model.norm.weight", {4096}},
+           {"model.layers.1.mlp.gate.e_score_correction_bias", {256}}}) {
+    const Tensor host = make_dummy_tensor(name, shape, 42);
+    const std::vector<float> want(host.data<float>(), host.data<float>() + host.numel());
+    const DummyRule rule = dummy_rule(name, shape, 42);
+    DeviceArray<float> f32(host.numel());
+    DeviceArray<Bf16> b16(host.numel());
+    f32.poison();
+    b16.poison();
+    cuda::fill_dummy_f32(f32.data(), host.numel(), rule.key, rule.scale, rule.offset, nullptr);
+    cuda::fill_dummy_bf16(bf(b16), host.numel(), rule.key, rule.scale, rule.offset, nullptr);
+    sync();
+    EXPECT_LT(rel_error(f32.to_host(), want), 1e-6) << name;
+    EXPECT_LT(rel_error(to_float(b16.to_host()), want), 4e-3) << name;  // bf16 rounding
+  }
 }
 
 TEST_F(CudaOps, RmsNormStridedInPlace) {

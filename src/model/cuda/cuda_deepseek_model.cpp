@@ -13,6 +13,7 @@
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/silu_mul.cuh"
+#include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/rope.h"
 
@@ -54,44 +55,45 @@ struct CudaDeepseekModel::StepPlan {
   int32_t* cu_k = nullptr;       // [B + 1]
 };
 
-CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const WeightStore& weights, int device)
+CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device)
     : config_(std::move(config)), device_(device) {
   DI_CUDA_CHECK(cudaSetDevice(device_));
   const ModelConfig& c = config_;
+  for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
   DI_INPUT_CHECK(!c.attention_bias && !c.mlp_bias, "the CUDA backend does not support attention_bias/mlp_bias yet");
   const RotaryTable rotary(c);
   inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
   attention_factor_ = rotary.attention_factor();
 
-  embed_ = upload(weights.get("model.embed_tokens.weight"));
-  final_norm_ = upload(weights.get("model.norm.weight"));
-  lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights.get("lm_head.weight"));
+  embed_ = upload(weights, "model.embed_tokens.weight");
+  final_norm_ = upload(weights, "model.norm.weight");
+  lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights, "lm_head.weight");
   const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     Layer layer;
-    layer.input_norm = upload(weights.get(p + "input_layernorm.weight"));
-    layer.post_attention_norm = upload(weights.get(p + "post_attention_layernorm.weight"));
+    layer.input_norm = upload(weights, p + "input_layernorm.weight");
+    layer.post_attention_norm = upload(weights, p + "post_attention_layernorm.weight");
     Attention& a = layer.attention;
     const std::string s = p + "self_attn.";
     if (c.q_lora_rank > 0) {
-      a.q_a = upload(weights.get(s + "q_a_proj.weight"));
-      a.q_a_norm = upload(weights.get(s + "q_a_layernorm.weight"));
-      a.q_b = upload(weights.get(s + "q_b_proj.weight"));
+      a.q_a = upload(weights, s + "q_a_proj.weight");
+      a.q_a_norm = upload(weights, s + "q_a_layernorm.weight");
+      a.q_b = upload(weights, s + "q_b_proj.weight");
     } else {
-      a.q = upload(weights.get(s + "q_proj.weight"));
+      a.q = upload(weights, s + "q_proj.weight");
     }
-    a.kv_a = upload(weights.get(s + "kv_a_proj_with_mqa.weight"));
-    a.kv_a_norm = upload(weights.get(s + "kv_a_layernorm.weight"));
-    a.kv_b = upload(weights.get(s + "kv_b_proj.weight"));
-    a.o = upload(weights.get(s + "o_proj.weight"));
+    a.kv_a = upload(weights, s + "kv_a_proj_with_mqa.weight");
+    a.kv_a_norm = upload(weights, s + "kv_a_layernorm.weight");
+    a.kv_b = upload(weights, s + "kv_b_proj.weight");
+    a.o = upload(weights, s + "o_proj.weight");
     layer.is_moe = c.is_moe_layer(l);
     if (layer.is_moe) {
       Moe& m = layer.moe;
-      m.router = upload(weights.get(p + "mlp.gate.weight"));
-      if (const float* bias = weights.data_or_null(p + "mlp.gate.e_score_correction_bias")) {
+      m.router = upload(weights, p + "mlp.gate.weight");
+      if (c.has_correction_bias) {
         auto* dst = static_cast<float*>(arena_.take(E * sizeof(float)));
-        DI_CUDA_CHECK(cudaMemcpy(dst, bias, E * sizeof(float), cudaMemcpyHostToDevice));
+        weights.fill_f32(p + "mlp.gate.e_score_correction_bias", {E}, dst);
         m.correction_bias = dst;
       }
       m.experts_gate_up = static_cast<Bf16*>(arena_.take(E * 2 * I * H * sizeof(Bf16)));
@@ -99,10 +101,10 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const WeightStore& weig
       m.loaded.assign(E, false);
       for (int64_t e = 0; e < E; ++e) {
         const std::string prefix = fmt::format("{}mlp.experts.{}.", p, e);
-        if (weights.data_or_null(prefix + "gate_proj.weight") == nullptr) continue;  // another EP rank's
-        upload_into(weights.get(prefix + "gate_proj.weight"), m.experts_gate_up + e * 2 * I * H);
-        upload_into(weights.get(prefix + "up_proj.weight"), m.experts_gate_up + e * 2 * I * H + I * H);
-        upload_into(weights.get(prefix + "down_proj.weight"), m.experts_down + e * H * I);
+        if (!weights.has(prefix + "gate_proj.weight")) continue;  // another EP rank's
+        weights.fill_bf16(prefix + "gate_proj.weight", {I, H}, m.experts_gate_up + e * 2 * I * H);
+        weights.fill_bf16(prefix + "up_proj.weight", {I, H}, m.experts_gate_up + e * 2 * I * H + I * H);
+        weights.fill_bf16(prefix + "down_proj.weight", {H, I}, m.experts_down + e * H * I);
         m.loaded[e] = true;
       }
       m.has_shared = c.n_shared_experts > 0;
@@ -115,27 +117,23 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const WeightStore& weig
   DI_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const Tensor& tensor) {
-  auto* dst = static_cast<Bf16*>(arena_.take(tensor.numel() * sizeof(Bf16)));
-  upload_into(tensor, dst);
+CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& weights, const std::string& name) {
+  const Shape& shape = shapes_.at(name);
+  auto* dst = static_cast<Bf16*>(arena_.take(shape_numel(shape) * sizeof(Bf16)));
+  weights.fill_bf16(name, shape, dst);
   return dst;
 }
 
-void CudaDeepseekModel::upload_into(const Tensor& tensor, Bf16* dst) {
-  const std::vector<uint16_t> bits = to_bf16_bits(tensor.data<float>(), tensor.numel());
-  DI_CUDA_CHECK(cudaMemcpy(dst, bits.data(), bits.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
-}
-
-CudaDeepseekModel::Mlp CudaDeepseekModel::upload_mlp(const WeightStore& weights, const std::string& prefix,
+CudaDeepseekModel::Mlp CudaDeepseekModel::upload_mlp(const DeviceWeightSource& weights, const std::string& prefix,
                                                      int64_t inter) {
   const int64_t H = config_.hidden_size;
   Mlp mlp;
   mlp.inter = inter;
   auto* gate_up = static_cast<Bf16*>(arena_.take(2 * inter * H * sizeof(Bf16)));
-  upload_into(weights.get(prefix + ".gate_proj.weight"), gate_up);
-  upload_into(weights.get(prefix + ".up_proj.weight"), gate_up + inter * H);
+  weights.fill_bf16(prefix + ".gate_proj.weight", {inter, H}, gate_up);
+  weights.fill_bf16(prefix + ".up_proj.weight", {inter, H}, gate_up + inter * H);
   mlp.gate_up = gate_up;
-  mlp.down = upload(weights.get(prefix + ".down_proj.weight"));
+  mlp.down = upload(weights, prefix + ".down_proj.weight");
   return mlp;
 }
 

@@ -5,19 +5,21 @@
 // executor, staged through host memory.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "src/core/device_array.h"
 #include "src/model/causal_lm.h"
 #include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/weight_source.h"
 #include "src/model/weights.h"
 
 namespace deepinfer {
 
 class CudaDeepseekModel final : public CausalLm {
  public:
-  // Uploads the weights to `device` (which becomes the current device).
-  CudaDeepseekModel(ModelConfig config, const WeightStore& weights, int device);
+  // Fills the weights on `device` (which becomes the current device) from `weights`.
+  CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device);
 
   const ModelConfig& config() const override { return config_; }
   std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
@@ -66,9 +68,8 @@ class CudaDeepseekModel final : public CausalLm {
   };
   struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
 
-  Bf16* upload(const Tensor& tensor);
-  void upload_into(const Tensor& tensor, Bf16* dst);
-  Mlp upload_mlp(const WeightStore& weights, const std::string& prefix, int64_t inter);
+  Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
+  Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
 
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
                  Bf16* out, ScratchPool& scratch) const;
@@ -77,6 +78,7 @@ class CudaDeepseekModel final : public CausalLm {
            ScratchPool& scratch) const;
 
   ModelConfig config_;
+  std::map<std::string, Shape> shapes_;  // every tensor the architecture names
   int device_;
   DeviceArena arena_;
   CublasHandle cublas_;

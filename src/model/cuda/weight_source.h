@@ -1,0 +1,45 @@
+// Where the CUDA model's weights come from: host tensors (a checkpoint loaded into a WeightStore), or the
+// seeded dummy values generated directly on the device (no host copy: DeepSeek-V2-Lite's 16 B parameters
+// would need 64 GB of host fp32 first).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "src/model/weights.h"
+
+namespace deepinfer {
+
+class DeviceWeightSource {
+ public:
+  virtual ~DeviceWeightSource() = default;
+  virtual bool has(const std::string& name) const = 0;
+  virtual void fill_bf16(const std::string& name, const Shape& shape, __nv_bfloat16* dst) const = 0;
+  virtual void fill_f32(const std::string& name, const Shape& shape, float* dst) const = 0;
+};
+
+class HostWeightSource final : public DeviceWeightSource {
+ public:
+  explicit HostWeightSource(const WeightStore& weights) : weights_(weights) {}
+  bool has(const std::string& name) const override { return weights_.data_or_null(name) != nullptr; }
+  void fill_bf16(const std::string& name, const Shape& shape, __nv_bfloat16* dst) const override;
+  void fill_f32(const std::string& name, const Shape& shape, float* dst) const override;
+
+ private:
+  const WeightStore& weights_;
+};
+
+class DummyWeightSource final : public DeviceWeightSource {
+ public:
+  DummyWeightSource(uint64_t seed, WeightStore::TensorFilter wanted) : seed_(seed), wanted_(std::move(wanted)) {}
+  bool has(const std::string& name) const override { return !wanted_ || wanted_(name); }
+  void fill_bf16(const std::string& name, const Shape& shape, __nv_bfloat16* dst) const override;
+  void fill_f32(const std::string& name, const Shape& shape, float* dst) const override;
+
+ private:
+  uint64_t seed_;
+  WeightStore::TensorFilter wanted_;
+};
+
+}  // namespace deepinfer
