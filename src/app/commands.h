@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace deepinfer::app {
 
@@ -44,6 +45,19 @@ struct GenerateOptions {
   int64_t redundant_experts = -1;  // -1: the deployment's value
 };
 int run_generate(const GenerateOptions& options, MPI_Comm world);
+
+struct BenchOptions {
+  ModelOptions model;
+  std::string phase;             // "decode" or "prefill"
+  std::vector<int64_t> batches = {1, 8, 64, 256};       // decode
+  std::vector<int64_t> contexts = {1024, 4096};         // decode
+  std::vector<int64_t> chunks = {4096, 16384, 65536};   // prefill
+  int64_t prompt_len = 1024;                            // prefill
+  int64_t warmup = 3;
+  int64_t steps = 10;
+  std::string output_path;       // optional JSON lines, one per point
+};
+int run_bench(const BenchOptions& options, MPI_Comm world);
 
 struct EplbPlanOptions {
   std::string weights_path;  // {"weight": [[load per logical expert], ...one row per layer]}

@@ -61,6 +61,22 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--expert-plan", generate.expert_plan_path,
                            "Expert placement plan JSON {\"phy2log\": [...]} (with --deploy)");
 
+  deepinfer::app::BenchOptions bench;
+  CLI::App* bench_cmd = cli.add_subcommand("bench", "Step benchmarks on one rank, against their floors");
+  bench_cmd->require_subcommand(1);
+  CLI::App* bench_decode_cmd = bench_cmd->add_subcommand("decode", "Decode steps: batch x context");
+  CLI::App* bench_prefill_cmd = bench_cmd->add_subcommand("prefill", "Prefill steps: chunks of fresh prompts");
+  for (CLI::App* cmd : {bench_decode_cmd, bench_prefill_cmd}) {
+    add_model_options(cmd, bench.model);
+    cmd->add_option("--warmup", bench.warmup, "Steps before timing")->capture_default_str();
+    cmd->add_option("--steps", bench.steps, "Timed steps (median and p90 reported)")->capture_default_str();
+    cmd->add_option("--output", bench.output_path, "Also append one JSON line per point to this file");
+  }
+  bench_decode_cmd->add_option("--batch", bench.batches, "Sequences per step")->delimiter(',')->capture_default_str();
+  bench_decode_cmd->add_option("--context", bench.contexts, "Tokens already cached per sequence")->delimiter(',')->capture_default_str();
+  bench_prefill_cmd->add_option("--chunk", bench.chunks, "Tokens per step")->delimiter(',')->capture_default_str();
+  bench_prefill_cmd->add_option("--prompt-len", bench.prompt_len, "Tokens per prompt")->capture_default_str();
+
   deepinfer::app::EplbPlanOptions eplb;
   CLI::App* eplb_cmd = cli.add_subcommand("eplb", "Expert-parallel load balancing");
   eplb_cmd->require_subcommand(1);
@@ -91,6 +107,10 @@ int main(int argc, char** argv) {
   else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, MPI_COMM_WORLD);
   else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, MPI_COMM_WORLD);
   else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, MPI_COMM_WORLD);
+  else if (bench_decode_cmd->parsed() || bench_prefill_cmd->parsed()) {
+    bench.phase = bench_decode_cmd->parsed() ? "decode" : "prefill";
+    code = deepinfer::app::run_bench(bench, MPI_COMM_WORLD);
+  }
   mpi.finalize();
   return code;
 }

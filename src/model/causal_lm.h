@@ -29,6 +29,8 @@ class KvCache {
   // The entries of positions [0, count) of one sequence, as fp32 [layer][position][entry_dim].
   virtual void export_entries(std::span<const int32_t> block_table, int64_t count, float* dst) const = 0;
   virtual void import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) = 0;
+  // Every entry of every block set to seeded N(0, 1) values (benchmarks fabricate long contexts this way).
+  virtual void fill_random(uint64_t seed) = 0;
 };
 
 class CausalLm {

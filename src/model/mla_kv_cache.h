@@ -24,6 +24,7 @@ class MlaKvCache final : public KvCache {
   int64_t latent_dim() const { return latent_dim_; }
   void export_entries(std::span<const int32_t> block_table, int64_t count, float* dst) const override;
   void import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) override;
+  void fill_random(uint64_t seed) override;
 
   float* entry(int64_t layer, std::span<const int32_t> block_table, int64_t position) {
     return storage_.data() + offset(layer, block_table, position);

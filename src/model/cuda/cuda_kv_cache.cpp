@@ -1,6 +1,8 @@
 #include "src/model/cuda/cuda_kv_cache.h"
 
+#include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/kv_cache.cuh"
+#include "src/core/random.h"
 
 namespace deepinfer {
 
@@ -28,6 +30,13 @@ void CudaMlaKvCache::export_entries(std::span<const int32_t> block_table, int64_
     DI_CUDA_CHECK(cudaGetLastError());
     for (uint16_t bits : gathered.to_host()) *dst++ = bf16_to_float(bits);
   }
+}
+
+void CudaMlaKvCache::fill_random(uint64_t seed) {
+  cuda::fill_dummy_bf16(reinterpret_cast<__nv_bfloat16*>(storage_.data()), static_cast<int64_t>(storage_.size()),
+                        splitmix64(seed), 1.0f, 0.0f, nullptr);
+  DI_CUDA_CHECK(cudaGetLastError());
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void CudaMlaKvCache::import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) {

@@ -16,6 +16,7 @@ class CudaMlaKvCache final : public KvCache {
   size_t bytes() const override { return storage_.size() * sizeof(uint16_t); }
   void export_entries(std::span<const int32_t> block_table, int64_t count, float* dst) const override;
   void import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) override;
+  void fill_random(uint64_t seed) override;
 
   // Layer `layer`'s [num_blocks * 64, entry_dim] slots.
   void* layer_data(int64_t layer) { return storage_.data() + layer * num_blocks_ * kBlockSize * entry_dim_; }

@@ -1,0 +1,108 @@
+#include "src/bench/step_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include "src/bench/roofline.h"
+#include "src/core/check.h"
+#include "src/core/random.h"
+
+namespace deepinfer {
+
+namespace {
+
+struct Timing {
+  double median_ms, p90_ms, min_ms;
+};
+
+Timing summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 9 / 10)], ms.front()};
+}
+
+double time_ms(const std::function<void()>& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+int32_t token_at(const ModelConfig& c, uint64_t i) {
+  return static_cast<int32_t>(2 + splitmix64(i) % static_cast<uint64_t>(c.vocab_size - 2));
+}
+
+}  // namespace
+
+StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps) {
+  const ModelConfig& c = model.config();
+  const int64_t max_len = context + warmup + steps;
+  DI_INPUT_CHECK(max_len <= c.max_position_embeddings, "decode context {} + {} steps exceeds the model's {} positions",
+                 context, warmup + steps, c.max_position_embeddings);
+  const int64_t blocks_per_seq = (max_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(batch * blocks_per_seq);
+  cache->fill_random(7);
+  std::vector<std::vector<int32_t>> tables(batch, std::vector<int32_t>(blocks_per_seq));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < blocks_per_seq; ++i) tables[b][i] = static_cast<int32_t>(b * blocks_per_seq + i);
+  std::vector<double> ms;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    ForwardBatch fb;
+    for (int64_t b = 0; b < batch; ++b) {
+      fb.token_ids.push_back(token_at(c, static_cast<uint64_t>(s * batch + b)));
+      fb.sequences.push_back({context + s, 1, tables[b]});
+    }
+    const double t = time_ms([&] { model.forward(fb, *cache); });
+    if (s >= warmup) ms.push_back(t);
+  }
+  const Timing timing = summarize(ms);
+  StepBenchResult r;
+  r.phase = "decode";
+  r.batch = batch;
+  r.context = context;
+  r.tokens_per_step = batch;
+  r.median_ms = timing.median_ms;
+  r.p90_ms = timing.p90_ms;
+  r.min_ms = timing.min_ms;
+  r.tokens_per_s = batch / (timing.median_ms / 1e3);
+  r.floor_ms = decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3;
+  r.floor_over_measured = r.floor_ms / r.median_ms;
+  r.steps = steps;
+  return r;
+}
+
+StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps) {
+  const ModelConfig& c = model.config();
+  DI_INPUT_CHECK(chunk % prompt_len == 0, "--chunk {} is not a multiple of --prompt-len {}", chunk, prompt_len);
+  const int64_t prompts = chunk / prompt_len;
+  const int64_t blocks_per_seq = (prompt_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(prompts * blocks_per_seq);
+  std::vector<std::vector<int32_t>> tables(prompts, std::vector<int32_t>(blocks_per_seq));
+  for (int64_t p = 0; p < prompts; ++p)
+    for (int64_t i = 0; i < blocks_per_seq; ++i) tables[p][i] = static_cast<int32_t>(p * blocks_per_seq + i);
+  std::vector<double> ms;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    ForwardBatch fb;
+    for (int64_t p = 0; p < prompts; ++p) {
+      for (int64_t t = 0; t < prompt_len; ++t) fb.token_ids.push_back(token_at(c, static_cast<uint64_t>((s * prompts + p) * prompt_len + t)));
+      fb.sequences.push_back({0, prompt_len, tables[p]});
+    }
+    const double t = time_ms([&] { model.forward(fb, *cache); });
+    if (s >= warmup) ms.push_back(t);
+  }
+  const Timing timing = summarize(ms);
+  StepBenchResult r;
+  r.phase = "prefill";
+  r.batch = prompts;
+  r.context = prompt_len;
+  r.tokens_per_step = chunk;
+  r.median_ms = timing.median_ms;
+  r.p90_ms = timing.p90_ms;
+  r.min_ms = timing.min_ms;
+  r.tokens_per_s = chunk / (timing.median_ms / 1e3);
+  r.floor_ms = prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3;
+  r.floor_over_measured = r.floor_ms / r.median_ms;
+  r.steps = steps;
+  return r;
+}
+
+}  // namespace deepinfer

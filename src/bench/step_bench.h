@@ -1,0 +1,33 @@
+// Single-GPU (or single-CPU) step benchmarks: the median time of a decode or prefill step after warm-up,
+// against its floor (roofline.h).
+//  - decode: `batch` sequences, each with `context` tokens already in the KV cache (fabricated: seeded random
+//    latents), one new token each per step; the context grows by one per step.
+//  - prefill: `chunk` tokens per step, made of chunk / prompt_len fresh prompts of prompt_len tokens.
+// A step is one CausalLm::forward call, from host inputs to host logits, timed on the host clock (forward
+// returns after its logits are copied back, so the device work is inside the interval).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/model/causal_lm.h"
+
+namespace deepinfer {
+
+struct StepBenchResult {
+  std::string phase;     // "decode" or "prefill"
+  int64_t batch = 0;     // sequences per step
+  int64_t context = 0;   // decode: context length; prefill: prompt length
+  int64_t tokens_per_step = 0;
+  double median_ms = 0, p90_ms = 0, min_ms = 0;
+  double tokens_per_s = 0;
+  double floor_ms = 0;
+  double floor_over_measured = 0;
+  int64_t steps = 0;
+};
+
+StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps);
+StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps);
+
+}  // namespace deepinfer
