@@ -17,6 +17,9 @@ namespace deepinfer::cuda {
 
 constexpr int64_t kMlaBlockSize = 64;
 
+// The kernel's register tiles hold latent <= 512 and latent + rope <= 768 (DeepSeek V2/V3: 512 + 64).
+bool mla_decode_supports(int64_t latent, int64_t rope);
+
 size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, int64_t num_splits);
 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,

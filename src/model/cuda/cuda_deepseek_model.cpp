@@ -61,6 +61,9 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   const ModelConfig& c = config_;
   for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
   DI_INPUT_CHECK(!c.attention_bias && !c.mlp_bias, "the CUDA backend does not support attention_bias/mlp_bias yet");
+  DI_INPUT_CHECK(cuda::mla_decode_supports(c.kv_lora_rank, c.qk_rope_head_dim),
+                 "the CUDA decode attention holds kv_lora_rank <= 512 and kv_lora_rank + qk_rope_head_dim <= 768; the "
+                 "model has {} + {}", c.kv_lora_rank, c.qk_rope_head_dim);
   const RotaryTable rotary(c);
   inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
   attention_factor_ = rotary.attention_factor();
@@ -293,7 +296,11 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
                                     q_latent, heads * D, D, false, heads));
     DI_CUDA_CHECK(cudaMemcpy2DAsync(q_latent + lora, D * sizeof(Bf16), q + nope, qk * sizeof(Bf16), rope * sizeof(Bf16),
                                     T * heads, cudaMemcpyDeviceToDevice));
-    const int64_t splits = std::clamp<int64_t>(plan.max_len / 512, 1, 16);
+    // Enough (sequence, split, 8-head group) blocks to fill the GPU several times over, each split at least
+    // 64 keys long: at batch 1 a long context is spread over many SMs instead of one block per head group.
+    const int64_t head_groups = (heads + 7) / 8;
+    const int64_t wanted = (4 * 132 + T * head_groups - 1) / (T * head_groups);
+    const int64_t splits = std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(plan.max_len / 64, 1, 64));
     auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
     auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
     cuda::mla_decode_attention(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T, heads, lora,
