@@ -41,10 +41,19 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
   for (int64_t tile_begin = begin; tile_begin < end; tile_begin += kTileKeys) {
     const int64_t tile_len = min(static_cast<int64_t>(kTileKeys), end - tile_begin);
     __syncthreads();  // the previous tile is no longer read
-    for (int64_t idx = threadIdx.x; idx < tile_len * dim; idx += kThreads) {
-      const int64_t j = tile_begin + idx / dim;
+    // Warp w stages keys w, w + 8, ...: one block-table lookup per key, 16-byte loads along the entry
+    // (entries are 16-byte aligned when dim is a multiple of 8, as 512 + 64 is; otherwise 2-byte loads).
+    for (int64_t t = warp; t < tile_len; t += kWarps) {
+      const int64_t j = tile_begin + t;
       const int64_t block = block_table[b * max_blocks_per_seq + j / kMlaBlockSize];
-      tile[idx] = cache[(block * kMlaBlockSize + j % kMlaBlockSize) * dim + idx % dim];
+      const __nv_bfloat16* src = cache + (block * kMlaBlockSize + j % kMlaBlockSize) * dim;
+      __nv_bfloat16* dst = tile + t * dim;
+      if (dim % 8 == 0) {
+        for (int64_t v = lane; v < dim / 8; v += 32)
+          reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
+      } else {
+        for (int64_t d = lane; d < dim; d += 32) dst[d] = src[d];
+      }
     }
     __syncthreads();
     if (!active) continue;

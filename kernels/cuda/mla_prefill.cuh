@@ -1,20 +1,28 @@
 // MLA prefill attention in the expanded form, causal over a variable-length batch. For query row r (of
 // sequence q_seq[r], at position q_pos[r] within it) and head h:
 //   o[r, h, :] = sum_{j <= q_pos[r]} softmax_j(scale * (q_nope . k_nope_j + q_pe . k_pe_j)) * v_j
-// with q [Tq, H, nope + rope], kv [Tk, H, nope + v] (kv_b applied to the latents), k_pe rows k_pe_stride apart, and the
-// keys of sequence s at rows [cu_k[s], cu_k[s + 1]).
+// with q [Tq, H, nope + rope], kv [Tk, H, nope + v] (kv_b applied to the latents), k_pe rows k_pe_stride apart,
+// and the keys of sequence s at rows [cu_k[s], cu_k[s + 1]).
+// Work is split into row tiles of up to 8 consecutive rows of one sequence (mla_prefill_tiles builds them on
+// the host: tile t covers rows [tiles[t], tiles[t + 1])); a tile's keys are staged once in shared memory for all
+// its rows, one warp per row.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace deepinfer::cuda {
 
+std::vector<int32_t> mla_prefill_tiles(const std::vector<int32_t>& q_seq);
+// nope + rope <= 256 and v <= 256.
+bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v_dim);
+
 void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
-                           int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k, int64_t num_q_rows,
-                           int64_t heads, int64_t nope, int64_t rope, int64_t v_dim, float scale, __nv_bfloat16* out,
-                           cudaStream_t stream);
+                           int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
+                           const int32_t* tiles, int64_t num_tiles, int64_t heads, int64_t nope, int64_t rope,
+                           int64_t v_dim, float scale, __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

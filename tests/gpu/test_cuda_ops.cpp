@@ -452,8 +452,10 @@ TEST_F(CudaOps, MlaPrefillCausalVarlen) {
   DeviceArray<Bf16> out(tq * heads * v_dim);
   out.poison();
   const float scale = 0.072f;
-  cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(), tq, heads, nope, rope,
-                              v_dim, scale, bf(out), nullptr);
+  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq);
+  auto d_tiles = DeviceArray<int32_t>::from_host(tiles);
+  cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(), d_tiles.data(),
+                              static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v_dim, scale, bf(out), nullptr);
   sync();
   std::vector<float> want(tq * heads * v_dim, 0.0f);
   for (int64_t r = 0; r < tq; ++r)

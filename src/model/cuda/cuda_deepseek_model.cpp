@@ -53,6 +53,8 @@ struct CudaDeepseekModel::StepPlan {
   int32_t* q_seq = nullptr;      // [T]
   int32_t* q_pos = nullptr;      // [T]
   int32_t* cu_k = nullptr;       // [B + 1]
+  int32_t* tiles = nullptr;      // row tiles of the prefill attention
+  int64_t num_tiles = 0;
 };
 
 CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device)
@@ -61,6 +63,8 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   const ModelConfig& c = config_;
   for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
   DI_INPUT_CHECK(!c.attention_bias && !c.mlp_bias, "the CUDA backend does not support attention_bias/mlp_bias yet");
+  DI_INPUT_CHECK(cuda::mla_prefill_supports(c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim),
+                 "the CUDA prefill attention holds qk_head_dim <= 256 and v_head_dim <= 256");
   DI_INPUT_CHECK(cuda::mla_decode_supports(c.kv_lora_rank, c.qk_rope_head_dim),
                  "the CUDA decode attention holds kv_lora_rank <= 512 and kv_lora_rank + qk_rope_head_dim <= 768; the "
                  "model has {} + {}", c.kv_lora_rank, c.qk_rope_head_dim);
@@ -315,8 +319,8 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     auto* kv_expanded = scratch.alloc<Bf16>(plan.num_keys * heads * (nope + v));
     DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, plan.num_keys, heads * (nope + v), lora, {context, D}, {w.kv_b, lora}, true,
                                     kv_expanded, heads * (nope + v), 0, false, 1));
-    cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k, T, heads, nope,
-                                rope, v, scale, attn, nullptr);
+    cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k, plan.tiles,
+                                plan.num_tiles, heads, nope, rope, v, scale, attn, nullptr);
   }
   DI_CUBLAS_CHECK(cuda::linear_bf16(blas, attn, w.o, out, false, T, H, heads * v));
 }
@@ -372,6 +376,9 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, 
     plan.q_seq = device_copy(scratch, q_seq);
     plan.q_pos = device_copy(scratch, q_pos);
     plan.cu_k = device_copy(scratch, cu_k);
+    const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq);
+    plan.tiles = device_copy(scratch, tiles);
+    plan.num_tiles = static_cast<int64_t>(tiles.size()) - 1;
   }
   plan.positions = device_copy(scratch, positions);
   plan.new_slots = device_copy(scratch, new_slots);
