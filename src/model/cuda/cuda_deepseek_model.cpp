@@ -387,7 +387,9 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, 
   auto* h = scratch.alloc<Bf16>(T * H);      // its normalised copy
   auto* delta = scratch.alloc<Bf16>(T * H);  // a sub-layer's output
   cuda::embedding(embed_, device_copy(scratch, batch.token_ids), x, T, H, nullptr);
+  const ScratchPool::Mark step_buffers = scratch.mark();
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    scratch.rewind(step_buffers);  // stream order: the previous layer's kernels that read these are queued first
     const Layer& layer = layers_[l];
     cuda::add_rms_norm(l == 0 ? nullptr : delta, x, layer.input_norm, h, T, H, c.rms_norm_eps, nullptr);
     attention(l, layer.attention, plan, static_cast<Bf16*>(cache->layer_data(l)), h, delta, scratch);

@@ -34,6 +34,17 @@ class ScratchPool {
     chunk_idx_ = 0;
     offset_ = 0;
   }
+  // A layer's temporaries die with the layer: mark() after the step-wide buffers, rewind() before each layer,
+  // so the pool's peak is one layer's worth, not the whole model's.
+  struct Mark {
+    size_t chunk_idx;
+    size_t offset;
+  };
+  Mark mark() const { return {chunk_idx_, offset_}; }
+  void rewind(Mark mark) {
+    chunk_idx_ = mark.chunk_idx;
+    offset_ = mark.offset;
+  }
   template <class T>
   T* alloc(size_t count) {
     return reinterpret_cast<T*>(take(std::max<size_t>(count * sizeof(T), 1)));
