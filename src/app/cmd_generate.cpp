@@ -8,6 +8,7 @@
 #include "src/app/jsonl.h"
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
+#include "src/app/spmd_setup.h"
 #include "src/dist/mpi_communicator.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/dist/nccl_communicator.h"
@@ -75,9 +76,7 @@ void size_kv_cache_from_memory(const CausalLm& model, const GenerateOptions& opt
 int run_generate(const GenerateOptions& options, MPI_Comm world) {
   LoadedModel loaded;
   std::vector<Request> requests;
-  std::optional<Deployment> deployment;
-  std::optional<ExpertPlacement> placement;
-  EplbOptions eplb;
+  SpmdSetup spmd;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
   engine_options.limits.max_running_sequences = options.max_running;
@@ -96,41 +95,14 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
       loaded = load_model(options.model);
       return;
     }
-    deployment = Deployment::from_toml_file(options.deploy_path);
-    int world_rank = 0, world_size = 0;
-    MPI_Comm_rank(world, &world_rank);
-    MPI_Comm_size(world, &world_size);
-    Topology::check_world_size(*deployment, world_size);
-    const RankPlacement where = place_rank(*deployment, world_rank);
-    const int64_t ep_size = deployment->roles[where.role_spec_idx].ep_size;
-    const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
-    DI_INPUT_CHECK(config.n_routed_experts > 0, "--deploy needs a MoE model (n_routed_experts > 0)");
-    const RoleSpec& spec = deployment->roles[where.role_spec_idx];
-    const int64_t redundant = options.redundant_experts >= 0 ? options.redundant_experts : spec.redundant_experts;
-    eplb.interval_steps = options.eplb_interval >= 0 ? options.eplb_interval : spec.eplb_interval;
-    eplb.num_groups = config.n_group;
-    placement = options.expert_plan_path.empty()
-                    ? ExpertPlacement::make_default(num_moe_layers, config.n_routed_experts, ep_size,
-                                                    config.n_routed_experts + redundant)
-                    : ExpertPlacement::from_plan_file(options.expert_plan_path, num_moe_layers, config.n_routed_experts,
-                                                      ep_size);
-    // Load the attention and dense weights, and only the routed experts this rank's slots hold.
-    const int ep_rank = where.rank_in_ep_group;
-    // Called again in execute() when the weights are generated on the GPU: it captures nothing local.
-    auto wanted = [&placement, ep_rank, num_layers = config.num_hidden_layers,
-                   first_moe = config.first_k_dense_replace](const std::string& name) {
-      int layer = -1, expert = -1;
-      if (std::sscanf(name.c_str(), "model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2) return true;
-      if (layer >= num_layers) return true;  // MTP layers: kept whole for speculative decoding
-      return placement->rank_holds(ep_rank, layer - first_moe, expert);
-    };
-    loaded = load_model(options.model, wanted);
+    spmd.prepare(options.model, {options.deploy_path, options.expert_plan_path, options.eplb_interval,
+                                 options.redundant_experts}, world);
   };
 
   auto execute = [&] {
     const auto start = std::chrono::steady_clock::now();
     std::vector<RequestResult> results;
-    if (!deployment) {
+    if (options.deploy_path.empty()) {
       const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
       size_kv_cache_from_memory(*model, options, requests, engine_options);
       Engine engine(*model, engine_options);
@@ -142,40 +114,18 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
                    s.num_prefill_tokens / std::max(s.prefill_s, 1e-9), s.num_decode_tokens / std::max(s.decode_s, 1e-9),
                    s.num_steps, engine.num_preemptions());
     } else {
-      Topology topo = Topology::create(*deployment, world);
-      const bool on_gpu = loaded.device == Device::kCuda;
-      const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), std::max(topo.gpu(), 0));
-      MpiCommunicator mpi_ep_comm(topo.ep_comm().get());
-      MpiCommunicator role_comm(topo.role_comm().get());
-      // The EP exchange goes over NCCL when every rank of the group has a GPU of its own, else over MPI.
-      Communicator* ep_comm = &mpi_ep_comm;
-#ifdef DEEPINFER_HAVE_CUDA
-      std::unique_ptr<NcclCommunicator> nccl_ep_comm;
-      std::unique_ptr<HostStagedCommunicator> staged_ep_comm;
-      std::string reason = "the model runs on the CPU";
-      if (on_gpu && choose_transport(topo.ep_comm().get(), topo.gpu(), topo.host(), &reason) == Transport::kNccl) {
-        nccl_ep_comm = std::make_unique<NcclCommunicator>(topo.ep_comm().get());
-        staged_ep_comm = std::make_unique<HostStagedCommunicator>(*nccl_ep_comm);
-        ep_comm = staged_ep_comm.get();
-      }
-      if (topo.world_rank() == 0)
-        spdlog::info("expert-parallel transport: {} ({})", nccl_ep_comm ? "NCCL" : "MPI over host memory", reason);
-#else
-      if (topo.world_rank() == 0) spdlog::info("expert-parallel transport: MPI over host memory (no CUDA build)");
-      (void)on_gpu;
-#endif
-      ExpertParallelExecutor experts(*ep_comm, *placement, eplb);
-      size_kv_cache_from_memory(*model, options, requests, engine_options);
-      SpmdGenerationOptions spmd;
-      spmd.kv_cache_tokens = engine_options.kv_cache_tokens;
-      spmd.timeout_s = default_comm_timeout_s();
+      spmd.start(world);
+      Topology& topo = spmd.topology();
+      CausalLm& model = spmd.model();
+      size_kv_cache_from_memory(model, options, requests, engine_options);
+      SpmdGenerationOptions generation;
+      generation.kv_cache_tokens = engine_options.kv_cache_tokens;
+      generation.timeout_s = default_comm_timeout_s();
       std::vector<RankReport> reports;
-      results = generate_spmd(*model, topo, *ep_comm, role_comm, experts, requests, spmd, &reports);
+      results = generate_spmd(model, topo, spmd.ep_comm(), spmd.role_comm(), spmd.experts(), requests, generation,
+                              &reports);
       if (topo.world_rank() == 0) log_rank_reports(reports);
-#ifdef DEEPINFER_HAVE_CUDA
-      if (nccl_ep_comm) nccl_ep_comm->finalize();
-#endif
-      topo.finalize();
+      spmd.finalize();
     }
     int world_rank = 0;
     MPI_Comm_rank(world, &world_rank);

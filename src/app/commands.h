@@ -59,6 +59,22 @@ struct BenchOptions {
 };
 int run_bench(const BenchOptions& options, MPI_Comm world);
 
+struct SweepCliOptions {
+  ModelOptions model;
+  std::string phase;  // "prefill" or "decode"
+  std::string deploy_path;
+  std::string expert_plan_path;
+  std::vector<int64_t> points;
+  std::string output_path;
+  int64_t prompt_len = 1024;
+  int64_t context = 1024;
+  int64_t warmup = 2;
+  int64_t steps = 5;
+  int64_t nextn = 0;
+  double acceptance = 0.0;
+};
+int run_sweep(const SweepCliOptions& options, MPI_Comm world);
+
 struct EplbPlanOptions {
   std::string weights_path;  // {"weight": [[load per logical expert], ...one row per layer]}
   int64_t num_replicas = 0;

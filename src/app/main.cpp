@@ -77,6 +77,26 @@ int main(int argc, char** argv) {
   bench_prefill_cmd->add_option("--chunk", bench.chunks, "Tokens per step")->delimiter(',')->capture_default_str();
   bench_prefill_cmd->add_option("--prompt-len", bench.prompt_len, "Tokens per prompt")->capture_default_str();
 
+  deepinfer::app::SweepCliOptions sweep;
+  CLI::App* sweep_cmd = cli.add_subcommand("sweep", "Pareto sweeps across a deployment, to HDF5");
+  sweep_cmd->require_subcommand(1);
+  CLI::App* sweep_prefill_cmd = sweep_cmd->add_subcommand("prefill", "Points: tokens per step per prefill rank");
+  CLI::App* sweep_decode_cmd = sweep_cmd->add_subcommand("decode", "Points: concurrent requests per decode rank");
+  for (CLI::App* cmd : {sweep_prefill_cmd, sweep_decode_cmd}) {
+    add_model_options(cmd, sweep.model);
+    cmd->add_option("--deploy", sweep.deploy_path, "Deployment file")->required();
+    cmd->add_option("--points", sweep.points, "Comma-separated points")->delimiter(',')->required();
+    cmd->add_option("--output", sweep.output_path, "HDF5 file (rows appended and flushed per point)")->required();
+    cmd->add_option("--expert-plan", sweep.expert_plan_path, "Expert placement plan JSON");
+    cmd->add_option("--warmup", sweep.warmup, "Steps before timing, per point")->capture_default_str();
+    cmd->add_option("--steps", sweep.steps, "Timed steps per point")->capture_default_str();
+  }
+  sweep_prefill_cmd->add_option("--prompt-len", sweep.prompt_len, "Tokens per prompt (capped at the point)")->capture_default_str();
+  sweep_decode_cmd->add_option("--context", sweep.context, "Tokens cached per request")->capture_default_str();
+  sweep_decode_cmd->add_option("--nextn", sweep.nextn, "Draft tokens per step for the converted figures")->capture_default_str();
+  sweep_decode_cmd->add_option("--acceptance", sweep.acceptance, "Acceptance rate of the drafts")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+
   deepinfer::app::EplbPlanOptions eplb;
   CLI::App* eplb_cmd = cli.add_subcommand("eplb", "Expert-parallel load balancing");
   eplb_cmd->require_subcommand(1);
@@ -107,7 +127,10 @@ int main(int argc, char** argv) {
   else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, MPI_COMM_WORLD);
   else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, MPI_COMM_WORLD);
   else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, MPI_COMM_WORLD);
-  else if (bench_decode_cmd->parsed() || bench_prefill_cmd->parsed()) {
+  else if (sweep_prefill_cmd->parsed() || sweep_decode_cmd->parsed()) {
+    sweep.phase = sweep_prefill_cmd->parsed() ? "prefill" : "decode";
+    code = deepinfer::app::run_sweep(sweep, MPI_COMM_WORLD);
+  } else if (bench_decode_cmd->parsed() || bench_prefill_cmd->parsed()) {
     bench.phase = bench_decode_cmd->parsed() ? "decode" : "prefill";
     code = deepinfer::app::run_bench(bench, MPI_COMM_WORLD);
   }

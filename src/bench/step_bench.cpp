@@ -33,7 +33,8 @@ int32_t token_at(const ModelConfig& c, uint64_t i) {
 
 }  // namespace
 
-StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps) {
+StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
+                             ExpertExecutor* experts) {
   const ModelConfig& c = model.config();
   const int64_t max_len = context + warmup + steps;
   DI_INPUT_CHECK(max_len <= c.max_position_embeddings, "decode context {} + {} steps exceeds the model's {} positions",
@@ -51,7 +52,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
       fb.token_ids.push_back(token_at(c, static_cast<uint64_t>(s * batch + b)));
       fb.sequences.push_back({context + s, 1, tables[b]});
     }
-    const double t = time_ms([&] { model.forward(fb, *cache); });
+    const double t = time_ms([&] { model.forward(fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
   }
   const Timing timing = summarize(ms);
@@ -70,7 +71,8 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   return r;
 }
 
-StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps) {
+StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
+                              ExpertExecutor* experts) {
   const ModelConfig& c = model.config();
   DI_INPUT_CHECK(chunk % prompt_len == 0, "--chunk {} is not a multiple of --prompt-len {}", chunk, prompt_len);
   const int64_t prompts = chunk / prompt_len;
@@ -86,7 +88,7 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
       for (int64_t t = 0; t < prompt_len; ++t) fb.token_ids.push_back(token_at(c, static_cast<uint64_t>((s * prompts + p) * prompt_len + t)));
       fb.sequences.push_back({0, prompt_len, tables[p]});
     }
-    const double t = time_ms([&] { model.forward(fb, *cache); });
+    const double t = time_ms([&] { model.forward(fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
   }
   const Timing timing = summarize(ms);

@@ -1,0 +1,58 @@
+// `deepinfer sweep prefill|decode --model M --deploy D --points ... --output F.h5`: Pareto points to HDF5.
+#include <nlohmann/json.hpp>
+
+#include "src/app/commands.h"
+#include "src/app/spmd_command.h"
+#include "src/app/spmd_setup.h"
+#include "src/bench/sweep.h"
+
+namespace deepinfer::app {
+
+int run_sweep(const SweepCliOptions& options, MPI_Comm world) {
+  SpmdSetup spmd;
+  SweepOptions sweep;
+  auto prepare = [&] {
+    DI_INPUT_CHECK(!options.points.empty(), "--points is empty");
+    for (int64_t p : options.points) DI_INPUT_CHECK(p > 0, "--points must be positive, got {}", p);
+    DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
+    spmd.prepare(options.model, {options.deploy_path, options.expert_plan_path, 0, -1}, world);
+    const int64_t longest = options.phase == "decode" ? options.context + options.warmup + options.steps
+                                                      : std::min(options.prompt_len, *std::max_element(
+                                                                                         options.points.begin(),
+                                                                                         options.points.end()));
+    DI_INPUT_CHECK(longest <= spmd.config().max_position_embeddings,
+                   "a sweep sequence of {} tokens exceeds the model's {} positions", longest,
+                   spmd.config().max_position_embeddings);
+    sweep.phase = options.phase;
+    sweep.points = options.points;
+    sweep.prompt_len = options.prompt_len;
+    sweep.context = options.context;
+    sweep.warmup = options.warmup;
+    sweep.steps = options.steps;
+    sweep.nextn = options.nextn;
+    sweep.acceptance = options.acceptance;
+    sweep.output_path = options.output_path;
+    sweep.attributes_json = nlohmann::json{{"model", options.model.model_path},
+                                           {"load_format", options.model.load_format},
+                                           {"device", options.model.device},
+                                           {"seed", options.model.seed},
+                                           {"deploy", options.deploy_path},
+                                           {"expert_plan", options.expert_plan_path},
+                                           {"points", options.points},
+                                           {"prompt_len", options.prompt_len},
+                                           {"context", options.context},
+                                           {"warmup", options.warmup},
+                                           {"steps", options.steps},
+                                           {"nextn", options.nextn},
+                                           {"acceptance", options.acceptance}}
+                                .dump();
+  };
+  auto execute = [&] {
+    spmd.start(world);
+    run_sweep(spmd.model(), spmd.topology(), spmd.experts(), sweep);
+    spmd.finalize();
+  };
+  return run_spmd_command(world, prepare, execute);
+}
+
+}  // namespace deepinfer::app

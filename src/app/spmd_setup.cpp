@@ -1,0 +1,74 @@
+#include "src/app/spmd_setup.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+namespace deepinfer::app {
+
+void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& options, MPI_Comm world) {
+  const std::filesystem::path model_path(model.model_path);
+  DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
+  const ModelConfig config = load_model_config(model_path);
+  deployment_ = Deployment::from_toml_file(options.deploy_path);
+  int world_rank = 0, world_size = 0;
+  MPI_Comm_rank(world, &world_rank);
+  MPI_Comm_size(world, &world_size);
+  Topology::check_world_size(*deployment_, world_size);
+  const RankPlacement where = place_rank(*deployment_, world_rank);
+  const RoleSpec& spec = deployment_->roles[where.role_spec_idx];
+  DI_INPUT_CHECK(config.n_routed_experts > 0, "--deploy needs a MoE model (n_routed_experts > 0)");
+  const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
+  const int64_t redundant = options.redundant_experts >= 0 ? options.redundant_experts : spec.redundant_experts;
+  eplb_.interval_steps = options.eplb_interval >= 0 ? options.eplb_interval : spec.eplb_interval;
+  eplb_.num_groups = config.n_group;
+  placement_ = options.expert_plan_path.empty()
+                   ? ExpertPlacement::make_default(num_moe_layers, config.n_routed_experts, spec.ep_size,
+                                                   config.n_routed_experts + redundant)
+                   : ExpertPlacement::from_plan_file(options.expert_plan_path, num_moe_layers, config.n_routed_experts,
+                                                     spec.ep_size);
+  // The attention and dense weights, and only the routed experts this rank's slots hold. Called again in
+  // start() when the weights are generated on the GPU, so it captures no locals.
+  auto wanted = [placement = &placement_, ep_rank = where.rank_in_ep_group, num_layers = config.num_hidden_layers,
+                 first_moe = config.first_k_dense_replace](const std::string& name) {
+    int layer = -1, expert = -1;
+    if (std::sscanf(name.c_str(), "model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2) return true;
+    if (layer >= num_layers) return true;  // MTP layers: kept whole for speculative decoding
+    return (*placement)->rank_holds(ep_rank, layer - first_moe, expert);
+  };
+  loaded_ = load_model(model, wanted);
+}
+
+void SpmdSetup::start(MPI_Comm world) {
+  topology_ = Topology::create(*deployment_, world);
+  const bool on_gpu = loaded_.device == Device::kCuda;
+  model_ = build_model(std::move(loaded_), std::max(topology_->gpu(), 0));
+  mpi_ep_comm_ = std::make_unique<MpiCommunicator>(topology_->ep_comm().get());
+  role_comm_ = std::make_unique<MpiCommunicator>(topology_->role_comm().get());
+  ep_comm_ = mpi_ep_comm_.get();
+  std::string reason = on_gpu ? "" : "the model runs on the CPU";
+#ifdef DEEPINFER_HAVE_CUDA
+  if (on_gpu && choose_transport(topology_->ep_comm().get(), topology_->gpu(), topology_->host(), &reason) ==
+                    Transport::kNccl) {
+    nccl_ep_comm_ = std::make_unique<NcclCommunicator>(topology_->ep_comm().get());
+    staged_ep_comm_ = std::make_unique<HostStagedCommunicator>(*nccl_ep_comm_);
+    ep_comm_ = staged_ep_comm_.get();
+  }
+  const bool nccl = nccl_ep_comm_ != nullptr;
+#else
+  const bool nccl = false;
+  if (on_gpu) reason = "no CUDA build";
+#endif
+  if (topology_->world_rank() == 0)
+    spdlog::info("expert-parallel transport: {} ({})", nccl ? "NCCL" : "MPI over host memory", reason);
+  experts_ = std::make_unique<ExpertParallelExecutor>(*ep_comm_, *placement_, eplb_);
+}
+
+void SpmdSetup::finalize() {
+#ifdef DEEPINFER_HAVE_CUDA
+  if (nccl_ep_comm_) nccl_ep_comm_->finalize();
+#endif
+  if (topology_) topology_->finalize();
+}
+
+}  // namespace deepinfer::app

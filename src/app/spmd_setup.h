@@ -1,0 +1,60 @@
+// What `generate --deploy` and `sweep` share: in prepare() (local), the deployment, this rank's expert
+// placement and its share of the weights; in execute() (collective), the topology, the model on this rank's
+// GPU, the EP communicator (NCCL when every rank of the group has a GPU of its own, else MPI) and the
+// expert-parallel executor. finalize() tears the collective parts down in order.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "src/app/model_loading.h"
+#include "src/dist/mpi_communicator.h"
+#include "src/dist/topology.h"
+#include "src/moe/expert_parallel.h"
+#ifdef DEEPINFER_HAVE_CUDA
+#include "src/dist/nccl_communicator.h"
+#endif
+
+namespace deepinfer::app {
+
+struct SpmdSetupOptions {
+  std::string deploy_path;
+  std::string expert_plan_path;
+  int64_t eplb_interval = -1;      // -1: the deployment's
+  int64_t redundant_experts = -1;  // -1: the deployment's
+};
+
+class SpmdSetup {
+ public:
+  // Local: throws InputError for a deployment that does not fit the world, a plan that does not fit, a bad model.
+  void prepare(const ModelOptions& model, const SpmdSetupOptions& options, MPI_Comm world);
+  // Collective over the world.
+  void start(MPI_Comm world);
+  void finalize();
+
+  const Deployment& deployment() const { return *deployment_; }
+  const ModelConfig& config() const { return loaded_.config; }
+  Topology& topology() { return *topology_; }
+  CausalLm& model() { return *model_; }
+  Communicator& ep_comm() { return *ep_comm_; }
+  Communicator& role_comm() { return *role_comm_; }
+  ExpertParallelExecutor& experts() { return *experts_; }
+
+ private:
+  std::optional<Deployment> deployment_;
+  std::optional<ExpertPlacement> placement_;
+  EplbOptions eplb_;
+  LoadedModel loaded_;
+  std::optional<Topology> topology_;
+  std::unique_ptr<CausalLm> model_;
+  std::unique_ptr<MpiCommunicator> mpi_ep_comm_;
+  std::unique_ptr<MpiCommunicator> role_comm_;
+#ifdef DEEPINFER_HAVE_CUDA
+  std::unique_ptr<NcclCommunicator> nccl_ep_comm_;
+  std::unique_ptr<HostStagedCommunicator> staged_ep_comm_;
+#endif
+  Communicator* ep_comm_ = nullptr;
+  std::unique_ptr<ExpertParallelExecutor> experts_;
+};
+
+}  // namespace deepinfer::app

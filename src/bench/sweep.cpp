@@ -1,0 +1,172 @@
+#include "src/bench/sweep.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <set>
+
+#include "src/bench/step_bench.h"
+#include "src/core/hdf5_table.h"
+#include "src/dist/mpi_communicator.h"
+#include "src/dist/mpi_util.h"
+#ifdef DEEPINFER_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#endif
+
+#ifndef DEEPINFER_GIT_COMMIT
+#define DEEPINFER_GIT_COMMIT "unknown"
+#endif
+
+namespace deepinfer {
+
+namespace {
+
+bool takes_part(Role role, const std::string& phase) {
+  return role == Role::kColocated || (phase == "prefill" ? role == Role::kPrefill : role == Role::kDecode);
+}
+
+std::string library_versions() {
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(mpi, &len);
+  std::string text = fmt::format("MPI: {}", std::string(mpi, len).substr(0, std::string(mpi, len).find(',')));
+#ifdef DEEPINFER_HAVE_CUDA
+  int runtime = 0, nccl = 0;
+  cudaRuntimeGetVersion(&runtime);
+  ncclGetVersion(&nccl);
+  text += fmt::format("; CUDA runtime {}.{}; NCCL {}", runtime / 1000, runtime % 1000 / 10, nccl);
+#endif
+  return text;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buffer;
+}
+
+// World rank 0's file: root attributes, the points table and the per-rank table.
+struct SweepFile {
+  H5IncrementalFile file;
+  H5Table points;
+  H5Table ranks;
+
+  SweepFile(const SweepOptions& o, const Topology& topo, const std::string& hosts)
+      : file(o.output_path),
+        points(file.id(), o.phase + "/points", point_columns(o.phase)),
+        ranks(file.id(), o.phase + "/ranks",
+              {{"point", true}, {"world_rank", true}, {"role", true}, {"step_time_ms", false},
+               {"step_time_p90_ms", false}, {"routed_tokens_received", true}}) {
+    file.set_attribute("complete", int64_t{0});  // set to 1 when every point is in
+    file.set_attribute("phase", o.phase);
+    file.set_attribute("configuration", o.attributes_json);
+    file.set_attribute("git_commit", DEEPINFER_GIT_COMMIT);
+    file.set_attribute("deployment", topo.deployment().name);
+    file.set_attribute("world_size", static_cast<int64_t>(topo.world_size()));
+    file.set_attribute("versions", library_versions());
+    file.set_attribute("hosts", hosts);
+    const char* job = std::getenv("SLURM_JOB_ID");
+    file.set_attribute("slurm_job_id", job ? job : "");
+    file.set_attribute("date", utc_now());
+    file.flush();
+  }
+
+  static std::vector<H5Column> point_columns(const std::string& phase) {
+    if (phase == "prefill")
+      return {{"point", true}, {"chunk_tokens", true}, {"prompt_len", true}, {"step_time_ms", false},
+              {"step_time_p90_ms", false}, {"tokens_per_s_per_gpu", false}, {"expert_load_imbalance", false},
+              {"num_ranks", true}};
+    return {{"point", true}, {"requests_per_rank", true}, {"context", true}, {"step_time_ms", false},
+            {"step_time_p90_ms", false}, {"tokens_per_s_per_gpu", false}, {"tokens_per_s_per_user", false},
+            {"tokens_per_step", false}, {"tokens_per_s_per_gpu_converted", false},
+            {"tokens_per_s_per_user_converted", false}, {"expert_load_imbalance", false}, {"num_ranks", true}};
+  }
+};
+
+}  // namespace
+
+void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& experts, const SweepOptions& o) {
+  const bool mine = takes_part(topo.role(), o.phase);
+  const bool is_root = topo.world_rank() == 0;
+  const std::vector<std::string> hosts = gather_strings(topo.world(), topo.host());
+  std::unique_ptr<SweepFile> out;
+  if (is_root) {
+    std::set<std::string> unique(hosts.begin(), hosts.end());
+    std::string host_list;
+    for (const std::string& h : unique) host_list += (host_list.empty() ? "" : ",") + h;
+    out = std::make_unique<SweepFile>(o, topo, host_list);
+  }
+  const double tokens_per_step = 1.0 + static_cast<double>(o.nextn) * o.acceptance;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t idx = 0; idx < o.points.size(); ++idx) {
+    const int64_t point = o.points[idx];
+    // [takes part, median ms, p90 ms, routed tokens received, role]
+    std::array<double, 5> mine_stats = {0, 0, 0, 0, static_cast<double>(topo.role())};
+    if (mine) {
+      const int64_t before = experts.stats().tokens_received;
+      const StepBenchResult r =
+          o.phase == "prefill"
+              ? bench_prefill(model, point, std::min(o.prompt_len, point), o.warmup, o.steps, &experts)
+              : bench_decode(model, point, o.context, o.warmup, o.steps, &experts);
+      mine_stats = {1, r.median_ms, r.p90_ms, static_cast<double>(experts.stats().tokens_received - before),
+                    static_cast<double>(topo.role())};
+    }
+    std::vector<double> all(is_root ? 5 * topo.world_size() : 0);
+    MPI_Request request;
+    DI_MPI_CHECK(MPI_Igather(mine_stats.data(), 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, topo.world(), &request));
+    wait_or_abort(request, topo.world(), default_comm_timeout_s(), fmt::format("sweep point {} results", point));
+    if (!is_root) continue;
+
+    double step_ms = 0, p90_ms = 0, max_tokens = 0, sum_tokens = 0;
+    int64_t ranks = 0;
+    for (int r = 0; r < topo.world_size(); ++r) {
+      const double* s = all.data() + 5 * r;
+      if (s[0] == 0) continue;
+      ++ranks;
+      step_ms = std::max(step_ms, s[1]);
+      p90_ms = std::max(p90_ms, s[2]);
+      max_tokens = std::max(max_tokens, s[3]);
+      sum_tokens += s[3];
+      out->ranks.append({static_cast<double>(idx), static_cast<double>(r), s[4], s[1], s[2], s[3]});
+    }
+    const double imbalance = sum_tokens > 0 ? max_tokens / (sum_tokens / static_cast<double>(ranks)) : 1.0;
+    std::string figures;
+    if (o.phase == "prefill") {
+      const double per_gpu = point / (step_ms / 1e3);
+      out->points.append({static_cast<double>(idx), static_cast<double>(point),
+                          static_cast<double>(std::min(o.prompt_len, point)), step_ms, p90_ms, per_gpu, imbalance,
+                          static_cast<double>(ranks)});
+      figures = fmt::format("chunk {} tokens: {:.2f} ms/step, {:.0f} tok/s/GPU", point, step_ms, per_gpu);
+    } else {
+      const double per_gpu = point / (step_ms / 1e3), per_user = 1e3 / step_ms;
+      out->points.append({static_cast<double>(idx), static_cast<double>(point), static_cast<double>(o.context), step_ms,
+                          p90_ms, per_gpu, per_user, tokens_per_step, per_gpu * tokens_per_step,
+                          per_user * tokens_per_step, imbalance, static_cast<double>(ranks)});
+      figures = fmt::format("{} requests/rank: {:.2f} ms/step, {:.0f} tok/s/GPU, {:.1f} tok/s/user (x{:.2f} converted: "
+                            "{:.0f}, {:.1f})", point, step_ms, per_gpu, per_user, tokens_per_step,
+                            per_gpu * tokens_per_step, per_user * tokens_per_step);
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double eta = elapsed / static_cast<double>(idx + 1) * static_cast<double>(o.points.size() - idx - 1);
+    spdlog::info("sweep {} point {}/{}: {}; expert load max/mean {:.2f} over {} ranks; elapsed {:.0f} s, ETA {:.0f} s",
+                 o.phase, idx + 1, o.points.size(), figures, imbalance, ranks, elapsed, eta);
+    // Fault injection for the tests: DEEPINFER_FAULT_EXIT_AFTER_POINTS=N ends the job after N points, the way a
+    // killed job ends, to check that the file keeps the finished rows.
+    if (const char* after = std::getenv("DEEPINFER_FAULT_EXIT_AFTER_POINTS"); after && std::atoll(after) == int64_t(idx) + 1) {
+      spdlog::error("fault injection: the sweep stops after {} points (DEEPINFER_FAULT_EXIT_AFTER_POINTS)", idx + 1);
+      spdlog::default_logger()->flush();
+      std::_Exit(3);
+    }
+  }
+  if (is_root) {
+    out->file.set_attribute("complete", int64_t{1});
+    out->file.flush();
+    spdlog::info("wrote {} ({} points)", o.output_path, o.points.size());
+  }
+}
+
+}  // namespace deepinfer

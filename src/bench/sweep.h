@@ -1,0 +1,35 @@
+// Pareto sweeps across a deployment (collective over the world): for each point, the ranks of the swept role
+// run warm-up and measured steps in lockstep with their EP groups (bench_decode / bench_prefill with the
+// expert-parallel executor); world rank 0 gathers every rank's median and p90 step time and routed-token count,
+// and appends one row per point (and one per rank) to the HDF5 file, flushed as it goes.
+//  - prefill points: tokens per step per prefill rank (chunks of prompt_len-token prompts);
+//  - decode points: concurrent requests per decode rank, each with `context` tokens cached.
+// A point's step time is the slowest rank's median (every rank waits for it in the all-to-alls).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/dist/topology.h"
+#include "src/model/causal_lm.h"
+#include "src/moe/expert_parallel.h"
+
+namespace deepinfer {
+
+struct SweepOptions {
+  std::string phase;  // "prefill" or "decode"
+  std::vector<int64_t> points;
+  int64_t prompt_len = 1024;  // prefill (capped at the chunk)
+  int64_t context = 1024;     // decode
+  int64_t warmup = 2;
+  int64_t steps = 5;
+  int64_t nextn = 0;          // decode: draft tokens per step for the converted figures
+  double acceptance = 0.0;    //         their acceptance rate
+  std::string output_path;
+  std::string attributes_json;  // the effective configuration, stored as a root attribute
+};
+
+void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& experts, const SweepOptions& options);
+
+}  // namespace deepinfer
