@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call on the H200: deepinfer's decode and prefill benchmarks at DeepSeek-V2-Lite shape (dummy
 # bf16 weights generated on the GPU), then the transformers peer on the same card. Results (JSON lines) and
-# logs go to $OUT. Binaries from a pack (tests/gpu/run.sh says how): PACK=/tmp/b bench/run_h200.sh
+# logs go to $OUT. Binaries from a pack (tests/gpu/run.sh says how): PACK=/tmp/b launch/bench_h200.sh
 set -uo pipefail
 pack=${PACK:-/tmp/b}
 source "$pack/env.sh"
@@ -15,6 +15,6 @@ $di bench decode --model $model --load-format dummy --device cuda --batch ${BATC
 $di bench prefill --model $model --load-format dummy --device cuda --chunk ${CHUNKS:-4096,16384,65536} --prompt-len 1024 \
   --warmup 1 --steps 3 --output "$out/deepinfer.jsonl" 2>&1 | tee "$out/prefill.log"
 if [ -z "${SKIP_PEER:-}" ]; then
-  PYTHONUNBUFFERED=1 python3 bench/peer_transformers.py --config $model --batch 1,64,256 --context 512 \
+  PYTHONUNBUFFERED=1 python3 launch/peer_transformers.py --config $model --batch 1,64,256 --context 512 \
     --prefill-prompts 256 --prompt-len 512 --output "$out/peer.jsonl" 2>&1 | grep -v Warning | tee "$out/peer.log"
 fi

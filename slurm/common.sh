@@ -1,0 +1,16 @@
+# Sourced by the sbatch templates. launch CMD... starts CMD on every task of the job:
+#  - DEEPINFER_LAUNCHER=srun (default): srun --mpi=pmix (Slurm's PMIx wires up Open MPI);
+#  - DEEPINFER_LAUNCHER=mpirun: mpirun -np $SLURM_NTASKS, for clusters without Slurm's PMIx plugin.
+# deepinfer maps each task to the GPU of its local rank itself (local rank mod visible GPUs), so the jobs ask
+# for GPUs per node and bind nothing per task: per-task GPU binding (--gpus-per-task, --gpu-bind) would hide a
+# node's other GPUs from each task and block peer-to-peer between the ranks of one node.
+ROOT=${DEEPINFER_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
+BIN=${DEEPINFER_BIN:-$ROOT/build/deepinfer}
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+launch() {
+  case "${DEEPINFER_LAUNCHER:-srun}" in
+    srun) srun --mpi=pmix --cpu-bind=none --kill-on-bad-exit=1 "$@" ;;
+    mpirun) mpirun -np "$SLURM_NTASKS" --oversubscribe --bind-to none "$@" ;;
+    *) echo "DEEPINFER_LAUNCHER must be srun or mpirun" >&2; return 2 ;;
+  esac
+}
