@@ -108,10 +108,12 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& ex
     std::array<double, 5> mine_stats = {0, 0, 0, 0, static_cast<double>(topo.role())};
     if (mine) {
       const int64_t before = experts.stats().tokens_received;
+      // An EP group of one rank needs no exchange: its experts run on the model's own (device) path.
+      ExpertExecutor* executor = experts.placement().ep_size() > 1 ? &experts : nullptr;
       const StepBenchResult r =
           o.phase == "prefill"
-              ? bench_prefill(model, point, std::min(o.prompt_len, point), o.warmup, o.steps, &experts)
-              : bench_decode(model, point, o.context, o.warmup, o.steps, &experts);
+              ? bench_prefill(model, point, std::min(o.prompt_len, point), o.warmup, o.steps, executor)
+              : bench_decode(model, point, o.context, o.warmup, o.steps, executor);
       mine_stats = {1, r.median_ms, r.p90_ms, static_cast<double>(experts.stats().tokens_received - before),
                     static_cast<double>(topo.role())};
     }
