@@ -28,8 +28,8 @@ def text(value):
 
 def label(path, attrs):
     config = json.loads(text(attrs["configuration"]))
-    device = config.get("device", "?")
-    return (f"{os.path.basename(path)}: {text(attrs['deployment'])} on {text(attrs['hosts'])} ({device}), "
+    hardware = text(attrs["accelerator"]) if "accelerator" in attrs else config.get("device", "?")
+    return (f"{os.path.basename(path)}: {text(attrs['deployment'])} on {hardware} ({text(attrs['hosts'])}), "
             f"{os.path.basename(config.get('model', '?'))}")
 
 

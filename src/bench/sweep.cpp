@@ -16,9 +16,7 @@
 #include <nccl.h>
 #endif
 
-#ifndef DEEPINFER_GIT_COMMIT
-#define DEEPINFER_GIT_COMMIT "unknown"
-#endif
+#include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
 
 namespace deepinfer {
 
@@ -40,6 +38,17 @@ std::string library_versions() {
   text += fmt::format("; CUDA runtime {}.{}; NCCL {}", runtime / 1000, runtime % 1000 / 10, nccl);
 #endif
   return text;
+}
+
+std::string accelerator_name() {
+#ifdef DEEPINFER_HAVE_CUDA
+  int count = 0;
+  cudaDeviceProp props{};
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && cudaGetDeviceProperties(&props, 0) == cudaSuccess)
+    return props.name;
+  cudaGetLastError();
+#endif
+  return "cpu";
 }
 
 std::string utc_now() {
@@ -68,6 +77,7 @@ struct SweepFile {
     file.set_attribute("deployment", topo.deployment().name);
     file.set_attribute("world_size", static_cast<int64_t>(topo.world_size()));
     file.set_attribute("versions", library_versions());
+    file.set_attribute("accelerator", accelerator_name());
     file.set_attribute("hosts", hosts);
     const char* job = std::getenv("SLURM_JOB_ID");
     file.set_attribute("slurm_job_id", job ? job : "");
