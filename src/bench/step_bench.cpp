@@ -31,6 +31,24 @@ int32_t token_at(const ModelConfig& c, uint64_t i) {
   return static_cast<int32_t>(2 + splitmix64(i) % static_cast<uint64_t>(c.vocab_size - 2));
 }
 
+StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, int64_t tokens_per_step,
+                            std::vector<double> ms, double floor_ms, int64_t steps) {
+  const Timing timing = summarize(std::move(ms));
+  StepBenchResult r;
+  r.phase = phase;
+  r.batch = batch;
+  r.context = context;
+  r.tokens_per_step = tokens_per_step;
+  r.median_ms = timing.median_ms;
+  r.p90_ms = timing.p90_ms;
+  r.min_ms = timing.min_ms;
+  r.tokens_per_s = tokens_per_step / (timing.median_ms / 1e3);
+  r.floor_ms = floor_ms;
+  r.floor_over_measured = floor_ms / timing.median_ms;
+  r.steps = steps;
+  return r;
+}
+
 }  // namespace
 
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
@@ -55,20 +73,8 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
     const double t = time_ms([&] { model.forward(fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
   }
-  const Timing timing = summarize(ms);
-  StepBenchResult r;
-  r.phase = "decode";
-  r.batch = batch;
-  r.context = context;
-  r.tokens_per_step = batch;
-  r.median_ms = timing.median_ms;
-  r.p90_ms = timing.p90_ms;
-  r.min_ms = timing.min_ms;
-  r.tokens_per_s = batch / (timing.median_ms / 1e3);
-  r.floor_ms = decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3;
-  r.floor_over_measured = r.floor_ms / r.median_ms;
-  r.steps = steps;
-  return r;
+  return make_result("decode", batch, context, batch, std::move(ms),
+                     decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3, steps);
 }
 
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
@@ -91,20 +97,8 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
     const double t = time_ms([&] { model.forward(fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
   }
-  const Timing timing = summarize(ms);
-  StepBenchResult r;
-  r.phase = "prefill";
-  r.batch = prompts;
-  r.context = prompt_len;
-  r.tokens_per_step = chunk;
-  r.median_ms = timing.median_ms;
-  r.p90_ms = timing.p90_ms;
-  r.min_ms = timing.min_ms;
-  r.tokens_per_s = chunk / (timing.median_ms / 1e3);
-  r.floor_ms = prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3;
-  r.floor_over_measured = r.floor_ms / r.median_ms;
-  r.steps = steps;
-  return r;
+  return make_result("prefill", prompts, prompt_len, chunk, std::move(ms),
+                     prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
 }
 
 }  // namespace deepinfer

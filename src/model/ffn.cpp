@@ -5,6 +5,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
 #include "src/model/deepseek_model.h"
+#include "src/model/router_params.h"
 
 namespace deepinfer {
 
@@ -27,21 +28,7 @@ void DeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const float* x, flo
 
   std::vector<float> logits(num_tokens * E);
   cpu::linear(x, w.router, nullptr, logits.data(), num_tokens, E, H);
-  cpu::RouterParams params;
-  params.scoring = c.scoring == RouterScoring::kSigmoid ? cpu::RouterParams::Scoring::kSigmoid
-                                                         : cpu::RouterParams::Scoring::kSoftmax;
-  params.group_score = c.group_score == GroupScore::kTop2Sum ? cpu::RouterParams::GroupScore::kTop2Sum
-                       : c.group_score == GroupScore::kMax  ? cpu::RouterParams::GroupScore::kMax
-                                                            : cpu::RouterParams::GroupScore::kNone;
-  params.num_experts = E;
-  params.top_k = K;
-  params.num_groups = c.n_group;
-  params.topk_groups = c.topk_group;
-  params.correction_bias = w.correction_bias;
-  params.normalize = c.norm_topk_prob;
-  params.scaling = static_cast<float>(c.routed_scaling_factor);
-  DI_CHECK(E <= cpu::RouterParams::kMaxExperts && c.n_group <= cpu::RouterParams::kMaxGroups,
-           "{} experts in {} groups exceed the router's limits", E, c.n_group);
+  const cpu::RouterParams params = router_params(c, w.correction_bias);
   std::vector<int32_t> topk_ids(num_tokens * K);
   std::vector<float> topk_weights(num_tokens * K);
   std::vector<float> scratch(2 * E + c.n_group);

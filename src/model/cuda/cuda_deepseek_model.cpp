@@ -16,6 +16,7 @@
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/rope.h"
+#include "src/model/router_params.h"
 
 namespace deepinfer {
 
@@ -214,19 +215,7 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   auto* ids = scratch.alloc<int32_t>(rows * K);
   auto* weights = scratch.alloc<float>(rows * K);
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), h, w.router, logits, true, rows, E, H));
-  cpu::RouterParams params;
-  params.scoring = c.scoring == RouterScoring::kSigmoid ? cpu::RouterParams::Scoring::kSigmoid
-                                                         : cpu::RouterParams::Scoring::kSoftmax;
-  params.group_score = c.group_score == GroupScore::kTop2Sum ? cpu::RouterParams::GroupScore::kTop2Sum
-                       : c.group_score == GroupScore::kMax  ? cpu::RouterParams::GroupScore::kMax
-                                                            : cpu::RouterParams::GroupScore::kNone;
-  params.num_experts = E;
-  params.top_k = K;
-  params.num_groups = c.n_group;
-  params.topk_groups = c.topk_group;
-  params.correction_bias = w.correction_bias;
-  params.normalize = c.norm_topk_prob;
-  params.scaling = static_cast<float>(c.routed_scaling_factor);
+  const cpu::RouterParams params = router_params(c, w.correction_bias);
   DI_CHECK(c.n_group <= 64, "the CUDA router handles at most 64 expert groups, the model has {}", c.n_group);
   cuda::route_topk(logits, rows, params, ids, weights, nullptr);
 
