@@ -214,13 +214,16 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   auto* logits = scratch.alloc<float>(rows * E);
   auto* ids = scratch.alloc<int32_t>(rows * K);
   auto* weights = scratch.alloc<float>(rows * K);
+  profiler_.mark("moe:before");
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), h, w.router, logits, true, rows, E, H));
   const cpu::RouterParams params = router_params(c, w.correction_bias);
   DI_CHECK(c.n_group <= 64, "the CUDA router handles at most 64 expert groups, the model has {}", c.n_group);
   cuda::route_topk(logits, rows, params, ids, weights, nullptr);
+  profiler_.mark("moe:router");
 
   if (w.has_shared) mlp(w.shared, h, out, rows, scratch);
   else DI_CUDA_CHECK(cudaMemsetAsync(out, 0, rows * H * sizeof(Bf16)));
+  profiler_.mark("moe:shared");
 
   if (experts != nullptr) {
     // Expert parallelism over host memory: the executor exchanges and computes; its sum comes back here.
@@ -245,13 +248,16 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   cuda::moe_permute(h, ids, rows, K, H, E, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
   std::vector<int32_t> host_offsets(E + 1);
   DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (E + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  profiler_.mark("moe:permute+offsets");
   auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
   auto* act = scratch.alloc<Bf16>(n * I);
   auto* y_perm = scratch.alloc<Bf16>(n * H);
   DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E, 2 * I, H));
   cuda::silu_mul(gate_up, act, n, I, nullptr);
   DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I));
+  profiler_.mark("moe:experts");
   cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+  profiler_.mark("moe:unpermute");
 }
 
 void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer,
@@ -279,6 +285,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   cuda::rope(q + nope, T * heads, qk, rope, plan.positions, heads, inv_freq_.data(), attention_factor_,
              c.rope.interleaved, nullptr);
   cuda::write_kv_entries(kv, D, plan.new_slots, T, D, cache_layer, nullptr);
+  profiler_.mark("attn:projections+rope");
 
   auto* attn = scratch.alloc<Bf16>(T * heads * v);
   const float scale = c.softmax_scale();
@@ -296,8 +303,10 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     const int64_t splits = std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(plan.max_len / 64, 1, 64));
     auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
     auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
+    profiler_.mark("attn:absorb");
     cuda::mla_decode_attention(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T, heads, lora,
                                rope, scale, splits, workspace, o_latent, nullptr);
+    profiler_.mark("attn:decode kernel");
     DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, v, lora, {o_latent, heads * lora, lora},
                                     {w.kv_b + nope * lora, lora, (nope + v) * lora}, true, attn, heads * v, v, false,
                                     heads));
@@ -308,10 +317,13 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     auto* kv_expanded = scratch.alloc<Bf16>(plan.num_keys * heads * (nope + v));
     DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, plan.num_keys, heads * (nope + v), lora, {context, D}, {w.kv_b, lora}, true,
                                     kv_expanded, heads * (nope + v), 0, false, 1));
+    profiler_.mark("attn:expand kv");
     cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k, plan.tiles,
                                 plan.num_tiles, heads, nope, rope, v, scale, attn, nullptr);
+    profiler_.mark("attn:prefill kernel");
   }
   DI_CUBLAS_CHECK(cuda::linear_bf16(blas, attn, w.o, out, false, T, H, heads * v));
+  profiler_.mark("attn:unabsorb+o_proj");
 }
 
 Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
@@ -375,7 +387,9 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, 
   auto* x = scratch.alloc<Bf16>(T * H);      // the residual stream
   auto* h = scratch.alloc<Bf16>(T * H);      // its normalised copy
   auto* delta = scratch.alloc<Bf16>(T * H);  // a sub-layer's output
+  profiler_.mark("start");
   cuda::embedding(embed_, device_copy(scratch, batch.token_ids), x, T, H, nullptr);
+  profiler_.mark("host plan+embedding");
   const ScratchPool::Mark step_buffers = scratch.mark();
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     scratch.rewind(step_buffers);  // stream order: the previous layer's kernels that read these are queued first
@@ -383,8 +397,10 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, 
     cuda::add_rms_norm(l == 0 ? nullptr : delta, x, layer.input_norm, h, T, H, c.rms_norm_eps, nullptr);
     attention(l, layer.attention, plan, static_cast<Bf16*>(cache->layer_data(l)), h, delta, scratch);
     cuda::add_rms_norm(delta, x, layer.post_attention_norm, h, T, H, c.rms_norm_eps, nullptr);
+    profiler_.mark("norms");
     if (layer.is_moe) moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch);
     else mlp(layer.mlp, h, delta, T, scratch);
+    profiler_.mark(layer.is_moe ? "moe:after" : "dense mlp");
   }
   cuda::add_rms_norm(T > 0 ? delta : nullptr, x, final_norm_, h, T, H, c.rms_norm_eps, nullptr);
 
@@ -400,9 +416,12 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, 
   cuda::embedding(h, device_copy(scratch, rows), selected, R, H, nullptr);  // a row gather
   auto* logits = scratch.alloc<float>(R * c.vocab_size);
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), selected, lm_head_, logits, true, R, c.vocab_size, H));
+  profiler_.mark("final norm+lm head");
   Tensor out = Tensor::zeros({R, c.vocab_size});
   DI_CUDA_CHECK(cudaGetLastError());
   DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
+  profiler_.mark("logits to host");
+  profiler_.report(fmt::format("{} tokens, {} sequences", T, batch.sequences.size()));
   return out;
 }
 

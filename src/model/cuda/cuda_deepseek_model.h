@@ -11,6 +11,7 @@
 #include "src/core/device_array.h"
 #include "src/model/causal_lm.h"
 #include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
 #include "src/model/weights.h"
 
@@ -91,6 +92,7 @@ class CudaDeepseekModel final : public CausalLm {
   // Step buffers, reused across steps. forward() is const but not reentrant: one step at a time per model.
   mutable ScratchPool scratch_;
   mutable ScratchPool expert_scratch_;
+  mutable StepProfiler profiler_;
 };
 
 }  // namespace deepinfer
