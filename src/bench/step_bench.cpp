@@ -21,6 +21,15 @@ Timing summarize(std::vector<double> ms) {
   return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 9 / 10)], ms.front()};
 }
 
+// One step as the engine runs it: greedy tokens drawn where the logits are, when the backend can.
+void run_step(const CausalLm& model, const ForwardBatch& fb, KvCache& cache, ExpertExecutor* experts) {
+  if (model.samples_on_device()) {
+    model.forward_and_sample(fb, cache, experts, std::vector<SamplingRow>(fb.sequences.size()));
+  } else {
+    model.forward(fb, cache, experts);
+  }
+}
+
 double time_ms(const std::function<void()>& fn) {
   const auto start = std::chrono::steady_clock::now();
   fn();
@@ -70,7 +79,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
       fb.token_ids.push_back(token_at(c, static_cast<uint64_t>(s * batch + b)));
       fb.sequences.push_back({context + s, 1, tables[b]});
     }
-    const double t = time_ms([&] { model.forward(fb, *cache, experts); });
+    const double t = time_ms([&] { run_step(model, fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
   }
   return make_result("decode", batch, context, batch, std::move(ms),
@@ -94,7 +103,7 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
       for (int64_t t = 0; t < prompt_len; ++t) fb.token_ids.push_back(token_at(c, static_cast<uint64_t>((s * prompts + p) * prompt_len + t)));
       fb.sequences.push_back({0, prompt_len, tables[p]});
     }
-    const double t = time_ms([&] { model.forward(fb, *cache, experts); });
+    const double t = time_ms([&] { run_step(model, fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
   }
   return make_result("prefill", prompts, prompt_len, chunk, std::move(ms),

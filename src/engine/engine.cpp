@@ -64,8 +64,22 @@ void Engine::step() {
   const ScheduledBatch batch = scheduler_.schedule();
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
-  const Tensor logits = model_.forward(build_forward_batch(batch), *cache_, options_.experts);
-  scheduler_.postprocess(batch, sample(batch, logits));
+  const ForwardBatch forward = build_forward_batch(batch);
+  if (model_.samples_on_device()) {
+    // Only the sampled tokens come back from the device (the logits stay there).
+    std::vector<SamplingRow> rows;
+    for (const ScheduledSequence& item : batch.items) {
+      const SamplingParams& p = item.seq->request->sampling;
+      rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, item.seq->num_tokens()});
+    }
+    std::vector<int32_t> drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows);
+    std::vector<int32_t> sampled;
+    for (size_t i = 0; i < batch.items.size(); ++i)
+      if (batch.items[i].samples) sampled.push_back(drawn[i]);
+    scheduler_.postprocess(batch, sampled);
+  } else {
+    scheduler_.postprocess(batch, sample(batch, model_.forward(forward, *cache_, options_.experts)));
+  }
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++stats_.num_steps;

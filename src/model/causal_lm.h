@@ -33,6 +33,16 @@ class KvCache {
   virtual void fill_random(uint64_t seed) = 0;
 };
 
+// How to draw one token from one row of a step's logits (the engine's SamplingParams, flattened): greedy when
+// temperature <= 0; `position` is where the token will land, which indexes the request's Philox stream.
+struct SamplingRow {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  int64_t position = 0;
+};
+
 class CausalLm {
  public:
   virtual ~CausalLm() = default;
@@ -44,6 +54,12 @@ class CausalLm {
   // reached through `experts` (all local when null). An empty batch still calls `experts` for every MoE
   // layer, so a rank with no work joins its expert-parallel group's exchanges.
   virtual Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const = 0;
+
+  // Backends that sample where the logits are (CUDA: only the tokens come back, not rows x vocab floats).
+  // forward_and_sample runs the batch like forward() and draws one token per logits row with `rows`.
+  virtual bool samples_on_device() const { return false; }
+  virtual std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts,
+                                                  std::span<const SamplingRow> rows) const;
 
   int64_t num_moe_layers() const { return config().num_hidden_layers - config().first_k_dense_replace; }
   // out [n, hidden] = routed expert `expert` of MoE layer `moe_layer_idx` applied to x [n, hidden] (host fp32).

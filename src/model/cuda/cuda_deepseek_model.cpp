@@ -12,6 +12,7 @@
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/router.cuh"
+#include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/silu_mul.cuh"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
@@ -326,7 +327,8 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   profiler_.mark("attn:unabsorb+o_proj");
 }
 
-Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
+float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts,
+                                        int64_t* num_rows) const {
   auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr, "the CUDA model needs a device MLA cache");
   DI_CUDA_CHECK(cudaSetDevice(device_));
@@ -417,12 +419,45 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, 
   auto* logits = scratch.alloc<float>(R * c.vocab_size);
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), selected, lm_head_, logits, true, R, c.vocab_size, H));
   profiler_.mark("final norm+lm head");
-  Tensor out = Tensor::zeros({R, c.vocab_size});
+  *num_rows = R;
+  return logits;
+}
+
+Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts) const {
+  int64_t rows = 0;
+  const float* logits = run_to_logits(batch, cache, experts, &rows);
+  Tensor out = Tensor::zeros({rows, config_.vocab_size});
   DI_CUDA_CHECK(cudaGetLastError());
   DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
   profiler_.mark("logits to host");
-  profiler_.report(fmt::format("{} tokens, {} sequences", T, batch.sequences.size()));
+  profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
   return out;
+}
+
+std::vector<int32_t> CudaDeepseekModel::forward_and_sample(const ForwardBatch& batch, KvCache& cache,
+                                                           ExpertExecutor* experts, std::span<const SamplingRow> rows) const {
+  int64_t num_rows = 0;
+  const float* logits = run_to_logits(batch, cache, experts, &num_rows);
+  DI_CHECK(static_cast<int64_t>(rows.size()) == num_rows, "{} sampling rows for {} logits rows", rows.size(), num_rows);
+  std::vector<int32_t> tokens(num_rows);
+  if (num_rows == 0) return tokens;
+  static_assert(sizeof(SamplingRow) == sizeof(cuda::SamplingRow), "the engine's and the kernel's rows must match");
+  auto* params = reinterpret_cast<cuda::SamplingRow*>(
+      device_copy(scratch_, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(rows.data()),
+                                                 reinterpret_cast<const uint8_t*>(rows.data() + rows.size()))));
+  auto* out = scratch_.alloc<int32_t>(num_rows);
+  const bool all_greedy = std::all_of(rows.begin(), rows.end(), [](const SamplingRow& r) { return r.temperature <= 0; });
+  if (all_greedy) {
+    cuda::argmax_rows(logits, num_rows, config_.vocab_size, out, nullptr);
+  } else {
+    const size_t bytes = cuda::sample_workspace_bytes(num_rows, config_.vocab_size);
+    cuda::sample_rows(logits, num_rows, config_.vocab_size, params, out, scratch_.alloc<uint8_t>(bytes), bytes, nullptr);
+  }
+  DI_CUDA_CHECK(cudaGetLastError());
+  DI_CUDA_CHECK(cudaMemcpy(tokens.data(), out, num_rows * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  profiler_.mark("sample");
+  profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
+  return tokens;
 }
 
 }  // namespace deepinfer

@@ -25,6 +25,9 @@ class CudaDeepseekModel final : public CausalLm {
   const ModelConfig& config() const override { return config_; }
   std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const override;
+  bool samples_on_device() const override { return true; }
+  std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts,
+                                          std::span<const SamplingRow> rows) const override;
   void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
   bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
   size_t weight_bytes() const { return arena_.bytes_in_use(); }
@@ -68,6 +71,9 @@ class CudaDeepseekModel final : public CausalLm {
     Moe moe;
   };
   struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
+
+  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch).
+  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts, int64_t* rows) const;
 
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
