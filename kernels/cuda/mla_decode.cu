@@ -57,48 +57,25 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
     }
     __syncthreads();
     if (!active) continue;
-    // Keys in groups of kGroup: their dot products (and warp reductions) are independent, so the shuffles of
-    // one key overlap those of the next; the softmax update then takes the group at once.
-    constexpr int kGroup = 4;
-    for (int64_t t0 = 0; t0 < tile_len; t0 += kGroup) {
-      const int group = static_cast<int>(min(static_cast<int64_t>(kGroup), tile_len - t0));
-      float dots[kGroup] = {};
+    for (int64_t t = 0; t < tile_len; ++t) {
+      const __nv_bfloat16* entry = tile + t * dim;
+      float dot = 0.0f;
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        if (g >= group) break;
-        const __nv_bfloat16* entry = tile + (t0 + g) * dim;
-#pragma unroll
-        for (int i = 0; i < kMaxDimRegs; ++i) {
-          const int64_t d = lane + 32 * i;
-          if (d < dim) dots[g] += q_reg[i] * to_float(entry[d]);
-        }
+      for (int i = 0; i < kMaxDimRegs; ++i) {
+        const int64_t d = lane + 32 * i;
+        if (d < dim) dot += q_reg[i] * to_float(entry[d]);
       }
-      float scores[kGroup];
-      float group_max = running_max;
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        scores[g] = g < group ? warp_sum(dots[g]) * scale : -INFINITY;
-        group_max = fmaxf(group_max, scores[g]);
-      }
-      const float correction = expf(running_max - group_max);
-      float p[kGroup];
-      running_sum *= correction;
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        p[g] = g < group ? expf(scores[g] - group_max) : 0.0f;
-        running_sum += p[g];
-      }
+      const float score = warp_sum(dot) * scale;
+      const float new_max = fmaxf(running_max, score);
+      const float correction = expf(running_max - new_max);
+      const float p = expf(score - new_max);
+      running_sum = running_sum * correction + p;
 #pragma unroll
       for (int i = 0; i < kMaxLatentRegs; ++i) {
         const int64_t d = lane + 32 * i;
-        if (d >= latent) continue;
-        float value = acc[i] * correction;
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-          if (g < group) value += p[g] * to_float(tile[(t0 + g) * dim + d]);
-        acc[i] = value;
+        if (d < latent) acc[i] = acc[i] * correction + p * to_float(entry[d]);
       }
-      running_max = group_max;
+      running_max = new_max;
     }
   }
   if (!active) return;
