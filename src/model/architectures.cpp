@@ -128,9 +128,25 @@ void parse_deepseek_common(const ConfigReader& r, ModelConfig& c) {
       c.eos_token_ids.push_back(r.get_int("eos_token_id", 0, c.vocab_size - 1));
     }
   }
-  if (r.has("quantization_config"))
-    r.fail("quantization_config", "is present: quantized (fp8/fp4) checkpoints are not supported yet; use a "
-           "bf16/fp32 checkpoint or --load-format dummy with a config without quantization_config");
+  if (r.has("quantization_config")) {
+    const nlohmann::json& q = r.json().at("quantization_config");
+    const ConfigReader qr(q, r.source() + " quantization_config");
+    if (qr.get_string("quant_method", "") != "fp8")
+      qr.fail("quant_method", "is not 'fp8': only FP8 e4m3 block-scaled checkpoints are read");
+    if (qr.get_string("fmt", "e4m3") != "e4m3") qr.fail("fmt", "must be 'e4m3'");
+    if (qr.has("expert_dtype") && qr.get_string("expert_dtype", "") != "fp8")
+      qr.fail("expert_dtype", "is not supported for this architecture (FP4 experts are a V4.x format)");
+    c.quantization.fp8 = true;
+    if (qr.has("weight_block_size")) {
+      const auto& block = q.at("weight_block_size");
+      if (!block.is_array() || block.size() != 2 || !block[0].is_number_integer() || !block[1].is_number_integer() ||
+          block[0].get<int64_t>() <= 0 || block[1].get<int64_t>() <= 0)
+        qr.fail("weight_block_size", "must be two positive integers");
+      c.quantization.block_rows = block[0].get<int64_t>();
+      c.quantization.block_cols = block[1].get<int64_t>();
+    }
+    c.quantization.ue8m0_scales = qr.get_string("scale_fmt", "") == "ue8m0";
+  }
 
   c.layers.assign(c.num_hidden_layers, LayerSpec{});
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)

@@ -3,6 +3,7 @@
 // this struct, never the JSON.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -33,8 +34,17 @@ struct RopeConfig {
   bool interleaved = true;  // DeepSeek checkpoints rotate interleaved pairs
 };
 
+// Quantised checkpoints (quantization_config): FP8 e4m3 weights with per-block scales, dequantised on load.
+struct QuantizationConfig {
+  bool fp8 = false;
+  int64_t block_rows = 128;
+  int64_t block_cols = 128;
+  bool ue8m0_scales = false;  // scale_fmt "ue8m0": one-byte power-of-two scales instead of fp32
+};
+
 struct ModelConfig {
   std::string model_type;
+  QuantizationConfig quantization;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;      // dense layers

@@ -6,6 +6,7 @@
 
 #include "src/core/random.h"
 #include "src/model/architectures.h"
+#include "src/model/quantization.h"
 #include "src/model/safetensors.h"
 
 namespace deepinfer {
@@ -61,6 +62,16 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
                    shape_str(spec.shape));
     DI_INPUT_CHECK(entry->shape == spec.shape, "{}: tensor '{}' has shape {}, expected {}",
                    checkpoint.file_of(spec.name), spec.name, shape_str(entry->shape), shape_str(spec.shape));
+    if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8) {
+      // Block-scaled FP8 (DeepSeek's layout: the scales are `<name>_scale_inv`).
+      const std::string scale_name = spec.name + "_scale_inv";
+      DI_INPUT_CHECK(checkpoint.find(scale_name) != nullptr, "{}: fp8 tensor '{}' has no '{}'", model_path.string(),
+                     spec.name, scale_name);
+      store.tensors_.emplace(spec.name, dequantize_fp8_blocks(checkpoint.read(spec.name), checkpoint.read(scale_name),
+                                                              config.quantization.block_rows,
+                                                              config.quantization.block_cols));
+      continue;
+    }
     store.tensors_.emplace(spec.name, to_f32(checkpoint.read(spec.name)));
   }
   spdlog::info("loaded {} tensors ({:.2f} M parameters) from {}", store.num_tensors(), store.num_parameters() / 1e6,

@@ -1,0 +1,85 @@
+// Quantised formats against values written by a numpy reference of each format
+// (tests/fixtures/make_quant_fixtures.py): exact equality, since both compute fp8/fp4 value x power-of-two or
+// fp32 scale in float32.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "src/model/deepseek_model.h"
+#include "src/model/quantization.h"
+#include "src/model/safetensors.h"
+#include "tests/unit/fixtures.h"
+
+namespace deepinfer {
+namespace {
+
+void expect_equal(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) mismatches += got.data<float>()[i] != want.data<float>()[i];
+  EXPECT_EQ(mismatches, 0) << what;
+}
+
+TEST(Quantization, Fp8WithUe8m0BlockScales) {
+  const SafetensorsFile f(testing::fixture_dir("quant-formats.safetensors"));
+  expect_equal(dequantize_fp8_blocks(f.read("fp8u_weight"), f.read("fp8u_scale"), 32, 32), f.read("fp8u_expected"),
+               "fp8 e4m3 / UE8M0 32x32");
+}
+
+TEST(Quantization, Fp4E2m1WithUe8m0GroupScales) {
+  const SafetensorsFile f(testing::fixture_dir("quant-formats.safetensors"));
+  expect_equal(dequantize_fp4_groups(f.read("fp4_packed"), f.read("fp4_scale"), 32), f.read("fp4_expected"),
+               "fp4 e2m1 / UE8M0 per 32");
+}
+
+TEST(Quantization, Fp8CheckpointLoadsDequantisedAndRuns) {
+  const auto dir = testing::fixture_dir("tiny-v3-fp8");
+  const ModelConfig config = load_model_config(dir);
+  ASSERT_TRUE(config.quantization.fp8);
+  EXPECT_EQ(config.quantization.block_rows, 16);
+  const WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
+  const SafetensorsFile expected(dir / "dequantized.safetensors");
+  ASSERT_GT(expected.entries().size(), 20u);
+  for (const auto& [name, entry] : expected.entries()) expect_equal(weights.get(name), expected.read(name), name);
+
+  // The dequantised model still tracks the fp32 one (FP8 rounding only): logits of the longest fixture prompt.
+  const DeepseekModel model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  const nlohmann::json reference = testing::fixture_reference("tiny-v3-fp32");
+  const std::vector<int32_t> prompt = reference.at("prompts").back().get<std::vector<int32_t>>();
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(4);
+  const std::vector<int32_t> blocks = {0, 1, 2, 3};
+  ForwardBatch batch;
+  batch.token_ids = prompt;
+  batch.sequences.push_back({0, static_cast<int64_t>(prompt.size()), blocks});
+  const Tensor logits = model.forward(batch, *cache);
+  const Tensor want = SafetensorsFile(testing::fixture_dir("tiny-v3-fp32") / "reference.safetensors").read("logits_5");
+  double diff = 0, norm = 0;
+  const int64_t vocab = logits.size(1), last = want.size(0) - 1;
+  for (int64_t v = 0; v < vocab; ++v) {
+    const double d = logits.data<float>()[v] - want.data<float>()[last * vocab + v];
+    diff += d * d;
+    norm += static_cast<double>(want.data<float>()[last * vocab + v]) * want.data<float>()[last * vocab + v];
+  }
+  const double err = std::sqrt(diff / norm);
+  RecordProperty("fp8_vs_fp32_last_logits_rel_error", std::to_string(err));
+  // Measured 0.117 (2026-11-29): e4m3 keeps 3 mantissa bits, and on this prompt transformers' own bf16 run
+  // is already 0.107 from fp32 (bf16_yardstick.json); 0.25 says "tracks", not "equals".
+  EXPECT_LT(err, 0.25) << "fp8 (16x16 blocks) vs fp32 logits";
+}
+
+TEST(Quantization, RejectsUnsupportedQuantizationConfigs) {
+  const std::string base = R"({"model_type": "deepseek_v3", "vocab_size": 10, "hidden_size": 8,
+      "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "kv_lora_rank": 4,
+      "qk_nope_head_dim": 4, "qk_rope_head_dim": 2, "v_head_dim": 4, "max_position_embeddings": 16, )";
+  EXPECT_THROW(parse_model_config(base + R"("quantization_config": {"quant_method": "gptq"}})", "c.json"), InputError);
+  EXPECT_THROW(parse_model_config(base + R"("quantization_config": {"quant_method": "fp8", "expert_dtype": "fp4"}})",
+                                  "c.json"),
+               InputError);
+  EXPECT_THROW(parse_model_config(base + R"("quantization_config": {"quant_method": "fp8", "weight_block_size": [0, 8]}})",
+                                  "c.json"),
+               InputError);
+  EXPECT_NO_THROW(parse_model_config(base + R"("quantization_config": {"quant_method": "fp8"}})", "c.json"));
+}
+
+}  // namespace
+}  // namespace deepinfer
