@@ -43,8 +43,6 @@ void H5Writer::set_attribute(const std::string& name, int64_t value, hid_t objec
   DI_H5_CHECK(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value));
 }
 
-void H5Writer::flush() { DI_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL)); }
-
 void H5Writer::commit() {
   file_.reset();
   std::filesystem::rename(tmp_path_, path_);

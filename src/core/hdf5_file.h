@@ -49,7 +49,6 @@ class H5Writer {
   void write_dataset(const std::string& name, const Tensor& tensor);
   void set_attribute(const std::string& name, const std::string& value, hid_t object = -1);
   void set_attribute(const std::string& name, int64_t value, hid_t object = -1);
-  void flush();
   void commit();
 
  private:

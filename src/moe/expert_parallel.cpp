@@ -49,7 +49,7 @@ void ExpertParallelExecutor::after_step(CausalLm& model) {
 
 void ExpertParallelExecutor::rebalance(CausalLm& model) {
   const auto start = std::chrono::steady_clock::now();
-  const int64_t L = placement_.num_layers(), E = placement_.num_experts(), S = placement_.slots_per_rank();
+  const int64_t L = placement_.num_layers(), E = placement_.num_experts();
   const int me = comm_.rank(), num_ranks = comm_.size();
   std::vector<int64_t> counts = window_counts_;
   comm_.all_reduce_sum(counts.data(), static_cast<int64_t>(counts.size()), DType::kI64, "eplb: expert loads");
@@ -110,7 +110,6 @@ void ExpertParallelExecutor::rebalance(CausalLm& model) {
     if (r != me) report.bytes_moved += send_counts[r] * static_cast<int64_t>(sizeof(float));
   placement_ = std::move(next);
   std::fill(window_counts_.begin(), window_counts_.end(), 0);
-  (void)S;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string layers;
   for (int64_t l = 0; l < L; ++l)

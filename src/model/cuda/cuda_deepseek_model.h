@@ -30,7 +30,6 @@ class CudaDeepseekModel final : public CausalLm {
                                           std::span<const SamplingRow> rows) const override;
   void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
   bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
-  size_t weight_bytes() const { return arena_.bytes_in_use(); }
   size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 2; }
   std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const override;
   void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) override;

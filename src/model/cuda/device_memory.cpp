@@ -32,12 +32,6 @@ void* ScratchPool::take(size_t bytes) {
   return ptr;
 }
 
-size_t ScratchPool::capacity_bytes() const {
-  size_t total = 0;
-  for (const auto& chunk : chunks_) total += chunk.size();
-  return total;
-}
-
 CublasHandle::CublasHandle() { DI_CUBLAS_CHECK(cublasCreate(&handle_)); }
 
 CublasHandle::~CublasHandle() {

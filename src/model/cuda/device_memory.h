@@ -49,7 +49,6 @@ class ScratchPool {
   T* alloc(size_t count) {
     return reinterpret_cast<T*>(take(std::max<size_t>(count * sizeof(T), 1)));
   }
-  size_t capacity_bytes() const;
 
  private:
   void* take(size_t bytes);
