@@ -1,5 +1,7 @@
 #include "src/model/cuda/cuda_deepseek_model.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "kernels/cuda/convert.cuh"
@@ -124,6 +126,7 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     layers_.push_back(std::move(layer));
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
+  spdlog::info("CUDA model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30), device_);
 }
 
 CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& weights, const std::string& name) {
