@@ -1,5 +1,9 @@
 #include "kernels/cuda/gemm.cuh"
 
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
 namespace deepinfer::cuda {
 
 // Row-major y = x . op(W) is column-major y^T = op(W)^T . x^T: cuBLAS sees W first, x second.
@@ -24,15 +28,50 @@ cublasStatus_t gemm_bf16(cublasHandle_t handle, int64_t m, int64_t n, int64_t k,
 
 cublasStatus_t grouped_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w,
                                  __nv_bfloat16* y, const int32_t* host_offsets, int64_t num_experts, int64_t n,
-                                 int64_t k) {
+                                 int64_t k, void** pointer_workspace) {
+  // Per non-empty expert (column-major view, as gemm_bf16): C[n, rows] = W_e^T[n, k] . X_e[k, rows].
+  std::vector<const void*> a, b;
+  std::vector<void*> c;
+  std::vector<int> m_array, n_array, k_array, lda, ldb, ldc, group_size;
+  std::vector<cublasOperation_t> trans_a, trans_b;
+  std::vector<float> alpha, beta;
   for (int64_t e = 0; e < num_experts; ++e) {
     const int64_t rows = host_offsets[e + 1] - host_offsets[e];
     if (rows == 0) continue;
-    const cublasStatus_t status = linear_bf16(handle, x + host_offsets[e] * k, w + e * n * k,
-                                              y + host_offsets[e] * n, false, rows, n, k);
-    if (status != CUBLAS_STATUS_SUCCESS) return status;
+    a.push_back(w + e * n * k);
+    b.push_back(x + host_offsets[e] * k);
+    c.push_back(y + host_offsets[e] * n);
+    m_array.push_back(static_cast<int>(n));
+    n_array.push_back(static_cast<int>(rows));
+    k_array.push_back(static_cast<int>(k));
+    lda.push_back(static_cast<int>(k));
+    ldb.push_back(static_cast<int>(k));
+    ldc.push_back(static_cast<int>(n));
+    trans_a.push_back(CUBLAS_OP_T);
+    trans_b.push_back(CUBLAS_OP_N);
+    group_size.push_back(1);
+    alpha.push_back(1.0f);
+    beta.push_back(0.0f);
   }
-  return CUBLAS_STATUS_SUCCESS;
+  const auto groups = static_cast<int>(a.size());
+  if (groups == 0) return CUBLAS_STATUS_SUCCESS;
+  // The pointer arrays live on the device; the sizes and scalars are read on the host.
+  std::vector<const void*> pointers;
+  pointers.insert(pointers.end(), a.begin(), a.end());
+  pointers.insert(pointers.end(), b.begin(), b.end());
+  pointers.insert(pointers.end(), c.begin(), c.end());
+  cudaStream_t stream = nullptr;
+  cublasGetStream(handle, &stream);
+  if (cudaMemcpyAsync(pointer_workspace, pointers.data(), pointers.size() * sizeof(void*), cudaMemcpyHostToDevice,
+                      stream) != cudaSuccess)
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  auto* device_a = reinterpret_cast<const void* const*>(pointer_workspace);
+  auto* device_b = device_a + groups;
+  auto* device_c = reinterpret_cast<void* const*>(pointer_workspace + 2 * groups);
+  return cublasGemmGroupedBatchedEx(handle, trans_a.data(), trans_b.data(), m_array.data(), n_array.data(),
+                                    k_array.data(), alpha.data(), device_a, CUDA_R_16BF, lda.data(), device_b,
+                                    CUDA_R_16BF, ldb.data(), beta.data(), device_c, CUDA_R_16BF, ldc.data(), groups,
+                                    group_size.data(), CUBLAS_COMPUTE_32F);
 }
 
 }  // namespace deepinfer::cuda

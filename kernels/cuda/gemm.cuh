@@ -28,9 +28,10 @@ inline cublasStatus_t linear_bf16(cublasHandle_t handle, const __nv_bfloat16* x,
   return gemm_bf16(handle, m, n, k, {x, k}, {w, k}, true, y, n, 0, y_fp32, 1);
 }
 
-// w: [num_experts, n, k] (expert-major); x, y: [offsets[E], k] / [offsets[E], n].
+// w: [num_experts, n, k] (expert-major); x, y: [offsets[E], k] / [offsets[E], n]. One cuBLAS grouped-batched
+// call over the non-empty experts. `pointer_workspace`: device memory for 3 * num_experts pointers.
 cublasStatus_t grouped_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w,
                                  __nv_bfloat16* y, const int32_t* host_offsets, int64_t num_experts, int64_t n,
-                                 int64_t k);
+                                 int64_t k, void** pointer_workspace);
 
 }  // namespace deepinfer::cuda

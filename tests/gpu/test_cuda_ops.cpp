@@ -348,7 +348,10 @@ TEST_F(CudaOps, MoePermuteGroupedGemmUnpermute) {
   const std::vector<int32_t> host_offsets = offsets.to_host();
   // Up: [rows, inter] with expert e's weights w[e] ([inter, hidden]); down: reuse w[e]^T as [hidden, inter]
   // is not a Linear layout, so the second GEMM maps back with a transposed copy.
-  ASSERT_EQ(cuda::grouped_gemm_bf16(handle(), bf(x_perm), bf(w), bf(h_perm), host_offsets.data(), experts, inter, hidden),
+  DeviceArray<uint8_t> pointers(2 * 3 * experts * sizeof(void*));
+  void** pointer_ws = reinterpret_cast<void**>(pointers.data());
+  ASSERT_EQ(cuda::grouped_gemm_bf16(handle(), bf(x_perm), bf(w), bf(h_perm), host_offsets.data(), experts, inter, hidden,
+                                    pointer_ws),
             CUBLAS_STATUS_SUCCESS);
   std::vector<float> wt_f(experts * hidden * inter);
   std::vector<Bf16> wt(experts * hidden * inter);
@@ -359,7 +362,8 @@ TEST_F(CudaOps, MoePermuteGroupedGemmUnpermute) {
         wt[(e * hidden + h) * inter + i] = float_to_bf16(wt_f[(e * hidden + h) * inter + i]);
       }
   auto d_wt = DeviceArray<Bf16>::from_host(wt);
-  ASSERT_EQ(cuda::grouped_gemm_bf16(handle(), bf(h_perm), bf(d_wt), bf(y_perm), host_offsets.data(), experts, hidden, inter),
+  ASSERT_EQ(cuda::grouped_gemm_bf16(handle(), bf(h_perm), bf(d_wt), bf(y_perm), host_offsets.data(), experts, hidden, inter,
+                                    pointer_ws + 3 * experts),
             CUBLAS_STATUS_SUCCESS);
   cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
   sync();

@@ -256,9 +256,12 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
   auto* act = scratch.alloc<Bf16>(n * I);
   auto* y_perm = scratch.alloc<Bf16>(n * H);
-  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E, 2 * I, H));
+  void** pointers = scratch.alloc<void*>(2 * 3 * E);  // one set per grouped GEMM (the copies are asynchronous)
+  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E,
+                                          2 * I, H, pointers));
   cuda::silu_mul(gate_up, act, n, I, nullptr);
-  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I));
+  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I,
+                                          pointers + 3 * E));
   profiler_.mark("moe:experts");
   cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
   profiler_.mark("moe:unpermute");
