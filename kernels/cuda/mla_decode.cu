@@ -91,6 +91,165 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
   }
 }
 
+// Tensor-core form (FlashMLA's shape, on mma.sync): one block per (sequence, KV split, group of 16 heads).
+// Per tile of 64 cache entries staged in shared memory: S[16 heads, 64 keys] = Q . K^T with m16n8k16 bf16 MMAs
+// (warp w takes keys [8w, 8w + 8)), an online softmax whose row statistics the 8 warps combine through shared
+// memory, then O[16, latent] += P . V with the same MMAs (warp w takes latent columns [w * latent / 8, ...)).
+constexpr int kMmaHeads = 16;
+constexpr int kMmaKeys = 64;
+constexpr int kPad = 8;  // bf16 elements of padding per shared row: consecutive rows start 4 banks apart
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t load_pair(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ __forceinline__ uint32_t pack_pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) | (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
+}
+
+template <int kTilesPerWarp>  // latent / 64 output n-tiles of 8 columns per warp
+__global__ void __launch_bounds__(kThreads) decode_mma_kernel(
+    const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table, int64_t max_blocks_per_seq,
+    const int32_t* seq_lens, int64_t heads, int64_t latent, int64_t rope, float scale, int64_t num_splits,
+    float* partial) {
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  const int64_t dim = latent + rope, stride = dim + kPad;
+  auto* qs = reinterpret_cast<__nv_bfloat16*>(shared_bytes);           // [16][stride]
+  __nv_bfloat16* ks = qs + kMmaHeads * stride;                          // [64][stride]
+  __nv_bfloat16* ps = ks + kMmaKeys * stride;                           // [16][64 + kPad]
+  auto* row_stat = reinterpret_cast<float*>(ps + kMmaHeads * (kMmaKeys + kPad));  // [8 warps][16]
+
+  const int64_t b = blockIdx.x, split = blockIdx.y, head0 = static_cast<int64_t>(blockIdx.z) * kMmaHeads;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  const int64_t len = seq_lens[b];
+  const int64_t per_split = (len + num_splits - 1) / num_splits;
+  const int64_t begin = split * per_split, end = min(len, begin + per_split);
+
+  for (int64_t idx = threadIdx.x; idx < kMmaHeads * dim; idx += kThreads) {
+    const int64_t row = idx / dim, col = idx % dim;
+    qs[row * stride + col] = head0 + row < heads ? q[((b * heads) + head0 + row) * dim + col] : __float2bfloat16(0.0f);
+  }
+  float o[kTilesPerWarp][4] = {};
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g and g + 8
+
+  for (int64_t tile_begin = begin; tile_begin < end; tile_begin += kMmaKeys) {
+    const int64_t tile_len = min(static_cast<int64_t>(kMmaKeys), end - tile_begin);
+    __syncthreads();  // the previous tile (and, the first time, nothing) is no longer read
+    for (int64_t key = warp; key < kMmaKeys; key += kWarps) {
+      __nv_bfloat16* dst = ks + key * stride;
+      if (key < tile_len) {
+        const int64_t j = tile_begin + key;
+        const int64_t block = block_table[b * max_blocks_per_seq + j / kMlaBlockSize];
+        const __nv_bfloat16* src = cache + (block * kMlaBlockSize + j % kMlaBlockSize) * dim;
+        for (int64_t v = lane; v < dim / 8; v += 32) reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
+      } else {
+        for (int64_t v = lane; v < dim / 8; v += 32) reinterpret_cast<uint4*>(dst)[v] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    __syncthreads();
+
+    // S for this warp's 8 keys.
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const __nv_bfloat16* krow = ks + (warp * 8 + g) * stride;
+    for (int64_t kk = 0; kk < dim; kk += 16) {
+      mma_bf16(s, load_pair(qs + g * stride + kk + 2 * t), load_pair(qs + (g + 8) * stride + kk + 2 * t),
+               load_pair(qs + g * stride + kk + 2 * t + 8), load_pair(qs + (g + 8) * stride + kk + 2 * t + 8),
+               load_pair(krow + kk + 2 * t), load_pair(krow + kk + 2 * t + 8));
+    }
+    const int64_t key0 = warp * 8 + 2 * t;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i] = key0 + (i & 1) < tile_len ? s[i] * scale : -INFINITY;
+
+    // Row maxima over the 64 keys: the quad, then the 8 warps.
+    float mx[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+    if (t == 0) row_stat[warp * kMmaHeads + g] = mx[0], row_stat[warp * kMmaHeads + g + 8] = mx[1];
+    __syncthreads();
+    float new_m[2], correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+      for (int w = 0; w < kWarps; ++w) tile_max = fmaxf(tile_max, row_stat[w * kMmaHeads + g + 8 * r]);
+      new_m[r] = fmaxf(m_run[r], tile_max);
+      correction[r] = expf(m_run[r] - new_m[r]);
+    }
+    __syncthreads();  // row_stat is reused for the sums
+    float p[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = expf(s[i] - new_m[i / 2]);
+    float sum[2] = {p[0] + p[1], p[2] + p[3]};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+    }
+    if (t == 0) row_stat[warp * kMmaHeads + g] = sum[0], row_stat[warp * kMmaHeads + g + 8] = sum[1];
+    ps[g * (kMmaKeys + kPad) + key0] = __float2bfloat16(p[0]);
+    ps[g * (kMmaKeys + kPad) + key0 + 1] = __float2bfloat16(p[1]);
+    ps[(g + 8) * (kMmaKeys + kPad) + key0] = __float2bfloat16(p[2]);
+    ps[(g + 8) * (kMmaKeys + kPad) + key0 + 1] = __float2bfloat16(p[3]);
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_sum = 0.0f;
+      for (int w = 0; w < kWarps; ++w) tile_sum += row_stat[w * kMmaHeads + g + 8 * r];
+      l_run[r] = l_run[r] * correction[r] + tile_sum;
+      m_run[r] = new_m[r];
+    }
+
+    // O += P . V over this warp's latent columns.
+#pragma unroll
+    for (int j = 0; j < kTilesPerWarp; ++j) {
+      o[j][0] *= correction[0];
+      o[j][1] *= correction[0];
+      o[j][2] *= correction[1];
+      o[j][3] *= correction[1];
+    }
+    const __nv_bfloat16* prow = ps + g * (kMmaKeys + kPad);
+    const __nv_bfloat16* prow8 = ps + (g + 8) * (kMmaKeys + kPad);
+#pragma unroll
+    for (int kk = 0; kk < kMmaKeys; kk += 16) {
+      const uint32_t a0 = load_pair(prow + kk + 2 * t), a1 = load_pair(prow8 + kk + 2 * t);
+      const uint32_t a2 = load_pair(prow + kk + 2 * t + 8), a3 = load_pair(prow8 + kk + 2 * t + 8);
+      const __nv_bfloat16* v0 = ks + (kk + 2 * t) * stride;
+#pragma unroll
+      for (int j = 0; j < kTilesPerWarp; ++j) {
+        const int64_t col = (warp * kTilesPerWarp + j) * 8 + g;
+        mma_bf16(o[j], a0, a1, a2, a3, pack_pair(v0[col], v0[stride + col]),
+                 pack_pair(v0[8 * stride + col], v0[9 * stride + col]));
+      }
+    }
+  }
+  // Partials: [latent accumulators | running max | running sum] per (sequence, head, split).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t h = head0 + g + 8 * r;
+    if (h >= heads) continue;
+    float* out = partial + ((b * heads + h) * num_splits + split) * (latent + 2);
+#pragma unroll
+    for (int j = 0; j < kTilesPerWarp; ++j) {
+      const int64_t col = (warp * kTilesPerWarp + j) * 8 + 2 * t;
+      out[col] = o[j][2 * r];
+      out[col + 1] = o[j][2 * r + 1];
+    }
+    if (warp == 0 && t == 0) {
+      out[latent] = m_run[r];
+      out[latent + 1] = l_run[r];
+    }
+  }
+}
+
 __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64_t latent, int64_t num_splits,
                                       __nv_bfloat16* out) {
   const int64_t b = blockIdx.x, h = blockIdx.y;
@@ -129,11 +288,22 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   if (batch == 0) return;
   // Preconditions (mla_decode_supports): latent <= 512, latent + rope <= 768; every sequence has an entry.
   if (!mla_decode_supports(latent, rope)) return;
-  const dim3 split_grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
-                        static_cast<unsigned>((heads + kWarps - 1) / kWarps));
-  const size_t shared = kTileKeys * (latent + rope) * sizeof(__nv_bfloat16);
-  decode_split_kernel<<<split_grid, kThreads, shared, stream>>>(q, cache, block_table, max_blocks_per_seq, seq_lens,
-                                                                heads, latent, rope, scale, num_splits, workspace);
+  if (latent == 512 && (latent + rope) % 16 == 0) {
+    // The tensor-core kernel (DeepSeek's 512 + 64 and any rope width that keeps 16-element MMA steps).
+    const size_t shared = (kMmaHeads + kMmaKeys) * (latent + rope + kPad) * sizeof(__nv_bfloat16) +
+                          kMmaHeads * (kMmaKeys + kPad) * sizeof(__nv_bfloat16) + kWarps * kMmaHeads * sizeof(float);
+    cudaFuncSetAttribute(decode_mma_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
+                    static_cast<unsigned>((heads + kMmaHeads - 1) / kMmaHeads));
+    decode_mma_kernel<8><<<grid, kThreads, shared, stream>>>(q, cache, block_table, max_blocks_per_seq, seq_lens, heads,
+                                                             latent, rope, scale, num_splits, workspace);
+  } else {
+    const dim3 split_grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
+                          static_cast<unsigned>((heads + kWarps - 1) / kWarps));
+    const size_t shared = kTileKeys * (latent + rope) * sizeof(__nv_bfloat16);
+    decode_split_kernel<<<split_grid, kThreads, shared, stream>>>(q, cache, block_table, max_blocks_per_seq, seq_lens,
+                                                                  heads, latent, rope, scale, num_splits, workspace);
+  }
   const dim3 combine_grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads));
   decode_combine_kernel<<<combine_grid, 128, 0, stream>>>(workspace, heads, latent, num_splits, out);
 }
