@@ -3,9 +3,10 @@
 //   o[r, h, :] = sum_{j <= q_pos[r]} softmax_j(scale * (q_nope . k_nope_j + q_pe . k_pe_j)) * v_j
 // with q [Tq, H, nope + rope], kv [Tk, H, nope + v] (kv_b applied to the latents), k_pe rows k_pe_stride apart,
 // and the keys of sequence s at rows [cu_k[s], cu_k[s + 1]).
-// Work is split into row tiles of up to 8 consecutive rows of one sequence (mla_prefill_tiles builds them on
-// the host: tile t covers rows [tiles[t], tiles[t + 1])); a tile's keys are staged once in shared memory for all
-// its rows, one warp per row.
+// Work is split into row tiles of consecutive rows of one sequence (mla_prefill_tiles builds them on the host
+// for the kernel the shape selects: tile t covers rows [tiles[t], tiles[t + 1])); a tile's keys are staged once in
+// shared memory for all its rows. v_dim 128 with 16-multiple q.k widths (DeepSeek's 128 + 64) runs on tensor
+// cores in 16-row tiles; other shapes one warp per row in 8-row tiles.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,7 +17,8 @@
 
 namespace deepinfer::cuda {
 
-std::vector<int32_t> mla_prefill_tiles(const std::vector<int32_t>& q_seq);
+bool mla_prefill_uses_mma(int64_t nope, int64_t rope, int64_t v_dim);
+std::vector<int32_t> mla_prefill_tiles(const std::vector<int32_t>& q_seq, int64_t nope, int64_t rope, int64_t v_dim);
 // nope + rope <= 256 and v <= 256.
 bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v_dim);
 

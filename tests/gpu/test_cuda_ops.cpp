@@ -434,8 +434,9 @@ TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {
 
 TEST_F(CudaOps, MlaPrefillCausalVarlen) {
   const int64_t heads = 8, nope = 128, rope = 64, v_dim = 128;
-  // Two sequences: 30 new tokens after 20 cached, and 45 new tokens from scratch.
-  const std::vector<int64_t> cached = {20, 0}, fresh = {30, 45};
+  // Three sequences: 30 new tokens after 20 cached, 45 from scratch, and 70 after 90 cached (keys span several
+  // 64-key tiles of the tensor-core kernel, rows several 16-row tiles).
+  const std::vector<int64_t> cached = {20, 0, 90}, fresh = {30, 45, 70};
   std::vector<int32_t> q_seq, q_pos, cu_k = {0};
   for (size_t s = 0; s < cached.size(); ++s) {
     for (int64_t i = 0; i < fresh[s]; ++i) {
@@ -456,7 +457,7 @@ TEST_F(CudaOps, MlaPrefillCausalVarlen) {
   DeviceArray<Bf16> out(tq * heads * v_dim);
   out.poison();
   const float scale = 0.072f;
-  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq);
+  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, nope, rope, v_dim);
   auto d_tiles = DeviceArray<int32_t>::from_host(tiles);
   cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(), d_tiles.data(),
                               static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v_dim, scale, bf(out), nullptr);

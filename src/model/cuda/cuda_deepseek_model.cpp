@@ -385,7 +385,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     plan.q_seq = device_copy(scratch, q_seq);
     plan.q_pos = device_copy(scratch, q_pos);
     plan.cu_k = device_copy(scratch, cu_k);
-    const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq);
+    const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim);
     plan.tiles = device_copy(scratch, tiles);
     plan.num_tiles = static_cast<int64_t>(tiles.size()) - 1;
   }
