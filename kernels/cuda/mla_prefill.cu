@@ -79,13 +79,16 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(
   }
 }
 
-// Tensor-core form: one block per (tile of up to 16 rows of one sequence, head). Per 64-key tile staged in shared
-// memory as [k_nope | k_pe] and [v]: S[16 rows, 64 keys] = Q K^T with m16n8k16 bf16 MMAs (warp w: keys
-// [8w, 8w + 8)), causal masking per row, an online softmax combined across warps in shared memory, then
-// O[16, v] += P V (warp w: columns [w * v / 8, ...)).
-constexpr int kMmaRows = 16;
+// Tensor-core form (FlashAttention-2's shape): one block per (tile of up to 64 rows of one sequence, head), four
+// warps of 16 rows each. Per 64-key tile staged in shared memory as [k_nope | k_pe] and [v]: each warp computes
+// S[16, 64] = Q K^T with m16n8k16 bf16 MMAs, masks causally, keeps its rows' online softmax in registers, and
+// feeds P straight from the S accumulators (their layout is the A operand's) into O[16, v] += P V.
+constexpr int kMmaWarps = 4;
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kMmaRows = 16 * kMmaWarps;
 constexpr int kMmaKeys = 64;
-constexpr int kPad = 8;
+constexpr int kKeyTiles = kMmaKeys / 8;
+constexpr int kPad = 8;  // shifts rows across banks; keeps 16-byte alignment
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -102,142 +105,138 @@ __device__ __forceinline__ uint32_t pack_pair(__nv_bfloat16 lo, __nv_bfloat16 hi
   return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) | (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
 }
 
-template <int kTilesPerWarp>  // v_dim / 64 output n-tiles of 8 columns per warp
-__global__ void __launch_bounds__(kThreads) prefill_mma_kernel(
+__device__ __forceinline__ uint32_t pack_floats(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+template <int kVTiles>  // v_dim / 8 output n-tiles of 8 columns
+__global__ void __launch_bounds__(kMmaThreads) prefill_mma_kernel(
     const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe, int64_t k_pe_stride,
     const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k, const int32_t* tiles, int64_t heads, int64_t nope,
-    int64_t rope, int64_t v_dim, float scale, __nv_bfloat16* out) {
+    int64_t rope, float scale, __nv_bfloat16* out) {
+  constexpr int64_t v_dim = kVTiles * 8, v_stride = v_dim + kPad;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  const int64_t qk = nope + rope, qk_stride = qk + kPad, v_stride = v_dim + kPad;
-  auto* qs = reinterpret_cast<__nv_bfloat16*>(shared_bytes);  // [16][qk_stride]
-  __nv_bfloat16* ks = qs + kMmaRows * qk_stride;              // [64][qk_stride]: k_nope | k_pe
-  __nv_bfloat16* vs = ks + kMmaKeys * qk_stride;              // [64][v_stride]
-  __nv_bfloat16* ps = vs + kMmaKeys * v_stride;               // [16][64 + kPad]
-  auto* row_stat = reinterpret_cast<float*>(ps + kMmaRows * (kMmaKeys + kPad));  // [8][16]
+  const int64_t qk = nope + rope, qk_stride = qk + kPad;
+  auto* qs = reinterpret_cast<__nv_bfloat16*>(shared_bytes);  // [64 rows][qk_stride]
+  __nv_bfloat16* ks = qs + kMmaRows * qk_stride;              // [64 keys][qk_stride]: k_nope | k_pe
+  __nv_bfloat16* vs = ks + kMmaKeys * qk_stride;              // [64 keys][v_stride]
 
   const int64_t h = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int64_t row_begin = tiles[blockIdx.x], row_end = tiles[blockIdx.x + 1];
   const int64_t key_begin = cu_k[q_seq[row_begin]];
-  const int64_t tile_keys = q_pos[row_end - 1] + 1;
-  // Positions of this lane's two rows (-1 for rows past the tile: their scores stay finite and are discarded).
+  const int64_t tile_keys = q_pos[row_end - 1] + 1;  // the tile's last row sees the most keys
+  const int64_t warp_row = row_begin + 16 * warp;
+  // Keys this warp's rows can see; a warp past the tile's rows sees none and only helps to stage.
+  const int64_t warp_keys = warp_row < row_end ? q_pos[min(warp_row + 15, row_end - 1)] + 1 : 0;
+  // Positions of this lane's two rows (-1 past the tile: their scores stay finite and are never written).
   int64_t pos[2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) pos[r] = row_begin + g + 8 * r < row_end ? q_pos[row_begin + g + 8 * r] : -1;
+  for (int r = 0; r < 2; ++r) pos[r] = warp_row + g + 8 * r < row_end ? q_pos[warp_row + g + 8 * r] : -1;
 
-  for (int64_t idx = threadIdx.x; idx < kMmaRows * qk; idx += kThreads) {
-    const int64_t row = idx / qk, col = idx % qk;
-    qs[row * qk_stride + col] = row_begin + row < row_end ? q[((row_begin + row) * heads + h) * qk + col] : __float2bfloat16(0.0f);
+  const int64_t qk_chunks = qk / 8;
+  for (int64_t idx = threadIdx.x; idx < kMmaRows * qk_chunks; idx += kMmaThreads) {
+    const int64_t row = idx / qk_chunks, chunk = idx % qk_chunks;
+    reinterpret_cast<uint4*>(qs + row * qk_stride)[chunk] =
+        row_begin + row < row_end ? reinterpret_cast<const uint4*>(q + ((row_begin + row) * heads + h) * qk)[chunk]
+                                  : make_uint4(0, 0, 0, 0);
   }
-  float o[kTilesPerWarp][4] = {};
+  float o[kVTiles][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const __nv_bfloat16* q_lo = qs + (16 * warp + g) * qk_stride;
+  const __nv_bfloat16* q_hi = q_lo + 8 * qk_stride;
 
+  const int64_t nope_chunks = nope / 8, key_chunks = qk_chunks + v_dim / 8;
   for (int64_t base = 0; base < tile_keys; base += kMmaKeys) {
     const int64_t count = min(static_cast<int64_t>(kMmaKeys), tile_keys - base);
+    __syncthreads();  // the previous tile's readers are done
+    for (int64_t idx = threadIdx.x; idx < kMmaKeys * key_chunks; idx += kMmaThreads) {
+      const int64_t key = idx / key_chunks, chunk = idx % key_chunks;
+      uint4* dst = chunk < qk_chunks ? reinterpret_cast<uint4*>(ks + key * qk_stride) + chunk
+                                     : reinterpret_cast<uint4*>(vs + key * v_stride) + (chunk - qk_chunks);
+      if (key >= count) {
+        *dst = make_uint4(0, 0, 0, 0);
+        continue;
+      }
+      const int64_t src_key = key_begin + base + key;
+      const auto* row = reinterpret_cast<const uint4*>(kv + (src_key * heads + h) * (nope + v_dim));
+      *dst = chunk < nope_chunks ? row[chunk]
+             : chunk < qk_chunks ? reinterpret_cast<const uint4*>(k_pe + src_key * k_pe_stride)[chunk - nope_chunks]
+                                 : row[nope_chunks + chunk - qk_chunks];
+    }
     __syncthreads();
-    for (int64_t key = warp; key < kMmaKeys; key += kWarps) {
-      __nv_bfloat16* kdst = ks + key * qk_stride;
-      __nv_bfloat16* vdst = vs + key * v_stride;
-      if (key < count) {
-        const int64_t src_key = key_begin + base + key;
-        const __nv_bfloat16* src = kv + (src_key * heads + h) * (nope + v_dim);
-        for (int64_t i = lane; i < nope / 8; i += 32) reinterpret_cast<uint4*>(kdst)[i] = reinterpret_cast<const uint4*>(src)[i];
-        for (int64_t i = lane; i < rope / 8; i += 32)
-          reinterpret_cast<uint4*>(kdst + nope)[i] = reinterpret_cast<const uint4*>(k_pe + src_key * k_pe_stride)[i];
-        for (int64_t i = lane; i < v_dim / 8; i += 32) reinterpret_cast<uint4*>(vdst)[i] = reinterpret_cast<const uint4*>(src + nope)[i];
-      } else {
-        for (int64_t i = lane; i < qk / 8; i += 32) reinterpret_cast<uint4*>(kdst)[i] = make_uint4(0, 0, 0, 0);
-        for (int64_t i = lane; i < v_dim / 8; i += 32) reinterpret_cast<uint4*>(vdst)[i] = make_uint4(0, 0, 0, 0);
+    if (base >= warp_keys) continue;  // every warp still reaches the next tile's barrier
+
+    float s[kKeyTiles][4] = {};
+    for (int64_t kk = 0; kk < qk; kk += 16) {
+      const uint32_t a0 = load_pair(q_lo + kk + 2 * t), a1 = load_pair(q_hi + kk + 2 * t);
+      const uint32_t a2 = load_pair(q_lo + kk + 2 * t + 8), a3 = load_pair(q_hi + kk + 2 * t + 8);
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j) {
+        const __nv_bfloat16* krow = ks + (8 * j + g) * qk_stride + kk + 2 * t;
+        mma_bf16(s[j], a0, a1, a2, a3, load_pair(krow), load_pair(krow + 8));
       }
     }
-    __syncthreads();
-
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const __nv_bfloat16* krow = ks + (warp * 8 + g) * qk_stride;
-    for (int64_t kk = 0; kk < qk; kk += 16) {
-      mma_bf16(s, load_pair(qs + g * qk_stride + kk + 2 * t), load_pair(qs + (g + 8) * qk_stride + kk + 2 * t),
-               load_pair(qs + g * qk_stride + kk + 2 * t + 8), load_pair(qs + (g + 8) * qk_stride + kk + 2 * t + 8),
-               load_pair(krow + kk + 2 * t), load_pair(krow + kk + 2 * t + 8));
-    }
-    const int64_t key0 = base + warp * 8 + 2 * t;  // key index within the sequence
+    float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t key = key0 + (i & 1), p_row = pos[i / 2];
-      s[i] = p_row < 0 ? 0.0f : (key <= p_row && key < tile_keys ? s[i] * scale : -INFINITY);
-    }
-    float mx[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
+    for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t key = base + 8 * j + 2 * t + (i & 1), p_row = pos[i / 2];
+        s[j][i] = p_row < 0 ? 0.0f : (key <= p_row ? s[j][i] * scale : -INFINITY);
+        mx[i / 2] = fmaxf(mx[i / 2], s[j][i]);
+      }
+    float correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float new_m = fmaxf(m_run[r], mx[r]);
+      // A row with no visible key yet (only possible before its first tile) keeps its state.
+      correction[r] = new_m == -INFINITY ? 1.0f : expf(m_run[r] - new_m);
+      m_run[r] = new_m;
     }
-    if (t == 0) row_stat[warp * kMmaRows + g] = mx[0], row_stat[warp * kMmaRows + g + 8] = mx[1];
-    __syncthreads();
-    float new_m[2], correction[2];
+    float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-      for (int w = 0; w < kWarps; ++w) tile_max = fmaxf(tile_max, row_stat[w * kMmaRows + g + 8 * r]);
-      new_m[r] = fmaxf(m_run[r], tile_max);
-      // A row with no visible key in this tile (all -inf) keeps its state: correction 1, p 0.
-      correction[r] = new_m[r] == -INFINITY ? 1.0f : expf(m_run[r] - new_m[r]);
-    }
-    __syncthreads();
-    float p[4];
+    for (int j = 0; j < kKeyTiles; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = new_m[i / 2] == -INFINITY ? 0.0f : expf(s[i] - new_m[i / 2]);
-    float sum[2] = {p[0] + p[1], p[2] + p[3]};
+      for (int i = 0; i < 4; ++i) {
+        s[j][i] = m_run[i / 2] == -INFINITY ? 0.0f : expf(s[j][i] - m_run[i / 2]);
+        sum[i / 2] += s[j][i];
+      }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
       sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-    }
-    if (t == 0) row_stat[warp * kMmaRows + g] = sum[0], row_stat[warp * kMmaRows + g + 8] = sum[1];
-    const int64_t pcol = warp * 8 + 2 * t;
-    ps[g * (kMmaKeys + kPad) + pcol] = __float2bfloat16(p[0]);
-    ps[g * (kMmaKeys + kPad) + pcol + 1] = __float2bfloat16(p[1]);
-    ps[(g + 8) * (kMmaKeys + kPad) + pcol] = __float2bfloat16(p[2]);
-    ps[(g + 8) * (kMmaKeys + kPad) + pcol + 1] = __float2bfloat16(p[3]);
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_sum = 0.0f;
-      for (int w = 0; w < kWarps; ++w) tile_sum += row_stat[w * kMmaRows + g + 8 * r];
-      l_run[r] = l_run[r] * correction[r] + tile_sum;
-      m_run[r] = new_m[r];
+      l_run[r] = l_run[r] * correction[r] + sum[r];
     }
 #pragma unroll
-    for (int j = 0; j < kTilesPerWarp; ++j) {
+    for (int j = 0; j < kVTiles; ++j) {
       o[j][0] *= correction[0];
       o[j][1] *= correction[0];
       o[j][2] *= correction[1];
       o[j][3] *= correction[1];
     }
-    const __nv_bfloat16* prow = ps + g * (kMmaKeys + kPad);
-    const __nv_bfloat16* prow8 = ps + (g + 8) * (kMmaKeys + kPad);
 #pragma unroll
-    for (int kk = 0; kk < kMmaKeys; kk += 16) {
-      const uint32_t a0 = load_pair(prow + kk + 2 * t), a1 = load_pair(prow8 + kk + 2 * t);
-      const uint32_t a2 = load_pair(prow + kk + 2 * t + 8), a3 = load_pair(prow8 + kk + 2 * t + 8);
-      const __nv_bfloat16* v0 = vs + (kk + 2 * t) * v_stride;
+    for (int kk = 0; kk < kMmaKeys / 16; ++kk) {
+      const uint32_t a0 = pack_floats(s[2 * kk][0], s[2 * kk][1]), a1 = pack_floats(s[2 * kk][2], s[2 * kk][3]);
+      const uint32_t a2 = pack_floats(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      const uint32_t a3 = pack_floats(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const __nv_bfloat16* v0 = vs + (16 * kk + 2 * t) * v_stride + g;
 #pragma unroll
-      for (int j = 0; j < kTilesPerWarp; ++j) {
-        const int64_t col = (warp * kTilesPerWarp + j) * 8 + g;
-        mma_bf16(o[j], a0, a1, a2, a3, pack_pair(v0[col], v0[v_stride + col]),
-                 pack_pair(v0[8 * v_stride + col], v0[9 * v_stride + col]));
-      }
+      for (int j = 0; j < kVTiles; ++j)
+        mma_bf16(o[j], a0, a1, a2, a3, pack_pair(v0[8 * j], v0[v_stride + 8 * j]),
+                 pack_pair(v0[8 * v_stride + 8 * j], v0[9 * v_stride + 8 * j]));
     }
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int64_t row = row_begin + g + 8 * r;
+    const int64_t row = warp_row + g + 8 * r;
     if (row >= row_end) continue;
+    auto* dst = reinterpret_cast<uint32_t*>(out + (row * heads + h) * v_dim + 2 * t);
 #pragma unroll
-    for (int j = 0; j < kTilesPerWarp; ++j) {
-      const int64_t col = (warp * kTilesPerWarp + j) * 8 + 2 * t;
-      out[(row * heads + h) * v_dim + col] = to_bf16(o[j][2 * r] / l_run[r]);
-      out[(row * heads + h) * v_dim + col + 1] = to_bf16(o[j][2 * r + 1] / l_run[r]);
-    }
+    for (int j = 0; j < kVTiles; ++j) dst[4 * j] = pack_floats(o[j][2 * r] / l_run[r], o[j][2 * r + 1] / l_run[r]);
   }
 }
 
@@ -268,11 +267,11 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, cons
   if (num_tiles == 0 || !mla_prefill_supports(nope, rope, v_dim)) return;
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(heads));
   if (mla_prefill_uses_mma(nope, rope, v_dim)) {
-    const size_t shared = ((kMmaRows + kMmaKeys) * (nope + rope + kPad) + kMmaKeys * (v_dim + kPad) +
-                           kMmaRows * (kMmaKeys + kPad)) * sizeof(__nv_bfloat16) + kWarps * kMmaRows * sizeof(float);
-    cudaFuncSetAttribute(prefill_mma_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-    prefill_mma_kernel<2><<<grid, kThreads, shared, stream>>>(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, heads,
-                                                              nope, rope, v_dim, scale, out);
+    const size_t shared =
+        ((kMmaRows + kMmaKeys) * (nope + rope + kPad) + kMmaKeys * (v_dim + kPad)) * sizeof(__nv_bfloat16);
+    cudaFuncSetAttribute(prefill_mma_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    prefill_mma_kernel<16><<<grid, kMmaThreads, shared, stream>>>(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles,
+                                                                  heads, nope, rope, scale, out);
     return;
   }
   const size_t shared = kTileKeys * (nope + v_dim + rope) * sizeof(__nv_bfloat16);

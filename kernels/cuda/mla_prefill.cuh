@@ -6,7 +6,7 @@
 // Work is split into row tiles of consecutive rows of one sequence (mla_prefill_tiles builds them on the host
 // for the kernel the shape selects: tile t covers rows [tiles[t], tiles[t + 1])); a tile's keys are staged once in
 // shared memory for all its rows. v_dim 128 with 16-multiple q.k widths (DeepSeek's 128 + 64) runs on tensor
-// cores in 16-row tiles; other shapes one warp per row in 8-row tiles.
+// cores in 64-row tiles (16 rows per warp); other shapes one warp per row in 8-row tiles.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -435,7 +435,7 @@ TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {
 TEST_F(CudaOps, MlaPrefillCausalVarlen) {
   const int64_t heads = 8, nope = 128, rope = 64, v_dim = 128;
   // Three sequences: 30 new tokens after 20 cached, 45 from scratch, and 70 after 90 cached (keys span several
-  // 64-key tiles of the tensor-core kernel, rows several 16-row tiles).
+  // 64-key tiles of the tensor-core kernel; its rows two 64-row tiles, with partial and idle warps).
   const std::vector<int64_t> cached = {20, 0, 90}, fresh = {30, 45, 70};
   std::vector<int32_t> q_seq, q_pos, cu_k = {0};
   for (size_t s = 0; s < cached.size(); ++s) {
