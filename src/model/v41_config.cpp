@@ -1,0 +1,118 @@
+#include "src/model/v41_config.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "src/core/check.h"
+#include "src/model/architectures.h"
+
+namespace deepinfer {
+
+namespace {
+
+constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+
+std::vector<int64_t> get_int_list(const ConfigReader& reader, const std::string& key, int64_t min, int64_t max) {
+  if (!reader.has(key)) return {};
+  const nlohmann::json& list = reader.json().at(key);
+  if (!list.is_array()) reader.fail(key, "must be a list of integers");
+  std::vector<int64_t> values;
+  for (const nlohmann::json& item : list) {
+    if (!item.is_number_integer()) reader.fail(key, fmt::format("must hold integers, got {}", item.dump()));
+    const auto v = item.get<int64_t>();
+    if (v < min || v > max) reader.fail(key, fmt::format("holds {}, out of range [{}, {}]", v, min, max));
+    values.push_back(v);
+  }
+  return values;
+}
+
+void require_layers_sorted(const ConfigReader& reader, const std::string& key, const std::vector<int64_t>& ids) {
+  if (!std::is_sorted(ids.begin(), ids.end()) || std::adjacent_find(ids.begin(), ids.end()) != ids.end())
+    reader.fail(key, "must list distinct layer ids in increasing order");
+}
+
+V41Quantization parse_quantization(const nlohmann::json& root, const std::string& source) {
+  V41Quantization q;
+  if (!root.contains("quantization_config") || root["quantization_config"].is_null()) return q;
+  const ConfigReader reader(root["quantization_config"], source + " quantization_config");
+  q.method = reader.get_string("quant_method", "");
+  DI_INPUT_CHECK(q.method == "fp8", "{}: quantization_config.quant_method '{}' is not supported (fp8 is)", source,
+                 q.method);
+  const std::vector<int64_t> block = get_int_list(reader, "weight_block_size", 1, 4096);
+  if (block.size() != 2) reader.fail("weight_block_size", "must be [rows, cols]");
+  q.block_rows = block[0];
+  q.block_cols = block[1];
+  q.scale_format = reader.get_string("scale_fmt", "ue8m0");
+  DI_INPUT_CHECK(q.scale_format == "ue8m0", "{}: quantization_config.scale_fmt '{}' is not supported (ue8m0 is)",
+                 source, q.scale_format);
+  q.expert_dtype = reader.get_string("expert_dtype", "fp8");
+  DI_INPUT_CHECK(q.expert_dtype == "fp8" || q.expert_dtype == "fp4",
+                 "{}: quantization_config.expert_dtype '{}' is not supported (fp8, fp4)", source, q.expert_dtype);
+  return q;
+}
+
+}  // namespace
+
+V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& source) {
+  DI_INPUT_CHECK(root.contains("text_config") && root["text_config"].is_object(),
+                 "{}: model_type deepseek_v41 needs a 'text_config' object", source);
+  const ConfigReader r(root["text_config"], source + " text_config");
+  V41TextConfig c;
+  c.vocab_size = r.get_int("vocab_size", 1, kMaxInt);
+  c.hidden_size = r.get_int("hidden_size", 1, kMaxInt);
+  c.num_hidden_layers = r.get_int("num_hidden_layers", 1, 4096);
+  c.num_nextn_predict_layers = r.get_int("num_nextn_predict_layers", 0, 64, 0);
+  c.num_attention_heads = r.get_int("num_attention_heads", 1, 4096);
+  c.head_dim = r.get_int("head_dim", 1, 65536);
+  c.qk_rope_head_dim = r.get_int("qk_rope_head_dim", 0, c.head_dim);
+  if (c.qk_rope_head_dim % 2 != 0) r.fail("qk_rope_head_dim", "must be even (RoPE rotates pairs)");
+  c.q_lora_rank = r.get_int("q_lora_rank", 1, kMaxInt);
+  c.o_lora_rank = r.get_int("o_lora_rank", 1, kMaxInt);
+  c.o_groups = r.get_int("o_groups", 1, c.num_attention_heads);
+  if (c.num_attention_heads % c.o_groups != 0) r.fail("o_groups", "must divide num_attention_heads");
+  c.sliding_window = r.get_int("sliding_window", 1, kMaxInt);
+
+  const int64_t layers = c.num_hidden_layers, all_layers = layers + c.num_nextn_predict_layers;
+  c.compress_ratios = get_int_list(r, "compress_ratios", 0, kMaxInt);
+  if (static_cast<int64_t>(c.compress_ratios.size()) != all_layers)
+    r.fail("compress_ratios", fmt::format("has {} entries; num_hidden_layers + num_nextn_predict_layers = {}",
+                                          c.compress_ratios.size(), all_layers));
+  c.kv_source_layer_ids = get_int_list(r, "kv_source_layer_ids", 0, layers - 1);
+  require_layers_sorted(r, "kv_source_layer_ids", c.kv_source_layer_ids);
+  for (const int64_t id : c.kv_source_layer_ids)
+    if (c.compress_ratios[id] == 0)
+      r.fail("kv_source_layer_ids", fmt::format("names layer {}, whose compress_ratio is 0 (no compressor)", id));
+  c.index_source_layer_ids = get_int_list(r, "index_source_layer_ids", 0, layers - 1);
+  require_layers_sorted(r, "index_source_layer_ids", c.index_source_layer_ids);
+  c.engram_layer_ids = get_int_list(r, "engram_layer_ids", 0, layers - 1);
+  require_layers_sorted(r, "engram_layer_ids", c.engram_layer_ids);
+  c.candidate_source_layer_id = r.get_int("candidate_source_layer_id", 0, layers - 1, -1);
+  c.candidate_topk_blocks = r.get_int("candidate_topk_blocks", 1, kMaxInt, 0);
+  c.candidate_block_size = r.get_int("candidate_block_size", 1, kMaxInt, 0);
+  c.index_n_heads = r.get_int("index_n_heads", 1, 4096);
+  c.index_head_dim = r.get_int("index_head_dim", 1, 65536);
+  c.index_topk = r.get_int("index_topk", 1, kMaxInt);
+
+  c.hc_mult = r.get_int("hc_mult", 1, 64, 1);
+  c.hc_sinkhorn_iters = r.get_int("hc_sinkhorn_iters", 0, 1000, 20);
+  c.hc_eps = r.get_double("hc_eps", 0.0, 1.0, 1e-6);
+
+  c.n_routed_experts = r.get_int("n_routed_experts", 1, 65536);
+  c.n_shared_experts = r.get_int("n_shared_experts", 0, 64, 0);
+  c.num_experts_per_tok = r.get_int("num_experts_per_tok", 1, c.n_routed_experts);
+  c.moe_intermediate_size = r.get_int("moe_intermediate_size", 1, kMaxInt);
+  c.scoring_func = r.get_string("scoring_func", "sqrtsoftplus");
+  if (c.scoring_func != "sqrtsoftplus" && c.scoring_func != "sigmoid" && c.scoring_func != "softmax")
+    r.fail("scoring_func", fmt::format("= '{}' is not one of sqrtsoftplus, sigmoid, softmax", c.scoring_func));
+  c.topk_method = r.get_string("topk_method", "noaux_tc");
+  c.norm_topk_prob = r.get_bool("norm_topk_prob", true);
+  c.routed_scaling_factor = r.get_double("routed_scaling_factor", 0.0, 1e6, 1.0);
+  c.swiglu_limit = r.get_double("swiglu_limit", 0.0, 1e9, 0.0);
+  c.rms_norm_eps = r.get_double("rms_norm_eps", 0.0, 1.0, 1e-6);
+  c.rope_theta = r.get_double("rope_theta", 1.0, 1e12, 10000.0);
+  c.compress_rope_theta = r.get_double("compress_rope_theta", 1.0, 1e12, c.rope_theta);
+  c.quantization = parse_quantization(root, source);
+  return c;
+}
+
+}  // namespace deepinfer

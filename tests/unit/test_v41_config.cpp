@@ -1,0 +1,84 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "src/core/error.h"
+#include "src/model/model_config.h"
+#include "src/model/v41_config.h"
+
+namespace deepinfer {
+namespace {
+
+nlohmann::json public_v41() {
+  std::ifstream in(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs" / "models" / "deepseek-v4.1-flash.json");
+  return nlohmann::json::parse(in);
+}
+
+std::string error_of(const nlohmann::json& root) {
+  try {
+    parse_v41_config(root, "config.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(V41Config, ReadsThePublicConfig) {
+  const V41TextConfig c = parse_v41_config(public_v41(), "deepseek-v4.1-flash.json");
+  EXPECT_EQ(c.num_hidden_layers, 40);
+  EXPECT_EQ(c.num_nextn_predict_layers, 3);
+  EXPECT_EQ(c.compress_ratios.size(), 43u);
+  EXPECT_EQ(c.compress_ratios[2], 2);
+  EXPECT_EQ(c.compress_ratios[20], 1);
+  EXPECT_EQ(c.kv_source_layer_ids, (std::vector<int64_t>{2, 8, 14, 20}));
+  EXPECT_EQ(c.index_source_layer_ids, (std::vector<int64_t>{2, 8, 14, 20, 24, 28, 32, 36}));
+  EXPECT_EQ(c.engram_layer_ids, (std::vector<int64_t>{1, 14}));
+  EXPECT_EQ(c.candidate_source_layer_id, 20);
+  EXPECT_EQ(c.head_dim, 512);
+  EXPECT_EQ(c.o_groups, 8);
+  EXPECT_EQ(c.hc_mult, 4);
+  EXPECT_EQ(c.sliding_window, 128);
+  EXPECT_EQ(c.n_routed_experts, 384);
+  EXPECT_EQ(c.scoring_func, "sqrtsoftplus");
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-20);
+  EXPECT_EQ(c.quantization.method, "fp8");
+  EXPECT_EQ(c.quantization.block_rows, 32);
+  EXPECT_EQ(c.quantization.expert_dtype, "fp4");
+}
+
+TEST(V41Config, NamesTheBadKey) {
+  nlohmann::json root = public_v41();
+  root["text_config"]["compress_ratios"].erase(0);
+  EXPECT_NE(error_of(root).find("'compress_ratios' has 42 entries; num_hidden_layers + num_nextn_predict_layers = 43"),
+            std::string::npos);
+  root = public_v41();
+  root["text_config"]["kv_source_layer_ids"] = {0, 8};
+  EXPECT_NE(error_of(root).find("names layer 0, whose compress_ratio is 0"), std::string::npos);
+  root = public_v41();
+  root["text_config"]["index_source_layer_ids"] = {8, 2};
+  EXPECT_NE(error_of(root).find("distinct layer ids in increasing order"), std::string::npos);
+  root = public_v41();
+  root["text_config"]["o_groups"] = 7;
+  EXPECT_NE(error_of(root).find("'o_groups' must divide"), std::string::npos);
+  root = public_v41();
+  root["quantization_config"]["scale_fmt"] = "e8m0fnu";
+  EXPECT_NE(error_of(root).find("scale_fmt 'e8m0fnu' is not supported"), std::string::npos);
+  root = public_v41();
+  root.erase("text_config");
+  EXPECT_NE(error_of(root).find("needs a 'text_config' object"), std::string::npos);
+}
+
+TEST(V41Config, ModelLoadingRefusesWithWhatIsMissing) {
+  try {
+    parse_model_config(public_v41().dump(), "deepseek-v4.1-flash.json");
+    FAIL() << "deepseek_v41 was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("40 layers, 384 routed experts, hc_mult 4) parses, but its model is not "
+                                         "implemented yet"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
