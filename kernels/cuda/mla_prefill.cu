@@ -1,5 +1,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/mma.cuh"
 
 namespace deepinfer::cuda {
 
@@ -89,26 +90,6 @@ constexpr int kMmaRows = 16 * kMmaWarps;
 constexpr int kMmaKeys = 64;
 constexpr int kKeyTiles = kMmaKeys / 8;
 constexpr int kPad = 8;  // shifts rows across banks; keeps 16-byte alignment
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t load_pair(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-__device__ __forceinline__ uint32_t pack_pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-  return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) | (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
-}
-
-__device__ __forceinline__ uint32_t pack_floats(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&pair);
-}
 
 template <int kVTiles>  // v_dim / 8 output n-tiles of 8 columns
 __global__ void __launch_bounds__(kMmaThreads) prefill_mma_kernel(

@@ -1,0 +1,33 @@
+// Warp-level tensor-core helpers shared by the attention kernels: one m16n8k16 bf16 MMA with fp32 accumulators
+// (operand layouts as in the PTX ISA's mma.m16n8k16 fragments) and the packing of bf16 pairs into its registers.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+// d += A[16x16, row-major] . B[16x8, column-major]; a0..a3 and b0, b1 are this lane's fragments.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Two consecutive bf16 values (4-byte aligned) as one fragment register.
+__device__ __forceinline__ uint32_t load_pair(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+
+__device__ __forceinline__ uint32_t pack_pair(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return static_cast<uint32_t>(__bfloat16_as_ushort(lo)) | (static_cast<uint32_t>(__bfloat16_as_ushort(hi)) << 16);
+}
+
+__device__ __forceinline__ uint32_t pack_floats(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+}  // namespace deepinfer::cuda
