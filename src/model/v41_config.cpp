@@ -26,10 +26,21 @@ std::vector<int64_t> get_int_list(const ConfigReader& reader, const std::string&
   return values;
 }
 
-void require_layers_sorted(const ConfigReader& reader, const std::string& key, const std::vector<int64_t>& ids) {
-  if (!std::is_sorted(ids.begin(), ids.end()) || std::adjacent_find(ids.begin(), ids.end()) != ids.end())
-    reader.fail(key, "must list distinct layer ids in increasing order");
+bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+// The released 40-layer schedule, and the same pattern scaled to other depths (2 window-only layers, a ratio-2
+// encoder block, a ratio-1 decoder block), as transformers fills an absent compress_ratios.
+std::vector<int64_t> default_compress_ratios(int64_t layers) {
+  const int64_t window_only = std::min<int64_t>(2, layers);
+  const int64_t encoder = layers == 40 ? 18 : std::max<int64_t>(0, (layers - window_only + 1) / 2);
+  std::vector<int64_t> ratios(window_only, 0);
+  ratios.insert(ratios.end(), encoder, 2);
+  ratios.insert(ratios.end(), std::max<int64_t>(0, layers - window_only - encoder), 1);
+  return ratios;
 }
+
+const std::vector<int64_t> kReleasedKvSources = {2, 8, 14, 20};
+const std::vector<int64_t> kReleasedIndexSources = {2, 8, 14, 20, 24, 28, 32, 36};
 
 V41Quantization parse_quantization(const nlohmann::json& root, const std::string& source) {
   V41Quantization q;
@@ -72,26 +83,63 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   if (c.num_attention_heads % c.o_groups != 0) r.fail("o_groups", "must divide num_attention_heads");
   c.sliding_window = r.get_int("sliding_window", 1, kMaxInt);
 
-  const int64_t layers = c.num_hidden_layers, all_layers = layers + c.num_nextn_predict_layers;
-  c.compress_ratios = get_int_list(r, "compress_ratios", 0, kMaxInt);
-  if (static_cast<int64_t>(c.compress_ratios.size()) != all_layers)
-    r.fail("compress_ratios", fmt::format("has {} entries; num_hidden_layers + num_nextn_predict_layers = {}",
-                                          c.compress_ratios.size(), all_layers));
-  c.kv_source_layer_ids = get_int_list(r, "kv_source_layer_ids", 0, layers - 1);
-  require_layers_sorted(r, "kv_source_layer_ids", c.kv_source_layer_ids);
-  for (const int64_t id : c.kv_source_layer_ids)
-    if (c.compress_ratios[id] == 0)
+  // Layer schedules, with transformers' defaults and checks (DeepseekV41TextConfig.__post_init__).
+  const int64_t layers = c.num_hidden_layers, nextn = c.num_nextn_predict_layers;
+  c.compress_ratios = r.has("compress_ratios") ? get_int_list(r, "compress_ratios", 0, kMaxInt)
+                                               : default_compress_ratios(layers);
+  const auto given = static_cast<int64_t>(c.compress_ratios.size());
+  if (given < layers || given > layers + nextn)
+    r.fail("compress_ratios", fmt::format("has {} entries; it needs num_hidden_layers ({}) to num_hidden_layers + "
+                                          "num_nextn_predict_layers ({})", given, layers, layers + nextn));
+  c.compress_ratios.resize(layers + nextn, 0);  // the draft layers are window-only
+  const std::vector<int64_t> backbone(c.compress_ratios.begin(), c.compress_ratios.begin() + layers);
+  const std::vector<int64_t> released = default_compress_ratios(40);
+  const bool released_schedule = layers <= 40 && std::equal(backbone.begin(), backbone.end(), released.begin());
+
+  if (r.has("kv_source_layer_ids")) {
+    c.kv_source_layer_ids = get_int_list(r, "kv_source_layer_ids", 0, layers - 1);
+  } else if (released_schedule) {
+    c.kv_source_layer_ids = kReleasedKvSources;
+  } else {  // the first layer of each run of one nonzero ratio publishes for its run
+    for (int64_t i = 0; i < layers; ++i)
+      if (backbone[i] > 0 && (i == 0 || backbone[i - 1] != backbone[i])) c.kv_source_layer_ids.push_back(i);
+  }
+  if (r.has("index_source_layer_ids"))
+    c.index_source_layer_ids = get_int_list(r, "index_source_layer_ids", 0, layers - 1);
+  else
+    c.index_source_layer_ids =
+        c.kv_source_layer_ids == kReleasedKvSources ? kReleasedIndexSources : c.kv_source_layer_ids;
+  const std::vector<int64_t>& kv = c.kv_source_layer_ids;
+  for (const int64_t id : kv)
+    if (backbone[id] == 0)
       r.fail("kv_source_layer_ids", fmt::format("names layer {}, whose compress_ratio is 0 (no compressor)", id));
-  c.index_source_layer_ids = get_int_list(r, "index_source_layer_ids", 0, layers - 1);
-  require_layers_sorted(r, "index_source_layer_ids", c.index_source_layer_ids);
+  for (const int64_t id : c.index_source_layer_ids) {
+    if (backbone[id] == 0)
+      r.fail("index_source_layer_ids", fmt::format("names layer {}, whose compress_ratio is 0", id));
+    if (!std::any_of(kv.begin(), kv.end(), [id](int64_t s) { return s <= id; }))
+      r.fail("index_source_layer_ids", fmt::format("names layer {}, with no KV source at or before it", id));
+  }
+  for (int64_t i = 0; i < layers; ++i)
+    if (backbone[i] > 0 && !std::any_of(kv.begin(), kv.end(), [i](int64_t s) { return s <= i; }))
+      r.fail("kv_source_layer_ids", fmt::format("leaves layer {} (compress_ratio {}) with no source at or before it",
+                                                i, backbone[i]));
+  // Negative disables the two-level top-k; absent means the last KV source.
+  c.candidate_source_layer_id = std::max<int64_t>(
+      -1, r.get_int("candidate_source_layer_id", -kMaxInt, layers - 1, kv.empty() ? -1 : kv.back()));
+  if (c.candidate_source_layer_id >= 0 && !contains(c.index_source_layer_ids, c.candidate_source_layer_id))
+    r.fail("candidate_source_layer_id", fmt::format("= {} is not one of index_source_layer_ids",
+                                                    c.candidate_source_layer_id));
   c.engram_layer_ids = get_int_list(r, "engram_layer_ids", 0, layers - 1);
-  require_layers_sorted(r, "engram_layer_ids", c.engram_layer_ids);
-  c.candidate_source_layer_id = r.get_int("candidate_source_layer_id", 0, layers - 1, -1);
-  c.candidate_topk_blocks = r.get_int("candidate_topk_blocks", 1, kMaxInt, 0);
-  c.candidate_block_size = r.get_int("candidate_block_size", 1, kMaxInt, 0);
-  c.index_n_heads = r.get_int("index_n_heads", 1, 4096);
-  c.index_head_dim = r.get_int("index_head_dim", 1, 65536);
-  c.index_topk = r.get_int("index_topk", 1, kMaxInt);
+  const std::vector<int64_t> engram_rows =
+      get_int_list(r, "engram_num_embeddings", 0, std::numeric_limits<int64_t>::max());
+  if (r.has("engram_num_embeddings") && engram_rows.size() != c.engram_layer_ids.size())
+    r.fail("engram_num_embeddings", fmt::format("has {} entries for {} engram layers", engram_rows.size(),
+                                                c.engram_layer_ids.size()));
+  c.candidate_topk_blocks = r.get_int("candidate_topk_blocks", 1, kMaxInt, 2048);
+  c.candidate_block_size = r.get_int("candidate_block_size", 1, kMaxInt, 8);
+  c.index_n_heads = r.get_int("index_n_heads", 1, 4096, 32);
+  c.index_head_dim = r.get_int("index_head_dim", 1, 65536, 128);
+  c.index_topk = r.get_int("index_topk", 1, kMaxInt, 512);
 
   c.hc_mult = r.get_int("hc_mult", 1, 64, 1);
   c.hc_sinkhorn_iters = r.get_int("hc_sinkhorn_iters", 0, 1000, 20);
@@ -101,6 +149,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   c.n_shared_experts = r.get_int("n_shared_experts", 0, 64, 0);
   c.num_experts_per_tok = r.get_int("num_experts_per_tok", 1, c.n_routed_experts);
   c.moe_intermediate_size = r.get_int("moe_intermediate_size", 1, kMaxInt);
+  c.gate_temp = r.get_double("gate_temp", 1e-6, 1e6, 1.0);
   c.scoring_func = r.get_string("scoring_func", "sqrtsoftplus");
   if (c.scoring_func != "sqrtsoftplus" && c.scoring_func != "sigmoid" && c.scoring_func != "softmax")
     r.fail("scoring_func", fmt::format("= '{}' is not one of sqrtsoftplus, sigmoid, softmax", c.scoring_func));

@@ -46,17 +46,57 @@ TEST(V41Config, ReadsThePublicConfig) {
   EXPECT_EQ(c.quantization.expert_dtype, "fp4");
 }
 
+TEST(V41Config, FillsAbsentSchedulesAsTransformersDoes) {
+  nlohmann::json root = public_v41();
+  auto& text = root["text_config"];
+  for (const char* key :
+       {"compress_ratios", "kv_source_layer_ids", "index_source_layer_ids", "candidate_source_layer_id"})
+    text.erase(key);
+  const V41TextConfig released = parse_v41_config(root, "config.json");  // 40 layers: the released schedule
+  EXPECT_EQ(released.compress_ratios, parse_v41_config(public_v41(), "config.json").compress_ratios);
+  EXPECT_EQ(released.kv_source_layer_ids, (std::vector<int64_t>{2, 8, 14, 20}));
+  EXPECT_EQ(released.index_source_layer_ids, (std::vector<int64_t>{2, 8, 14, 20, 24, 28, 32, 36}));
+  EXPECT_EQ(released.candidate_source_layer_id, 20);
+
+  text["num_hidden_layers"] = 6;  // the pattern scaled: 2 window-only, 2 encoder, 2 decoder layers
+  text["num_nextn_predict_layers"] = 1;
+  text["engram_layer_ids"] = nlohmann::json::array();
+  text["engram_num_embeddings"] = nlohmann::json::array();
+  const V41TextConfig tiny = parse_v41_config(root, "config.json");
+  EXPECT_EQ(tiny.compress_ratios, (std::vector<int64_t>{0, 0, 2, 2, 1, 1, 0}));
+  EXPECT_EQ(tiny.kv_source_layer_ids, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(tiny.index_source_layer_ids, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(tiny.candidate_source_layer_id, 4);
+
+  root = public_v41();
+  root["text_config"]["compress_ratios"].erase(42);  // the draft layers' entries are optional (and 0)
+  root["text_config"]["candidate_source_layer_id"] = -5;
+  const V41TextConfig trimmed = parse_v41_config(root, "config.json");
+  EXPECT_EQ(trimmed.compress_ratios.size(), 43u);
+  EXPECT_EQ(trimmed.compress_ratios[42], 0);
+  EXPECT_EQ(trimmed.candidate_source_layer_id, -1);
+}
+
 TEST(V41Config, NamesTheBadKey) {
   nlohmann::json root = public_v41();
-  root["text_config"]["compress_ratios"].erase(0);
-  EXPECT_NE(error_of(root).find("'compress_ratios' has 42 entries; num_hidden_layers + num_nextn_predict_layers = 43"),
+  root["text_config"]["compress_ratios"] = std::vector<int64_t>(39, 1);
+  EXPECT_NE(error_of(root).find("'compress_ratios' has 39 entries; it needs num_hidden_layers (40) to"),
             std::string::npos);
   root = public_v41();
   root["text_config"]["kv_source_layer_ids"] = {0, 8};
-  EXPECT_NE(error_of(root).find("names layer 0, whose compress_ratio is 0"), std::string::npos);
+  EXPECT_NE(error_of(root).find("names layer 0, whose compress_ratio is 0 (no compressor)"), std::string::npos);
   root = public_v41();
-  root["text_config"]["index_source_layer_ids"] = {8, 2};
-  EXPECT_NE(error_of(root).find("distinct layer ids in increasing order"), std::string::npos);
+  root["text_config"]["kv_source_layer_ids"] = {8, 14, 20};
+  EXPECT_NE(error_of(root).find("names layer 2, with no KV source at or before it"), std::string::npos);
+  root["text_config"]["index_source_layer_ids"] = {8, 14, 20};
+  EXPECT_NE(error_of(root).find("leaves layer 2 (compress_ratio 2) with no source"), std::string::npos);
+  root = public_v41();
+  root["text_config"]["candidate_source_layer_id"] = 3;
+  EXPECT_NE(error_of(root).find("'candidate_source_layer_id' = 3 is not one of index_source_layer_ids"),
+            std::string::npos);
+  root = public_v41();
+  root["text_config"]["engram_num_embeddings"] = {1};
+  EXPECT_NE(error_of(root).find("has 1 entries for 2 engram layers"), std::string::npos);
   root = public_v41();
   root["text_config"]["o_groups"] = 7;
   EXPECT_NE(error_of(root).find("'o_groups' must divide"), std::string::npos);
