@@ -26,7 +26,9 @@ std::vector<int64_t> get_int_list(const ConfigReader& reader, const std::string&
   return values;
 }
 
-bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+bool contains(const std::vector<int64_t>& ids, int64_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
 
 // The released 40-layer schedule, and the same pattern scaled to other depths (2 window-only layers, a ratio-2
 // encoder block, a ratio-1 decoder block), as transformers fills an absent compress_ratios.
