@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <vector>
 
 #include "src/bench/roofline.h"
 #include "src/core/check.h"
@@ -58,6 +59,14 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
   return r;
 }
 
+// Sequence s owns cache blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
+std::vector<std::vector<int32_t>> contiguous_block_tables(int64_t sequences, int64_t blocks_per_seq) {
+  std::vector<std::vector<int32_t>> tables(sequences, std::vector<int32_t>(blocks_per_seq));
+  for (int64_t s = 0; s < sequences; ++s)
+    for (int64_t i = 0; i < blocks_per_seq; ++i) tables[s][i] = static_cast<int32_t>(s * blocks_per_seq + i);
+  return tables;
+}
+
 }  // namespace
 
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
@@ -69,9 +78,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   const int64_t blocks_per_seq = (max_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
   std::unique_ptr<KvCache> cache = model.make_kv_cache(batch * blocks_per_seq);
   cache->fill_random(7);
-  std::vector<std::vector<int32_t>> tables(batch, std::vector<int32_t>(blocks_per_seq));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t i = 0; i < blocks_per_seq; ++i) tables[b][i] = static_cast<int32_t>(b * blocks_per_seq + i);
+  const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(batch, blocks_per_seq);
   std::vector<double> ms;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     ForwardBatch fb;
@@ -93,9 +100,7 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   const int64_t prompts = chunk / prompt_len;
   const int64_t blocks_per_seq = (prompt_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
   std::unique_ptr<KvCache> cache = model.make_kv_cache(prompts * blocks_per_seq);
-  std::vector<std::vector<int32_t>> tables(prompts, std::vector<int32_t>(blocks_per_seq));
-  for (int64_t p = 0; p < prompts; ++p)
-    for (int64_t i = 0; i < blocks_per_seq; ++i) tables[p][i] = static_cast<int32_t>(p * blocks_per_seq + i);
+  const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(prompts, blocks_per_seq);
   std::vector<double> ms;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     ForwardBatch fb;

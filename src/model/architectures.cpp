@@ -45,6 +45,20 @@ std::string ConfigReader::get_string(const std::string& key, const std::string& 
   return json_.at(key).get<std::string>();
 }
 
+std::vector<int64_t> ConfigReader::get_int_list(const std::string& key, int64_t min, int64_t max) const {
+  if (!has(key)) return {};
+  const nlohmann::json& list = json_.at(key);
+  if (!list.is_array()) fail(key, "must be a list of integers");
+  std::vector<int64_t> values;
+  for (const nlohmann::json& item : list) {
+    if (!item.is_number_integer()) fail(key, fmt::format("must hold integers, got {}", item.dump()));
+    const auto v = item.get<int64_t>();
+    if (v < min || v > max) fail(key, fmt::format("holds {}, out of range [{}, {}]", v, min, max));
+    values.push_back(v);
+  }
+  return values;
+}
+
 namespace {
 
 constexpr int64_t kMaxDim = int64_t{1} << 24;

@@ -23,6 +23,8 @@ class ConfigReader {
   double get_double(const std::string& key, double min, double max, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
+  // Empty when absent.
+  std::vector<int64_t> get_int_list(const std::string& key, int64_t min, int64_t max) const;
   const nlohmann::json& json() const { return json_; }
   const std::string& source() const { return source_; }
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;

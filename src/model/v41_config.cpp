@@ -12,20 +12,6 @@ namespace {
 
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 
-std::vector<int64_t> get_int_list(const ConfigReader& reader, const std::string& key, int64_t min, int64_t max) {
-  if (!reader.has(key)) return {};
-  const nlohmann::json& list = reader.json().at(key);
-  if (!list.is_array()) reader.fail(key, "must be a list of integers");
-  std::vector<int64_t> values;
-  for (const nlohmann::json& item : list) {
-    if (!item.is_number_integer()) reader.fail(key, fmt::format("must hold integers, got {}", item.dump()));
-    const auto v = item.get<int64_t>();
-    if (v < min || v > max) reader.fail(key, fmt::format("holds {}, out of range [{}, {}]", v, min, max));
-    values.push_back(v);
-  }
-  return values;
-}
-
 bool contains(const std::vector<int64_t>& ids, int64_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
@@ -51,7 +37,7 @@ V41Quantization parse_quantization(const nlohmann::json& root, const std::string
   q.method = reader.get_string("quant_method", "");
   DI_INPUT_CHECK(q.method == "fp8", "{}: quantization_config.quant_method '{}' is not supported (fp8 is)", source,
                  q.method);
-  const std::vector<int64_t> block = get_int_list(reader, "weight_block_size", 1, 4096);
+  const std::vector<int64_t> block = reader.get_int_list("weight_block_size", 1, 4096);
   if (block.size() != 2) reader.fail("weight_block_size", "must be [rows, cols]");
   q.block_rows = block[0];
   q.block_cols = block[1];
@@ -87,7 +73,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
 
   // Layer schedules, with transformers' defaults and checks (DeepseekV41TextConfig.__post_init__).
   const int64_t layers = c.num_hidden_layers, nextn = c.num_nextn_predict_layers;
-  c.compress_ratios = r.has("compress_ratios") ? get_int_list(r, "compress_ratios", 0, kMaxInt)
+  c.compress_ratios = r.has("compress_ratios") ? r.get_int_list("compress_ratios", 0, kMaxInt)
                                                : default_compress_ratios(layers);
   const auto given = static_cast<int64_t>(c.compress_ratios.size());
   if (given < layers || given > layers + nextn)
@@ -99,7 +85,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   const bool released_schedule = layers <= 40 && std::equal(backbone.begin(), backbone.end(), released.begin());
 
   if (r.has("kv_source_layer_ids")) {
-    c.kv_source_layer_ids = get_int_list(r, "kv_source_layer_ids", 0, layers - 1);
+    c.kv_source_layer_ids = r.get_int_list("kv_source_layer_ids", 0, layers - 1);
   } else if (released_schedule) {
     c.kv_source_layer_ids = kReleasedKvSources;
   } else {  // the first layer of each run of one nonzero ratio publishes for its run
@@ -107,7 +93,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
       if (backbone[i] > 0 && (i == 0 || backbone[i - 1] != backbone[i])) c.kv_source_layer_ids.push_back(i);
   }
   if (r.has("index_source_layer_ids"))
-    c.index_source_layer_ids = get_int_list(r, "index_source_layer_ids", 0, layers - 1);
+    c.index_source_layer_ids = r.get_int_list("index_source_layer_ids", 0, layers - 1);
   else
     c.index_source_layer_ids =
         c.kv_source_layer_ids == kReleasedKvSources ? kReleasedIndexSources : c.kv_source_layer_ids;
@@ -131,9 +117,9 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   if (c.candidate_source_layer_id >= 0 && !contains(c.index_source_layer_ids, c.candidate_source_layer_id))
     r.fail("candidate_source_layer_id", fmt::format("= {} is not one of index_source_layer_ids",
                                                     c.candidate_source_layer_id));
-  c.engram_layer_ids = get_int_list(r, "engram_layer_ids", 0, layers - 1);
+  c.engram_layer_ids = r.get_int_list("engram_layer_ids", 0, layers - 1);
   const std::vector<int64_t> engram_rows =
-      get_int_list(r, "engram_num_embeddings", 0, std::numeric_limits<int64_t>::max());
+      r.get_int_list("engram_num_embeddings", 0, std::numeric_limits<int64_t>::max());
   if (r.has("engram_num_embeddings") && engram_rows.size() != c.engram_layer_ids.size())
     r.fail("engram_num_embeddings", fmt::format("has {} entries for {} engram layers", engram_rows.size(),
                                                 c.engram_layer_ids.size()));
