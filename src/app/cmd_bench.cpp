@@ -1,4 +1,5 @@
 // `deepinfer bench decode|prefill`: median step times on one rank against their floors.
+// `deepinfer bench dispatch`: the expert-parallel exchange against ncclAlltoAll, nccl-tests style.
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -7,6 +8,10 @@
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
 #include "src/bench/step_bench.h"
+#include "src/core/device.h"
+#ifdef DEEPINFER_HAVE_CUDA
+#include "src/bench/dispatch_bench.h"
+#endif
 
 namespace deepinfer::app {
 
@@ -43,6 +48,54 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
       for (int64_t chunk : options.chunks)
         report(bench_prefill(*model, chunk, options.prompt_len, options.warmup, options.steps));
     }
+  };
+  return run_spmd_command(world, prepare, execute);
+}
+
+int run_bench_dispatch(const DispatchBenchCliOptions& options, MPI_Comm world) {
+  int gpu = -1;
+  auto prepare = [&] {
+    // Every rank reaches this split (nothing before it can fail), so the collective is safe in prepare().
+    MPI_Comm local;
+    DI_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    int local_size = 1, local_rank = 0;
+    MPI_Comm_size(local, &local_size);
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_free(&local);
+#ifndef DEEPINFER_HAVE_CUDA
+    throw InputError("bench dispatch needs a build with CUDA and NCCL");
+#endif
+    DI_INPUT_CHECK(cuda_device_count() >= local_size,
+                   "bench dispatch needs one GPU per rank: {} ranks on this host, {} GPUs (NCCL refuses two ranks "
+                   "on one GPU)", local_size, cuda_device_count());
+    DI_INPUT_CHECK(options.warmup >= 0 && options.iters > 0, "--iters must be positive and --warmup not negative");
+    for (int64_t h : options.hiddens) DI_INPUT_CHECK(h > 0 && h % 8 == 0, "--hidden {}: must be a positive multiple of 8", h);
+    for (int64_t k : options.top_ks) DI_INPUT_CHECK(k > 0 && k <= 16, "--top-k {}: must be in 1..16", k);
+    for (int64_t t : options.tokens) DI_INPUT_CHECK(t > 0, "--tokens {}: must be positive", t);
+    gpu = local_rank;
+  };
+  auto execute = [&] {
+#ifdef DEEPINFER_HAVE_CUDA
+    const DispatchBenchOptions o{options.tokens, options.hiddens, options.top_ks, options.warmup, options.iters};
+    const std::vector<DispatchBenchRow> rows = run_dispatch_bench(world, gpu, o);
+    int rank = 0;
+    MPI_Comm_rank(world, &rank);
+    if (rank != 0) return;
+    spdlog::info("{:>5} {:>6} {:>6} {:>5} {:>8} {:<13} {:>12} {:>10} {:>8} {:>8}", "ranks", "tokens", "hidden", "top-k",
+                 "experts", "op", "size (B)", "time (us)", "algbw", "busbw");
+    std::ofstream out;
+    if (!options.output_path.empty()) out.open(options.output_path, std::ios::app);
+    for (const DispatchBenchRow& r : rows) {
+      spdlog::info("{:>5} {:>6} {:>6} {:>5} {:>8} {:<13} {:>12.0f} {:>10.1f} {:>8.2f} {:>8.2f}", r.ranks, r.tokens,
+                   r.hidden, r.top_k, r.experts, r.op, r.bytes, r.median_us, r.algbw_gbs, r.busbw_gbs);
+      if (out.is_open())
+        out << nlohmann::json{{"ranks", r.ranks}, {"tokens_per_rank", r.tokens}, {"hidden", r.hidden},
+                              {"top_k", r.top_k}, {"experts", r.experts}, {"op", r.op}, {"bytes", r.bytes},
+                              {"median_us", r.median_us}, {"algbw_GBps", r.algbw_gbs}, {"busbw_GBps", r.busbw_gbs}}
+                   .dump()
+            << '\n';
+    }
+#endif
   };
   return run_spmd_command(world, prepare, execute);
 }

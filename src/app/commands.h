@@ -59,6 +59,17 @@ struct BenchOptions {
 };
 int run_bench(const BenchOptions& options, MPI_Comm world);
 
+struct DispatchBenchCliOptions {
+  std::vector<int64_t> tokens = {128, 4096};
+  std::vector<int64_t> hiddens = {2048, 7168};
+  std::vector<int64_t> top_ks = {6, 8};
+  int64_t warmup = 5;
+  int64_t iters = 20;
+  std::string output_path;
+};
+// `bench dispatch`: the expert-parallel exchange alone, every rank of the world one EP rank on its own GPU.
+int run_bench_dispatch(const DispatchBenchCliOptions& options, MPI_Comm world);
+
 struct SweepCliOptions {
   ModelOptions model;
   std::string phase;  // "prefill" or "decode"

@@ -77,6 +77,18 @@ int main(int argc, char** argv) {
   bench_prefill_cmd->add_option("--chunk", bench.chunks, "Tokens per step")->delimiter(',')->capture_default_str();
   bench_prefill_cmd->add_option("--prompt-len", bench.prompt_len, "Tokens per prompt")->capture_default_str();
 
+  deepinfer::app::DispatchBenchCliOptions dispatch;
+  CLI::App* bench_dispatch_cmd = bench_cmd->add_subcommand(
+      "dispatch", "The expert-parallel dispatch and combine against ncclAlltoAll (one GPU per rank, EP = world)");
+  bench_dispatch_cmd->add_option("--tokens", dispatch.tokens, "Tokens per rank")->delimiter(',')->capture_default_str();
+  bench_dispatch_cmd->add_option("--hidden", dispatch.hiddens, "Hidden sizes")->delimiter(',')->capture_default_str();
+  bench_dispatch_cmd->add_option("--top-k", dispatch.top_ks, "Experts per token (6: 64 experts, else 256)")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_dispatch_cmd->add_option("--warmup", dispatch.warmup, "Untimed iterations")->capture_default_str();
+  bench_dispatch_cmd->add_option("--iters", dispatch.iters, "Timed iterations (median)")->capture_default_str();
+  bench_dispatch_cmd->add_option("--output", dispatch.output_path, "Also append one JSON line per row to this file");
+
   deepinfer::app::SweepCliOptions sweep;
   CLI::App* sweep_cmd = cli.add_subcommand("sweep", "Pareto sweeps across a deployment, to HDF5");
   sweep_cmd->require_subcommand(1);
@@ -130,6 +142,8 @@ int main(int argc, char** argv) {
   else if (sweep_prefill_cmd->parsed() || sweep_decode_cmd->parsed()) {
     sweep.phase = sweep_prefill_cmd->parsed() ? "prefill" : "decode";
     code = deepinfer::app::run_sweep(sweep, MPI_COMM_WORLD);
+  } else if (bench_dispatch_cmd->parsed()) {
+    code = deepinfer::app::run_bench_dispatch(dispatch, MPI_COMM_WORLD);
   } else if (bench_decode_cmd->parsed() || bench_prefill_cmd->parsed()) {
     bench.phase = bench_decode_cmd->parsed() ? "decode" : "prefill";
     code = deepinfer::app::run_bench(bench, MPI_COMM_WORLD);

@@ -4,6 +4,10 @@
 
 #include <cstdio>
 
+#ifdef DEEPINFER_HAVE_CUDA
+#include "src/moe/nccl_expert_dispatch.h"
+#endif
+
 namespace deepinfer::app {
 
 void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& options, MPI_Comm world) {
@@ -62,6 +66,14 @@ void SpmdSetup::start(MPI_Comm world) {
   if (topology_->world_rank() == 0)
     spdlog::info("expert-parallel transport: {} ({})", nccl ? "NCCL" : "MPI over host memory", reason);
   experts_ = std::make_unique<ExpertParallelExecutor>(*ep_comm_, *placement_, eplb_);
+#ifdef DEEPINFER_HAVE_CUDA
+  // Routed rows go GPU to GPU; the host-staged communicator still carries EPLB's expert moves.
+  if (nccl) {
+    const ModelConfig& c = model_->config();
+    experts_->attach_device(
+        std::make_unique<NcclExpertDispatch>(*nccl_ep_comm_, c.n_routed_experts, c.hidden_size, c.num_experts_per_tok));
+  }
+#endif
 }
 
 void SpmdSetup::finalize() {

@@ -36,9 +36,11 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group, double timeout_s) : timeout_s
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DI_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
   DI_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int32_t)));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&producer_done_, cudaEventDisableTiming));
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (producer_done_ != nullptr) cudaEventDestroy(producer_done_);
   if (barrier_word_ != nullptr) cudaFree(barrier_word_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   // comm_ is destroyed collectively in finalize(); if it was not, leaking it is safer than a hang.
@@ -49,6 +51,11 @@ void NcclCommunicator::finalize() {
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
   DI_NCCL_CHECK(ncclCommDestroy(comm_));
   comm_ = nullptr;
+}
+
+void NcclCommunicator::wait_for(cudaStream_t producer) {
+  DI_CUDA_CHECK(cudaEventRecord(producer_done_, producer));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(stream_, producer_done_, 0));
 }
 
 void NcclCommunicator::wait(const char* what) {
@@ -91,6 +98,11 @@ void NcclCommunicator::all_to_all_v(const void* send, std::span<const int64_t> s
     recv_offset += recv_counts[peer];
   }
   DI_NCCL_CHECK(ncclGroupEnd());
+  wait(what);
+}
+
+void NcclCommunicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype, const char* what) {
+  DI_NCCL_CHECK(ncclAlltoAll(send, recv, count, nccl_type(dtype), comm_, stream_));
   wait(what);
 }
 

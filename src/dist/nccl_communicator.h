@@ -25,9 +25,14 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   double timeout_s() const override { return timeout_s_; }
   cudaStream_t stream() const { return stream_; }
+  // The next operations start after the work already queued on `producer` (device buffers it writes).
+  // Every operation itself returns only once done, so work queued after it on any stream sees its results.
+  void wait_for(cudaStream_t producer);
 
   void all_to_all_v(const void* send, std::span<const int64_t> send_counts, void* recv,
                     std::span<const int64_t> recv_counts, DType dtype, const char* what) override;
+  // NCCL's own equal-count all-to-all (count elements to and from each peer): the yardstick for all_to_all_v.
+  void all_to_all(const void* send, void* recv, int64_t count, DType dtype, const char* what);
   void all_gather(const void* send, void* recv, int64_t count, DType dtype, const char* what) override;
   void all_reduce_sum(void* data, int64_t count, DType dtype, const char* what) override;
   void all_reduce_max(void* data, int64_t count, DType dtype, const char* what) override;
@@ -48,6 +53,7 @@ class NcclCommunicator final : public Communicator {
   int size_ = 1;
   double timeout_s_;
   void* barrier_word_ = nullptr;  // one device int for barrier()
+  cudaEvent_t producer_done_ = nullptr;
 };
 
 // Forwards host buffers through a device Communicator (copies in, exchanges, copies out), so that host-side

@@ -42,6 +42,17 @@ double rank_imbalance(const ExpertPlacement& placement, int64_t layer, const std
   return sum > 0.0 ? max / (sum / static_cast<double>(load.size())) : 1.0;
 }
 
+ExchangeStats ExpertParallelExecutor::stats() const {
+  ExchangeStats total = stats_;
+  if (device_) total += device_->stats();
+  return total;
+}
+
+void ExpertParallelExecutor::attach_device(std::unique_ptr<DeviceExpertExecutor> device) {
+  device_ = std::move(device);
+  if (device_) device_->set_placement(placement_.phy2log(), placement_.slots_per_rank());
+}
+
 void ExpertParallelExecutor::after_step(CausalLm& model) {
   ++steps_;
   if (eplb_.interval_steps > 0 && steps_ % eplb_.interval_steps == 0) rebalance(model);
@@ -51,6 +62,7 @@ void ExpertParallelExecutor::rebalance(CausalLm& model) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t L = placement_.num_layers(), E = placement_.num_experts();
   const int me = comm_.rank(), num_ranks = comm_.size();
+  if (device_) device_->drain_routed_counts(window_counts_);
   std::vector<int64_t> counts = window_counts_;
   comm_.all_reduce_sum(counts.data(), static_cast<int64_t>(counts.size()), DType::kI64, "eplb: expert loads");
   std::vector<std::vector<double>> load(L, std::vector<double>(E));
@@ -109,6 +121,7 @@ void ExpertParallelExecutor::rebalance(CausalLm& model) {
   for (int r = 0; r < num_ranks; ++r)
     if (r != me) report.bytes_moved += send_counts[r] * static_cast<int64_t>(sizeof(float));
   placement_ = std::move(next);
+  if (device_) device_->set_placement(placement_.phy2log(), placement_.slots_per_rank());
   std::fill(window_counts_.begin(), window_counts_.end(), 0);
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::string layers;

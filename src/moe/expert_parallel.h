@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "src/dist/communicator.h"
@@ -18,13 +19,6 @@
 
 namespace deepinfer {
 
-struct ExchangeStats {
-  int64_t num_exchanges = 0;      // MoE layer calls
-  int64_t dispatch_bytes = 0;     // bytes this rank sent to other ranks in dispatch (records, not counts)
-  int64_t combine_bytes = 0;      // bytes this rank sent to other ranks in combine
-  int64_t tokens_sent = 0;        // token copies sent to other ranks
-  int64_t tokens_received = 0;    // token copies received from any rank (itself included)
-};
 
 // Online EPLB: every `interval_steps` steps the group sums its routed-token counts per (layer, expert) over
 // the steps since the last rebalance, every rank computes the same plan (rebalance_experts), the experts whose
@@ -52,8 +46,12 @@ class ExpertParallelExecutor final : public ExpertExecutor {
   void run(const CausalLm& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
            const float* topk_weights, int64_t num_tokens, float* out) override;
   void after_step(CausalLm& model) override;
+  DeviceExpertExecutor* device() override { return device_.get(); }
+  // From now on the model exchanges through `device` (GPU to GPU); placement changes reach it too.
+  void attach_device(std::unique_ptr<DeviceExpertExecutor> device);
 
-  const ExchangeStats& stats() const { return stats_; }
+  // Host exchanges plus those of the device path.
+  ExchangeStats stats() const;
   const ExpertPlacement& placement() const { return placement_; }
   const std::vector<RebalanceReport>& rebalances() const { return rebalances_; }
   // Rebalances now (collective over the group), from the loads counted since the last rebalance.
@@ -67,6 +65,7 @@ class ExpertParallelExecutor final : public ExpertExecutor {
   int64_t steps_ = 0;
   std::vector<int64_t> window_counts_;  // [moe layer][logical expert]: tokens this rank routed there
   std::vector<RebalanceReport> rebalances_;
+  std::unique_ptr<DeviceExpertExecutor> device_;
 };
 
 // max/mean over EP ranks of the tokens each rank serves for one layer, under `placement` (an expert's tokens

@@ -29,6 +29,7 @@ class ExpertPlacement {
   int64_t slots_per_rank() const { return slots_per_rank_; }
   int owner_of_slot(int64_t slot) const { return static_cast<int>(slot / slots_per_rank_); }
   int32_t logical_of_slot(int64_t layer, int64_t slot) const { return phy2log_[layer][slot]; }
+  const std::vector<std::vector<int32_t>>& phy2log() const { return phy2log_; }
   const std::vector<int32_t>& replicas(int64_t layer, int64_t expert) const { return log2phy_[layer][expert]; }
   // Whether `ep_rank` holds any replica of `expert` in any layer (which expert weights it must load).
   bool rank_holds(int ep_rank, int64_t layer, int64_t expert) const;

@@ -25,4 +25,8 @@ inline bool all_ranks(bool ok) {
   return value == 1;
 }
 
+// The GPU this rank uses when every rank on its host has one of its own (NCCL's condition), else -1 on
+// every rank. Collective.
+int own_gpu_or_none();
+
 }  // namespace deepinfer::testing

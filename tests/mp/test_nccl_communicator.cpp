@@ -13,18 +13,9 @@ namespace deepinfer {
 namespace {
 
 TEST(NcclCommunicator, MatchesMpiOnRandomExchanges) {
-  const int gpus = cuda_device_count();
-  int shared = 0;
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-  int local_size = 1, local_rank = 0;
-  MPI_Comm_size(local, &local_size);
-  MPI_Comm_rank(local, &local_rank);
-  MPI_Comm_free(&local);
-  shared = gpus < local_size ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (shared) GTEST_SKIP() << "needs one GPU per rank (" << gpus << " GPUs, " << local_size << " ranks on this host)";
-  DI_CUDA_CHECK(cudaSetDevice(local_rank));
+  const int gpu = testing::own_gpu_or_none();
+  if (gpu < 0) GTEST_SKIP() << "needs one GPU per rank";
+  DI_CUDA_CHECK(cudaSetDevice(gpu));
 
   MpiCommunicator mpi(MPI_COMM_WORLD, 120.0);
   NcclCommunicator nccl(MPI_COMM_WORLD, 120.0);

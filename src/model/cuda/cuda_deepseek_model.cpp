@@ -214,7 +214,7 @@ void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, co
 void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows,
                             ExpertExecutor* experts, ScratchPool& scratch) const {
   const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
+  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   auto* logits = scratch.alloc<float>(rows * E);
   auto* ids = scratch.alloc<int32_t>(rows * K);
   auto* weights = scratch.alloc<float>(rows * K);
@@ -229,6 +229,17 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   else DI_CUDA_CHECK(cudaMemsetAsync(out, 0, rows * H * sizeof(Bf16)));
   profiler_.mark("moe:shared");
 
+  if (experts != nullptr && experts->device() != nullptr) {
+    // Expert parallelism GPU to GPU: the executor exchanges; the received rows run through routed_experts.
+    auto local = [&](const void* x, const int32_t* local_ids, const float* local_weights, int64_t n, void* y) {
+      DI_CUDA_CHECK(cudaMemsetAsync(y, 0, n * H * sizeof(Bf16)));
+      routed_experts(w, static_cast<const Bf16*>(x), local_ids, local_weights, n, E + 1, static_cast<Bf16*>(y),
+                     scratch);
+    };
+    experts->device()->run(moe_layer_idx, h, ids, weights, rows, out, local);
+    profiler_.mark("moe:experts (expert parallel)");
+    return;
+  }
   if (experts != nullptr) {
     // Expert parallelism over host memory: the executor exchanges and computes; its sum comes back here.
     std::vector<float> h_host(rows * H), routed(rows * H, 0.0f), w_host(rows * K);
@@ -242,16 +253,23 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
     cuda::add_f32_into_bf16(device_copy(scratch, routed), out, rows * H, nullptr);
     return;
   }
+  routed_experts(w, h, ids, weights, rows, E, out, scratch);
+}
+
+void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights,
+                                       int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
   if (rows == 0) return;
   const int64_t n = rows * K;
   auto* x_perm = scratch.alloc<Bf16>(n * H);
   auto* row_of = scratch.alloc<int32_t>(n);
-  auto* offsets = scratch.alloc<int32_t>(E + 1);
-  const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, E);
+  auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
+  const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
   void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
-  cuda::moe_permute(h, ids, rows, K, H, E, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
-  std::vector<int32_t> host_offsets(E + 1);
-  DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (E + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  cuda::moe_permute(x, ids, rows, K, H, num_ids, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
+  std::vector<int32_t> host_offsets(num_ids + 1);
+  DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   profiler_.mark("moe:permute+offsets");
   auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
   auto* act = scratch.alloc<Bf16>(n * I);
@@ -262,6 +280,9 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   cuda::silu_mul(gate_up, act, n, I, nullptr);
   DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I,
                                           pointers + 3 * E));
+  // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
+  if (host_offsets[E] < n)
+    DI_CUDA_CHECK(cudaMemsetAsync(y_perm + host_offsets[E] * H, 0, (n - host_offsets[E]) * H * sizeof(Bf16)));
   profiler_.mark("moe:experts");
   cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
   profiler_.mark("moe:unpermute");

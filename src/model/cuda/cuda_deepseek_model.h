@@ -1,8 +1,8 @@
 // The DeepSeek V2/V3 forward pass on one GPU: bf16 weights and activations, fp32 accumulation, the kernels of
 // kernels/cuda and cuBLAS. Same function as the CPU reference (DeepseekModel), checked against it.
 // Prefill chunks use the expanded attention, decode steps the absorbed form on the paged latent cache.
-// Routed experts run on the device (permute, grouped GEMM, unpermute), or through an expert-parallel
-// executor, staged through host memory.
+// Routed experts run on the device (permute, grouped GEMM, unpermute); with expert parallelism the rows go
+// GPU to GPU through the executor's device path (NCCL), or are staged through host memory (MPI transport).
 #pragma once
 
 #include <map>
@@ -82,6 +82,10 @@ class CudaDeepseekModel final : public CausalLm {
   void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch) const;
   void moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
            ScratchPool& scratch) const;
+  // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids in [0, num_ids), and
+  // ids >= n_routed_experts are entries to leave out (num_ids = n_routed_experts + 1 for expert parallelism).
+  void routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights, int64_t rows,
+                      int64_t num_ids, Bf16* out, ScratchPool& scratch) const;
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
