@@ -22,6 +22,7 @@ struct ModelOptions {
   std::string load_format = "auto";
   uint64_t seed = 0;  // dummy weights
   std::string device = "auto";  // cpu | cuda | auto
+  bool no_engram = false;  // DeepSeek-V4.1: run without its engram layers (not implemented yet)
 };
 
 struct ForwardOptions {

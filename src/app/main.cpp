@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     cmd->add_option("--seed", model.seed, "Seed of dummy weights")->capture_default_str();
     cmd->add_option("--device", model.device, "cpu | cuda | auto (cuda when a GPU is visible)")->capture_default_str();
+    cmd->add_flag("--no-engram", model.no_engram,
+                  "DeepSeek-V4.1: drop the engram layers (not implemented yet; the outputs then differ from the model)");
   };
 
   deepinfer::app::ForwardOptions forward;

@@ -12,6 +12,10 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
   LoadedModel loaded;
   loaded.device = parse_device(options.device);
   loaded.config = load_model_config(path);
+  if (options.no_engram && !loaded.config.v41.engram_layer_ids.empty()) {
+    spdlog::warn("--no-engram: running DeepSeek-V4.1 without its {} engram layers", loaded.config.v41.engram_layer_ids.size());
+    loaded.config.v41.engram_layer_ids.clear();
+  }
   LoadFormat format = parse_load_format(options.load_format);
   if (format == LoadFormat::kAuto) format = std::filesystem::is_directory(path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
   if (format == LoadFormat::kDummy && loaded.device == Device::kCuda) {

@@ -1,5 +1,7 @@
 #include "src/model/architectures.h"
 
+#include "src/model/v41_config.h"
+
 #include <limits>
 #include <map>
 
@@ -251,6 +253,7 @@ const std::map<std::string, Architecture>& registry() {
   static const std::map<std::string, Architecture> kRegistry = {
       {"deepseek_v2", {"deepseek_v2", parse_deepseek_v2, deepseek_tensor_specs}},
       {"deepseek_v3", {"deepseek_v3", parse_deepseek_v3, deepseek_tensor_specs}},
+      {"deepseek_v41", {"deepseek_v41", parse_deepseek_v41, v41_tensor_specs}},
   };
   return kRegistry;
 }

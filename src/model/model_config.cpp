@@ -6,7 +6,6 @@
 
 #include "src/core/check.h"
 #include "src/model/architectures.h"
-#include "src/model/v41_config.h"
 
 namespace deepinfer {
 
@@ -40,16 +39,6 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   DI_INPUT_CHECK(json.contains("model_type") && json["model_type"].is_string(), "{}: missing key 'model_type'",
                  source);
   const std::string model_type = json["model_type"].get<std::string>();
-  if (model_type == "deepseek_v41") {
-    // Checked in full, so a malformed file says what is wrong; then refused with what is missing.
-    const V41TextConfig v41 = parse_v41_config(json, source);
-    throw InputError(fmt::format(
-        "{}: model_type deepseek_v41 (DeepSeek-V4.1-Flash: {} layers, {} routed experts, hc_mult {}) parses, but "
-        "its model is not implemented yet: hyper-connections, the sliding-window + compressed shared KV attention, "
-        "the sparse indexer and the V4.1 weights are still to be built (known model types: deepseek_v2, "
-        "deepseek_v3)",
-        source, v41.num_hidden_layers, v41.n_routed_experts, v41.hc_mult));
-  }
   const Architecture* arch = find_architecture(model_type);
   if (arch == nullptr) {
     std::string known;

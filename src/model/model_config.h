@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "src/model/v41_config.h"
+
 namespace deepinfer {
 
 enum class AttentionKind { kMla };             // V4.1 adds its sliding-window/compressed kinds here
@@ -81,6 +83,7 @@ struct ModelConfig {
   int64_t num_nextn_predict_layers = 0;  // MTP layers stored after the main layers
   std::vector<int64_t> eos_token_ids;
   std::vector<LayerSpec> layers;  // one per main layer
+  V41TextConfig v41;              // model_type deepseek_v41 only: the whole text configuration
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   int64_t kv_entry_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached floats per token and layer

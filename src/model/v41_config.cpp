@@ -5,6 +5,7 @@
 
 #include "src/core/check.h"
 #include "src/model/architectures.h"
+#include "src/model/model_config.h"
 
 namespace deepinfer {
 
@@ -148,8 +149,103 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   c.rms_norm_eps = r.get_double("rms_norm_eps", 0.0, 1.0, 1e-6);
   c.rope_theta = r.get_double("rope_theta", 1.0, 1e12, 10000.0);
   c.compress_rope_theta = r.get_double("compress_rope_theta", 1.0, 1e12, c.rope_theta);
+  c.max_position_embeddings = r.get_int("max_position_embeddings", 1, std::numeric_limits<int64_t>::max(), 1048576);
+  if (r.has("rope_scaling")) {
+    const ConfigReader y(r.json().at("rope_scaling"), source + " text_config.rope_scaling");
+    const std::string type = y.get_string("rope_type", y.get_string("type", "default"));
+    if (type != "yarn" && type != "default") y.fail("rope_type", fmt::format("= '{}' (yarn or default)", type));
+    c.compress_yarn = type == "yarn";
+    c.yarn_factor = y.get_double("factor", 1.0, 1e6, 1.0);
+    c.yarn_beta_fast = y.get_double("beta_fast", 0.0, 1e6, 32.0);
+    c.yarn_beta_slow = y.get_double("beta_slow", 0.0, 1e6, 1.0);
+    c.yarn_original_max_position_embeddings =
+        y.get_int("original_max_position_embeddings", 1, std::numeric_limits<int64_t>::max(), c.max_position_embeddings);
+  }
+  if (r.has("eos_token_id")) {
+    const nlohmann::json& eos = r.json().at("eos_token_id");
+    c.eos_token_ids = eos.is_array() ? r.get_int_list("eos_token_id", 0, c.vocab_size - 1)
+                                     : std::vector<int64_t>{r.get_int("eos_token_id", 0, c.vocab_size - 1)};
+  }
   c.quantization = parse_quantization(root, source);
   return c;
+}
+
+void parse_deepseek_v41(const ConfigReader& root, ModelConfig& c) {
+  c.v41 = parse_v41_config(root.json(), root.source());
+  const V41TextConfig& v = c.v41;
+  c.vocab_size = v.vocab_size;
+  c.hidden_size = v.hidden_size;
+  c.num_hidden_layers = v.num_hidden_layers;
+  c.num_attention_heads = v.num_attention_heads;
+  c.max_position_embeddings = v.max_position_embeddings;
+  c.rms_norm_eps = static_cast<float>(v.rms_norm_eps);
+  c.q_lora_rank = v.q_lora_rank;
+  c.qk_rope_head_dim = v.qk_rope_head_dim;
+  c.moe_intermediate_size = v.moe_intermediate_size;
+  c.n_routed_experts = v.n_routed_experts;
+  c.n_shared_experts = v.n_shared_experts;
+  c.num_experts_per_tok = v.num_experts_per_tok;
+  c.routed_scaling_factor = v.routed_scaling_factor;
+  c.norm_topk_prob = v.norm_topk_prob;
+  c.first_k_dense_replace = 0;  // every layer is MoE
+  c.num_nextn_predict_layers = v.num_nextn_predict_layers;
+  c.eos_token_ids = v.eos_token_ids;
+  if (c.eos_token_ids.empty() && root.has("eos_token_id"))
+    c.eos_token_ids = root.json().at("eos_token_id").is_array()
+                          ? root.get_int_list("eos_token_id", 0, v.vocab_size - 1)
+                          : std::vector<int64_t>{root.get_int("eos_token_id", 0, v.vocab_size - 1)};
+  c.layers.assign(c.num_hidden_layers, LayerSpec{AttentionKind::kMla, FfnKind::kMoe});
+}
+
+std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
+  const V41TextConfig& v = c.v41;
+  const int64_t H = v.hidden_size, hd = v.head_dim, hc = v.hc_mult, heads = v.num_attention_heads;
+  const int64_t I = v.moe_intermediate_size, E = v.n_routed_experts;
+  std::vector<TensorSpec> specs = {{"embed.weight", {v.vocab_size, H}}, {"norm.weight", {H}},
+                                   {"head.weight", {v.vocab_size, H}}};
+  auto expert = [&](const std::string& prefix) {
+    specs.push_back({prefix + ".w1.weight", {I, H}});
+    specs.push_back({prefix + ".w2.weight", {H, I}});
+    specs.push_back({prefix + ".w3.weight", {I, H}});
+  };
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l);
+    for (const char* site : {"hc_attn", "hc_ffn"}) {
+      specs.push_back({p + site + "_fn", {(2 + hc) * hc, hc * H}});
+      specs.push_back({p + site + "_base", {(2 + hc) * hc}});
+      specs.push_back({p + site + "_scale", {3}});
+    }
+    specs.push_back({p + "attn_norm.weight", {H}});
+    specs.push_back({p + "ffn_norm.weight", {H}});
+    const std::string a = p + "attn.";
+    specs.push_back({a + "wq_a.weight", {v.q_lora_rank, H}});
+    specs.push_back({a + "q_norm.weight", {v.q_lora_rank}});
+    specs.push_back({a + "wq_b.weight", {heads * hd, v.q_lora_rank}});
+    specs.push_back({a + "wkv.weight", {hd, H}});
+    specs.push_back({a + "kv_norm.weight", {hd}});
+    specs.push_back({a + "wo_a.weight", {v.o_groups * v.o_lora_rank, heads * hd / v.o_groups}});
+    specs.push_back({a + "wo_b.weight", {H, v.o_groups * v.o_lora_rank}});
+    specs.push_back({a + "attn_sink", {heads}});
+    const bool kv_source = contains(v.kv_source_layer_ids, l), index_source = contains(v.index_source_layer_ids, l);
+    if (kv_source) {
+      specs.push_back({a + "compressor.wkv.weight", {hd, H}});
+      if (v.compress_ratios[l] > 1) specs.push_back({a + "compressor.wgate.weight", {hd, H}});
+      specs.push_back({a + "compressor.norm.weight", {hd}});
+    }
+    if (index_source) {
+      specs.push_back({a + "indexer.wq_b.weight", {v.index_n_heads * v.index_head_dim, v.q_lora_rank}});
+      specs.push_back({a + "indexer.weights_proj.weight", {v.index_n_heads, H}});
+      if (kv_source) {
+        specs.push_back({a + "indexer.wk.weight", {v.index_head_dim, hd}});
+        specs.push_back({a + "indexer.k_norm.weight", {v.index_head_dim}});
+      }
+    }
+    specs.push_back({p + "ffn.gate.weight", {E, H}});
+    specs.push_back({p + "ffn.gate.bias", {E}});
+    for (int64_t e = 0; e < E; ++e) expert(fmt::format("{}ffn.experts.{}", p, e));
+    expert(p + "ffn.shared_experts");
+  }
+  return specs;
 }
 
 }  // namespace deepinfer

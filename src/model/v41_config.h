@@ -1,7 +1,6 @@
 // The DeepSeek-V4.1-Flash text configuration (model_type deepseek_v41: text_config nested under the root, with
-// quantization_config at the root), read and checked on its own: the model itself is not built yet (issue #10),
-// so parse_model_config refuses it after this parse with what is missing. Names follow transformers'
-// DeepseekV41TextConfig.
+// quantization_config at the root), read and checked as transformers' DeepseekV41TextConfig does; names follow
+// it. The architecture registry's deepseek_v41 entry (parse_deepseek_v41, v41_tensor_specs) is built on it.
 #pragma once
 
 #include <cstdint>
@@ -42,11 +41,25 @@ struct V41TextConfig {
   bool norm_topk_prob = false;
   double gate_temp = 1.0, routed_scaling_factor = 1.0, swiglu_limit = 0.0;
   double rms_norm_eps = 0.0, rope_theta = 0.0, compress_rope_theta = 0.0;
+  // rope_scaling: YaRN on the compressed branches' RoPE only, without its attention factor (as transformers).
+  bool compress_yarn = false;
+  double yarn_factor = 1.0, yarn_beta_fast = 32.0, yarn_beta_slow = 1.0;
+  int64_t yarn_original_max_position_embeddings = 0;
+  int64_t max_position_embeddings = 0;
+  std::vector<int64_t> eos_token_ids;
   V41Quantization quantization;
 };
 
 // Absent schedules get transformers' defaults; throws InputError naming the file and key for a missing,
 // mistyped or inconsistent entry (the same checks as DeepseekV41TextConfig, stated in our words).
 V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& source);
+
+struct ModelConfig;
+class ConfigReader;
+struct TensorSpec;
+// The registry's entries: the engine-wide fields of ModelConfig from the text config (plus config.v41), and the
+// checkpoint's tensors under their own bare names (embed, layers.N.attn.*, layers.N.ffn.experts.E.w1, head).
+void parse_deepseek_v41(const ConfigReader& root, ModelConfig& config);
+std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& config);
 
 }  // namespace deepinfer

@@ -108,16 +108,18 @@ TEST(V41Config, NamesTheBadKey) {
   EXPECT_NE(error_of(root).find("needs a 'text_config' object"), std::string::npos);
 }
 
-TEST(V41Config, ModelLoadingRefusesWithWhatIsMissing) {
-  try {
-    parse_model_config(public_v41().dump(), "deepseek-v4.1-flash.json");
-    FAIL() << "deepseek_v41 was accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("40 layers, 384 routed experts, hc_mult 4) parses, but its model is not "
-                                         "implemented yet"),
-              std::string::npos)
-        << e.what();
-  }
+TEST(V41Config, RegistryFillsTheEngineFields) {
+  const ModelConfig c = parse_model_config(public_v41().dump(), "deepseek-v4.1-flash.json");
+  EXPECT_EQ(c.model_type, "deepseek_v41");
+  EXPECT_EQ(c.num_hidden_layers, 40);
+  EXPECT_EQ(c.hidden_size, 5120);
+  EXPECT_EQ(c.n_routed_experts, 384);
+  EXPECT_EQ(c.first_k_dense_replace, 0);  // every layer is MoE
+  EXPECT_EQ(c.v41.hc_mult, 4);
+  EXPECT_TRUE(c.v41.compress_yarn);
+  EXPECT_DOUBLE_EQ(c.v41.yarn_factor, 16.0);
+  EXPECT_EQ(c.v41.yarn_original_max_position_embeddings, 65536);
+  EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-20f);
 }
 
 }  // namespace

@@ -1,0 +1,245 @@
+// V4.1 attention: the sliding window of raw K=V, the shared compressed KV of the layer's group and the sparse
+// indexer that picks, per query, which compressed entries it sees. See v41_model.h for the caching scheme.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "kernels/cpu/ops.h"
+#include "src/model/v41_model.h"
+#include "src/model/v41_quant.h"
+
+namespace deepinfer {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Level one of the two-level top-k: the `topk_blocks` best blocks of `block_size` entries (a block scores its
+// best entry; the block holding the newest visible entry is always kept), as a per-entry mask.
+std::vector<char> candidate_blocks(const std::vector<float>& scores, int64_t visible, int64_t topk_blocks,
+                                   int64_t block_size) {
+  const auto width = static_cast<int64_t>(scores.size());
+  const int64_t num_blocks = (width + block_size - 1) / block_size;
+  std::vector<float> block_score(num_blocks, kNegInf);
+  for (int64_t i = 0; i < width; ++i) block_score[i / block_size] = std::max(block_score[i / block_size], scores[i]);
+  const int64_t last = floor_div(visible - 1, block_size);
+  if (last >= 0 && last < num_blocks) block_score[last] = std::numeric_limits<float>::infinity();
+  std::vector<int64_t> order(num_blocks);
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t keep = std::min(topk_blocks, num_blocks);
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
+    return block_score[a] > block_score[b] || (block_score[a] == block_score[b] && a < b);
+  });
+  std::vector<char> mask(width, 0);
+  for (int64_t i = 0; i < keep; ++i) {
+    const int64_t b = order[i];
+    if (block_score[b] == kNegInf) continue;
+    for (int64_t e = b * block_size; e < std::min(width, (b + 1) * block_size); ++e) mask[e] = 1;
+  }
+  return mask;
+}
+
+}  // namespace
+
+void DeepseekV41Model::publish_compressed(int64_t layer_idx, const SequenceChunk& seq, const MlaKvCache& cache,
+                                          SequenceState& state) const {
+  const V41TextConfig& v = config_.v41;
+  const Layer& layer = layers_[layer_idx];
+  const int64_t hd = v.head_dim, r = layer.ratio;
+  const int64_t groups = (seq.num_cached + seq.num_new) / r;  // a partial last group waits for its tokens
+  std::vector<float> latent(groups * hd);
+  std::vector<float> weights(r);
+  for (int64_t g = 0; g < groups; ++g) {
+    float* out = latent.data() + g * hd;
+    if (r == 1) {
+      std::copy_n(cache.entry(layer_idx, seq.block_table, g) + hd, hd, out);  // already normalised
+      continue;
+    }
+    // Gated pooling: per channel, a softmax over the group's gate values weights its projections.
+    for (int64_t d = 0; d < hd; ++d) {
+      for (int64_t j = 0; j < r; ++j) weights[j] = cache.entry(layer_idx, seq.block_table, g * r + j)[2 * hd + d];
+      cpu::softmax(weights.data(), r);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < r; ++j) sum += weights[j] * cache.entry(layer_idx, seq.block_table, g * r + j)[hd + d];
+      out[d] = sum;
+    }
+  }
+  if (r > 1) cpu::rms_norm(latent.data(), layer.compressor_norm, latent.data(), groups, hd, config_.rms_norm_eps);
+  std::vector<int32_t> group_positions(groups);
+  for (int64_t g = 0; g < groups; ++g) group_positions[g] = static_cast<int32_t>(g * r);
+
+  if (layer.owns_index_keys) {  // the group's indexer keys, from the latents before their RoPE
+    const int64_t id = v.index_head_dim;
+    state.index_keys.assign(groups * id, 0.0f);
+    cpu::linear(latent.data(), layer.indexer_wk, nullptr, state.index_keys.data(), groups, id, hd);
+    cpu::rms_norm(state.index_keys.data(), layer.indexer_k_norm, state.index_keys.data(), groups, id,
+                  config_.rms_norm_eps);
+    rotate(state.index_keys.data(), groups, 1, id, group_positions.data(), true, false);
+    for (int64_t g = 0; g < groups; ++g) v41::fake_quant_fp4(state.index_keys.data() + g * id, id, 32, false);
+    state.num_index_keys = groups;
+    state.has_index_keys = groups > 0;
+  }
+  rotate(latent.data(), groups, 1, hd, group_positions.data(), true, false);
+  for (int64_t g = 0; g < groups; ++g) v41::fake_quant_fp4(latent.data() + g * hd, hd, 16, true);
+  state.compressed_kv = std::move(latent);
+  state.num_compressed = groups;
+  state.has_compressed = groups > 0;
+}
+
+void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, int64_t first,
+                                   const int32_t* positions, const float* x, const float* q_residual,
+                                   SequenceState& state) const {
+  const V41TextConfig& v = config_.v41;
+  const Layer& layer = layers_[layer_idx];
+  if (!state.has_index_keys) return;  // nothing to score yet: the previous selection stands
+  const int64_t n = seq.num_new, heads = v.index_n_heads, id = v.index_head_dim, G = state.num_index_keys;
+  const int64_t H = config_.hidden_size;
+  std::vector<float> q(n * heads * id), w(n * heads);
+  cpu::linear(q_residual + first * v.q_lora_rank, layer.indexer_wq_b, nullptr, q.data(), n, heads * id, v.q_lora_rank);
+  rotate(q.data(), n, heads, id, positions + first, true, false);
+  for (int64_t row = 0; row < n * heads; ++row) v41::fake_quant_fp4(q.data() + row * id, id, 32, false);
+  cpu::linear(x + first * H, layer.indexer_weights, nullptr, w.data(), n, heads, H);
+  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(id));
+  const float heads_scale = 1.0f / std::sqrt(static_cast<float>(heads));
+
+  std::vector<std::vector<char>> selected(n, std::vector<char>(G, 0));
+  const bool candidate_mask = layer.uses_candidates && !layer.candidate_source && !state.candidates.empty();
+  if (layer.candidate_source) state.candidates.assign(n, {});
+  std::vector<float> scores(G);
+  std::vector<int64_t> order(G);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t visible = (static_cast<int64_t>(positions[first + i]) + 1) / layer.ratio;
+    for (int64_t g = 0; g < G; ++g) {
+      float total = 0.0f;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* qh = q.data() + (i * heads + h) * id;
+        const float* k = state.index_keys.data() + g * id;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < id; ++d) dot += qh[d] * k[d];
+        total += std::max(dot, 0.0f) * softmax_scale * (w[i * heads + h] * heads_scale);
+      }
+      scores[g] = g < visible ? total : kNegInf;
+    }
+    if (layer.candidate_source) {
+      state.candidates[i] = candidate_blocks(scores, visible, v.candidate_topk_blocks, v.candidate_block_size);
+    } else if (candidate_mask) {
+      DI_CHECK(static_cast<int64_t>(state.candidates[i].size()) == G,
+               "layer {}: candidate mask over {} entries, indexer keys {}", layer_idx, state.candidates[i].size(), G);
+      for (int64_t g = 0; g < G; ++g)
+        if (!state.candidates[i][g]) scores[g] = kNegInf;
+    }
+    std::iota(order.begin(), order.end(), 0);
+    const int64_t keep = std::min(v.index_topk, G);
+    std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
+      return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+    });
+    for (int64_t j = 0; j < keep; ++j)
+      if (scores[order[j]] > kNegInf) selected[i][order[j]] = 1;
+  }
+  state.selected = std::move(selected);
+}
+
+void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, const std::vector<int32_t>& positions,
+                                 const float* x, float* out, MlaKvCache& cache,
+                                 std::vector<SequenceState>& states) const {
+  const V41TextConfig& v = config_.v41;
+  const Layer& layer = layers_[layer_idx];
+  const int64_t T = batch.num_tokens(), H = config_.hidden_size, heads = v.num_attention_heads, hd = v.head_dim;
+  const int64_t window = v.sliding_window;
+  const bool compress = layer.ratio > 0;  // these layers rotate with the compress RoPE
+
+  std::vector<float> q_residual(T * v.q_lora_rank), q(T * heads * hd), kv(T * hd);
+  cpu::linear(x, layer.wq_a, nullptr, q_residual.data(), T, v.q_lora_rank, H);
+  cpu::rms_norm(q_residual.data(), layer.q_norm, q_residual.data(), T, v.q_lora_rank, config_.rms_norm_eps);
+  cpu::linear(q_residual.data(), layer.wq_b, nullptr, q.data(), T, heads * hd, v.q_lora_rank);
+  rotate(q.data(), T, heads, hd, positions.data(), compress, false);
+  cpu::linear(x, layer.wkv, nullptr, kv.data(), T, hd, H);
+  cpu::rms_norm(kv.data(), layer.kv_norm, kv.data(), T, hd, config_.rms_norm_eps);
+  rotate(kv.data(), T, 1, hd, positions.data(), compress, false);
+  for (int64_t t = 0; t < T; ++t) v41::fake_quant_fp8(kv.data() + t * hd, hd, 32);
+
+  // This step's tokens into the cache: the window K=V, and the compressor inputs on a KV source.
+  std::vector<float> compressor_kv, compressor_gate;
+  if (layer.kv_source) {
+    compressor_kv.resize(T * hd);
+    cpu::linear(x, layer.compressor_wkv, nullptr, compressor_kv.data(), T, hd, H);
+    if (layer.ratio > 1) {
+      compressor_gate.resize(T * hd);
+      cpu::linear(x, layer.compressor_wgate, nullptr, compressor_gate.data(), T, hd, H);
+    } else {
+      cpu::rms_norm(compressor_kv.data(), layer.compressor_norm, compressor_kv.data(), T, hd, config_.rms_norm_eps);
+    }
+  }
+  int64_t first = 0;
+  for (const SequenceChunk& seq : batch.sequences) {
+    for (int64_t i = 0; i < seq.num_new; ++i) {
+      float* entry = cache.entry(layer_idx, seq.block_table, seq.num_cached + i);
+      const int64_t t = first + i;
+      std::copy_n(kv.data() + t * hd, hd, entry);
+      if (!compressor_kv.empty()) std::copy_n(compressor_kv.data() + t * hd, hd, entry + hd);
+      if (!compressor_gate.empty()) std::copy_n(compressor_gate.data() + t * hd, hd, entry + 2 * hd);
+    }
+    first += seq.num_new;
+  }
+
+  std::vector<float> attn(T * heads * hd, 0.0f);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  first = 0;
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    SequenceState& state = states[s];
+    if (compress) {
+      if (layer.kv_source) publish_compressed(layer_idx, seq, cache, state);
+      if (layer.index_source) run_indexer(layer_idx, seq, first, positions.data(), x, q_residual.data(), state);
+    }
+    // The compressed entries this layer reads, and which of them each query was given.
+    const int64_t G = compress && state.has_compressed ? state.num_compressed : 0;
+    const bool have_selection = G > 0 && !state.selected.empty();
+    if (have_selection)
+      DI_CHECK(static_cast<int64_t>(state.selected[0].size()) == G,
+               "layer {}: the indexer selected over {} compressed entries, the group has {}", layer_idx,
+               state.selected[0].size(), G);
+    std::vector<const float*> keys;
+    std::vector<float> logits;
+    for (int64_t i = 0; i < seq.num_new; ++i) {
+      const int64_t t = first + i, p = seq.num_cached + i;
+      keys.clear();
+      for (int64_t k = std::max<int64_t>(0, p - window + 1); k <= p; ++k)
+        keys.push_back(cache.entry(layer_idx, seq.block_table, k));
+      if (have_selection)
+        for (int64_t g = 0; g < G; ++g)
+          if (state.selected[i][g]) keys.push_back(state.compressed_kv.data() + g * hd);
+      logits.resize(keys.size() + 1);
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* qh = q.data() + (t * heads + h) * hd;
+        for (size_t j = 0; j < keys.size(); ++j) {
+          float dot = 0.0f;
+          for (int64_t d = 0; d < hd; ++d) dot += qh[d] * keys[j][d];
+          logits[j] = dot * scale;
+        }
+        logits.back() = layer.attn_sink[h];  // the sink only adds to the denominator
+        cpu::softmax(logits.data(), static_cast<int64_t>(logits.size()));
+        float* o = attn.data() + (t * heads + h) * hd;
+        for (size_t j = 0; j < keys.size(); ++j) cpu::axpy(logits[j], keys[j], o, hd);
+      }
+    }
+    first += seq.num_new;
+  }
+  // K = V carried RoPE: rotate the outputs back, then the grouped low-rank projection.
+  rotate(attn.data(), T, heads, hd, positions.data(), compress, true);
+  const int64_t groups = v.o_groups, per_group = heads * hd / groups, rank = v.o_lora_rank;
+  std::vector<float> group_in(T * per_group), group_out(T * rank), low_rank(T * groups * rank);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(attn.data() + t * heads * hd + g * per_group, per_group, group_in.data() + t * per_group);
+    cpu::linear(group_in.data(), layer.wo_a + g * rank * per_group, nullptr, group_out.data(), T, rank, per_group);
+    for (int64_t t = 0; t < T; ++t)
+      std::copy_n(group_out.data() + t * rank, rank, low_rank.data() + (t * groups + g) * rank);
+  }
+  cpu::linear(low_rank.data(), layer.wo_b, nullptr, out, T, H, groups * rank);
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,347 @@
+#include "src/model/v41_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/cpu/ops.h"
+
+namespace deepinfer {
+
+namespace {
+
+bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// torch.nn.functional.softplus (beta 1, threshold 20), then the square root.
+float sqrt_softplus(float x) { return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x))); }
+
+// The two RoPE tables of V4.1: `main` (plain, rope_theta) and `compress` (compress_rope_theta, YaRN from
+// rope_scaling, attention factor 1).
+ModelConfig rope_config(const V41TextConfig& v, bool compress) {
+  ModelConfig c;
+  c.qk_rope_head_dim = v.qk_rope_head_dim;
+  c.rope.theta = compress ? v.compress_rope_theta : v.rope_theta;
+  if (compress && v.compress_yarn) {
+    c.rope.yarn = true;
+    c.rope.factor = v.yarn_factor;
+    c.rope.beta_fast = v.yarn_beta_fast;
+    c.rope.beta_slow = v.yarn_beta_slow;
+    c.rope.original_max_position_embeddings = v.yarn_original_max_position_embeddings;
+    c.rope.attention_factor = 1.0;
+  }
+  return c;
+}
+
+}  // namespace
+
+DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
+    : config_(std::move(config)), weights_(std::move(weights)), main_rope_(rope_config(config_.v41, false)),
+      compress_rope_(rope_config(config_.v41, true)) {
+  const V41TextConfig& v = config_.v41;
+  DI_INPUT_CHECK(v.engram_layer_ids.empty(),
+                 "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
+                 v.engram_layer_ids.size());
+  const int64_t hd = v.head_dim;
+  bool pooled_source = false, any_source = false;
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l);
+    Layer layer;
+    layer.ratio = v.compress_ratios[l];
+    layer.kv_source = contains(v.kv_source_layer_ids, l);
+    layer.index_source = contains(v.index_source_layer_ids, l);
+    layer.owns_index_keys = layer.index_source && layer.kv_source;
+    layer.candidate_source = l == v.candidate_source_layer_id;
+    layer.uses_candidates = v.candidate_source_layer_id >= 0 && v.candidate_source_layer_id < l;
+    for (int64_t s : v.kv_source_layer_ids)
+      if (s <= l) layer.source = std::max(layer.source, s);
+    any_source |= layer.kv_source;
+    pooled_source |= layer.kv_source && layer.ratio > 1;
+    for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
+      mix->fn = weights_.data(p + name + "_fn");
+      mix->base = weights_.data(p + name + "_base");
+      mix->scale = weights_.data(p + name + "_scale");
+    }
+    layer.attn_norm = weights_.data(p + "attn_norm.weight");
+    layer.ffn_norm = weights_.data(p + "ffn_norm.weight");
+    const std::string a = p + "attn.";
+    layer.wq_a = weights_.data(a + "wq_a.weight");
+    layer.q_norm = weights_.data(a + "q_norm.weight");
+    layer.wq_b = weights_.data(a + "wq_b.weight");
+    layer.wkv = weights_.data(a + "wkv.weight");
+    layer.kv_norm = weights_.data(a + "kv_norm.weight");
+    layer.wo_a = weights_.data(a + "wo_a.weight");
+    layer.wo_b = weights_.data(a + "wo_b.weight");
+    layer.attn_sink = weights_.data(a + "attn_sink");
+    if (layer.kv_source) {
+      layer.compressor_wkv = weights_.data(a + "compressor.wkv.weight");
+      if (layer.ratio > 1) layer.compressor_wgate = weights_.data(a + "compressor.wgate.weight");
+      layer.compressor_norm = weights_.data(a + "compressor.norm.weight");
+    }
+    if (layer.index_source) {
+      layer.indexer_wq_b = weights_.data(a + "indexer.wq_b.weight");
+      layer.indexer_weights = weights_.data(a + "indexer.weights_proj.weight");
+      if (layer.owns_index_keys) {
+        layer.indexer_wk = weights_.data(a + "indexer.wk.weight");
+        layer.indexer_k_norm = weights_.data(a + "indexer.k_norm.weight");
+      }
+    }
+    layer.router = weights_.data(p + "ffn.gate.weight");
+    layer.router_bias = weights_.data(p + "ffn.gate.bias");
+    // Under expert parallelism a rank loads only the experts it owns; the others stay unresolved.
+    for (int64_t e = 0; e < v.n_routed_experts; ++e) {
+      const std::string prefix = fmt::format("{}ffn.experts.{}", p, e);
+      layer.experts.push_back(weights_.data_or_null(prefix + ".w1.weight") ? resolve_expert(prefix) : Expert{});
+    }
+    layer.shared = resolve_expert(p + "ffn.shared_experts");
+    layers_.push_back(std::move(layer));
+  }
+  embed_ = weights_.data("embed.weight");
+  final_norm_ = weights_.data("norm.weight");
+  head_ = weights_.data("head.weight");
+  entry_dim_ = hd * (pooled_source ? 3 : any_source ? 2 : 1);
+}
+
+DeepseekV41Model::Expert DeepseekV41Model::resolve_expert(const std::string& prefix) const {
+  return {weights_.data(prefix + ".w1.weight"), weights_.data(prefix + ".w2.weight"),
+          weights_.data(prefix + ".w3.weight")};
+}
+
+std::unique_ptr<KvCache> DeepseekV41Model::make_kv_cache(int64_t num_blocks) const {
+  return std::make_unique<MlaKvCache>(config_.num_hidden_layers, num_blocks, entry_dim_, 0);
+}
+
+bool DeepseekV41Model::has_expert(int64_t moe_layer_idx, int64_t expert) const {
+  return layers_[moe_layer_idx].experts[expert].w1 != nullptr;
+}
+
+void DeepseekV41Model::expert_forward(const Expert& w, const float* x, int64_t n, float* out) const {
+  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size;
+  const auto limit = static_cast<float>(config_.v41.swiglu_limit);
+  std::vector<float> gate(n * I), up(n * I);
+  cpu::linear(x, w.w1, nullptr, gate.data(), n, I, H);
+  cpu::linear(x, w.w3, nullptr, up.data(), n, I, H);
+  if (limit > 0.0f) {
+    for (int64_t i = 0; i < n * I; ++i) {
+      up[i] = std::clamp(up[i], -limit, limit);
+      gate[i] = std::min(gate[i], limit);
+    }
+  }
+  cpu::silu_mul(gate.data(), up.data(), gate.data(), n * I);
+  cpu::linear(gate.data(), w.w2, nullptr, out, n, H, I);
+}
+
+void DeepseekV41Model::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n,
+                                      float* out) const {
+  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of layer {} is not loaded on this rank", expert,
+           moe_layer_idx);
+  expert_forward(layers_[moe_layer_idx].experts[expert], x, n, out);
+}
+
+std::vector<float> DeepseekV41Model::export_expert(int64_t moe_layer_idx, int64_t expert) const {
+  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of layer {} is not on this rank", expert, moe_layer_idx);
+  const Expert& w = layers_[moe_layer_idx].experts[expert];
+  const int64_t n = config_.moe_intermediate_size * config_.hidden_size;
+  std::vector<float> out(3 * n);  // gate, up, down: the CausalLm exchange order
+  std::copy_n(w.w1, n, out.begin());
+  std::copy_n(w.w3, n, out.begin() + n);
+  std::copy_n(w.w2, n, out.begin() + 2 * n);
+  return out;
+}
+
+void DeepseekV41Model::import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) {
+  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
+  DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats, expected {}",
+           weights.size(), 3 * I * H);
+  const std::string prefix = fmt::format("layers.{}.ffn.experts.{}", moe_layer_idx, expert);
+  const char* names[3] = {".w1.weight", ".w3.weight", ".w2.weight"};
+  const Shape shapes[3] = {{I, H}, {I, H}, {H, I}};
+  for (int i = 0; i < 3; ++i) {
+    Tensor t = Tensor::zeros(shapes[i]);
+    std::copy_n(weights.data() + i * I * H, I * H, t.data<float>());
+    weights_.set(prefix + names[i], std::move(t));
+  }
+  layers_[moe_layer_idx].experts[expert] = resolve_expert(prefix);
+}
+
+void DeepseekV41Model::drop_expert(int64_t moe_layer_idx, int64_t expert) {
+  const std::string prefix = fmt::format("layers.{}.ffn.experts.{}", moe_layer_idx, expert);
+  layers_[moe_layer_idx].experts[expert] = Expert{};
+  for (const char* name : {".w1.weight", ".w2.weight", ".w3.weight"}) weights_.erase(prefix + name);
+}
+
+void DeepseekV41Model::rotate(float* x, int64_t num_positions, int64_t rows_per_position, int64_t stride,
+                              const int32_t* positions, bool compress, bool inverse) const {
+  const RotaryTable& table = compress ? compress_rope_ : main_rope_;
+  const int64_t half = table.half_dim(), rope_dim = 2 * half;
+  if (num_positions == 0 || rope_dim == 0) return;
+  std::vector<float> cos(num_positions * half), sin(num_positions * half);
+  table.fill(positions, num_positions, cos.data(), sin.data());
+  if (inverse)
+    for (float& s : sin) s = -s;
+  cpu::rope(x + (stride - rope_dim), num_positions * rows_per_position, stride, rope_dim, cos.data(), sin.data(),
+            rows_per_position, cpu::RopeLayout::kInterleaved);
+}
+
+void DeepseekV41Model::hyper_mixes(const HyperMix& w, const float* streams, int64_t T, float* pre, float* post,
+                                   float* comb) const {
+  const V41TextConfig& v = config_.v41;
+  const int64_t hc = v.hc_mult, D = hc * config_.hidden_size, M = (2 + hc) * hc;
+  const auto eps = static_cast<float>(v.hc_eps);
+  std::vector<float> flat(T * D), mixes(T * M);
+  for (int64_t t = 0; t < T; ++t) {  // RMS over the whole flattened stream, no weight
+    const float* x = streams + t * D;
+    double sum = 0.0;
+    for (int64_t i = 0; i < D; ++i) sum += static_cast<double>(x[i]) * x[i];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(D)) + config_.rms_norm_eps);
+    for (int64_t i = 0; i < D; ++i) flat[t * D + i] = x[i] * inv;
+  }
+  cpu::linear(flat.data(), w.fn, nullptr, mixes.data(), T, M, D);
+  for (int64_t t = 0; t < T; ++t) {
+    const float* m = mixes.data() + t * M;
+    for (int64_t j = 0; j < hc; ++j) {
+      pre[t * hc + j] = sigmoid(m[j] * w.scale[0] + w.base[j]) + eps;
+      post[t * hc + j] = 2.0f * sigmoid(m[hc + j] * w.scale[1] + w.base[hc + j]);
+    }
+    float* c = comb + t * hc * hc;  // c[j * hc + k]: from stream j into stream k
+    for (int64_t i = 0; i < hc * hc; ++i) c[i] = m[2 * hc + i] * w.scale[2] + w.base[2 * hc + i];
+    auto normalize_rows = [&] {
+      for (int64_t j = 0; j < hc; ++j) {
+        float sum = 0.0f;
+        for (int64_t k = 0; k < hc; ++k) sum += c[j * hc + k];
+        for (int64_t k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
+      }
+    };
+    auto normalize_columns = [&] {
+      for (int64_t k = 0; k < hc; ++k) {
+        float sum = 0.0f;
+        for (int64_t j = 0; j < hc; ++j) sum += c[j * hc + k];
+        for (int64_t j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
+      }
+    };
+    for (int64_t j = 0; j < hc; ++j) {
+      cpu::softmax(c + j * hc, hc);
+      for (int64_t k = 0; k < hc; ++k) c[j * hc + k] += eps;
+    }
+    normalize_columns();
+    for (int64_t it = 0; it + 1 < v.hc_sinkhorn_iters; ++it) {
+      normalize_rows();
+      normalize_columns();
+    }
+  }
+}
+
+void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_t T, ExpertExecutor& experts) const {
+  const V41TextConfig& v = config_.v41;
+  const Layer& layer = layers_[layer_idx];
+  const int64_t H = config_.hidden_size, E = v.n_routed_experts, K = v.num_experts_per_tok;
+  std::vector<float> scores(T * E);
+  cpu::linear(x, layer.router, nullptr, scores.data(), T, E, H);
+  std::vector<int32_t> ids(T * K);
+  std::vector<float> weights(T * K);
+  std::vector<int32_t> order(E);
+  for (int64_t t = 0; t < T; ++t) {
+    float* s = scores.data() + t * E;
+    for (int64_t e = 0; e < E; ++e) s[e] /= static_cast<float>(v.gate_temp);
+    if (v.scoring_func == "softmax") cpu::softmax(s, E);
+    else
+      for (int64_t e = 0; e < E; ++e) s[e] = v.scoring_func == "sigmoid" ? sigmoid(s[e]) : sqrt_softplus(s[e]);
+    // Selection by the biased scores; the weights are the unbiased ones.
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
+      const float sa = s[a] + layer.router_bias[a], sb = s[b] + layer.router_bias[b];
+      return sa > sb || (sa == sb && a < b);
+    });
+    float sum = 0.0f;
+    for (int64_t k = 0; k < K; ++k) sum += s[order[k]];
+    for (int64_t k = 0; k < K; ++k) {
+      ids[t * K + k] = order[k];
+      float w = s[order[k]];
+      if (v.norm_topk_prob && K > 1) w /= sum + 1e-20f;
+      weights[t * K + k] = w * static_cast<float>(v.routed_scaling_factor);
+    }
+  }
+  expert_forward(layer.shared, x, T, out);
+  experts.run(*this, layer_idx, x, ids.data(), weights.data(), T, out);
+}
+
+Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
+  auto* host_cache = dynamic_cast<MlaKvCache*>(&kv_cache);
+  DI_CHECK(host_cache != nullptr && host_cache->entry_dim() == entry_dim_, "the V4.1 model needs its own host cache");
+  LocalExpertExecutor local_experts;
+  ExpertExecutor& executor = experts != nullptr ? *experts : local_experts;
+  const V41TextConfig& v = config_.v41;
+  const int64_t T = batch.num_tokens(), H = config_.hidden_size, hc = v.hc_mult;
+  int64_t expected_tokens = 0;
+  for (const SequenceChunk& seq : batch.sequences) expected_tokens += seq.num_new;
+  DI_CHECK(expected_tokens == T, "batch has {} tokens but its sequences claim {}", T, expected_tokens);
+  for (int32_t id : batch.token_ids) DI_CHECK(id >= 0 && id < config_.vocab_size, "token id {} outside the vocabulary", id);
+  std::vector<int32_t> positions(T);
+  int64_t row = 0;
+  for (const SequenceChunk& seq : batch.sequences)
+    for (int64_t i = 0; i < seq.num_new; ++i) positions[row++] = static_cast<int32_t>(seq.num_cached + i);
+
+  // The residual streams [T, hc, H] start as hc copies of the embedding; the first collapse takes stream 0.
+  std::vector<float> embedded(T * H), streams(T * hc * H), pre(T * hc, 0.0f);
+  cpu::embedding(embed_, batch.token_ids.data(), embedded.data(), T, H);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = 0; j < hc; ++j) std::copy_n(embedded.data() + t * H, H, streams.data() + (t * hc + j) * H);
+    pre[t * hc] = 1.0f;
+  }
+  auto collapse = [&](const std::vector<float>& weights, std::vector<float>& out) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = 0; j < hc; ++j)
+        cpu::axpy(weights[t * hc + j], streams.data() + (t * hc + j) * H, out.data() + t * H, H);
+  };
+  // streams_k <- post_k * y + sum_j comb[j, k] * streams_j
+  auto expand = [&](const std::vector<float>& y, const std::vector<float>& post, const std::vector<float>& comb) {
+    std::vector<float> mixed(hc * H);
+    for (int64_t t = 0; t < T; ++t) {
+      float* s = streams.data() + t * hc * H;
+      std::fill(mixed.begin(), mixed.end(), 0.0f);
+      for (int64_t k = 0; k < hc; ++k) {
+        for (int64_t j = 0; j < hc; ++j) cpu::axpy(comb[(t * hc + j) * hc + k], s + j * H, mixed.data() + k * H, H);
+        cpu::axpy(post[t * hc + k], y.data() + t * H, mixed.data() + k * H, H);
+      }
+      std::copy(mixed.begin(), mixed.end(), s);
+    }
+  };
+
+  std::vector<SequenceState> states(batch.sequences.size());
+  std::vector<float> collapsed(T * H), normed(T * H), out(T * H);
+  std::vector<float> attn_pre(T * hc), post(T * hc), comb(T * hc * hc);
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    const Layer& layer = layers_[l];
+    hyper_mixes(layer.hc_attn, streams.data(), T, attn_pre.data(), post.data(), comb.data());
+    collapse(pre, collapsed);
+    cpu::rms_norm(collapsed.data(), layer.attn_norm, normed.data(), T, H, config_.rms_norm_eps);
+    attention(l, batch, positions, normed.data(), out.data(), *host_cache, states);
+    expand(out, post, comb);
+
+    hyper_mixes(layer.hc_ffn, streams.data(), T, pre.data(), post.data(), comb.data());
+    collapse(attn_pre, collapsed);
+    cpu::rms_norm(collapsed.data(), layer.ffn_norm, normed.data(), T, H, config_.rms_norm_eps);
+    moe(l, normed.data(), out.data(), T, executor);
+    expand(out, post, comb);
+  }
+  collapse(pre, collapsed);
+
+  std::vector<int64_t> rows;
+  if (batch.all_logits) {
+    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+  } else {
+    int64_t end = 0;
+    for (const SequenceChunk& seq : batch.sequences) rows.push_back((end += seq.num_new) - 1);
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  std::vector<float> selected(R * H);
+  for (int64_t r = 0; r < R; ++r) std::copy_n(collapsed.data() + rows[r] * H, H, selected.data() + r * H);
+  cpu::rms_norm(selected.data(), final_norm_, selected.data(), R, H, config_.rms_norm_eps);
+  Tensor logits = Tensor::zeros({R, config_.vocab_size});
+  cpu::linear(selected.data(), head_, nullptr, logits.data<float>(), R, config_.vocab_size, H);
+  return logits;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,111 @@
+// DeepSeek-V4.1-Flash's text model on the CPU reference ops, as transformers' deepseek_v41 computes it (fp32):
+//  - hyper-connections: hc_mult residual streams; per sublayer one projection of the normalised streams gives
+//    pre (collapse weights, used by the *next* sublayer), post (placement) and comb (Sinkhorn-normalised
+//    stream mixing); the last pre collapses the streams before the final norm and the LM head;
+//  - attention: low-rank q, one shared K=V latent of head_dim with interleaved RoPE on its last
+//    qk_rope_head_dim channels (plain RoPE on window-only layers, the compress RoPE with YaRN elsewhere), a
+//    per-head sink in the softmax denominator, a sliding window of raw KV (FP8-quantised), and on layers with
+//    compress_ratio > 0 the shared compressed KV of their group (FP4-quantised), of which each query sees the
+//    entries its group's sparse indexer selected (two-level top-k under the candidate source's blocks);
+//    grouped low-rank output projection;
+//  - MoE: sqrtsoftplus scores, selection biased by `bias`, weights normalised and scaled, SwiGLU clamped at
+//    swiglu_limit, one shared expert.
+// Caching: the paged cache keeps, per token and layer, only what that token contributes: its window K=V and,
+// on KV-source layers, its compressor inputs (projection and gate; the normalised latent at ratio 1). The
+// compressed KV, the indexer keys and the partial groups are rebuilt from them at every step, so a chunked
+// prefill or a decode step computes exactly what a one-shot forward over the same tokens computes.
+// Not built yet: engram layers (refused), the vision tower, DSpark draft layers (their weights are not read),
+// FP8/FP4 compute (weights are dequantised to fp32 on load).
+#pragma once
+
+#include <vector>
+
+#include "src/model/causal_lm.h"
+#include "src/model/mla_kv_cache.h"
+#include "src/model/rope.h"
+#include "src/model/weights.h"
+
+namespace deepinfer {
+
+class DeepseekV41Model final : public CausalLm {
+ public:
+  DeepseekV41Model(ModelConfig config, WeightStore weights);
+
+  const ModelConfig& config() const override { return config_; }
+  std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const override;
+  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
+  bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
+  size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * entry_dim_ * sizeof(float); }
+  std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const override;
+  void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) override;
+  void drop_expert(int64_t moe_layer_idx, int64_t expert) override;
+
+  // Floats cached per token and layer: the window K=V, then the compressor inputs (KV-source layers).
+  int64_t entry_dim() const { return entry_dim_; }
+
+ private:
+  struct Expert {
+    const float* w1 = nullptr;  // gate [inter, hidden]
+    const float* w2 = nullptr;  // down [hidden, inter]
+    const float* w3 = nullptr;  // up [inter, hidden]
+  };
+  struct HyperMix {  // one sublayer's hyper-connection parameters
+    const float* fn = nullptr;     // [(2 + hc) * hc, hc * hidden]
+    const float* base = nullptr;   // [(2 + hc) * hc]
+    const float* scale = nullptr;  // [3]
+  };
+  struct Layer {
+    int64_t ratio = 0;         // compress_ratio: 0 window only, 1 per-token compressed KV, r > 1 pooled groups
+    int64_t source = -1;       // the KV-source layer whose compressed KV this layer reads (ratio > 0)
+    bool kv_source = false, index_source = false, owns_index_keys = false;
+    bool candidate_source = false, uses_candidates = false;
+    HyperMix hc_attn, hc_ffn;
+    const float *attn_norm, *ffn_norm;
+    const float *wq_a, *q_norm, *wq_b, *wkv, *kv_norm, *wo_a, *wo_b, *attn_sink;
+    const float *compressor_wkv = nullptr, *compressor_wgate = nullptr, *compressor_norm = nullptr;
+    const float *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
+    const float *router = nullptr, *router_bias = nullptr;
+    std::vector<Expert> experts;
+    Expert shared;
+  };
+  // What the layers of one forward pass publish to the later layers, for one sequence (transformers' `shared`).
+  struct SequenceState {
+    std::vector<float> compressed_kv;  // [num_compressed, head_dim]: rotated, FP4-quantised, of the latest source
+    int64_t num_compressed = 0;
+    bool has_compressed = false;
+    std::vector<float> index_keys;  // [num_index_keys, index_head_dim]: of the latest source that owns them
+    int64_t num_index_keys = 0;
+    bool has_index_keys = false;
+    // Per new token: which compressed entries it attends (the latest index source's top-k), and the
+    // candidate source's block mask; empty until published.
+    std::vector<std::vector<char>> selected, candidates;
+  };
+
+  Expert resolve_expert(const std::string& prefix) const;
+  void hyper_mixes(const HyperMix& w, const float* streams, int64_t T, float* pre, float* post, float* comb) const;
+  // x [T, hidden] (attn_norm output) -> out [T, hidden]. v41_attention.cpp
+  void attention(int64_t layer_idx, const ForwardBatch& batch, const std::vector<int32_t>& positions,
+                 const float* x, float* out, MlaKvCache& cache, std::vector<SequenceState>& states) const;
+  // The compressed KV (and indexer keys) of source layer `layer_idx` for one sequence, rebuilt from the cache.
+  void publish_compressed(int64_t layer_idx, const SequenceChunk& seq, const MlaKvCache& cache,
+                          SequenceState& state) const;
+  // The indexer of layer `layer_idx` for one sequence's new tokens (rows [first, first + seq.num_new)).
+  void run_indexer(int64_t layer_idx, const SequenceChunk& seq, int64_t first, const int32_t* positions,
+                   const float* x, const float* q_residual, SequenceState& state) const;
+  void moe(int64_t layer_idx, const float* x, float* out, int64_t T, ExpertExecutor& experts) const;
+  void expert_forward(const Expert& w, const float* x, int64_t n, float* out) const;
+  // RoPE on the last qk_rope_head_dim channels of rows `stride` floats apart; `rows_per_position` consecutive
+  // rows (the heads of one token) share each of the `num_positions` positions. inverse: rotate back.
+  void rotate(float* x, int64_t num_positions, int64_t rows_per_position, int64_t stride, const int32_t* positions,
+              bool compress, bool inverse) const;
+
+  ModelConfig config_;
+  WeightStore weights_;
+  RotaryTable main_rope_, compress_rope_;
+  std::vector<Layer> layers_;
+  const float *embed_, *final_norm_, *head_;
+  int64_t entry_dim_ = 0;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,146 @@
+// The V4.1 CPU model on its own terms: the in-model quantisers against hand-worked values of the formats, and
+// prefix invariance — chunked prefill at several chunk sizes and token-by-token decode equal to one one-shot
+// forward, at every position — on tests/fixtures/tiny-v41 (every mechanism: window 8, ratios 0/2/1, three KV
+// sources, four index sources, a candidate source, hc_mult 4, index top-k 4) with seeded weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "src/core/error.h"
+#include "src/model/v41_model.h"
+#include "src/model/v41_quant.h"
+#include "tests/unit/fixtures.h"
+
+namespace deepinfer {
+namespace {
+
+TEST(V41Quant, E4m3RoundsToNearestEven) {
+  EXPECT_FLOAT_EQ(v41::round_e4m3(0.3f), 0.3125f);        // step 2^-5 in [0.25, 0.5)
+  EXPECT_FLOAT_EQ(v41::round_e4m3(1.0625f), 1.0f);        // halfway 1.0 | 1.125: even mantissa
+  EXPECT_FLOAT_EQ(v41::round_e4m3(1.1875f), 1.25f);       // halfway 1.125 | 1.25: even mantissa
+  EXPECT_FLOAT_EQ(v41::round_e4m3(-448.0f), -448.0f);
+  EXPECT_FLOAT_EQ(v41::round_e4m3(std::ldexp(1.0f, -10)), 0.0f);  // half the smallest subnormal 2^-9: to even
+  EXPECT_FLOAT_EQ(v41::round_e4m3(std::ldexp(3.0f, -10)), std::ldexp(1.0f, -8));
+}
+
+TEST(V41Quant, E2m1TiesAndPowerOfTwoScales) {
+  EXPECT_FLOAT_EQ(v41::round_e2m1(0.25f), 0.0f);
+  EXPECT_FLOAT_EQ(v41::round_e2m1(0.75f), 1.0f);
+  EXPECT_FLOAT_EQ(v41::round_e2m1(1.25f), 1.0f);
+  EXPECT_FLOAT_EQ(v41::round_e2m1(1.75f), 2.0f);
+  EXPECT_FLOAT_EQ(v41::round_e2m1(2.5f), 2.0f);
+  EXPECT_FLOAT_EQ(v41::round_e2m1(3.5f), 4.0f);
+  EXPECT_FLOAT_EQ(v41::round_e2m1(5.0f), 4.0f);
+  EXPECT_FLOAT_EQ(v41::round_e2m1(-0.8f), -1.0f);
+  EXPECT_FLOAT_EQ(v41::pow2_ceil(3.0f), 4.0f);
+  EXPECT_FLOAT_EQ(v41::pow2_ceil(4.0f), 4.0f);
+  EXPECT_FLOAT_EQ(v41::pow2_ceil(0.3f), 0.5f);
+  // A block of 32 with max 6: scale pow2_ceil(6/6) = 1, values snap to the e2m1 grid.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 6.0f, x[1] = 2.6f, x[2] = -0.3f;
+  v41::fake_quant_fp4(x.data(), 32, 32, false);
+  EXPECT_FLOAT_EQ(x[0], 6.0f);
+  EXPECT_FLOAT_EQ(x[1], 3.0f);
+  EXPECT_FLOAT_EQ(x[2], -0.5f);
+  // FP8: block max 100 -> scale pow2_ceil(100 / 448) = 0.25; the scaled values snap to the e4m3 grid.
+  std::vector<float> y(32, 0.0f);
+  y[0] = 100.0f, y[1] = 1.01f;
+  v41::fake_quant_fp8(y.data(), 32);
+  EXPECT_FLOAT_EQ(y[0], 96.0f);  // 400 is halfway between 384 and 416 (step 32): to the even 384
+  EXPECT_FLOAT_EQ(y[1], 1.0f);   // 4.04 -> 4.0 (step 0.5 in [4, 8))
+}
+
+class V41Model : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41"));
+    WeightStore weights = WeightStore::load(config, testing::fixture_dir("tiny-v41"), LoadFormat::kDummy, 7);
+    model_ = std::make_unique<DeepseekV41Model>(std::move(config), std::move(weights));
+    prompt_.resize(70);
+    for (size_t i = 0; i < prompt_.size(); ++i) prompt_[i] = static_cast<int32_t>((i * 37 + 11) % 256);
+    blocks_.resize(4);
+    std::iota(blocks_.begin(), blocks_.end(), 0);
+  }
+
+  // Logits of every position, the prompt fed in chunks of `chunk` tokens.
+  std::vector<float> run_chunked(int64_t chunk) const {
+    std::unique_ptr<KvCache> cache = model_->make_kv_cache(4);
+    std::vector<float> all;
+    for (int64_t start = 0; start < static_cast<int64_t>(prompt_.size()); start += chunk) {
+      const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(prompt_.size()) - start);
+      ForwardBatch batch;
+      batch.token_ids.assign(prompt_.begin() + start, prompt_.begin() + start + n);
+      batch.sequences.push_back({start, n, blocks_});
+      batch.all_logits = true;
+      const Tensor logits = model_->forward(batch, *cache);
+      all.insert(all.end(), logits.data<float>(), logits.data<float>() + logits.numel());
+    }
+    return all;
+  }
+
+  std::unique_ptr<DeepseekV41Model> model_;
+  std::vector<int32_t> prompt_;
+  std::vector<int32_t> blocks_;
+};
+
+double worst_relative_error(const std::vector<float>& a, const std::vector<float>& b, int64_t row) {
+  double worst = 0.0;
+  for (size_t r = 0; r < a.size() / row; ++r) {
+    double diff = 0.0, ref = 0.0;
+    for (int64_t i = 0; i < row; ++i) {
+      const double d = static_cast<double>(a[r * row + i]) - b[r * row + i];
+      diff += d * d;
+      ref += static_cast<double>(b[r * row + i]) * b[r * row + i];
+    }
+    worst = std::max(worst, std::sqrt(diff / ref));
+  }
+  return worst;
+}
+
+TEST_F(V41Model, ChunkedPrefillAndDecodeEqualOneShot) {
+  const std::vector<float> one_shot = run_chunked(static_cast<int64_t>(prompt_.size()));
+  ASSERT_EQ(static_cast<int64_t>(one_shot.size()), static_cast<int64_t>(prompt_.size()) * 256);
+  for (float v : one_shot) ASSERT_TRUE(std::isfinite(v));
+  for (int64_t chunk : {1, 3, 7, 16, 33}) {
+    const std::vector<float> chunked = run_chunked(chunk);
+    const double err = worst_relative_error(chunked, one_shot, 256);
+    EXPECT_LT(err, 1e-5) << "chunks of " << chunk;
+    std::printf("[ V4.1     ] chunks of %2lld tokens: worst per-position relative error %.3e vs one-shot\n",
+                static_cast<long long>(chunk), err);
+  }
+}
+
+TEST_F(V41Model, SequencesInOneBatchDoNotMix) {
+  // Two sequences stepped together equal each alone (their compressed state and selections are their own).
+  std::unique_ptr<KvCache> cache = model_->make_kv_cache(8);
+  std::vector<int32_t> other_blocks = {4, 5, 6, 7};
+  std::vector<int32_t> other(prompt_.rbegin(), prompt_.rend());
+  ForwardBatch batch;
+  batch.token_ids = prompt_;
+  batch.token_ids.insert(batch.token_ids.end(), other.begin(), other.end());
+  batch.sequences.push_back({0, 70, blocks_});
+  batch.sequences.push_back({0, 70, other_blocks});
+  batch.all_logits = true;
+  const Tensor both = model_->forward(batch, *cache);
+  const std::vector<float> alone = run_chunked(70);
+  const std::vector<float> first(both.data<float>(), both.data<float>() + 70 * 256);
+  EXPECT_LT(worst_relative_error(first, alone, 256), 1e-6);
+}
+
+TEST(V41ModelConfig, EngramLayersAreRefused) {
+  ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41"));
+  config.v41.engram_layer_ids = {1};
+  WeightStore weights = WeightStore::load(config, testing::fixture_dir("tiny-v41"), LoadFormat::kDummy, 7);
+  try {
+    DeepseekV41Model model(config, std::move(weights));
+    FAIL() << "engram layers were accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("engram layers (1 of them) are not implemented: pass --no-engram"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
