@@ -16,6 +16,9 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
     spdlog::warn("--no-engram: running DeepSeek-V4.1 without its {} engram layers", loaded.config.v41.engram_layer_ids.size());
     loaded.config.v41.engram_layer_ids.clear();
   }
+  DI_INPUT_CHECK(loaded.config.v41.engram_layer_ids.empty(),
+                 "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
+                 loaded.config.v41.engram_layer_ids.size());
   LoadFormat format = parse_load_format(options.load_format);
   if (format == LoadFormat::kAuto) format = std::filesystem::is_directory(path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
   if (format == LoadFormat::kDummy && loaded.device == Device::kCuda) {

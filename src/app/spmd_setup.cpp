@@ -36,7 +36,10 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
   auto wanted = [placement = &placement_, ep_rank = where.rank_in_ep_group, num_layers = config.num_hidden_layers,
                  first_moe = config.first_k_dense_replace](const std::string& name) {
     int layer = -1, expert = -1;
-    if (std::sscanf(name.c_str(), "model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2) return true;
+    // V2/V3 (model.layers.N.mlp.experts.E.) and V4.1 (layers.N.ffn.experts.E.) routed experts.
+    if (std::sscanf(name.c_str(), "model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2 &&
+        std::sscanf(name.c_str(), "layers.%d.ffn.experts.%d.", &layer, &expert) != 2)
+      return true;
     if (layer >= num_layers) return true;  // MTP layers: kept whole for speculative decoding
     return (*placement)->rank_holds(ep_rank, layer - first_moe, expert);
   };

@@ -1,5 +1,7 @@
 #include "src/model/weights.h"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -47,6 +49,14 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
   DI_INPUT_CHECK(format == LoadFormat::kDummy || std::filesystem::is_directory(model_path),
                  "--model '{}' is a config file, not a checkpoint directory: add --load-format dummy for random "
                  "weights", model_path.string());
+
+  // fp32 on the host: refuse what cannot fit rather than be killed half-way through.
+  double bytes = 0.0;
+  for (const TensorSpec& spec : specs) bytes += 4.0 * static_cast<double>(shape_numel(spec.shape));
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  DI_INPUT_CHECK(bytes < 0.9 * memory,
+                 "--model '{}': {:.1f} GiB of fp32 weights do not fit this host's {:.1f} GiB of memory (the CPU "
+                 "reference keeps every weight in fp32)", model_path.string(), bytes / (1 << 30), memory / (1 << 30));
 
   WeightStore store;
   if (format == LoadFormat::kDummy) {

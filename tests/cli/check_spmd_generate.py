@@ -41,7 +41,7 @@ def main():
     ap.add_argument("--mpirun", required=True)
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json") if os.path.isdir(args.model) else args.model))
-    reqs = requests_for(args.model, config["vocab_size"])
+    reqs = requests_for(args.model, config.get("text_config", config)["vocab_size"])
     with tempfile.TemporaryDirectory() as tmp:
         inp = os.path.join(tmp, "in.jsonl")
 
@@ -71,6 +71,7 @@ def main():
     if os.path.isdir(args.model):
         ref = json.load(open(os.path.join(args.model, "reference.json")))
         for i, greedy in enumerate(ref["greedy"]):
+            greedy = greedy["tokens"] if isinstance(greedy, dict) else greedy
             got = single[i]["output_token_ids"]
             n = min(len(got), len(greedy))
             assert got[:n] == greedy[:n], (i, got, greedy)

@@ -66,7 +66,8 @@ TEST(ModelConfig, RejectsBadConfigsNamingTheKey) {
       "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "kv_lora_rank": 4,
       "qk_nope_head_dim": 4, "qk_rope_head_dim": 2, "v_head_dim": 4, "max_position_embeddings": 16)";
   EXPECT_EQ(error_of(v3 + "}"), "");
-  EXPECT_NE(error_of(R"({"model_type": "llama"})").find("unknown model_type 'llama' (known: deepseek_v2, deepseek_v3)"),
+  EXPECT_NE(error_of(R"({"model_type": "llama"})")
+                .find("unknown model_type 'llama' (known: deepseek_v2, deepseek_v3, deepseek_v41)"),
             std::string::npos);
   EXPECT_NE(error_of(v3 + R"(, "num_hidden_layers": 0})").find("'num_hidden_layers' = 0 is out of range"),
             std::string::npos);
