@@ -42,6 +42,7 @@ struct QuantizationConfig {
   int64_t block_rows = 128;
   int64_t block_cols = 128;
   bool ue8m0_scales = false;  // scale_fmt "ue8m0": one-byte power-of-two scales instead of fp32
+  bool fp4_experts = false;   // expert_dtype "fp4" (V4.x): routed experts as packed e2m1, UE8M0 per 32 values
 };
 
 struct ModelConfig {

@@ -49,7 +49,8 @@ DType parse_dtype(const std::string& name, const std::string& where) {
   if (name == "F8_E4M3") return DType::kF8E4M3;
   if (name == "I32") return DType::kI32;
   if (name == "I64") return DType::kI64;
-  if (name == "U8") return DType::kU8;
+  // Raw bytes: packed FP4 pairs (DeepSeek-V4.x experts ship them as I8) and UE8M0 scales (F8_E8M0).
+  if (name == "U8" || name == "I8" || name == "F8_E8M0") return DType::kU8;
   throw InputError(fmt::format("{}: unsupported safetensors dtype '{}'", where, name));
 }
 

@@ -195,6 +195,13 @@ void parse_deepseek_v41(const ConfigReader& root, ModelConfig& c) {
                           ? root.get_int_list("eos_token_id", 0, v.vocab_size - 1)
                           : std::vector<int64_t>{root.get_int("eos_token_id", 0, v.vocab_size - 1)};
   c.layers.assign(c.num_hidden_layers, LayerSpec{AttentionKind::kMla, FfnKind::kMoe});
+  if (v.quantization.method == "fp8") {  // FP8 projections (UE8M0 block scales); FP4 experts when expert_dtype says
+    c.quantization.fp8 = true;
+    c.quantization.block_rows = v.quantization.block_rows;
+    c.quantization.block_cols = v.quantization.block_cols;
+    c.quantization.ue8m0_scales = true;
+    c.quantization.fp4_experts = v.quantization.expert_dtype == "fp4";
+  }
 }
 
 std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {

@@ -70,14 +70,27 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
     const SafetensorsFile::Entry* entry = checkpoint.find(spec.name);
     DI_INPUT_CHECK(entry != nullptr, "{}: missing tensor '{}' (expected shape {})", model_path.string(), spec.name,
                    shape_str(spec.shape));
-    DI_INPUT_CHECK(entry->shape == spec.shape, "{}: tensor '{}' has shape {}, expected {}",
+    // Quantised tensors carry their scales beside them: `<name>_scale_inv` (DeepSeek-V3) or `<module>.scale`
+    // (DeepSeek-V4.x, the module being the name without `.weight`).
+    auto scale_of = [&](const std::string& name) -> std::string {
+      const std::string module = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+      for (const std::string& candidate : {name + "_scale_inv", module + ".scale"})
+        if (checkpoint.find(candidate) != nullptr) return candidate;
+      throw InputError(fmt::format("{}: quantised tensor '{}' has neither '{}_scale_inv' nor '{}.scale'",
+                                   model_path.string(), name, name, module));
+    };
+    const bool fp4 = config.quantization.fp4_experts && entry->dtype == DType::kU8 && spec.shape.size() == 2 &&
+                     entry->shape == Shape{spec.shape[0], spec.shape[1] / 2};
+    DI_INPUT_CHECK(fp4 || entry->shape == spec.shape, "{}: tensor '{}' has shape {}, expected {}",
                    checkpoint.file_of(spec.name), spec.name, shape_str(entry->shape), shape_str(spec.shape));
+    if (fp4) {  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
+      store.tensors_.emplace(spec.name,
+                             dequantize_fp4_groups(checkpoint.read(spec.name), checkpoint.read(scale_of(spec.name)), 32));
+      continue;
+    }
     if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8) {
-      // Block-scaled FP8 (DeepSeek's layout: the scales are `<name>_scale_inv`).
-      const std::string scale_name = spec.name + "_scale_inv";
-      DI_INPUT_CHECK(checkpoint.find(scale_name) != nullptr, "{}: fp8 tensor '{}' has no '{}'", model_path.string(),
-                     spec.name, scale_name);
-      store.tensors_.emplace(spec.name, dequantize_fp8_blocks(checkpoint.read(spec.name), checkpoint.read(scale_name),
+      store.tensors_.emplace(spec.name, dequantize_fp8_blocks(checkpoint.read(spec.name),
+                                                              checkpoint.read(scale_of(spec.name)),
                                                               config.quantization.block_rows,
                                                               config.quantization.block_cols));
       continue;

@@ -67,6 +67,22 @@ TEST(Quantization, Fp8CheckpointLoadsDequantisedAndRuns) {
   EXPECT_LT(err, 0.25) << "fp8 (16x16 blocks) vs fp32 logits";
 }
 
+TEST(Quantization, V41CheckpointWithFp8ProjectionsAndFp4ExpertsLoads) {
+  // DeepSeek-V4.x's layout: `<module>.scale` UE8M0 scales (F8_E8M0), FP8 32 x 32 projections, FP4 experts (I8).
+  const auto dir = testing::fixture_dir("tiny-v41-fp8");
+  const ModelConfig config = load_model_config(dir);
+  ASSERT_TRUE(config.quantization.fp8 && config.quantization.fp4_experts);
+  const WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
+  const SafetensorsFile expected(dir / "dequantized.safetensors");
+  int64_t fp8 = 0, fp4 = 0;
+  for (const auto& [name, entry] : expected.entries()) {
+    expect_equal(weights.get(name), expected.read(name), name);
+    (name.find(".experts.") != std::string::npos ? fp4 : fp8) += 1;
+  }
+  EXPECT_GE(fp8, 5);   // wq_a, wq_b, wkv, wo_a, wo_b of layer 1
+  EXPECT_GE(fp4, 24);  // w1, w2, w3 of its 8 experts
+}
+
 TEST(Quantization, RejectsUnsupportedQuantizationConfigs) {
   const std::string base = R"({"model_type": "deepseek_v3", "vocab_size": 10, "hidden_size": 8,
       "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "kv_lora_rank": 4,
