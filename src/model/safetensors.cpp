@@ -142,6 +142,12 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& dir) :
   }
 }
 
+std::vector<std::string> SafetensorsCheckpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, idx] : file_idx_by_name_) out.push_back(name);
+  return out;
+}
+
 const SafetensorsFile::Entry* SafetensorsCheckpoint::find(const std::string& name) const {
   auto it = file_idx_by_name_.find(name);
   if (it == file_idx_by_name_.end()) return nullptr;

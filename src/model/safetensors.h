@@ -51,6 +51,7 @@ class SafetensorsCheckpoint {
   const SafetensorsFile::Entry* find(const std::string& name) const;
   Tensor read(const std::string& name) const;
   const std::filesystem::path& dir() const { return dir_; }
+  std::vector<std::string> names() const;
   // The file that holds `name` (for error messages).
   std::string file_of(const std::string& name) const;
 

@@ -66,36 +66,46 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
     return store;
   }
   const SafetensorsCheckpoint checkpoint(model_path);
-  for (const TensorSpec& spec : specs) {
-    const SafetensorsFile::Entry* entry = checkpoint.find(spec.name);
-    DI_INPUT_CHECK(entry != nullptr, "{}: missing tensor '{}' (expected shape {})", model_path.string(), spec.name,
-                   shape_str(spec.shape));
-    // Quantised tensors carry their scales beside them: `<name>_scale_inv` (DeepSeek-V3) or `<module>.scale`
-    // (DeepSeek-V4.x, the module being the name without `.weight`).
-    auto scale_of = [&](const std::string& name) -> std::string {
-      const std::string module = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
-      for (const std::string& candidate : {name + "_scale_inv", module + ".scale"})
-        if (checkpoint.find(candidate) != nullptr) return candidate;
-      throw InputError(fmt::format("{}: quantised tensor '{}' has neither '{}_scale_inv' nor '{}.scale'",
-                                   model_path.string(), name, name, module));
-    };
-    const bool fp4 = config.quantization.fp4_experts && entry->dtype == DType::kU8 && spec.shape.size() == 2 &&
-                     entry->shape == Shape{spec.shape[0], spec.shape[1] / 2};
-    DI_INPUT_CHECK(fp4 || entry->shape == spec.shape, "{}: tensor '{}' has shape {}, expected {}",
-                   checkpoint.file_of(spec.name), spec.name, shape_str(entry->shape), shape_str(spec.shape));
-    if (fp4) {  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
-      store.tensors_.emplace(spec.name,
-                             dequantize_fp4_groups(checkpoint.read(spec.name), checkpoint.read(scale_of(spec.name)), 32));
-      continue;
+  // Quantised tensors carry their scales beside them: `<name>_scale_inv` (DeepSeek-V3) or `<module>.scale`
+  // (DeepSeek-V4.x, the module being the name without `.weight`).
+  auto scale_name = [&](const std::string& name) -> std::string {  // empty when there is none
+    const std::string module = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+    for (const std::string& candidate : {name + "_scale_inv", module + ".scale"})
+      if (checkpoint.find(candidate) != nullptr) return candidate;
+    return "";
+  };
+  auto scale_of = [&](const std::string& name) {
+    const std::string found = scale_name(name);
+    DI_INPUT_CHECK(!found.empty(), "{}: quantised tensor '{}' has neither '{}_scale_inv' nor a '.scale' beside it",
+                   model_path.string(), name, name);
+    return found;
+  };
+  // One tensor to fp32; `expected` (when known) is its logical shape.
+  auto load_tensor = [&](const std::string& name, const Shape* expected) {
+    const SafetensorsFile::Entry* entry = checkpoint.find(name);
+    DI_INPUT_CHECK(entry != nullptr, "{}: missing tensor '{}' (expected shape {})", model_path.string(), name,
+                   expected ? shape_str(*expected) : "?");
+    const bool fp4 = config.quantization.fp4_experts && entry->dtype == DType::kU8 && entry->shape.size() == 2 &&
+                     (expected ? *expected == Shape{entry->shape[0], 2 * entry->shape[1]}
+                               : !scale_name(name).empty());
+    DI_INPUT_CHECK(fp4 || !expected || entry->shape == *expected, "{}: tensor '{}' has shape {}, expected {}",
+                   checkpoint.file_of(name), name, shape_str(entry->shape), shape_str(*expected));
+    if (fp4)  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
+      store.tensors_.emplace(name, dequantize_fp4_groups(checkpoint.read(name), checkpoint.read(scale_of(name)), 32));
+    else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8)
+      store.tensors_.emplace(name, dequantize_fp8_blocks(checkpoint.read(name), checkpoint.read(scale_of(name)),
+                                                         config.quantization.block_rows, config.quantization.block_cols));
+    else
+      store.tensors_.emplace(name, to_f32(checkpoint.read(name)));
+  };
+  for (const TensorSpec& spec : specs) load_tensor(spec.name, &spec.shape);
+  // DeepSeek-V4.1's DSpark draft layers (`mtp.N.*`): kept for speculative decoding under their checkpoint names,
+  // whatever their modules (not built yet) will be.
+  if (config.model_type == "deepseek_v41") {
+    for (const std::string& name : checkpoint.names()) {
+      if (!name.starts_with("mtp.") || name.ends_with(".scale") || name.ends_with("_scale_inv")) continue;
+      if (!wanted || wanted(name)) load_tensor(name, nullptr);
     }
-    if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8) {
-      store.tensors_.emplace(spec.name, dequantize_fp8_blocks(checkpoint.read(spec.name),
-                                                              checkpoint.read(scale_of(spec.name)),
-                                                              config.quantization.block_rows,
-                                                              config.quantization.block_cols));
-      continue;
-    }
-    store.tensors_.emplace(spec.name, to_f32(checkpoint.read(spec.name)));
   }
   spdlog::info("loaded {} tensors ({:.2f} M parameters) from {}", store.num_tensors(), store.num_parameters() / 1e6,
                model_path.string());

@@ -74,13 +74,15 @@ TEST(Quantization, V41CheckpointWithFp8ProjectionsAndFp4ExpertsLoads) {
   ASSERT_TRUE(config.quantization.fp8 && config.quantization.fp4_experts);
   const WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
   const SafetensorsFile expected(dir / "dequantized.safetensors");
-  int64_t fp8 = 0, fp4 = 0;
+  int64_t fp8 = 0, fp4 = 0, draft = 0;
   for (const auto& [name, entry] : expected.entries()) {
     expect_equal(weights.get(name), expected.read(name), name);
-    (name.find(".experts.") != std::string::npos ? fp4 : fp8) += 1;
+    if (name.starts_with("mtp.")) ++draft;
+    else (name.find(".experts.") != std::string::npos ? fp4 : fp8) += 1;
   }
-  EXPECT_GE(fp8, 5);   // wq_a, wq_b, wkv, wo_a, wo_b of layer 1
-  EXPECT_GE(fp4, 24);  // w1, w2, w3 of its 8 experts
+  EXPECT_EQ(fp8, 5);    // wq_a, wq_b, wkv, wo_a, wo_b of layer 1
+  EXPECT_EQ(fp4, 24);   // w1, w2, w3 of its 8 experts
+  EXPECT_EQ(draft, 3);  // the DSpark layer's FP8, FP4 and fp32 tensors, kept under their checkpoint names
 }
 
 TEST(Quantization, RejectsUnsupportedQuantizationConfigs) {
