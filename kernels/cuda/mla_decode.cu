@@ -93,9 +93,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
 }
 
 // Tensor-core form (FlashMLA's shape, on mma.sync): one block per (sequence, KV split, group of 16 heads).
-// Per tile of 64 cache entries staged in shared memory: S[16 heads, 64 keys] = Q . K^T with m16n8k16 bf16 MMAs
-// (warp w takes keys [8w, 8w + 8)), an online softmax whose row statistics the 8 warps combine through shared
-// memory, then O[16, latent] += P . V with the same MMAs (warp w takes latent columns [w * latent / 8, ...)).
+// Tiles of 64 cache entries are staged in shared memory by cp.async, double-buffered (the next tile streams in
+// while this one computes). Per tile: S[16 heads, 64 keys] = Q . K^T with m16n8k16 bf16 MMAs (warp w takes
+// keys [8w, 8w + 8)), an online softmax whose row statistics the 8 warps combine through shared memory, then
+// O[16, latent] += P . V with the same MMAs (warp w takes latent columns [w * latent / 8, ...)).
 constexpr int kMmaHeads = 16;
 constexpr int kMmaKeys = 64;
 constexpr int kPad = 8;  // bf16 elements of padding per shared row: consecutive rows start 4 banks apart
@@ -108,8 +109,8 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   const int64_t dim = latent + rope, stride = dim + kPad;
   auto* qs = reinterpret_cast<__nv_bfloat16*>(shared_bytes);           // [16][stride]
-  __nv_bfloat16* ks = qs + kMmaHeads * stride;                          // [64][stride]
-  __nv_bfloat16* ps = ks + kMmaKeys * stride;                           // [16][64 + kPad]
+  __nv_bfloat16* ks[2] = {qs + kMmaHeads * stride, qs + (kMmaHeads + kMmaKeys) * stride};  // 2 x [64][stride]
+  __nv_bfloat16* ps = ks[1] + kMmaKeys * stride;                        // [16][64 + kPad]
   auto* row_stat = reinterpret_cast<float*>(ps + kMmaHeads * (kMmaKeys + kPad));  // [8 warps][16]
 
   const int64_t b = blockIdx.x, split = blockIdx.y, head0 = static_cast<int64_t>(blockIdx.z) * kMmaHeads;
@@ -125,25 +126,35 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(
   float o[kTilesPerWarp][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // rows g and g + 8
 
-  for (int64_t tile_begin = begin; tile_begin < end; tile_begin += kMmaKeys) {
-    const int64_t tile_len = min(static_cast<int64_t>(kMmaKeys), end - tile_begin);
-    __syncthreads();  // the previous tile (and, the first time, nothing) is no longer read
+  // Warp w stages keys w, w + 8, ... of a tile: one block-table lookup per key, 16-byte asynchronous copies
+  // along the entry; keys past the end are zero-filled (their scores are masked below).
+  auto stage = [&](int64_t tile_begin, __nv_bfloat16* buffer) {
     for (int64_t key = warp; key < kMmaKeys; key += kWarps) {
-      __nv_bfloat16* dst = ks + key * stride;
-      if (key < tile_len) {
-        const int64_t j = tile_begin + key;
-        const int64_t block = block_table[b * max_blocks_per_seq + j / kMlaBlockSize];
-        const __nv_bfloat16* src = cache + (block * kMlaBlockSize + j % kMlaBlockSize) * dim;
-        for (int64_t v = lane; v < dim / 8; v += 32) reinterpret_cast<uint4*>(dst)[v] = reinterpret_cast<const uint4*>(src)[v];
-      } else {
-        for (int64_t v = lane; v < dim / 8; v += 32) reinterpret_cast<uint4*>(dst)[v] = make_uint4(0, 0, 0, 0);
-      }
+      const int64_t j = tile_begin + key;
+      const bool valid = j < end;
+      const int64_t block = valid ? block_table[b * max_blocks_per_seq + j / kMlaBlockSize] : 0;
+      const __nv_bfloat16* src = cache + (block * kMlaBlockSize + (valid ? j % kMlaBlockSize : 0)) * dim;
+      for (int64_t v = lane; v < dim / 8; v += 32) cp_async_16(buffer + key * stride + 8 * v, src + 8 * v, valid);
     }
-    __syncthreads();
+    cp_async_commit();
+  };
+  if (begin < end) stage(begin, ks[0]);
+  int buffer = 0;
+  for (int64_t tile_begin = begin; tile_begin < end; tile_begin += kMmaKeys, buffer ^= 1) {
+    const int64_t tile_len = min(static_cast<int64_t>(kMmaKeys), end - tile_begin);
+    // Double buffering: the next tile streams in while this one computes.
+    if (tile_begin + kMmaKeys < end) {
+      stage(tile_begin + kMmaKeys, ks[buffer ^ 1]);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this tile (every warp's copies) is in shared memory
+    const __nv_bfloat16* kt = ks[buffer];
 
     // S for this warp's 8 keys.
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const __nv_bfloat16* krow = ks + (warp * 8 + g) * stride;
+    const __nv_bfloat16* krow = kt + (warp * 8 + g) * stride;
     for (int64_t kk = 0; kk < dim; kk += 16) {
       mma_bf16(s, load_pair(qs + g * stride + kk + 2 * t), load_pair(qs + (g + 8) * stride + kk + 2 * t),
                load_pair(qs + g * stride + kk + 2 * t + 8), load_pair(qs + (g + 8) * stride + kk + 2 * t + 8),
@@ -208,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(
     for (int kk = 0; kk < kMmaKeys; kk += 16) {
       const uint32_t a0 = load_pair(prow + kk + 2 * t), a1 = load_pair(prow8 + kk + 2 * t);
       const uint32_t a2 = load_pair(prow + kk + 2 * t + 8), a3 = load_pair(prow8 + kk + 2 * t + 8);
-      const __nv_bfloat16* v0 = ks + (kk + 2 * t) * stride;
+      const __nv_bfloat16* v0 = kt + (kk + 2 * t) * stride;
 #pragma unroll
       for (int j = 0; j < kTilesPerWarp; ++j) {
         const int64_t col = (warp * kTilesPerWarp + j) * 8 + g;
@@ -216,6 +227,7 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(
                  pack_pair(v0[8 * stride + col], v0[9 * stride + col]));
       }
     }
+    __syncthreads();  // every warp is done with this buffer before the next iteration refills it
   }
   // Partials: [latent accumulators | running max | running sum] per (sequence, head, split).
 #pragma unroll
@@ -276,7 +288,7 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   if (!mla_decode_supports(latent, rope)) return;
   if (latent == 512 && (latent + rope) % 16 == 0) {
     // The tensor-core kernel (DeepSeek's 512 + 64 and any rope width that keeps 16-element MMA steps).
-    const size_t shared = (kMmaHeads + kMmaKeys) * (latent + rope + kPad) * sizeof(__nv_bfloat16) +
+    const size_t shared = (kMmaHeads + 2 * kMmaKeys) * (latent + rope + kPad) * sizeof(__nv_bfloat16) +
                           kMmaHeads * (kMmaKeys + kPad) * sizeof(__nv_bfloat16) + kWarps * kMmaHeads * sizeof(float);
     cudaFuncSetAttribute(decode_mma_kernel<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
     const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),

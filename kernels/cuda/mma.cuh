@@ -1,5 +1,6 @@
 // Warp-level tensor-core helpers shared by the attention kernels: one m16n8k16 bf16 MMA with fp32 accumulators
-// (operand layouts as in the PTX ISA's mma.m16n8k16 fragments) and the packing of bf16 pairs into its registers.
+// (operand layouts as in the PTX ISA's mma.m16n8k16 fragments), the packing of bf16 pairs into its registers,
+// and asynchronous global-to-shared copies (cp.async, sm_80+) for staging the next tile while this one computes.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -28,6 +29,19 @@ __device__ __forceinline__ uint32_t pack_pair(__nv_bfloat16 lo, __nv_bfloat16 hi
 __device__ __forceinline__ uint32_t pack_floats(float lo, float hi) {
   const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+// 16 bytes global -> shared without passing through registers; `valid` false writes 16 zero bytes instead.
+__device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, bool valid) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(valid ? 16 : 0));
+}
+// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most `pending` committed groups are still in flight (this thread's copies only).
+template <int pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending));
 }
 
 }  // namespace deepinfer::cuda

@@ -3,11 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
+#include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
+#include "src/bench/run_metadata.h"
 #include "src/bench/step_bench.h"
+#include "src/core/hdf5_table.h"
 #include "src/core/device.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/bench/dispatch_bench.h"
@@ -24,13 +28,38 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
   };
   auto execute = [&] {
     const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
-    std::vector<StepBenchResult> results;
+    // --output X.h5: an HDF5 table <phase>/points (one row per point, flushed as it finishes) with the run's
+    // attributes; any other name: JSON lines appended.
+    const bool hdf5 = options.output_path.ends_with(".h5");
+    std::optional<H5IncrementalFile> file;
+    std::optional<H5Table> table;
+    if (hdf5) {
+      file.emplace(options.output_path);
+      table.emplace(file->id(), options.phase + "/points",
+                    std::vector<H5Column>{{"batch", true}, {"context", true}, {"tokens_per_step", true},
+                                          {"median_ms", false}, {"p90_ms", false}, {"min_ms", false},
+                                          {"tokens_per_s", false}, {"floor_ms", false},
+                                          {"floor_over_measured", false}, {"steps", true}});
+      file->set_attribute("complete", int64_t{0});
+      file->set_attribute("phase", options.phase);
+      file->set_attribute("model", options.model.model_path);
+      file->set_attribute("device", options.model.device);
+      file->set_attribute("git_commit", DEEPINFER_GIT_COMMIT);
+      file->set_attribute("versions", library_versions());
+      file->set_attribute("accelerator", accelerator_name());
+      file->set_attribute("date", utc_now());
+      file->flush();
+    }
     auto report = [&](const StepBenchResult& r) {
       spdlog::info("{} batch {:>4} x {:>5}: {:>9.3f} ms/step (p90 {:.3f}), {:>10.1f} tok/s; floor {:.3f} ms, "
                    "floor/measured {:.3f}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
                    r.floor_ms, r.floor_over_measured);
-      results.push_back(r);
-      if (!options.output_path.empty()) {
+      if (hdf5) {
+        table->append({static_cast<double>(r.batch), static_cast<double>(r.context),
+                       static_cast<double>(r.tokens_per_step), r.median_ms, r.p90_ms, r.min_ms, r.tokens_per_s,
+                       r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps)});
+        file->flush();
+      } else if (!options.output_path.empty()) {
         std::ofstream out(options.output_path, std::ios::app);
         out << nlohmann::json{{"phase", r.phase}, {"batch", r.batch}, {"context", r.context},
                               {"tokens_per_step", r.tokens_per_step}, {"median_ms", r.median_ms}, {"p90_ms", r.p90_ms},
@@ -47,6 +76,10 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
     } else {
       for (int64_t chunk : options.chunks)
         report(bench_prefill(*model, chunk, options.prompt_len, options.warmup, options.steps));
+    }
+    if (hdf5) {
+      file->set_attribute("complete", int64_t{1});
+      file->flush();
     }
   };
   return run_spmd_command(world, prepare, execute);

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     add_model_options(cmd, bench.model);
     cmd->add_option("--warmup", bench.warmup, "Steps before timing")->capture_default_str();
     cmd->add_option("--steps", bench.steps, "Timed steps (median and p90 reported)")->capture_default_str();
-    cmd->add_option("--output", bench.output_path, "Also append one JSON line per point to this file");
+    cmd->add_option("--output", bench.output_path, "Also write each point: an HDF5 table <phase>/points (X.h5) or JSON lines");
   }
   bench_decode_cmd->add_option("--batch", bench.batches, "Sequences per step")->delimiter(',')->capture_default_str();
   bench_decode_cmd->add_option("--context", bench.contexts, "Tokens already cached per sequence")->delimiter(',')->capture_default_str();

@@ -4,18 +4,13 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <ctime>
 #include <set>
 
+#include "src/bench/run_metadata.h"
 #include "src/bench/step_bench.h"
 #include "src/core/hdf5_table.h"
 #include "src/dist/mpi_communicator.h"
 #include "src/dist/mpi_util.h"
-#ifdef DEEPINFER_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#include <nccl.h>
-#endif
-
 #include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
 
 namespace deepinfer {
@@ -26,37 +21,6 @@ bool takes_part(Role role, const std::string& phase) {
   return role == Role::kColocated || (phase == "prefill" ? role == Role::kPrefill : role == Role::kDecode);
 }
 
-std::string library_versions() {
-  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(mpi, &len);
-  std::string text = fmt::format("MPI: {}", std::string(mpi, len).substr(0, std::string(mpi, len).find(',')));
-#ifdef DEEPINFER_HAVE_CUDA
-  int runtime = 0, nccl = 0;
-  cudaRuntimeGetVersion(&runtime);
-  ncclGetVersion(&nccl);
-  text += fmt::format("; CUDA runtime {}.{}; NCCL {}", runtime / 1000, runtime % 1000 / 10, nccl);
-#endif
-  return text;
-}
-
-std::string accelerator_name() {
-#ifdef DEEPINFER_HAVE_CUDA
-  int count = 0;
-  cudaDeviceProp props{};
-  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && cudaGetDeviceProperties(&props, 0) == cudaSuccess)
-    return props.name;
-  cudaGetLastError();
-#endif
-  return "cpu";
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  char buffer[32];
-  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buffer;
-}
 
 // World rank 0's file: root attributes, the points table and the per-rank table.
 struct SweepFile {

@@ -1,0 +1,46 @@
+#include "src/bench/run_metadata.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <ctime>
+#ifdef DEEPINFER_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#endif
+
+namespace deepinfer {
+
+std::string library_versions() {
+  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(mpi, &len);
+  std::string text = fmt::format("MPI: {}", std::string(mpi, len).substr(0, std::string(mpi, len).find(',')));
+#ifdef DEEPINFER_HAVE_CUDA
+  int runtime = 0, nccl = 0;
+  cudaRuntimeGetVersion(&runtime);
+  ncclGetVersion(&nccl);
+  text += fmt::format("; CUDA runtime {}.{}; NCCL {}", runtime / 1000, runtime % 1000 / 10, nccl);
+#endif
+  return text;
+}
+
+std::string accelerator_name() {
+#ifdef DEEPINFER_HAVE_CUDA
+  int count = 0;
+  cudaDeviceProp props{};
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0 && cudaGetDeviceProperties(&props, 0) == cudaSuccess)
+    return props.name;
+  cudaGetLastError();
+#endif
+  return "cpu";
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buffer;
+}
+
+}  // namespace deepinfer
