@@ -152,14 +152,25 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(
     __syncthreads();  // this tile (every warp's copies) is in shared memory
     const __nv_bfloat16* kt = ks[buffer];
 
-    // S for this warp's 8 keys.
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const __nv_bfloat16* krow = kt + (warp * 8 + g) * stride;
-    for (int64_t kk = 0; kk < dim; kk += 16) {
-      mma_bf16(s, load_pair(qs + g * stride + kk + 2 * t), load_pair(qs + (g + 8) * stride + kk + 2 * t),
-               load_pair(qs + g * stride + kk + 2 * t + 8), load_pair(qs + (g + 8) * stride + kk + 2 * t + 8),
-               load_pair(krow + kk + 2 * t), load_pair(krow + kk + 2 * t + 8));
+    // S for this warp's 8 keys, fragments by ldmatrix; four independent accumulator chains (the MMAs of one
+    // chain wait for each other), summed at the end.
+    float s4[4][4] = {};
+    const int row16 = (lane & 7) + 8 * ((lane >> 3) & 1), half = 8 * (lane >> 4);  // x4 lane -> (row, column)
+    const __nv_bfloat16* q_lane = qs + row16 * stride + half;
+    const __nv_bfloat16* k_lane = kt + (warp * 8 + (lane & 7)) * stride + 8 * ((lane >> 3) & 1);
+    for (int64_t kk = 0; kk < dim; kk += 64) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (kk + 16 * c >= dim) break;
+        uint32_t a[4], bk[2];
+        ldmatrix_x4(a, q_lane + kk + 16 * c);
+        ldmatrix_x2(bk, k_lane + kk + 16 * c);
+        mma_bf16(s4[c], a[0], a[1], a[2], a[3], bk[0], bk[1]);
+      }
     }
+    float s[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i] = (s4[0][i] + s4[1][i]) + (s4[2][i] + s4[3][i]);
     const int64_t key0 = warp * 8 + 2 * t;
 #pragma unroll
     for (int i = 0; i < 4; ++i) s[i] = key0 + (i & 1) < tile_len ? s[i] * scale : -INFINITY;
@@ -213,18 +224,19 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(
       o[j][2] *= correction[1];
       o[j][3] *= correction[1];
     }
-    const __nv_bfloat16* prow = ps + g * (kMmaKeys + kPad);
-    const __nv_bfloat16* prow8 = ps + (g + 8) * (kMmaKeys + kPad);
+    // A = P by ldmatrix; B = V (key-major in the tile) by ldmatrix.trans, two 8-column n-tiles per load.
+    const __nv_bfloat16* p_lane = ps + row16 * (kMmaKeys + kPad) + half;
 #pragma unroll
     for (int kk = 0; kk < kMmaKeys; kk += 16) {
-      const uint32_t a0 = load_pair(prow + kk + 2 * t), a1 = load_pair(prow8 + kk + 2 * t);
-      const uint32_t a2 = load_pair(prow + kk + 2 * t + 8), a3 = load_pair(prow8 + kk + 2 * t + 8);
-      const __nv_bfloat16* v0 = kt + (kk + 2 * t) * stride;
+      uint32_t a[4];
+      ldmatrix_x4(a, p_lane + kk);
+      const __nv_bfloat16* v_lane = kt + (kk + row16) * stride + warp * kTilesPerWarp * 8 + half;
 #pragma unroll
-      for (int j = 0; j < kTilesPerWarp; ++j) {
-        const int64_t col = (warp * kTilesPerWarp + j) * 8 + g;
-        mma_bf16(o[j], a0, a1, a2, a3, pack_pair(v0[col], v0[stride + col]),
-                 pack_pair(v0[8 * stride + col], v0[9 * stride + col]));
+      for (int j = 0; j < kTilesPerWarp; j += 2) {
+        uint32_t bv[4];
+        ldmatrix_x4_trans(bv, v_lane + j * 8);
+        mma_bf16(o[j], a[0], a[1], a[2], a[3], bv[0], bv[1]);
+        mma_bf16(o[j + 1], a[0], a[1], a[2], a[3], bv[2], bv[3]);
       }
     }
     __syncthreads();  // every warp is done with this buffer before the next iteration refills it

@@ -31,9 +31,31 @@ __device__ __forceinline__ uint32_t pack_floats(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
+// ldmatrix: 8x8 bf16 matrices from shared memory straight into MMA fragments. Each lane passes the address of
+// one 16-byte row: lanes 8i..8i+7 the rows of matrix i. `trans` hands out columns instead of rows (a B operand
+// stored key-major, as V is).
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(shared_address(row)));
+}
+
 // 16 bytes global -> shared without passing through registers; `valid` false writes 16 zero bytes instead.
 __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global_src, bool valid) {
-  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst));
+  const uint32_t dst = shared_address(shared_dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(valid ? 16 : 0));
 }
 // Closes the group of copies issued since the last commit.
