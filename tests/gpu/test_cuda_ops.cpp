@@ -19,6 +19,7 @@
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -403,6 +404,42 @@ std::vector<float> reference_decode(const std::vector<float>& q, const std::vect
       }
     }
   return out;
+}
+
+TEST_F(CudaOps, MoeGemvSmallBatch) {
+  const int64_t tokens = 3, top_k = 6, experts = 16, hidden = 256, inter = 136;
+  std::vector<float> x_f, gu_f, down_f, base_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
+  auto gate_up = DeviceArray<Bf16>::from_host(random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
+  auto down = DeviceArray<Bf16>::from_host(random_bf16(experts * hidden * inter, down_f, 0.08f));
+  auto out = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, base_f));  // the sum adds onto it
+  std::vector<int32_t> ids(tokens * top_k);
+  std::vector<float> weights(tokens * top_k);
+  for (int64_t i = 0; i < tokens * top_k; ++i) {
+    ids[i] = static_cast<int32_t>((i * 7 + 3) % experts);
+    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng_);
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  DeviceArray<Bf16> act(tokens * top_k * inter);
+  act.poison();
+  cuda::moe_gemv_gate_up(bf(x), d_ids.data(), tokens, top_k, hidden, inter, bf(gate_up), bf(act), nullptr);
+  cuda::moe_gemv_down(bf(act), d_ids.data(), d_w.data(), tokens, top_k, hidden, inter, bf(down), bf(out), nullptr);
+  sync();
+  // Reference: out[t] = base[t] + sum_k w * W_down (bf16(silu(W_gate x) * W_up x)).
+  std::vector<float> want = base_f, gate(inter), up(inter), y(hidden);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t e = ids[t * top_k + k];
+      cpu::linear(x_f.data() + t * hidden, gu_f.data() + e * 2 * inter * hidden, nullptr, gate.data(), 1, inter, hidden);
+      cpu::linear(x_f.data() + t * hidden, gu_f.data() + (e * 2 * inter + inter) * hidden, nullptr, up.data(), 1, inter,
+                  hidden);
+      cpu::silu_mul(gate.data(), up.data(), gate.data(), inter);
+      for (float& v : gate) v = bf16_to_float(float_to_bf16(v));
+      cpu::linear(gate.data(), down_f.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
+      cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
+    }
+  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
 }
 
 TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {

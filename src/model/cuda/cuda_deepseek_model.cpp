@@ -10,6 +10,7 @@
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -262,6 +263,14 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
   const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
   if (rows == 0) return;
   const int64_t n = rows * K;
+  if (num_ids == E && n <= kGemvMaxPairs && H % 8 == 0 && I % 8 == 0) {
+    // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
+    auto* act = scratch.alloc<Bf16>(n * I);
+    cuda::moe_gemv_gate_up(x, ids, rows, K, H, I, w.experts_gate_up, act, nullptr);
+    cuda::moe_gemv_down(act, ids, weights, rows, K, H, I, w.experts_down, out, nullptr);
+    profiler_.mark("moe:experts (gemv)");
+    return;
+  }
   auto* x_perm = scratch.alloc<Bf16>(n * H);
   auto* row_of = scratch.alloc<int32_t>(n);
   auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
