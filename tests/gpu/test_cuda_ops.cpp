@@ -55,6 +55,7 @@ class CudaOps : public ::testing::Test {
   cublasHandle_t handle() {
     if (handle_ == nullptr) {
       EXPECT_EQ(cublasCreate(&handle_), CUBLAS_STATUS_SUCCESS);
+      EXPECT_EQ(cublasSetStream(handle_, cudaStreamPerThread), CUBLAS_STATUS_SUCCESS);
     }
     return handle_;
   }

@@ -333,11 +333,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
                                     q_latent, heads * D, D, false, heads));
     DI_CUDA_CHECK(cudaMemcpy2DAsync(q_latent + lora, D * sizeof(Bf16), q + nope, qk * sizeof(Bf16), rope * sizeof(Bf16),
                                     T * heads, cudaMemcpyDeviceToDevice));
-    // Enough (sequence, split, 8-head group) blocks to fill the GPU several times over, each split at least
-    // 64 keys long: at batch 1 a long context is spread over many SMs instead of one block per head group.
-    const int64_t head_groups = (heads + 7) / 8;
-    const int64_t wanted = (4 * 132 + T * head_groups - 1) / (T * head_groups);
-    const int64_t splits = std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(plan.max_len / 64, 1, 64));
+    const int64_t splits = decode_splits(T, plan.max_len);
     auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
     auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
     profiler_.mark("attn:absorb");
@@ -422,26 +418,6 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   plan.positions = device_copy(scratch, positions);
   plan.new_slots = device_copy(scratch, new_slots);
 
-  auto* x = scratch.alloc<Bf16>(T * H);      // the residual stream
-  auto* h = scratch.alloc<Bf16>(T * H);      // its normalised copy
-  auto* delta = scratch.alloc<Bf16>(T * H);  // a sub-layer's output
-  profiler_.mark("start");
-  cuda::embedding(embed_, device_copy(scratch, batch.token_ids), x, T, H, nullptr);
-  profiler_.mark("host plan+embedding");
-  const ScratchPool::Mark step_buffers = scratch.mark();
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    scratch.rewind(step_buffers);  // stream order: the previous layer's kernels that read these are queued first
-    const Layer& layer = layers_[l];
-    cuda::add_rms_norm(l == 0 ? nullptr : delta, x, layer.input_norm, h, T, H, c.rms_norm_eps, nullptr);
-    attention(l, layer.attention, plan, static_cast<Bf16*>(cache->layer_data(l)), h, delta, scratch);
-    cuda::add_rms_norm(delta, x, layer.post_attention_norm, h, T, H, c.rms_norm_eps, nullptr);
-    profiler_.mark("norms");
-    if (layer.is_moe) moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch);
-    else mlp(layer.mlp, h, delta, T, scratch);
-    profiler_.mark(layer.is_moe ? "moe:after" : "dense mlp");
-  }
-  cuda::add_rms_norm(T > 0 ? delta : nullptr, x, final_norm_, h, T, H, c.rms_norm_eps, nullptr);
-
   std::vector<int32_t> rows;
   if (batch.all_logits) {
     for (int64_t t = 0; t < T; ++t) rows.push_back(static_cast<int32_t>(t));
@@ -450,14 +426,86 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     for (const SequenceChunk& seq : batch.sequences) rows.push_back(static_cast<int32_t>((end += seq.num_new) - 1));
   }
   const auto R = static_cast<int64_t>(rows.size());
-  auto* selected = scratch.alloc<Bf16>(R * H);
-  cuda::embedding(h, device_copy(scratch, rows), selected, R, H, nullptr);  // a row gather
-  auto* logits = scratch.alloc<float>(R * c.vocab_size);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), selected, lm_head_, logits, true, R, c.vocab_size, H));
-  profiler_.mark("final norm+lm head");
+  const int32_t* token_ids = device_copy(scratch, batch.token_ids);
+  const int32_t* row_ids = device_copy(scratch, rows);
   *num_rows = R;
-  return logits;
+
+  // Everything from here is device work on this thread's stream, whose inputs were uploaded above.
+  auto run = [&]() -> float* {
+    auto* x = scratch.alloc<Bf16>(T * H);      // the residual stream
+    auto* h = scratch.alloc<Bf16>(T * H);      // its normalised copy
+    auto* delta = scratch.alloc<Bf16>(T * H);  // a sub-layer's output
+    profiler_.mark("start");
+    cuda::embedding(embed_, token_ids, x, T, H, nullptr);
+    profiler_.mark("host plan+embedding");
+    const ScratchPool::Mark step_buffers = scratch.mark();
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      scratch.rewind(step_buffers);  // stream order: the previous layer's kernels that read these are queued first
+      const Layer& layer = layers_[l];
+      cuda::add_rms_norm(l == 0 ? nullptr : delta, x, layer.input_norm, h, T, H, c.rms_norm_eps, nullptr);
+      attention(l, layer.attention, plan, static_cast<Bf16*>(cache->layer_data(l)), h, delta, scratch);
+      cuda::add_rms_norm(delta, x, layer.post_attention_norm, h, T, H, c.rms_norm_eps, nullptr);
+      profiler_.mark("norms");
+      if (layer.is_moe) moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch);
+      else mlp(layer.mlp, h, delta, T, scratch);
+      profiler_.mark(layer.is_moe ? "moe:after" : "dense mlp");
+    }
+    cuda::add_rms_norm(T > 0 ? delta : nullptr, x, final_norm_, h, T, H, c.rms_norm_eps, nullptr);
+    auto* selected = scratch.alloc<Bf16>(R * H);
+    cuda::embedding(h, row_ids, selected, R, H, nullptr);  // a row gather
+    auto* logits = scratch.alloc<float>(R * c.vocab_size);
+    DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), selected, lm_head_, logits, true, R, c.vocab_size, H));
+    profiler_.mark("final norm+lm head");
+    return logits;
+  };
+
+  // Decode steps whose experts need no host round trip replay a CUDA graph of `run`, captured the second time
+  // the step's shape is seen (the first run is eager: it loads the kernels and sizes the scratch pool). The
+  // graph bakes in the scratch addresses, which repeat for the same shape because the uploads above and the
+  // allocations in `run` happen in the same order every step.
+  const bool graphable = plan.absorbed && experts == nullptr && !profiler_.enabled() && T > 0 &&
+                         (!layers_.back().is_moe || T * c.num_experts_per_tok <= kGemvMaxPairs);
+  if (!graphable) return run();
+  const GraphKey key{T, plan.max_blocks, R, cache->layer_data(0), decode_splits(T, plan.max_len)};
+  auto found = graphs_.find(key);
+  if (found == graphs_.end()) {
+    if (graphs_.size() >= kMaxGraphs) graphs_.clear();
+    graphs_.emplace(key, CapturedStep{});  // seen once: run eagerly, capture next time
+    return run();
+  }
+  CapturedStep& step = found->second;
+  if (!step.exec) {
+    DI_CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
+    step.logits = run();
+    cudaGraph_t graph = nullptr;
+    DI_CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
+    step.exec = GraphExec(graph);
+    step.end = scratch.mark();
+    spdlog::debug("captured the decode step of {} sequences ({} KV blocks each at most)", T, plan.max_blocks);
+  } else {
+    scratch.rewind(step.end);  // what the graph's buffers occupy stays taken for the rest of the step
+  }
+  DI_CUDA_CHECK(cudaGraphLaunch(step.exec.get(), cudaStreamPerThread));
+  return step.logits;
 }
+
+CudaDeepseekModel::GraphExec::GraphExec(cudaGraph_t graph) {
+  DI_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph, 0));
+  cudaGraphDestroy(graph);
+}
+
+CudaDeepseekModel::GraphExec::~GraphExec() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+}
+
+int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
+  // Enough (sequence, split, 8-head group) blocks to fill the GPU several times over, each split at least
+  // 64 keys long: at batch 1 a long context is spread over many SMs instead of one block per head group.
+  const int64_t head_groups = (config_.num_attention_heads + 7) / 8;
+  const int64_t wanted = (4 * 132 + num_tokens * head_groups - 1) / (num_tokens * head_groups);
+  return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 64, 1, 64));
+}
+
 
 Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts) const {
   int64_t rows = 0;

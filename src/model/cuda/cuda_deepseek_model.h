@@ -5,7 +5,9 @@
 // GPU to GPU through the executor's device path (NCCL), or are staged through host memory (MPI transport).
 #pragma once
 
+#include <compare>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "src/core/device_array.h"
@@ -74,8 +76,41 @@ class CudaDeepseekModel final : public CausalLm {
   // measured at batch 8 (48 pairs) 8.8 ms a step against 11.5 through the grouped GEMM.
   static constexpr int64_t kGemvMaxPairs = 64;
 
-  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch).
+  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps of a few
+  // sequences replay a captured CUDA graph.
   float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts, int64_t* rows) const;
+  // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
+  int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
+
+  class GraphExec {  // an instantiated CUDA graph (RAII)
+   public:
+    GraphExec() = default;
+    explicit GraphExec(cudaGraph_t graph);  // instantiates, then destroys `graph`
+    GraphExec(GraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+    GraphExec& operator=(GraphExec&& other) noexcept {
+      std::swap(exec_, other.exec_);
+      return *this;
+    }
+    ~GraphExec();
+    cudaGraphExec_t get() const { return exec_; }
+    explicit operator bool() const { return exec_ != nullptr; }
+
+   private:
+    cudaGraphExec_t exec_ = nullptr;
+  };
+  // A decode step's shape: what the captured graph baked in.
+  struct GraphKey {
+    int64_t tokens, max_blocks, rows;
+    const void* cache;
+    int64_t splits;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  struct CapturedStep {
+    GraphExec exec;           // empty until the shape is seen a second time
+    float* logits = nullptr;  // where the graph leaves them
+    ScratchPool::Mark end{};  // the scratch the graph's buffers occupy
+  };
+  static constexpr size_t kMaxGraphs = 64;
 
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
@@ -105,6 +140,7 @@ class CudaDeepseekModel final : public CausalLm {
   mutable ScratchPool scratch_;
   mutable ScratchPool expert_scratch_;
   mutable StepProfiler profiler_;
+  mutable std::map<GraphKey, CapturedStep> graphs_;
 };
 
 }  // namespace deepinfer

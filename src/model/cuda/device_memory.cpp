@@ -32,7 +32,11 @@ void* ScratchPool::take(size_t bytes) {
   return ptr;
 }
 
-CublasHandle::CublasHandle() { DI_CUBLAS_CHECK(cublasCreate(&handle_)); }
+CublasHandle::CublasHandle() {
+  DI_CUBLAS_CHECK(cublasCreate(&handle_));
+  // cuBLAS was not built with the per-thread default stream: name it, so its work joins the model's stream.
+  DI_CUBLAS_CHECK(cublasSetStream(handle_, cudaStreamPerThread));
+}
 
 CublasHandle::~CublasHandle() {
   if (handle_ != nullptr) cublasDestroy(handle_);
