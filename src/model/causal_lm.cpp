@@ -1,5 +1,8 @@
 #include "src/model/causal_lm.h"
 
+#include <algorithm>
+
+#include "kernels/cpu/ops.h"
 #include "src/core/check.h"
 
 namespace deepinfer {
@@ -8,6 +11,26 @@ std::vector<int32_t> CausalLm::forward_and_sample(const ForwardBatch&, KvCache&,
                                                   std::span<const SamplingRow>) const {
   DI_CHECK(false, "this backend samples on the host: call forward() and sample its logits");
   return {};
+}
+
+void check_batch(const ForwardBatch& batch, int64_t vocab) {
+  int64_t claimed = 0;
+  for (const SequenceChunk& seq : batch.sequences) claimed += seq.num_new;
+  DI_CHECK(claimed == batch.num_tokens(), "batch has {} tokens but its sequences claim {}", batch.num_tokens(), claimed);
+  for (int32_t id : batch.token_ids) DI_CHECK(id >= 0 && id < vocab, "token id {} outside the vocabulary", id);
+}
+
+Tensor cpu_final_logits(const ForwardBatch& batch, const float* hidden, const float* norm, const float* head,
+                        int64_t hidden_size, int64_t vocab, float eps) {
+  const std::vector<int64_t> rows = batch.logits_rows();
+  const auto R = static_cast<int64_t>(rows.size());
+  const int64_t H = hidden_size;
+  std::vector<float> selected(R * H);
+  for (int64_t r = 0; r < R; ++r) std::copy_n(hidden + rows[r] * H, H, selected.data() + r * H);
+  cpu::rms_norm(selected.data(), norm, selected.data(), R, H, eps);
+  Tensor logits = Tensor::zeros({R, vocab});
+  cpu::linear(selected.data(), head, nullptr, logits.data<float>(), R, vocab, H);
+  return logits;
 }
 
 }  // namespace deepinfer

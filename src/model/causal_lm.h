@@ -76,4 +76,12 @@ class CausalLm {
   int64_t expert_floats() const { return 3 * config().moe_intermediate_size * config().hidden_size; }
 };
 
+// Throws if the batch's sequences do not account for its tokens or a token is outside the vocabulary.
+void check_batch(const ForwardBatch& batch, int64_t vocab);
+
+// The CPU models' last step: the final RMSNorm and the LM head over the rows of `hidden` [T, hidden_size] whose
+// logits the batch wants (ForwardBatch::logits_rows). Returns [rows, vocab].
+Tensor cpu_final_logits(const ForwardBatch& batch, const float* hidden, const float* norm, const float* head,
+                        int64_t hidden_size, int64_t vocab, float eps);
+
 }  // namespace deepinfer

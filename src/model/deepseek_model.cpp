@@ -124,15 +124,8 @@ Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, Expe
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   const int64_t H = c.hidden_size;
-  int64_t expected_tokens = 0;
-  for (const SequenceChunk& seq : batch.sequences) expected_tokens += seq.num_new;
-  DI_CHECK(expected_tokens == T, "batch has {} tokens but its sequences claim {}", T, expected_tokens);
-  for (int32_t id : batch.token_ids) DI_CHECK(id >= 0 && id < c.vocab_size, "token id {} outside the vocabulary", id);
-
-  std::vector<int32_t> positions(T);
-  int64_t row = 0;
-  for (const SequenceChunk& seq : batch.sequences)
-    for (int64_t i = 0; i < seq.num_new; ++i) positions[row++] = static_cast<int32_t>(seq.num_cached + i);
+  check_batch(batch, c.vocab_size);
+  const std::vector<int32_t> positions = batch.positions();
   const int64_t half = rotary_.half_dim();
   std::vector<float> cos(T * half), sin(T * half);
   rotary_.fill(positions.data(), T, cos.data(), sin.data());
@@ -151,20 +144,7 @@ Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, Expe
   }
 
   // Only the rows whose logits are wanted go through the final norm and the LM head.
-  std::vector<int64_t> rows;
-  if (batch.all_logits) {
-    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
-  } else {
-    int64_t end = 0;
-    for (const SequenceChunk& seq : batch.sequences) rows.push_back((end += seq.num_new) - 1);
-  }
-  const int64_t R = static_cast<int64_t>(rows.size());
-  std::vector<float> selected(R * H);
-  for (int64_t r = 0; r < R; ++r) std::copy_n(x.data() + rows[r] * H, H, selected.data() + r * H);
-  cpu::rms_norm(selected.data(), final_norm_, selected.data(), R, H, c.rms_norm_eps);
-  Tensor logits = Tensor::zeros({R, c.vocab_size});
-  cpu::linear(selected.data(), lm_head_, nullptr, logits.data<float>(), R, c.vocab_size, H);
-  return logits;
+  return cpu_final_logits(batch, x.data(), final_norm_, lm_head_, H, c.vocab_size, c.rms_norm_eps);
 }
 
 }  // namespace deepinfer

@@ -26,6 +26,24 @@ struct ForwardBatch {
   bool all_logits = false;  // logits for every new token, instead of each sequence's last one
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  // Each new token's position in its sequence.
+  std::vector<int32_t> positions() const {
+    std::vector<int32_t> out;
+    for (const SequenceChunk& seq : sequences)
+      for (int64_t i = 0; i < seq.num_new; ++i) out.push_back(static_cast<int32_t>(seq.num_cached + i));
+    return out;
+  }
+  // The token rows whose logits are wanted: every row with all_logits, else each sequence's last.
+  std::vector<int64_t> logits_rows() const {
+    std::vector<int64_t> rows;
+    if (all_logits) {
+      for (int64_t t = 0; t < num_tokens(); ++t) rows.push_back(t);
+    } else {
+      int64_t end = 0;
+      for (const SequenceChunk& seq : sequences) rows.push_back((end += seq.num_new) - 1);
+    }
+    return rows;
+  }
 };
 
 }  // namespace deepinfer

@@ -273,14 +273,8 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
   ExpertExecutor& executor = experts != nullptr ? *experts : local_experts;
   const V41TextConfig& v = config_.v41;
   const int64_t T = batch.num_tokens(), H = config_.hidden_size, hc = v.hc_mult;
-  int64_t expected_tokens = 0;
-  for (const SequenceChunk& seq : batch.sequences) expected_tokens += seq.num_new;
-  DI_CHECK(expected_tokens == T, "batch has {} tokens but its sequences claim {}", T, expected_tokens);
-  for (int32_t id : batch.token_ids) DI_CHECK(id >= 0 && id < config_.vocab_size, "token id {} outside the vocabulary", id);
-  std::vector<int32_t> positions(T);
-  int64_t row = 0;
-  for (const SequenceChunk& seq : batch.sequences)
-    for (int64_t i = 0; i < seq.num_new; ++i) positions[row++] = static_cast<int32_t>(seq.num_cached + i);
+  check_batch(batch, config_.vocab_size);
+  const std::vector<int32_t> positions = batch.positions();
 
   // The residual streams [T, hc, H] start as hc copies of the embedding; the first collapse takes stream 0.
   std::vector<float> embedded(T * H), streams(T * hc * H), pre(T * hc, 0.0f);
@@ -328,20 +322,7 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
   }
   collapse(pre, collapsed);
 
-  std::vector<int64_t> rows;
-  if (batch.all_logits) {
-    for (int64_t t = 0; t < T; ++t) rows.push_back(t);
-  } else {
-    int64_t end = 0;
-    for (const SequenceChunk& seq : batch.sequences) rows.push_back((end += seq.num_new) - 1);
-  }
-  const auto R = static_cast<int64_t>(rows.size());
-  std::vector<float> selected(R * H);
-  for (int64_t r = 0; r < R; ++r) std::copy_n(collapsed.data() + rows[r] * H, H, selected.data() + r * H);
-  cpu::rms_norm(selected.data(), final_norm_, selected.data(), R, H, config_.rms_norm_eps);
-  Tensor logits = Tensor::zeros({R, config_.vocab_size});
-  cpu::linear(selected.data(), head_, nullptr, logits.data<float>(), R, config_.vocab_size, H);
-  return logits;
+  return cpu_final_logits(batch, collapsed.data(), final_norm_, head_, H, config_.vocab_size, config_.rms_norm_eps);
 }
 
 }  // namespace deepinfer

@@ -418,13 +418,8 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   plan.positions = device_copy(scratch, positions);
   plan.new_slots = device_copy(scratch, new_slots);
 
-  std::vector<int32_t> rows;
-  if (batch.all_logits) {
-    for (int64_t t = 0; t < T; ++t) rows.push_back(static_cast<int32_t>(t));
-  } else {
-    int64_t end = 0;
-    for (const SequenceChunk& seq : batch.sequences) rows.push_back(static_cast<int32_t>((end += seq.num_new) - 1));
-  }
+  const std::vector<int64_t> wanted = batch.logits_rows();
+  const std::vector<int32_t> rows(wanted.begin(), wanted.end());
   const auto R = static_cast<int64_t>(rows.size());
   const int32_t* token_ids = device_copy(scratch, batch.token_ids);
   const int32_t* row_ids = device_copy(scratch, rows);
