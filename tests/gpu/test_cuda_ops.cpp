@@ -407,6 +407,33 @@ std::vector<float> reference_decode(const std::vector<float>& q, const std::vect
   return out;
 }
 
+TEST_F(CudaOps, MoePadRowsKeepsEveryRowAndItsIndex) {
+  const int64_t experts = 5, hidden = 24, padded = 7;
+  const std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // 3, 0, 7, 2, 5 rows
+  const int64_t rows = offsets.back();
+  std::vector<float> x_f;
+  auto x_perm = DeviceArray<Bf16>::from_host(random_bf16(rows * hidden, x_f));
+  std::vector<int32_t> row_of(rows);
+  for (int64_t j = 0; j < rows; ++j) row_of[j] = static_cast<int32_t>((j * 5 + 2) % rows);  // a permutation
+  auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
+  auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
+  DeviceArray<Bf16> x_pad(experts * padded * hidden);
+  x_pad.poison();
+  cuda::moe_pad_rows(bf(x_perm), d_offsets.data(), experts, rows, hidden, padded, bf(x_pad), d_row_of.data(), nullptr);
+  sync();
+  const std::vector<float> got = to_float(x_pad.to_host());
+  const std::vector<int32_t> remapped = d_row_of.to_host();
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t p = offsets[e]; p < offsets[e + 1]; ++p)
+      for (int64_t i = 0; i < hidden; ++i)
+        ASSERT_EQ(got[(e * padded + p - offsets[e]) * hidden + i], x_f[p * hidden + i]) << "row " << p;
+  for (int64_t j = 0; j < rows; ++j) {
+    int64_t e = 0;
+    while (offsets[e + 1] <= row_of[j]) ++e;
+    EXPECT_EQ(remapped[j], e * padded + row_of[j] - offsets[e]) << "entry " << j;
+  }
+}
+
 TEST_F(CudaOps, MoeGemvSmallBatch) {
   const int64_t tokens = 3, top_k = 6, experts = 16, hidden = 256, inter = 136;
   std::vector<float> x_f, gu_f, down_f, base_f;

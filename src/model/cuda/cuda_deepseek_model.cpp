@@ -280,18 +280,34 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
   std::vector<int32_t> host_offsets(num_ids + 1);
   DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   profiler_.mark("moe:permute+offsets");
-  auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
-  auto* act = scratch.alloc<Bf16>(n * I);
-  auto* y_perm = scratch.alloc<Bf16>(n * H);
-  void** pointers = scratch.alloc<void*>(2 * 3 * E);  // one set per grouped GEMM (the copies are asynchronous)
-  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E,
-                                          2 * I, H, pointers));
-  cuda::silu_mul(gate_up, act, n, I, nullptr);
-  DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I,
-                                          pointers + 3 * E));
-  // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
-  if (host_offsets[E] < n)
-    DI_CUDA_CHECK(cudaMemsetAsync(y_perm + host_offsets[E] * H, 0, (n - host_offsets[E]) * H * sizeof(Bf16)));
+  // Many rows, evenly spread: pad every expert to the busiest one's rows and run each projection as one
+  // strided-batched GEMM (large uniform tiles); otherwise one grouped GEMM over the experts' actual rows.
+  int64_t busiest = 0;
+  for (int64_t e = 0; e < E; ++e) busiest = std::max<int64_t>(busiest, host_offsets[e + 1] - host_offsets[e]);
+  const bool padded = num_ids == E && n >= kPaddedMinRows && E * busiest <= n + n / 4;
+  const int64_t m = padded ? E * busiest : n;  // rows of the expert GEMMs
+  auto* gate_up = scratch.alloc<Bf16>(m * 2 * I);
+  auto* act = scratch.alloc<Bf16>(m * I);
+  auto* y_perm = scratch.alloc<Bf16>(m * H);
+  if (padded) {
+    auto* x_pad = scratch.alloc<Bf16>(m * H);
+    cuda::moe_pad_rows(x_perm, offsets, E, n, H, busiest, x_pad, row_of, nullptr);
+    DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), busiest, 2 * I, H, {x_pad, H, busiest * H},
+                                    {w.experts_gate_up, H, 2 * I * H}, true, gate_up, 2 * I, busiest * 2 * I, false, E));
+    cuda::silu_mul(gate_up, act, m, I, nullptr);
+    DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), busiest, H, I, {act, I, busiest * I}, {w.experts_down, I, H * I},
+                                    true, y_perm, H, busiest * H, false, E));
+  } else {
+    void** pointers = scratch.alloc<void*>(2 * 3 * E);  // one set per grouped GEMM (the copies are asynchronous)
+    DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E,
+                                            2 * I, H, pointers));
+    cuda::silu_mul(gate_up, act, n, I, nullptr);
+    DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I,
+                                            pointers + 3 * E));
+    // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
+    if (host_offsets[E] < n)
+      DI_CUDA_CHECK(cudaMemsetAsync(y_perm + host_offsets[E] * H, 0, (n - host_offsets[E]) * H * sizeof(Bf16)));
+  }
   profiler_.mark("moe:experts");
   cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
   profiler_.mark("moe:unpermute");
