@@ -290,6 +290,7 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
   auto* act = scratch.alloc<Bf16>(m * I);
   auto* y_perm = scratch.alloc<Bf16>(m * H);
   if (padded) {
+    spdlog::debug("routed experts: {} rows padded to {} x {}", n, E, busiest);
     auto* x_pad = scratch.alloc<Bf16>(m * H);
     cuda::moe_pad_rows(x_perm, offsets, E, n, H, busiest, x_pad, row_of, nullptr);
     DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), busiest, 2 * I, H, {x_pad, H, busiest * H},
