@@ -74,4 +74,31 @@ cublasStatus_t grouped_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, 
                                     group_size.data(), CUBLAS_COMPUTE_32F);
 }
 
+cublasStatus_t chunked_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                 __nv_bfloat16* y, const std::vector<int32_t>& chunk_expert, int64_t chunk, int64_t n,
+                                 int64_t k, void** pointer_workspace) {
+  const auto chunks = static_cast<int64_t>(chunk_expert.size());
+  if (chunks == 0) return CUBLAS_STATUS_SUCCESS;
+  // Column-major view, as grouped_gemm_bf16: C[n, chunk] = W_e^T[n, k] . X_j[k, chunk].
+  std::vector<const void*> pointers(3 * chunks);
+  for (int64_t j = 0; j < chunks; ++j) {
+    pointers[j] = w + static_cast<int64_t>(chunk_expert[j]) * n * k;
+    pointers[chunks + j] = x + j * chunk * k;
+    pointers[2 * chunks + j] = y + j * chunk * n;
+  }
+  cudaStream_t stream = nullptr;
+  cublasGetStream(handle, &stream);
+  if (cudaMemcpyAsync(pointer_workspace, pointers.data(), pointers.size() * sizeof(void*), cudaMemcpyHostToDevice,
+                      stream) != cudaSuccess)
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  auto* device_a = reinterpret_cast<const void* const*>(pointer_workspace);
+  auto* device_b = device_a + chunks;
+  auto* device_c = reinterpret_cast<void* const*>(pointer_workspace + 2 * chunks);
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasGemmBatchedEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(chunk),
+                             static_cast<int>(k), &alpha, device_a, CUDA_R_16BF, static_cast<int>(k), device_b,
+                             CUDA_R_16BF, static_cast<int>(k), &beta, device_c, CUDA_R_16BF, static_cast<int>(n),
+                             static_cast<int>(chunks), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
 }  // namespace deepinfer::cuda

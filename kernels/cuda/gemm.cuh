@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace deepinfer::cuda {
 
@@ -32,6 +33,13 @@ inline cublasStatus_t linear_bf16(cublasHandle_t handle, const __nv_bfloat16* x,
 // call over the non-empty experts. `pointer_workspace`: device memory for 3 * num_experts pointers.
 cublasStatus_t grouped_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w,
                                  __nv_bfloat16* y, const int32_t* host_offsets, int64_t num_experts, int64_t n,
+                                 int64_t k, void** pointer_workspace);
+
+// The same per-expert Linear over rows cut into chunks of `chunk` rows: chunk j holds rows [j * chunk, (j + 1) *
+// chunk) of x and y and belongs to expert chunk_expert[j] (host). One batched call with uniform shapes, whose
+// tiles cuBLAS picks for the whole batch. `pointer_workspace`: device memory for 3 * num_chunks pointers.
+cublasStatus_t chunked_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w,
+                                 __nv_bfloat16* y, const std::vector<int32_t>& chunk_expert, int64_t chunk, int64_t n,
                                  int64_t k, void** pointer_workspace);
 
 }  // namespace deepinfer::cuda

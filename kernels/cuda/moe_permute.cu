@@ -56,23 +56,23 @@ __device__ __forceinline__ int64_t expert_of_row(const int32_t* offsets, int64_t
   return lo;
 }
 
-__device__ __forceinline__ int64_t padded_row(const int32_t* offsets, int64_t num_experts, int64_t padded_rows,
-                                              int64_t p) {
+__device__ __forceinline__ int64_t padded_row(const int32_t* offsets, const int32_t* padded_offsets,
+                                              int64_t num_experts, int64_t p) {
   const int64_t e = expert_of_row(offsets, num_experts, p);
-  return e * padded_rows + (p - offsets[e]);
+  return padded_offsets[e] + (p - offsets[e]);
 }
 
-__global__ void pad_rows_kernel(const __nv_bfloat16* x_perm, const int32_t* offsets, int64_t num_experts,
-                                int64_t hidden, int64_t padded_rows, __nv_bfloat16* x_pad) {
+__global__ void pad_rows_kernel(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
+                                int64_t num_experts, int64_t hidden, __nv_bfloat16* x_pad) {
   const int64_t p = blockIdx.x;
-  const int64_t dst = padded_row(offsets, num_experts, padded_rows, p);
+  const int64_t dst = padded_row(offsets, padded_offsets, num_experts, p);
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x_pad[dst * hidden + i] = x_perm[p * hidden + i];
 }
 
-__global__ void remap_rows_kernel(const int32_t* offsets, int64_t num_experts, int64_t num_rows, int64_t padded_rows,
-                                  int32_t* row_of) {
+__global__ void remap_rows_kernel(const int32_t* offsets, const int32_t* padded_offsets, int64_t num_experts,
+                                  int64_t num_rows, int32_t* row_of) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j < num_rows) row_of[j] = static_cast<int32_t>(padded_row(offsets, num_experts, padded_rows, row_of[j]));
+  if (j < num_rows) row_of[j] = static_cast<int32_t>(padded_row(offsets, padded_offsets, num_experts, row_of[j]));
 }
 
 __global__ void unpermute_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
@@ -119,13 +119,14 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
   if (n > 0) gather_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(x, values_out, n, top_k, hidden, x_perm, row_of);
 }
 
-void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, int64_t num_experts, int64_t num_rows,
-                  int64_t hidden, int64_t padded_rows, __nv_bfloat16* x_pad, int32_t* row_of, cudaStream_t stream) {
+void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
+                  int64_t num_experts, int64_t num_rows, int64_t hidden, __nv_bfloat16* x_pad, int32_t* row_of,
+                  cudaStream_t stream) {
   if (num_rows == 0) return;
-  pad_rows_kernel<<<static_cast<unsigned>(num_rows), 128, 0, stream>>>(x_perm, offsets, num_experts, hidden,
-                                                                         padded_rows, x_pad);
-  remap_rows_kernel<<<static_cast<unsigned>((num_rows + 255) / 256), 256, 0, stream>>>(offsets, num_experts, num_rows,
-                                                                                        padded_rows, row_of);
+  pad_rows_kernel<<<static_cast<unsigned>(num_rows), 128, 0, stream>>>(x_perm, offsets, padded_offsets, num_experts,
+                                                                         hidden, x_pad);
+  remap_rows_kernel<<<static_cast<unsigned>((num_rows + 255) / 256), 256, 0, stream>>>(offsets, padded_offsets,
+                                                                                        num_experts, num_rows, row_of);
 }
 
 void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,

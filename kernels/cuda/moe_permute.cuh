@@ -20,12 +20,13 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
                  int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
-// The permuted rows re-laid with a fixed stride per expert, so one strided-batched GEMM serves every expert:
-// x_pad[e * padded_rows + i] = x_perm[offsets[e] + i] for i < offsets[e + 1] - offsets[e] (padding rows are
-// left as they are), and row_of rewritten to the padded rows. offsets [num_experts + 1] on the device;
-// every expert must have at most padded_rows rows.
-void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, int64_t num_experts, int64_t num_rows,
-                  int64_t hidden, int64_t padded_rows, __nv_bfloat16* x_pad, int32_t* row_of, cudaStream_t stream);
+// The permuted rows re-laid so that each expert's rows start at padded_offsets[e] (a multiple of the GEMM
+// chunk, so uniform chunks of rows serve every expert): x_pad[padded_offsets[e] + i] = x_perm[offsets[e] + i]
+// for i < offsets[e + 1] - offsets[e] (the padding rows are left as they are), and row_of rewritten to the
+// padded rows. offsets [num_experts + 1] and padded_offsets [num_experts] on the device.
+void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
+                  int64_t num_experts, int64_t num_rows, int64_t hidden, __nv_bfloat16* x_pad, int32_t* row_of,
+                  cudaStream_t stream);
 
 void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,
                    int64_t top_k, int64_t hidden, __nv_bfloat16* out, cudaStream_t stream);

@@ -407,6 +407,27 @@ std::vector<float> reference_decode(const std::vector<float>& q, const std::vect
   return out;
 }
 
+TEST_F(CudaOps, ChunkedGemmIsOneLinearPerChunk) {
+  const int64_t experts = 3, chunk = 8, n = 48, k = 64;
+  const std::vector<int32_t> chunk_expert = {0, 0, 2, 1, 2};
+  const auto rows = static_cast<int64_t>(chunk_expert.size()) * chunk;
+  std::vector<float> x_f, w_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(rows * k, x_f));
+  auto w = DeviceArray<Bf16>::from_host(random_bf16(experts * n * k, w_f, 0.1f));
+  DeviceArray<Bf16> y(rows * n);
+  y.poison();
+  DeviceArray<uint8_t> pointers(3 * chunk_expert.size() * sizeof(void*));
+  ASSERT_EQ(cuda::chunked_gemm_bf16(handle(), bf(x), bf(w), bf(y), chunk_expert, chunk, n, k,
+                                    reinterpret_cast<void**>(pointers.data())),
+            CUBLAS_STATUS_SUCCESS);
+  sync();
+  std::vector<float> want(rows * n);
+  for (size_t j = 0; j < chunk_expert.size(); ++j)
+    cpu::linear(x_f.data() + j * chunk * k, w_f.data() + chunk_expert[j] * n * k, nullptr, want.data() + j * chunk * n,
+                chunk, n, k);
+  EXPECT_LT(rel_error(to_float(y.to_host()), want), kBf16Tolerance);
+}
+
 TEST_F(CudaOps, MoePadRowsKeepsEveryRowAndItsIndex) {
   const int64_t experts = 5, hidden = 24, padded = 7;
   const std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // 3, 0, 7, 2, 5 rows
@@ -417,9 +438,13 @@ TEST_F(CudaOps, MoePadRowsKeepsEveryRowAndItsIndex) {
   for (int64_t j = 0; j < rows; ++j) row_of[j] = static_cast<int32_t>((j * 5 + 2) % rows);  // a permutation
   auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
   auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
+  std::vector<int32_t> padded_offsets(experts);
+  for (int64_t e = 0; e < experts; ++e) padded_offsets[e] = static_cast<int32_t>(e * padded);
+  auto d_padded = DeviceArray<int32_t>::from_host(padded_offsets);
   DeviceArray<Bf16> x_pad(experts * padded * hidden);
   x_pad.poison();
-  cuda::moe_pad_rows(bf(x_perm), d_offsets.data(), experts, rows, hidden, padded, bf(x_pad), d_row_of.data(), nullptr);
+  cuda::moe_pad_rows(bf(x_perm), d_offsets.data(), d_padded.data(), experts, rows, hidden, bf(x_pad), d_row_of.data(),
+                     nullptr);
   sync();
   const std::vector<float> got = to_float(x_pad.to_host());
   const std::vector<int32_t> remapped = d_row_of.to_host();

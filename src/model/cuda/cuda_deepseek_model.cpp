@@ -280,24 +280,28 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
   std::vector<int32_t> host_offsets(num_ids + 1);
   DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   profiler_.mark("moe:permute+offsets");
-  // Many rows, evenly spread: pad every expert to the busiest one's rows and run each projection as one
-  // strided-batched GEMM (large uniform tiles); otherwise one grouped GEMM over the experts' actual rows.
-  int64_t busiest = 0;
-  for (int64_t e = 0; e < E; ++e) busiest = std::max<int64_t>(busiest, host_offsets[e + 1] - host_offsets[e]);
-  const bool padded = num_ids == E && n >= kPaddedMinRows && E * busiest <= n + n / 4;
-  const int64_t m = padded ? E * busiest : n;  // rows of the expert GEMMs
+  // Many rows: each expert's rows padded to whole chunks, every projection one batched GEMM of uniform chunks
+  // (cuBLAS tiles it far better than the grouped call's ragged groups); otherwise one grouped GEMM.
+  const bool chunked = num_ids == E && n >= kChunkedMinRows;
+  std::vector<int32_t> chunk_expert, padded_offsets(E);
+  for (int64_t e = 0; chunked && e < E; ++e) {
+    padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);
+    const int64_t chunks = (host_offsets[e + 1] - host_offsets[e] + kExpertChunk - 1) / kExpertChunk;
+    chunk_expert.insert(chunk_expert.end(), chunks, static_cast<int32_t>(e));
+  }
+  const int64_t m = chunked ? static_cast<int64_t>(chunk_expert.size()) * kExpertChunk : n;  // GEMM rows
   auto* gate_up = scratch.alloc<Bf16>(m * 2 * I);
   auto* act = scratch.alloc<Bf16>(m * I);
   auto* y_perm = scratch.alloc<Bf16>(m * H);
-  if (padded) {
-    spdlog::debug("routed experts: {} rows padded to {} x {}", n, E, busiest);
+  if (chunked) {
     auto* x_pad = scratch.alloc<Bf16>(m * H);
-    cuda::moe_pad_rows(x_perm, offsets, E, n, H, busiest, x_pad, row_of, nullptr);
-    DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), busiest, 2 * I, H, {x_pad, H, busiest * H},
-                                    {w.experts_gate_up, H, 2 * I * H}, true, gate_up, 2 * I, busiest * 2 * I, false, E));
+    cuda::moe_pad_rows(x_perm, offsets, device_copy(scratch, padded_offsets), E, n, H, x_pad, row_of, nullptr);
+    void** pointers = scratch.alloc<void*>(2 * 3 * chunk_expert.size());
+    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad, w.experts_gate_up, gate_up, chunk_expert,
+                                            kExpertChunk, 2 * I, H, pointers));
     cuda::silu_mul(gate_up, act, m, I, nullptr);
-    DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), busiest, H, I, {act, I, busiest * I}, {w.experts_down, I, H * I},
-                                    true, y_perm, H, busiest * H, false, E));
+    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, chunk_expert, kExpertChunk, H,
+                                            I, pointers + 3 * chunk_expert.size()));
   } else {
     void** pointers = scratch.alloc<void*>(2 * 3 * E);  // one set per grouped GEMM (the copies are asynchronous)
     DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E,

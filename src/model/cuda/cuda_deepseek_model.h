@@ -75,9 +75,10 @@ class CudaDeepseekModel final : public CausalLm {
   // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh):
   // measured at batch 8 (48 pairs) 8.8 ms a step against 11.5 through the grouped GEMM.
   static constexpr int64_t kGemvMaxPairs = 64;
-  // From this many (token, expert) pairs, when no expert has more than 1.25x its share, the experts run as two
-  // strided-batched GEMMs over rows padded to the busiest expert (prefill) instead of grouped GEMMs.
-  static constexpr int64_t kPaddedMinRows = 4096;
+  // From this many (token, expert) pairs the experts' rows are padded to chunks of kExpertChunk and run as
+  // batched GEMMs of uniform chunks (prefill) instead of grouped GEMMs.
+  static constexpr int64_t kChunkedMinRows = 4096;
+  static constexpr int64_t kExpertChunk = 256;
 
   // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps of a few
   // sequences replay a captured CUDA graph.
