@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(
 }
 
 // Tensor-core form (FlashAttention-2's shape): one block per (tile of up to 64 rows of one sequence, head), four
-// warps of 16 rows each. Per 64-key tile staged in shared memory as [k_nope | k_pe] and [v]: each warp computes
+// warps of 16 rows each. Per 64-key tile staged in shared memory by cp.async as [k_nope | k_pe] and [v], its
+// MMA fragments read by ldmatrix (ldmatrix.trans for V): each warp computes
 // S[16, 64] = Q K^T with m16n8k16 bf16 MMAs, masks causally, keeps its rows' online softmax in registers, and
 // feeds P straight from the S accumulators (their layout is the A operand's) into O[16, v] += P V.
 constexpr int kMmaWarps = 4;
@@ -125,8 +126,6 @@ __global__ void __launch_bounds__(kMmaThreads) prefill_mma_kernel(
   }
   float o[kVTiles][4] = {};
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
-  const __nv_bfloat16* q_lo = qs + (16 * warp + g) * qk_stride;
-  const __nv_bfloat16* q_hi = q_lo + 8 * qk_stride;
 
   const int64_t nope_chunks = nope / 8, key_chunks = qk_chunks + v_dim / 8;
   for (int64_t base = 0; base < tile_keys; base += kMmaKeys) {
@@ -134,29 +133,34 @@ __global__ void __launch_bounds__(kMmaThreads) prefill_mma_kernel(
     __syncthreads();  // the previous tile's readers are done
     for (int64_t idx = threadIdx.x; idx < kMmaKeys * key_chunks; idx += kMmaThreads) {
       const int64_t key = idx / key_chunks, chunk = idx % key_chunks;
-      uint4* dst = chunk < qk_chunks ? reinterpret_cast<uint4*>(ks + key * qk_stride) + chunk
-                                     : reinterpret_cast<uint4*>(vs + key * v_stride) + (chunk - qk_chunks);
-      if (key >= count) {
-        *dst = make_uint4(0, 0, 0, 0);
-        continue;
-      }
-      const int64_t src_key = key_begin + base + key;
-      const auto* row = reinterpret_cast<const uint4*>(kv + (src_key * heads + h) * (nope + v_dim));
-      *dst = chunk < nope_chunks ? row[chunk]
-             : chunk < qk_chunks ? reinterpret_cast<const uint4*>(k_pe + src_key * k_pe_stride)[chunk - nope_chunks]
-                                 : row[nope_chunks + chunk - qk_chunks];
+      __nv_bfloat16* dst = chunk < qk_chunks ? ks + key * qk_stride + 8 * chunk : vs + key * v_stride + 8 * (chunk - qk_chunks);
+      const bool valid = key < count;  // past the keys: zeros (masked below)
+      const int64_t src_key = valid ? key_begin + base + key : 0;
+      const __nv_bfloat16* row = kv + (src_key * heads + h) * (nope + v_dim);
+      const __nv_bfloat16* src = chunk < nope_chunks ? row + 8 * chunk
+                                 : chunk < qk_chunks ? k_pe + src_key * k_pe_stride + 8 * (chunk - nope_chunks)
+                                                     : row + 8 * (nope_chunks + chunk - qk_chunks);
+      cp_async_16(dst, src, valid);
     }
+    cp_async_commit();
+    cp_async_wait<0>();
     __syncthreads();
     if (base >= warp_keys) continue;  // every warp still reaches the next tile's barrier
 
+    // S = Q K^T, fragments by ldmatrix: Q rows of this warp; K two 8-key tiles per load.
     float s[kKeyTiles][4] = {};
+    const int row16 = (lane & 7) + 8 * ((lane >> 3) & 1), half = 8 * (lane >> 4);
+    const __nv_bfloat16* q_lane = qs + (16 * warp + row16) * qk_stride + half;
+    const __nv_bfloat16* k_lane = ks + ((lane & 7) + half) * qk_stride + 8 * ((lane >> 3) & 1);
     for (int64_t kk = 0; kk < qk; kk += 16) {
-      const uint32_t a0 = load_pair(q_lo + kk + 2 * t), a1 = load_pair(q_hi + kk + 2 * t);
-      const uint32_t a2 = load_pair(q_lo + kk + 2 * t + 8), a3 = load_pair(q_hi + kk + 2 * t + 8);
+      uint32_t a[4];
+      ldmatrix_x4(a, q_lane + kk);
 #pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j) {
-        const __nv_bfloat16* krow = ks + (8 * j + g) * qk_stride + kk + 2 * t;
-        mma_bf16(s[j], a0, a1, a2, a3, load_pair(krow), load_pair(krow + 8));
+      for (int j = 0; j < kKeyTiles; j += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, k_lane + 8 * j * qk_stride + kk);
+        mma_bf16(s[j], a[0], a[1], a[2], a[3], b[0], b[1]);
+        mma_bf16(s[j + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
       }
     }
     float mx[2] = {-INFINITY, -INFINITY};
@@ -204,11 +208,14 @@ __global__ void __launch_bounds__(kMmaThreads) prefill_mma_kernel(
       const uint32_t a0 = pack_floats(s[2 * kk][0], s[2 * kk][1]), a1 = pack_floats(s[2 * kk][2], s[2 * kk][3]);
       const uint32_t a2 = pack_floats(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       const uint32_t a3 = pack_floats(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      const __nv_bfloat16* v0 = vs + (16 * kk + 2 * t) * v_stride + g;
+      const __nv_bfloat16* v_lane = vs + (16 * kk + row16) * v_stride + half;  // ldmatrix.trans: V is key-major
 #pragma unroll
-      for (int j = 0; j < kVTiles; ++j)
-        mma_bf16(o[j], a0, a1, a2, a3, pack_pair(v0[8 * j], v0[v_stride + 8 * j]),
-                 pack_pair(v0[8 * v_stride + 8 * j], v0[9 * v_stride + 8 * j]));
+      for (int j = 0; j < kVTiles; j += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, v_lane + 8 * j);
+        mma_bf16(o[j], a0, a1, a2, a3, b[0], b[1]);
+        mma_bf16(o[j + 1], a0, a1, a2, a3, b[2], b[3]);
+      }
     }
   }
 #pragma unroll
