@@ -36,13 +36,22 @@ __global__ void init_kernel(const int32_t* topk_ids, int64_t n, int32_t* keys, i
   atomicAdd(&counts[topk_ids[j]], 1);
 }
 
+// Copies one row of `hidden` bf16 values with the block's threads: 16-byte pieces when the rows allow it.
+__device__ __forceinline__ void copy_row(const __nv_bfloat16* src, __nv_bfloat16* dst, int64_t hidden) {
+  if (hidden % 8 == 0) {
+    for (int64_t i = threadIdx.x; i < hidden / 8; i += blockDim.x)
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
 __global__ void gather_kernel(const __nv_bfloat16* x, const int32_t* sorted_flat, int64_t n, int64_t top_k,
                               int64_t hidden, __nv_bfloat16* x_perm, int32_t* row_of) {
   const int64_t p = blockIdx.x;
   const int32_t flat = sorted_flat[p];
   if (threadIdx.x == 0) row_of[flat] = static_cast<int32_t>(p);
-  const __nv_bfloat16* src = x + (flat / top_k) * hidden;
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x_perm[p * hidden + i] = src[i];
+  copy_row(x + (flat / top_k) * hidden, x_perm + p * hidden, hidden);
 }
 
 // The expert whose rows [offsets[e], offsets[e + 1]) hold row p (binary search; offsets ascending).
@@ -65,8 +74,7 @@ __device__ __forceinline__ int64_t padded_row(const int32_t* offsets, const int3
 __global__ void pad_rows_kernel(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
                                 int64_t num_experts, int64_t hidden, __nv_bfloat16* x_pad) {
   const int64_t p = blockIdx.x;
-  const int64_t dst = padded_row(offsets, padded_offsets, num_experts, p);
-  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) x_pad[dst * hidden + i] = x_perm[p * hidden + i];
+  copy_row(x_perm + p * hidden, x_pad + padded_row(offsets, padded_offsets, num_experts, p) * hidden, hidden);
 }
 
 __global__ void remap_rows_kernel(const int32_t* offsets, const int32_t* padded_offsets, int64_t num_experts,
@@ -78,6 +86,34 @@ __global__ void remap_rows_kernel(const int32_t* offsets, const int32_t* padded_
 __global__ void unpermute_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
                                  int64_t top_k, int64_t hidden, __nv_bfloat16* out) {
   const int64_t t = blockIdx.x;
+  if (hidden % 8 == 0) {  // 8 values per thread and row: 16-byte loads
+    for (int64_t v = threadIdx.x; v < hidden / 8; v += blockDim.x) {
+      float acc[8];
+      const uint4 base = reinterpret_cast<const uint4*>(out + t * hidden)[v];
+      const auto* b = reinterpret_cast<const __nv_bfloat162*>(&base);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(b[j]);
+        acc[2 * j] = f.x, acc[2 * j + 1] = f.y;
+      }
+      for (int64_t k = 0; k < top_k; ++k) {
+        const float w = topk_weights[t * top_k + k];
+        const uint4 y = reinterpret_cast<const uint4*>(y_perm + static_cast<int64_t>(row_of[t * top_k + k]) * hidden)[v];
+        const auto* yb = reinterpret_cast<const __nv_bfloat162*>(&y);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = __bfloat1622float2(yb[j]);
+          acc[2 * j] += w * f.x, acc[2 * j + 1] += w * f.y;
+        }
+      }
+      uint4 result;
+      auto* r = reinterpret_cast<__nv_bfloat162*>(&result);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[j] = __floats2bfloat162_rn(acc[2 * j], acc[2 * j + 1]);
+      reinterpret_cast<uint4*>(out + t * hidden)[v] = result;
+    }
+    return;
+  }
   for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) {
     float acc = to_float(out[t * hidden + i]);
     for (int64_t k = 0; k < top_k; ++k)
