@@ -283,6 +283,7 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
   // Many rows: each expert's rows padded to whole chunks, every projection one batched GEMM of uniform chunks
   // (cuBLAS tiles it far better than the grouped call's ragged groups); otherwise one grouped GEMM.
   const bool chunked = num_ids == E && n >= kChunkedMinRows;
+  const int64_t kExpertChunk = n >= kLargeChunkMinRows ? kLargeExpertChunk : kSmallExpertChunk;
   std::vector<int32_t> chunk_expert, padded_offsets(E);
   for (int64_t e = 0; chunked && e < E; ++e) {
     padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);

@@ -75,10 +75,12 @@ class CudaDeepseekModel final : public CausalLm {
   // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh):
   // measured at batch 8 (48 pairs) 8.8 ms a step against 11.5 through the grouped GEMM.
   static constexpr int64_t kGemvMaxPairs = 64;
-  // From this many (token, expert) pairs the experts' rows are padded to chunks of kExpertChunk and run as
-  // batched GEMMs of uniform chunks (prefill) instead of grouped GEMMs.
-  static constexpr int64_t kChunkedMinRows = 4096;
-  static constexpr int64_t kExpertChunk = 256;
+  // From this many (token, expert) pairs the experts' rows are padded to chunks and run as batched GEMMs of
+  // uniform chunks instead of grouped GEMMs: 256-row chunks from kLargeChunkMinRows pairs (prefill), 32 below.
+  static constexpr int64_t kChunkedMinRows = 256;
+  static constexpr int64_t kLargeChunkMinRows = 4096;
+  static constexpr int64_t kLargeExpertChunk = 256;
+  static constexpr int64_t kSmallExpertChunk = 32;
 
   // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps of a few
   // sequences replay a captured CUDA graph.
