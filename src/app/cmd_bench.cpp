@@ -2,20 +2,22 @@
 // `deepinfer bench dispatch`: the expert-parallel exchange against ncclAlltoAll, nccl-tests style.
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 #include <optional>
-#include <nlohmann/json.hpp>
 
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
-#include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
 #include "src/bench/run_metadata.h"
 #include "src/bench/step_bench.h"
-#include "src/core/hdf5_table.h"
 #include "src/core/device.h"
+#include "src/core/hdf5_table.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/bench/dispatch_bench.h"
 #endif
+
+#include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
 
 namespace deepinfer::app {
 
