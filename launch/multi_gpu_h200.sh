@@ -17,7 +17,8 @@ out=${OUT:-/tmp/multi-gpu-out}
 mkdir -p "$out"
 di=$pack/build/deepinfer
 n=$(nvidia-smi -L | wc -l)
-mpi="mpirun -np $n -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PATH"
+mpi_at() { echo "mpirun -np $1 --oversubscribe -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH -x PATH"; }
+mpi=$(mpi_at $n)
 status=0
 nvidia-smi topo -m > "$out/topo.txt" 2>&1; cat "$out/topo.txt"
 
@@ -35,7 +36,8 @@ for f in tiny-v3-bf16 tiny-v2-bf16; do
   $di generate --model tests/fixtures/$f --device cpu --input launch/examples/prompts.jsonl --output /tmp/cpu-$f.jsonl > /dev/null 2>&1 || status=1
   $di generate --model tests/fixtures/$f --device cuda --input launch/examples/prompts.jsonl --output /tmp/cuda-$f.jsonl > /dev/null 2>&1 || status=1
   for deploy in 1p1d colocated$n; do
-    $mpi $di generate --model tests/fixtures/$f --device cuda --deploy configs/deploy/$deploy.toml \
+    ranks=$([[ $deploy == 1p1d ]] && echo 2 || echo $n)
+    $(mpi_at $ranks) $di generate --model tests/fixtures/$f --device cuda --deploy configs/deploy/$deploy.toml \
       --input launch/examples/prompts.jsonl --output /tmp/$deploy-$f.jsonl > "$out/generate-$deploy-$f.log" 2>&1 || status=1
     grep -hE "transport|tok/s" "$out/generate-$deploy-$f.log" | head -3
     python3 tests/gpu/compare_generate.py /tmp/cpu-$f.jsonl /tmp/$deploy-$f.jsonl "$f $deploy on $n GPUs vs cpu" \
