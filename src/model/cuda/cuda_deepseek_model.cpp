@@ -480,7 +480,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   // the step's shape is seen (the first run is eager: it loads the kernels and sizes the scratch pool). The
   // graph bakes in the scratch addresses, which repeat for the same shape because the uploads above and the
   // allocations in `run` happen in the same order every step.
-  const bool graphable = plan.absorbed && experts == nullptr && !profiler_.enabled() && T > 0 &&
+  const bool graphable = graphs_enabled_ && plan.absorbed && experts == nullptr && !profiler_.enabled() && T > 0 &&
                          (!layers_.back().is_moe || T * c.num_experts_per_tok <= kGemvMaxPairs);
   if (!graphable) return run();
   const GraphKey key{T, plan.max_blocks, R, cache->layer_data(0), decode_splits(T, plan.max_len)};

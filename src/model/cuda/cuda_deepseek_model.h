@@ -36,6 +36,8 @@ class CudaDeepseekModel final : public CausalLm {
   std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const override;
   void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) override;
   void drop_expert(int64_t moe_layer_idx, int64_t expert) override;
+  // Off: every step runs eagerly (no CUDA graph capture or replay).
+  void set_cuda_graphs(bool enabled) { graphs_enabled_ = enabled; }
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -147,6 +149,7 @@ class CudaDeepseekModel final : public CausalLm {
   mutable ScratchPool expert_scratch_;
   mutable StepProfiler profiler_;
   mutable std::map<GraphKey, CapturedStep> graphs_;
+  bool graphs_enabled_ = true;
 };
 
 }  // namespace deepinfer
