@@ -253,24 +253,34 @@ __global__ void __launch_bounds__(kThreads) decode_mma_kernel(
   }
 }
 
+// One block per (sequence, head): the splits' weights exp(m_s - max) / total once, in shared memory; then each
+// latent column sums its splits.
 __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64_t latent, int64_t num_splits,
                                       __nv_bfloat16* out) {
+  constexpr int kMaxSplits = 64;
+  __shared__ float weight[kMaxSplits];
   const int64_t b = blockIdx.x, h = blockIdx.y;
   const float* parts = partial + (b * heads + h) * num_splits * (latent + 2);
-  float global_max = -INFINITY;
-  for (int64_t s = 0; s < num_splits; ++s) global_max = fmaxf(global_max, parts[s * (latent + 2) + latent]);
-  float total = 0.0f;
-  for (int64_t s = 0; s < num_splits; ++s) {
-    const float m = parts[s * (latent + 2) + latent];
-    if (m != -INFINITY) total += expf(m - global_max) * parts[s * (latent + 2) + latent + 1];
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    float m = -INFINITY;
+    for (int64_t s = lane; s < num_splits; s += 32) m = fmaxf(m, parts[s * (latent + 2) + latent]);
+    m = warp_max(m);
+    float total = 0.0f;
+    for (int64_t s = lane; s < num_splits; s += 32) {
+      const float ms = parts[s * (latent + 2) + latent];
+      const float w = ms == -INFINITY ? 0.0f : expf(ms - m);  // an empty split (no keys) counts for nothing
+      weight[s] = w;
+      total += w * parts[s * (latent + 2) + latent + 1];
+    }
+    total = warp_sum(total);
+    for (int64_t s = lane; s < num_splits; s += 32) weight[s] /= total;
   }
+  __syncthreads();
   for (int64_t d = threadIdx.x; d < latent; d += blockDim.x) {
     float value = 0.0f;
-    for (int64_t s = 0; s < num_splits; ++s) {
-      const float m = parts[s * (latent + 2) + latent];
-      if (m != -INFINITY) value += expf(m - global_max) * parts[s * (latent + 2) + d];
-    }
-    out[(b * heads + h) * latent + d] = to_bf16(value / total);
+    for (int64_t s = 0; s < num_splits; ++s) value += weight[s] * parts[s * (latent + 2) + d];
+    out[(b * heads + h) * latent + d] = to_bf16(value);
   }
 }
 
@@ -289,8 +299,9 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
                           int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
                           __nv_bfloat16* out, cudaStream_t stream) {
   if (batch == 0) return;
-  // Preconditions (mla_decode_supports): latent <= 512, latent + rope <= 768; every sequence has an entry.
-  if (!mla_decode_supports(latent, rope)) return;
+  // Preconditions (mla_decode_supports): latent <= 512, latent + rope <= 768; every sequence has an entry;
+  // 1 <= num_splits <= 64.
+  if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > 64) return;
   if (latent == 512 && (latent + rope) % 16 == 0) {
     // The tensor-core kernel (DeepSeek's 512 + 64 and any rope width that keeps 16-element MMA steps).
     const size_t shared = (kMmaHeads + kMmaKeys) * (latent + rope + kPad) * sizeof(__nv_bfloat16) +

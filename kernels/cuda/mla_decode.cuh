@@ -3,7 +3,8 @@
 //   o[b, h, :] = sum_j softmax_j(scale * q[b, h, :] . cache_j) * cache_j[:latent]
 // where q[b, h] = [W_uk^T q_nope | RoPE'd q_pe] (latent + rope values) and cache_j is the sequence's entry j
 // ([latent | k_pe], same width), j < seq_lens[b], found through block_table[b, j / 64].
-// The KV length is split into num_splits chunks computed by separate blocks, then combined (flash-decoding).
+// The KV length is split into num_splits (1..64) chunks computed by separate blocks, then combined
+// (flash-decoding).
 // Workspace: mla_decode_workspace_bytes(...) bytes of fp32 partials, from the caller.
 #pragma once
 
