@@ -39,22 +39,4 @@ __device__ __forceinline__ float block_sum(float v) {
   return result;
 }
 
-__device__ __forceinline__ float block_max(float v) {
-  __shared__ float partial[32];
-  __shared__ float total;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_max(v);
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : -INFINITY;
-    v = warp_max(v);
-    if (lane == 0) total = v;
-  }
-  __syncthreads();
-  const float result = total;
-  __syncthreads();
-  return result;
-}
-
 }  // namespace deepinfer::cuda

@@ -176,19 +176,12 @@ void HostStagedCommunicator::all_gather(const void* send, void* recv, int64_t co
   DI_CUDA_CHECK(cudaMemcpy(recv, d_recv, bytes * size(), cudaMemcpyDeviceToHost));
 }
 
-void HostStagedCommunicator::all_reduce_sum(void* data, int64_t count, DType dtype, const char* what) {
+void HostStagedCommunicator::all_reduce(void* data, int64_t count, DType dtype, bool max, const char* what) {
   const size_t bytes = count * dtype_size(dtype);
   void* d = staging(std::max<size_t>(bytes, 1), 0);
   DI_CUDA_CHECK(cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice));
-  device_.all_reduce_sum(d, count, dtype, what);
-  DI_CUDA_CHECK(cudaMemcpy(data, d, bytes, cudaMemcpyDeviceToHost));
-}
-
-void HostStagedCommunicator::all_reduce_max(void* data, int64_t count, DType dtype, const char* what) {
-  const size_t bytes = count * dtype_size(dtype);
-  void* d = staging(std::max<size_t>(bytes, 1), 0);
-  DI_CUDA_CHECK(cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice));
-  device_.all_reduce_max(d, count, dtype, what);
+  if (max) device_.all_reduce_max(d, count, dtype, what);
+  else device_.all_reduce_sum(d, count, dtype, what);
   DI_CUDA_CHECK(cudaMemcpy(data, d, bytes, cudaMemcpyDeviceToHost));
 }
 

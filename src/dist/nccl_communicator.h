@@ -69,8 +69,12 @@ class HostStagedCommunicator final : public Communicator {
   void all_to_all_v(const void* send, std::span<const int64_t> send_counts, void* recv,
                     std::span<const int64_t> recv_counts, DType dtype, const char* what) override;
   void all_gather(const void* send, void* recv, int64_t count, DType dtype, const char* what) override;
-  void all_reduce_sum(void* data, int64_t count, DType dtype, const char* what) override;
-  void all_reduce_max(void* data, int64_t count, DType dtype, const char* what) override;
+  void all_reduce_sum(void* data, int64_t count, DType dtype, const char* what) override {
+    all_reduce(data, count, dtype, false, what);
+  }
+  void all_reduce_max(void* data, int64_t count, DType dtype, const char* what) override {
+    all_reduce(data, count, dtype, true, what);
+  }
   void send(const void* data, int64_t count, DType dtype, int peer, int tag, const char* what) override;
   void recv(void* data, int64_t count, DType dtype, int peer, int tag, const char* what) override;
   void broadcast(void* data, int64_t count, DType dtype, int root, const char* what) override;
@@ -78,6 +82,7 @@ class HostStagedCommunicator final : public Communicator {
 
  private:
   void* staging(size_t bytes, int which);  // which: 0 send side, 1 receive side
+  void all_reduce(void* data, int64_t count, DType dtype, bool max, const char* what);
 
   NcclCommunicator& device_;
   void* buffers_[2] = {nullptr, nullptr};
