@@ -1,8 +1,10 @@
 // The DeepSeek V2/V3 forward pass on one GPU: bf16 weights and activations, fp32 accumulation, the kernels of
 // kernels/cuda and cuBLAS. Same function as the CPU reference (DeepseekModel), checked against it.
 // Prefill chunks use the expanded attention, decode steps the absorbed form on the paged latent cache.
-// Routed experts run on the device (permute, grouped GEMM, unpermute); with expert parallelism the rows go
-// GPU to GPU through the executor's device path (NCCL), or are staged through host memory (MPI transport).
+// Routed experts run on the device: a few tokens as matrix-vector kernels straight from the routing; more as
+// permute, expert GEMMs (grouped, or batched over 32/256-row chunks of each expert's rows), unpermute. With
+// expert parallelism the rows go GPU to GPU through the executor's device path (NCCL), or are staged through
+// host memory (MPI transport). Decode steps of a few sequences replay CUDA graphs (run_to_logits).
 #pragma once
 
 #include <compare>
