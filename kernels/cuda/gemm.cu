@@ -26,6 +26,19 @@ cublasStatus_t gemm_bf16(cublasHandle_t handle, int64_t m, int64_t n, int64_t k,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
+namespace {
+
+// The A, B and C pointer arrays of a batched call, copied to the device workspace on the handle's stream (the
+// sizes and scalars stay on the host).
+bool upload_pointers(cublasHandle_t handle, const std::vector<const void*>& pointers, void** workspace) {
+  cudaStream_t stream = nullptr;
+  cublasGetStream(handle, &stream);
+  return cudaMemcpyAsync(workspace, pointers.data(), pointers.size() * sizeof(void*), cudaMemcpyHostToDevice,
+                         stream) == cudaSuccess;
+}
+
+}  // namespace
+
 cublasStatus_t grouped_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, const __nv_bfloat16* w,
                                  __nv_bfloat16* y, const int32_t* host_offsets, int64_t num_experts, int64_t n,
                                  int64_t k, void** pointer_workspace) {
@@ -55,16 +68,11 @@ cublasStatus_t grouped_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, 
   }
   const auto groups = static_cast<int>(a.size());
   if (groups == 0) return CUBLAS_STATUS_SUCCESS;
-  // The pointer arrays live on the device; the sizes and scalars are read on the host.
   std::vector<const void*> pointers;
   pointers.insert(pointers.end(), a.begin(), a.end());
   pointers.insert(pointers.end(), b.begin(), b.end());
   pointers.insert(pointers.end(), c.begin(), c.end());
-  cudaStream_t stream = nullptr;
-  cublasGetStream(handle, &stream);
-  if (cudaMemcpyAsync(pointer_workspace, pointers.data(), pointers.size() * sizeof(void*), cudaMemcpyHostToDevice,
-                      stream) != cudaSuccess)
-    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!upload_pointers(handle, pointers, pointer_workspace)) return CUBLAS_STATUS_EXECUTION_FAILED;
   auto* device_a = reinterpret_cast<const void* const*>(pointer_workspace);
   auto* device_b = device_a + groups;
   auto* device_c = reinterpret_cast<void* const*>(pointer_workspace + 2 * groups);
@@ -86,11 +94,7 @@ cublasStatus_t chunked_gemm_bf16(cublasHandle_t handle, const __nv_bfloat16* x, 
     pointers[chunks + j] = x + j * chunk * k;
     pointers[2 * chunks + j] = y + j * chunk * n;
   }
-  cudaStream_t stream = nullptr;
-  cublasGetStream(handle, &stream);
-  if (cudaMemcpyAsync(pointer_workspace, pointers.data(), pointers.size() * sizeof(void*), cudaMemcpyHostToDevice,
-                      stream) != cudaSuccess)
-    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!upload_pointers(handle, pointers, pointer_workspace)) return CUBLAS_STATUS_EXECUTION_FAILED;
   auto* device_a = reinterpret_cast<const void* const*>(pointer_workspace);
   auto* device_b = device_a + chunks;
   auto* device_c = reinterpret_cast<void* const*>(pointer_workspace + 2 * chunks);
