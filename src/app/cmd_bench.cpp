@@ -41,7 +41,8 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
                     std::vector<H5Column>{{"batch", true}, {"context", true}, {"tokens_per_step", true},
                                           {"median_ms", false}, {"p90_ms", false}, {"min_ms", false},
                                           {"tokens_per_s", false}, {"floor_ms", false},
-                                          {"floor_over_measured", false}, {"steps", true}});
+                                          {"floor_over_measured", false}, {"steps", true},
+                                          {"device_idle_ms", false}});
       file->set_attribute("complete", int64_t{0});
       file->set_attribute("phase", options.phase);
       file->set_attribute("model", options.model.model_path);
@@ -54,12 +55,14 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
     }
     auto report = [&](const StepBenchResult& r) {
       spdlog::info("{} batch {:>4} x {:>5}: {:>9.3f} ms/step (p90 {:.3f}), {:>10.1f} tok/s; floor {:.3f} ms, "
-                   "floor/measured {:.3f}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
-                   r.floor_ms, r.floor_over_measured);
+                   "floor/measured {:.3f}{}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
+                   r.floor_ms, r.floor_over_measured,
+                   r.device_idle_ms >= 0 ? fmt::format("; device idle between steps {:.3f} ms", r.device_idle_ms)
+                                         : std::string());
       if (hdf5) {
         table->append({static_cast<double>(r.batch), static_cast<double>(r.context),
                        static_cast<double>(r.tokens_per_step), r.median_ms, r.p90_ms, r.min_ms, r.tokens_per_s,
-                       r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps)});
+                       r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps), r.device_idle_ms});
         file->flush();
       } else if (!options.output_path.empty()) {
         std::ofstream out(options.output_path, std::ios::app);
@@ -67,6 +70,7 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
                               {"tokens_per_step", r.tokens_per_step}, {"median_ms", r.median_ms}, {"p90_ms", r.p90_ms},
                               {"min_ms", r.min_ms}, {"tokens_per_s", r.tokens_per_s}, {"floor_ms", r.floor_ms},
                               {"floor_over_measured", r.floor_over_measured}, {"steps", r.steps},
+                              {"device_idle_ms", r.device_idle_ms},
                               {"model", options.model.model_path}, {"device", options.model.device}}
                    .dump()
             << '\n';
@@ -104,7 +108,8 @@ int run_bench_dispatch(const DispatchBenchCliOptions& options, MPI_Comm world) {
                    "bench dispatch needs one GPU per rank: {} ranks on this host, {} GPUs (NCCL refuses two ranks "
                    "on one GPU)", local_size, cuda_device_count());
     DI_INPUT_CHECK(options.warmup >= 0 && options.iters > 0, "--iters must be positive and --warmup not negative");
-    for (int64_t h : options.hiddens) DI_INPUT_CHECK(h > 0 && h % 8 == 0, "--hidden {}: must be a positive multiple of 8", h);
+    for (int64_t h : options.hiddens)
+      DI_INPUT_CHECK(h > 0 && h % 8 == 0, "--hidden {}: must be a positive multiple of 8", h);
     for (int64_t k : options.top_ks) DI_INPUT_CHECK(k > 0 && k <= 16, "--top-k {}: must be in 1..16", k);
     for (int64_t t : options.tokens) DI_INPUT_CHECK(t > 0, "--tokens {}: must be positive", t);
     gpu = local_rank;

@@ -42,7 +42,7 @@ int32_t token_at(const ModelConfig& c, uint64_t i) {
 }
 
 StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, int64_t tokens_per_step,
-                            std::vector<double> ms, double floor_ms, int64_t steps) {
+                            std::vector<double> ms, std::vector<double> idle_ms, double floor_ms, int64_t steps) {
   const Timing timing = summarize(std::move(ms));
   StepBenchResult r;
   r.phase = phase;
@@ -56,6 +56,7 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
   r.floor_ms = floor_ms;
   r.floor_over_measured = floor_ms / timing.median_ms;
   r.steps = steps;
+  if (!idle_ms.empty()) r.device_idle_ms = summarize(std::move(idle_ms)).median_ms;
   return r;
 }
 
@@ -79,7 +80,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   std::unique_ptr<KvCache> cache = model.make_kv_cache(batch * blocks_per_seq);
   cache->fill_random(7);
   const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(batch, blocks_per_seq);
-  std::vector<double> ms;
+  std::vector<double> ms, idle;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     ForwardBatch fb;
     for (int64_t b = 0; b < batch; ++b) {
@@ -88,8 +89,10 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
     }
     const double t = time_ms([&] { run_step(model, fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
+    const double idle_ms = model.device_idle_before_last_step_ms();
+    if (s >= warmup && idle_ms >= 0) idle.push_back(idle_ms);
   }
-  return make_result("decode", batch, context, batch, std::move(ms),
+  return make_result("decode", batch, context, batch, std::move(ms), std::move(idle),
                      decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3, steps);
 }
 
@@ -101,7 +104,7 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   const int64_t blocks_per_seq = (prompt_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
   std::unique_ptr<KvCache> cache = model.make_kv_cache(prompts * blocks_per_seq);
   const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(prompts, blocks_per_seq);
-  std::vector<double> ms;
+  std::vector<double> ms, idle;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     ForwardBatch fb;
     for (int64_t p = 0; p < prompts; ++p) {
@@ -110,8 +113,10 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
     }
     const double t = time_ms([&] { run_step(model, fb, *cache, experts); });
     if (s >= warmup) ms.push_back(t);
+    const double idle_ms = model.device_idle_before_last_step_ms();
+    if (s >= warmup && idle_ms >= 0) idle.push_back(idle_ms);
   }
-  return make_result("prefill", prompts, prompt_len, chunk, std::move(ms),
+  return make_result("prefill", prompts, prompt_len, chunk, std::move(ms), std::move(idle),
                      prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
 }
 

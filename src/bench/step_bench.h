@@ -25,6 +25,7 @@ struct StepBenchResult {
   double floor_ms = 0;
   double floor_over_measured = 0;
   int64_t steps = 0;
+  double device_idle_ms = -1;  // median device idle before each timed step (negative: not measured)
 };
 
 // `experts`: how routed experts are reached (null: all local). Every rank of an expert-parallel group must call

@@ -74,6 +74,10 @@ class CausalLm {
   virtual void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) = 0;
   virtual void drop_expert(int64_t moe_layer_idx, int64_t expert) = 0;
   int64_t expert_floats() const { return 3 * config().moe_intermediate_size * config().hidden_size; }
+
+  // How long the device sat idle between the end of the previous step's work and the start of the last step
+  // (host post-processing and preparation), in ms; negative where the backend does not measure it (the CPU).
+  virtual double device_idle_before_last_step_ms() const { return -1.0; }
 };
 
 // Throws if the batch's sequences do not account for its tokens or a token is outside the vocabulary.

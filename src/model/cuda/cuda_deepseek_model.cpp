@@ -390,6 +390,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   const int64_t T = batch.num_tokens(), H = c.hidden_size;
   ScratchPool& scratch = scratch_;
   scratch.reset();
+  DI_CUDA_CHECK(cudaEventRecord(step_start_.get(), cudaStreamPerThread));
 
   // Host-side plan: positions, cache slots, and the attention form's index arrays.
   StepPlan plan;
@@ -506,6 +507,21 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   return step.logits;
 }
 
+void CudaDeepseekModel::record_step_end() const {
+  DI_CUDA_CHECK(cudaEventRecord(step_end_[end_slot_].get(), cudaStreamPerThread));
+}
+
+void CudaDeepseekModel::measure_idle() const {
+  // Both events are behind the step's result copy, so both are complete here.
+  if (have_previous_end_) {
+    float ms = 0.0f;
+    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, step_end_[1 - end_slot_].get(), step_start_.get()));
+    idle_ms_ = ms;
+  }
+  have_previous_end_ = true;
+  end_slot_ = 1 - end_slot_;
+}
+
 CudaDeepseekModel::GraphExec::GraphExec(cudaGraph_t graph) {
   DI_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph, 0));
   cudaGraphDestroy(graph);
@@ -529,7 +545,9 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, Exp
   const float* logits = run_to_logits(batch, cache, experts, &rows);
   Tensor out = Tensor::zeros({rows, config_.vocab_size});
   DI_CUDA_CHECK(cudaGetLastError());
+  record_step_end();
   DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
+  measure_idle();
   profiler_.mark("logits to host");
   profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
   return out;
@@ -555,7 +573,9 @@ std::vector<int32_t> CudaDeepseekModel::forward_and_sample(const ForwardBatch& b
     cuda::sample_rows(logits, num_rows, config_.vocab_size, params, out, scratch_.alloc<uint8_t>(bytes), bytes, nullptr);
   }
   DI_CUDA_CHECK(cudaGetLastError());
+  record_step_end();
   DI_CUDA_CHECK(cudaMemcpy(tokens.data(), out, num_rows * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  measure_idle();
   profiler_.mark("sample");
   profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
   return tokens;

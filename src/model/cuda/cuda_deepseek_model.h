@@ -40,6 +40,7 @@ class CudaDeepseekModel final : public CausalLm {
   void drop_expert(int64_t moe_layer_idx, int64_t expert) override;
   // Off: every step runs eagerly (no CUDA graph capture or replay).
   void set_cuda_graphs(bool enabled) { graphs_enabled_ = enabled; }
+  double device_idle_before_last_step_ms() const override { return idle_ms_; }
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -152,6 +153,15 @@ class CudaDeepseekModel final : public CausalLm {
   mutable StepProfiler profiler_;
   mutable std::map<GraphKey, CapturedStep> graphs_;
   bool graphs_enabled_ = true;
+  // The gap on the device between steps: an event where a step's work starts, and one where each step's work
+  // ends (two, alternating, so the previous step's stays readable); measured once the step's results are back.
+  void record_step_end() const;
+  void measure_idle() const;
+  mutable CudaEvent step_start_;
+  mutable CudaEvent step_end_[2];
+  mutable int end_slot_ = 0;
+  mutable bool have_previous_end_ = false;
+  mutable double idle_ms_ = -1.0;
 };
 
 }  // namespace deepinfer

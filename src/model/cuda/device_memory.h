@@ -58,6 +58,21 @@ class ScratchPool {
   size_t offset_ = 0;
 };
 
+// A CUDA event that records timing (RAII).
+class CudaEvent {
+ public:
+  CudaEvent() { DI_CUDA_CHECK(cudaEventCreate(&event_)); }
+  ~CudaEvent() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+  }
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 class CublasHandle {
  public:
   CublasHandle();
