@@ -31,10 +31,26 @@ void run_step(const CausalLm& model, const ForwardBatch& fb, KvCache& cache, Exp
   }
 }
 
-double time_ms(const std::function<void()>& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+// The host time of each timed step, and the device's idle time before it where the backend measures it.
+struct StepSamples {
+  std::vector<double> ms, idle_ms;
+};
+
+// warmup + steps steps, step s running make_batch(s); the first `warmup` are not kept.
+StepSamples run_steps(const CausalLm& model, KvCache& cache, ExpertExecutor* experts, int64_t warmup, int64_t steps,
+                      const std::function<ForwardBatch(int64_t)>& make_batch) {
+  StepSamples samples;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    const ForwardBatch fb = make_batch(s);
+    const auto start = std::chrono::steady_clock::now();
+    run_step(model, fb, cache, experts);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (s < warmup) continue;
+    samples.ms.push_back(ms);
+    const double idle_ms = model.device_idle_before_last_step_ms();
+    if (idle_ms >= 0) samples.idle_ms.push_back(idle_ms);
+  }
+  return samples;
 }
 
 int32_t token_at(const ModelConfig& c, uint64_t i) {
@@ -42,8 +58,8 @@ int32_t token_at(const ModelConfig& c, uint64_t i) {
 }
 
 StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, int64_t tokens_per_step,
-                            std::vector<double> ms, std::vector<double> idle_ms, double floor_ms, int64_t steps) {
-  const Timing timing = summarize(std::move(ms));
+                            StepSamples samples, double floor_ms, int64_t steps) {
+  const Timing timing = summarize(std::move(samples.ms));
   StepBenchResult r;
   r.phase = phase;
   r.batch = batch;
@@ -56,7 +72,7 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
   r.floor_ms = floor_ms;
   r.floor_over_measured = floor_ms / timing.median_ms;
   r.steps = steps;
-  if (!idle_ms.empty()) r.device_idle_ms = summarize(std::move(idle_ms)).median_ms;
+  if (!samples.idle_ms.empty()) r.device_idle_ms = summarize(std::move(samples.idle_ms)).median_ms;
   return r;
 }
 
@@ -80,19 +96,15 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   std::unique_ptr<KvCache> cache = model.make_kv_cache(batch * blocks_per_seq);
   cache->fill_random(7);
   const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(batch, blocks_per_seq);
-  std::vector<double> ms, idle;
-  for (int64_t s = 0; s < warmup + steps; ++s) {
+  StepSamples samples = run_steps(model, *cache, experts, warmup, steps, [&](int64_t s) {
     ForwardBatch fb;
     for (int64_t b = 0; b < batch; ++b) {
       fb.token_ids.push_back(token_at(c, static_cast<uint64_t>(s * batch + b)));
       fb.sequences.push_back({context + s, 1, tables[b]});
     }
-    const double t = time_ms([&] { run_step(model, fb, *cache, experts); });
-    if (s >= warmup) ms.push_back(t);
-    const double idle_ms = model.device_idle_before_last_step_ms();
-    if (s >= warmup && idle_ms >= 0) idle.push_back(idle_ms);
-  }
-  return make_result("decode", batch, context, batch, std::move(ms), std::move(idle),
+    return fb;
+  });
+  return make_result("decode", batch, context, batch, std::move(samples),
                      decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3, steps);
 }
 
@@ -104,19 +116,16 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   const int64_t blocks_per_seq = (prompt_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
   std::unique_ptr<KvCache> cache = model.make_kv_cache(prompts * blocks_per_seq);
   const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(prompts, blocks_per_seq);
-  std::vector<double> ms, idle;
-  for (int64_t s = 0; s < warmup + steps; ++s) {
+  StepSamples samples = run_steps(model, *cache, experts, warmup, steps, [&](int64_t s) {
     ForwardBatch fb;
     for (int64_t p = 0; p < prompts; ++p) {
-      for (int64_t t = 0; t < prompt_len; ++t) fb.token_ids.push_back(token_at(c, static_cast<uint64_t>((s * prompts + p) * prompt_len + t)));
+      for (int64_t t = 0; t < prompt_len; ++t)
+        fb.token_ids.push_back(token_at(c, static_cast<uint64_t>((s * prompts + p) * prompt_len + t)));
       fb.sequences.push_back({0, prompt_len, tables[p]});
     }
-    const double t = time_ms([&] { run_step(model, fb, *cache, experts); });
-    if (s >= warmup) ms.push_back(t);
-    const double idle_ms = model.device_idle_before_last_step_ms();
-    if (s >= warmup && idle_ms >= 0) idle.push_back(idle_ms);
-  }
-  return make_result("prefill", prompts, prompt_len, chunk, std::move(ms), std::move(idle),
+    return fb;
+  });
+  return make_result("prefill", prompts, prompt_len, chunk, std::move(samples),
                      prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
 }
 
