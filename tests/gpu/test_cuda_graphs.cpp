@@ -13,32 +13,47 @@
 namespace deepinfer {
 namespace {
 
-TEST(CudaGraphs, ReplayedDecodeStepsEqualEagerOnes) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+// `sequences` decode rows a step: 2 (the routed experts as matrix-vector kernels) or 24 (96 pairs: the
+// permute + grouped-kernel path, whose expert row ranges stay on the device).
+void expect_replays_equal_eager(int64_t sequences) {
   const ModelConfig config = load_model_config(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
   CudaDeepseekModel graphs(config, DummyWeightSource(3, nullptr), 0);
   CudaDeepseekModel eager(config, DummyWeightSource(3, nullptr), 0);
   eager.set_cuda_graphs(false);
-  std::unique_ptr<KvCache> graphs_cache = graphs.make_kv_cache(8), eager_cache = eager.make_kv_cache(8);
-  const std::vector<int32_t> table_a = {0, 1}, table_b = {2, 3};  // two sequences, 128 positions each
-  const int64_t prompt = 60;
+  std::unique_ptr<KvCache> graphs_cache = graphs.make_kv_cache(2 * sequences);
+  std::unique_ptr<KvCache> eager_cache = eager.make_kv_cache(2 * sequences);
+  const int64_t prompt = 60;  // 128 positions a sequence: blocks 2s and 2s + 1
+  std::vector<std::vector<int32_t>> tables;  // the batches' block tables are spans into these
+  for (int64_t s = 0; s < sequences; ++s) tables.push_back({static_cast<int32_t>(2 * s), static_cast<int32_t>(2 * s + 1)});
   ForwardBatch prefill;
-  for (int64_t i = 0; i < 2 * prompt; ++i) prefill.token_ids.push_back(static_cast<int32_t>((i * 13 + 5) % 500));
-  prefill.sequences = {{0, prompt, table_a}, {0, prompt, table_b}};
+  for (int64_t i = 0; i < sequences * prompt; ++i) prefill.token_ids.push_back(static_cast<int32_t>((i * 13 + 5) % 500));
+  for (int64_t s = 0; s < sequences; ++s) prefill.sequences.push_back({0, prompt, tables[s]});
   ASSERT_EQ(graphs.forward(prefill, *graphs_cache).shape(), eager.forward(prefill, *eager_cache).shape());
   int64_t steps_compared = 0;
   for (int64_t step = 0; step < 10; ++step) {  // positions 60..69 cross the 64-token block boundary
     ForwardBatch decode;
-    decode.token_ids = {static_cast<int32_t>(7 * step + 1), static_cast<int32_t>(11 * step + 2)};
-    decode.sequences = {{prompt + step, 1, table_a}, {prompt + step, 1, table_b}};
+    for (int64_t s = 0; s < sequences; ++s) {
+      decode.token_ids.push_back(static_cast<int32_t>((7 * step + 11 * s + 1) % 500));
+      decode.sequences.push_back({prompt + step, 1, tables[s]});
+    }
     const Tensor a = graphs.forward(decode, *graphs_cache), b = eager.forward(decode, *eager_cache);
     ASSERT_EQ(a.shape(), b.shape());
     int64_t differing = 0;
     for (int64_t i = 0; i < a.numel(); ++i) differing += a.data<float>()[i] != b.data<float>()[i];
-    EXPECT_EQ(differing, 0) << "decode step " << step;
+    EXPECT_EQ(differing, 0) << sequences << " sequences, decode step " << step;
     ++steps_compared;
   }
   EXPECT_EQ(steps_compared, 10);
+}
+
+TEST(CudaGraphs, ReplayedDecodeStepsEqualEagerOnes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_replays_equal_eager(2);
+}
+
+TEST(CudaGraphs, ReplayedGroupedExpertStepsEqualEagerOnes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_replays_equal_eager(24);
 }
 
 }  // namespace

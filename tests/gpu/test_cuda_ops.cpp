@@ -20,6 +20,7 @@
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
+#include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -490,6 +491,58 @@ TEST_F(CudaOps, MoeGemvSmallBatch) {
       cpu::silu_mul(gate.data(), up.data(), gate.data(), inter);
       for (float& v : gate) v = bf16_to_float(float_to_bf16(v));
       cpu::linear(gate.data(), down_f.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
+      cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
+    }
+  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+}
+
+// The decode path above 64 pairs: permute, the device-offset grouped kernels, unpermute. Shapes off the kernels'
+// tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8), expert 0 chosen by every token (80 rows: two passes
+// over its weights), experts 12..15 by none.
+TEST_F(CudaOps, MoeGroupedDeviceOffsets) {
+  const int64_t tokens = 80, top_k = 6, experts = 16, hidden = 200, inter = 136, rows = tokens * top_k;
+  std::vector<float> x_f, gu_f, down_f, base_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
+  auto gate_up = DeviceArray<Bf16>::from_host(random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
+  auto down = DeviceArray<Bf16>::from_host(random_bf16(experts * hidden * inter, down_f, 0.08f));
+  auto out = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, base_f));  // unpermute adds onto it
+  std::vector<int32_t> ids(rows);
+  std::vector<float> weights(rows);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> others(11);
+    std::iota(others.begin(), others.end(), 1);
+    std::shuffle(others.begin(), others.end(), rng_);
+    for (int64_t k = 0; k < top_k; ++k) {
+      ids[t * top_k + k] = k == t % top_k ? 0 : others[k];
+      weights[t * top_k + k] = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng_);
+    }
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  DeviceArray<Bf16> x_perm(rows * hidden), act(rows * inter), y_perm(rows * hidden);
+  DeviceArray<int32_t> row_of(rows), offsets(experts + 1);
+  act.poison();
+  y_perm.poison();
+  DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(rows, experts));
+  cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, experts, bf(x_perm), row_of.data(), offsets.data(),
+                    workspace.data(), workspace.size(), nullptr);
+  cuda::moe_grouped_gate_up(bf(x_perm), offsets.data(), experts, hidden, inter, bf(gate_up), bf(act), nullptr);
+  cuda::moe_grouped_down(bf(act), offsets.data(), experts, hidden, inter, bf(down), bf(y_perm), nullptr);
+  cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
+  sync();
+  ASSERT_EQ(offsets.to_host()[1], tokens);  // expert 0 really has more rows than one pass takes
+  // Reference: out[t] = base[t] + sum_k w * W_down (bf16(silu(W_gate x) * W_up x)).
+  std::vector<float> want = base_f, gate(inter), up(inter), y(hidden);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t e = ids[t * top_k + k];
+      cpu::linear(x_f.data() + t * hidden, gu_f.data() + e * 2 * inter * hidden, nullptr, gate.data(), 1, inter, hidden);
+      cpu::linear(x_f.data() + t * hidden, gu_f.data() + (e * 2 * inter + inter) * hidden, nullptr, up.data(), 1, inter,
+                  hidden);
+      cpu::silu_mul(gate.data(), up.data(), gate.data(), inter);
+      for (float& v : gate) v = bf16_to_float(float_to_bf16(v));
+      cpu::linear(gate.data(), down_f.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
+      for (float& v : y) v = bf16_to_float(float_to_bf16(v));
       cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
     }
   EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);

@@ -1,10 +1,11 @@
 // The DeepSeek V2/V3 forward pass on one GPU: bf16 weights and activations, fp32 accumulation, the kernels of
 // kernels/cuda and cuBLAS. Same function as the CPU reference (DeepseekModel), checked against it.
 // Prefill chunks use the expanded attention, decode steps the absorbed form on the paged latent cache.
-// Routed experts run on the device: a few tokens as matrix-vector kernels straight from the routing; more as
-// permute, expert GEMMs (grouped, or batched over 32/256-row chunks of each expert's rows), unpermute. With
-// expert parallelism the rows go GPU to GPU through the executor's device path (NCCL), or are staged through
-// host memory (MPI transport). Decode steps of a few sequences replay CUDA graphs (run_to_logits).
+// Routed experts run on the device: a few tokens as matrix-vector kernels straight from the routing; decode
+// batches as permute, the device-offset grouped kernels (each expert's weights streamed once), unpermute;
+// prefill as permute, cuBLAS GEMMs batched over 256-row chunks of each expert's rows, unpermute. With expert
+// parallelism the rows go GPU to GPU through the executor's device path (NCCL), or are staged through host
+// memory (MPI transport). Decode steps replay CUDA graphs (run_to_logits).
 #pragma once
 
 #include <compare>
@@ -80,15 +81,16 @@ class CudaDeepseekModel final : public CausalLm {
   // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh):
   // measured at batch 8 (48 pairs) 8.8 ms a step against 11.5 through the grouped GEMM.
   static constexpr int64_t kGemvMaxPairs = 64;
-  // From this many (token, expert) pairs the experts' rows are padded to chunks and run as batched GEMMs of
-  // uniform chunks instead of grouped GEMMs: 256-row chunks from kLargeChunkMinRows pairs (prefill), 32 below.
-  static constexpr int64_t kChunkedMinRows = 256;
-  static constexpr int64_t kLargeChunkMinRows = 4096;
-  static constexpr int64_t kLargeExpertChunk = 256;
-  static constexpr int64_t kSmallExpertChunk = 32;
+  // Below this many pairs the permuted rows run through the device-offset grouped kernels (moe_grouped.cuh):
+  // no host round trip, so such steps are graphed too. From it (prefill) each expert's rows are padded to
+  // 256-row chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
+  static constexpr int64_t kGroupedMaxPairs = 4096;
+  static constexpr int64_t kExpertChunk = 256;
+  // Whether the routed experts of `pairs` (token, expert) pairs run without reading anything back to the host.
+  bool experts_stay_on_device(int64_t pairs) const;
 
-  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps of a few
-  // sequences replay a captured CUDA graph.
+  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps below
+  // kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
   float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts, int64_t* rows) const;
   // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
   int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
@@ -139,6 +141,7 @@ class CudaDeepseekModel final : public CausalLm {
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
   int device_;
+  int num_sms_ = 0;  // the device's multiprocessors (decode attention splits)
   DeviceArena arena_;
   CublasHandle cublas_;
   std::vector<Layer> layers_;
