@@ -20,6 +20,19 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Dot product of eight bf16 pairs held in two 16-byte pieces, in fp32.
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const auto* ap = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const auto* bp = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 x = __bfloat1622float2(ap[j]), y = __bfloat1622float2(bp[j]);
+    sum += x.x * y.x + x.y * y.y;
+  }
+  return sum;
+}
+
 // Sum over a block of blockDim.x threads (a multiple of 32, at most 1024). Every thread gets the result.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float partial[32];

@@ -9,22 +9,32 @@ constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = 4;      // gate/up rows per warp (two dot products each)
 constexpr int kDownRowsPerWarp = 1;  // hidden rows per warp: top_k dot products each, and enough blocks at batch 1
 
-// Dot product of a bf16 weight row with a bf16 vector in shared memory, over `n` (a multiple of 8) values:
-// each lane takes 16-byte pieces lane, lane + 32, ...; the warp sums.
-__device__ __forceinline__ float row_dot(const __nv_bfloat16* row, const __nv_bfloat16* vec, int64_t n) {
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x % 32; i < n / 8; i += 32) {
-    const uint4 w = reinterpret_cast<const uint4*>(row)[i];
-    const uint4 v = reinterpret_cast<const uint4*>(vec)[i];
-    const auto* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
-    const auto* vp = reinterpret_cast<const __nv_bfloat162*>(&v);
+// Dot products of two bf16 weight rows with two bf16 vectors in shared memory, over `n` (a multiple of 8)
+// values: each lane takes 16-byte pieces lane, lane + 32, ...; kBatch pieces of both rows are loaded before
+// any is used, so eight loads a lane are in flight (one at a time had held these kernels near 2 TB/s). The
+// warp sums. row1 may be null (then its sum is 0).
+__device__ __forceinline__ float2 dot_pair(const __nv_bfloat16* row0, const __nv_bfloat16* vec0,
+                                           const __nv_bfloat16* row1, const __nv_bfloat16* vec1, int n) {
+  constexpr int kBatch = 4;
+  const int lane = threadIdx.x % 32, pieces = n / 8;
+  float sum0 = 0.0f, sum1 = 0.0f;
+  for (int base = lane; base < pieces; base += 32 * kBatch) {
+    uint4 w0[kBatch], w1[kBatch];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 a = __bfloat1622float2(wp[j]), b = __bfloat1622float2(vp[j]);
-      sum += a.x * b.x + a.y * b.y;
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + 32 * u;
+      w0[u] = i < pieces ? reinterpret_cast<const uint4*>(row0)[i] : uint4{};
+      w1[u] = i < pieces && row1 != nullptr ? reinterpret_cast<const uint4*>(row1)[i] : uint4{};
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + 32 * u;
+      if (i >= pieces) break;
+      sum0 += dot8(w0[u], reinterpret_cast<const uint4*>(vec0)[i]);
+      sum1 += dot8(w1[u], reinterpret_cast<const uint4*>(vec1)[i]);
     }
   }
-  return warp_sum(sum);
+  return {warp_sum(sum0), warp_sum(sum1)};
 }
 
 // Block (pair p = (t, k), tile of kWarps * kRowsPerWarp rows of inter).
@@ -42,13 +52,14 @@ __global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const int64_t row = first + r;
     if (row >= inter) break;
-    const float gate = row_dot(w + row * hidden, xs, hidden);
-    const float up = row_dot(w + (inter + row) * hidden, xs, hidden);
+    const float2 gate_up_dots =
+        dot_pair(w + row * hidden, xs, w + (inter + row) * hidden, xs, static_cast<int>(hidden));
+    const float gate = gate_up_dots.x, up = gate_up_dots.y;
     if (threadIdx.x % 32 == 0) act[pair * inter + row] = to_bf16(gate / (1.0f + expf(-gate)) * up);
   }
 }
 
-// Block (token t, tile of hidden rows): every k of the token, summed in k order.
+// Block (token t, tile of hidden rows): every k of the token, summed in k order, added onto out.
 __global__ void down_kernel(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t top_k,
                             int64_t hidden, int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* out) {
   extern __shared__ __align__(16) __nv_bfloat16 as[];  // [top_k][inter]
@@ -58,14 +69,21 @@ __global__ void down_kernel(const __nv_bfloat16* act, const int32_t* ids, const 
   __syncthreads();
   const int warp = threadIdx.x / 32;
   const int64_t first = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kDownRowsPerWarp;
+  auto weight_row = [&](int64_t k, int64_t row) {
+    return down + static_cast<int64_t>(ids[t * top_k + k]) * hidden * inter + row * inter;
+  };
+  auto weight_of = [&](int64_t k) { return weights[t * top_k + k]; };
 #pragma unroll
   for (int r = 0; r < kDownRowsPerWarp; ++r) {
     const int64_t row = first + r;
     if (row >= hidden) break;
     float sum = 0.0f;
-    for (int64_t k = 0; k < top_k; ++k) {
-      const __nv_bfloat16* w = down + static_cast<int64_t>(ids[t * top_k + k]) * hidden * inter + row * inter;
-      sum += weights[t * top_k + k] * row_dot(w, as + k * inter, inter);
+    for (int64_t k = 0; k < top_k; k += 2) {  // two experts' rows in flight at once
+      const bool second = k + 1 < top_k;
+      const float2 dots = dot_pair(weight_row(k, row), as + k * inter, second ? weight_row(k + 1, row) : nullptr,
+                                   as + (second ? k + 1 : k) * inter, static_cast<int>(inter));
+      sum += weight_of(k) * dots.x;
+      if (second) sum += weight_of(k + 1) * dots.y;
     }
     if (threadIdx.x % 32 == 0) out[t * hidden + row] = to_bf16(to_float(out[t * hidden + row]) + sum);
   }

@@ -1,3 +1,4 @@
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/router.cuh"
 
 namespace deepinfer::cuda {
@@ -6,69 +7,91 @@ namespace {
 
 using Params = cpu::RouterParams;
 
-// One block per token: threads score the experts, thread 0 selects (E and K are small: 256 x 8 at V3).
-__global__ void route_kernel(const float* logits, Params p, int32_t* topk_ids, float* topk_weights) {
-  extern __shared__ float shared[];
-  float* scores = shared;               // [E]
-  float* choice = shared + p.num_experts;  // [E]
-  const int64_t t = blockIdx.x;
-  const float* row = logits + t * p.num_experts;
-  const bool softmax = p.scoring == Params::Scoring::kSoftmax;
-  __shared__ float max_logit, sum_exp;
-  if (softmax && threadIdx.x == 0) {
-    float m = row[0];
-    for (int64_t e = 1; e < p.num_experts; ++e) m = fmaxf(m, row[e]);
-    max_logit = m;
-  }
-  __syncthreads();
-  for (int64_t e = threadIdx.x; e < p.num_experts; e += blockDim.x)
-    scores[e] = softmax ? expf(row[e] - max_logit) : 1.0f / (1.0f + expf(-row[e]));
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  if (softmax) {
-    float s = 0.0f;
-    for (int64_t e = 0; e < p.num_experts; ++e) s += scores[e];
-    sum_exp = s;
-    for (int64_t e = 0; e < p.num_experts; ++e) scores[e] /= sum_exp;
-  }
-  for (int64_t e = 0; e < p.num_experts; ++e) choice[e] = scores[e] + (p.correction_bias ? p.correction_bias[e] : 0.0f);
+constexpr int kWarpsPerBlock = 4;
 
-  const int64_t per_group = p.num_experts / p.num_groups;
+// (value, index) of the larger value across the warp; ties go to the lower index (the CPU's first maximum).
+__device__ __forceinline__ void warp_argmax(float& value, int& index) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other_value = __shfl_xor_sync(0xffffffffu, value, offset);
+    const int other_index = __shfl_xor_sync(0xffffffffu, index, offset);
+    if (other_value > value || (other_value == value && other_index < index)) value = other_value, index = other_index;
+  }
+}
+
+// One warp per token: the lanes score the experts (lane l takes experts l, l + 32, ...), then every selection
+// (groups, then experts) is a warp-wide argmax; the serial thread-0 loops this replaced cost ~10 us a layer.
+__global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, int32_t* topk_ids,
+                             float* topk_weights) {
+  extern __shared__ float shared[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int E = static_cast<int>(p.num_experts);
+  float* scores = shared + warp * 2 * E;  // [E]
+  float* choice = scores + E;             // [E]
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  if (t >= num_tokens) return;
+  const float* row = logits + t * E;
+  const bool softmax = p.scoring == Params::Scoring::kSoftmax;
+  float max_logit = -INFINITY;
+  if (softmax) {
+    for (int e = lane; e < E; e += 32) max_logit = fmaxf(max_logit, row[e]);
+    max_logit = warp_max(max_logit);
+  }
+  float total = 0.0f;
+  for (int e = lane; e < E; e += 32) {
+    scores[e] = softmax ? expf(row[e] - max_logit) : 1.0f / (1.0f + expf(-row[e]));
+    total += scores[e];
+  }
+  if (softmax) {
+    total = warp_sum(total);
+    for (int e = lane; e < E; e += 32) scores[e] /= total;
+  }
+  for (int e = lane; e < E; e += 32) choice[e] = scores[e] + (p.correction_bias ? p.correction_bias[e] : 0.0f);
+  __syncwarp();
+
+  const int per_group = static_cast<int>(p.num_experts / p.num_groups);
   if (p.group_score != Params::GroupScore::kNone && p.topk_groups < p.num_groups) {
-    // Pick topk_groups groups by their score (best expert, or sum of the best two); ties to the lower group.
-    uint64_t picked = 0;  // num_groups <= 64 here
-    for (int64_t k = 0; k < p.topk_groups; ++k) {
-      int64_t best = -1;
-      float best_score = 0.0f;
-      for (int64_t g = 0; g < p.num_groups; ++g) {
-        if (picked >> g & 1) continue;
-        float first = -INFINITY, second = -INFINITY;
-        for (int64_t i = 0; i < per_group; ++i) {
-          const float v = choice[g * per_group + i];
-          if (v > first) second = first, first = v;
-          else if (v > second) second = v;
-        }
-        const float score = p.group_score == Params::GroupScore::kMax ? first : first + second;
-        if (best < 0 || score > best_score) best = g, best_score = score;
+    // Lane g scores group g (best expert, or sum of the best two); topk_groups argmaxes pick the groups.
+    float group_score = -INFINITY;
+    if (lane < p.num_groups) {
+      float first = -INFINITY, second = -INFINITY;
+      for (int i = 0; i < per_group; ++i) {
+        const float v = choice[lane * per_group + i];
+        if (v > first) second = first, first = v;
+        else if (v > second) second = v;
       }
-      picked |= uint64_t{1} << best;
+      group_score = p.group_score == Params::GroupScore::kMax ? first : first + second;
+    }
+    uint32_t picked = 0;  // num_groups <= 32 (the model checks): one lane a group
+    for (int64_t k = 0; k < p.topk_groups; ++k) {
+      float value = lane < p.num_groups && !(picked >> lane & 1) ? group_score : -INFINITY;
+      int index = lane < p.num_groups && !(picked >> lane & 1) ? lane : 1 << 30;
+      warp_argmax(value, index);
+      picked |= 1u << index;
     }
     const float masked = softmax ? 0.0f : -INFINITY;
-    for (int64_t e = 0; e < p.num_experts; ++e)
+    for (int e = lane; e < E; e += 32)
       if (!(picked >> (e / per_group) & 1)) choice[e] = masked;
+    __syncwarp();
   }
   float sum = 0.0f;
   for (int64_t k = 0; k < p.top_k; ++k) {
-    int64_t best = 0;
-    for (int64_t e = 1; e < p.num_experts; ++e)
-      if (choice[e] > choice[best]) best = e;
-    topk_ids[t * p.top_k + k] = static_cast<int32_t>(best);
-    topk_weights[t * p.top_k + k] = scores[best];
-    sum += scores[best];
-    choice[best] = -INFINITY;  // taken
+    float value = -INFINITY;
+    int index = 1 << 30;
+    for (int e = lane; e < E; e += 32)
+      if (choice[e] > value || index == 1 << 30) value = choice[e], index = e;
+    warp_argmax(value, index);
+    const float score = scores[index];
+    sum += score;
+    if (lane == 0) {
+      topk_ids[t * p.top_k + k] = index;
+      topk_weights[t * p.top_k + k] = score;
+    }
+    if (lane == index % 32) choice[index] = -INFINITY;  // taken
+    __syncwarp();
   }
   const float norm = p.normalize ? 1.0f / (sum + 1e-20f) : 1.0f;
-  for (int64_t k = 0; k < p.top_k; ++k) topk_weights[t * p.top_k + k] *= norm * p.scaling;
+  if (lane == 0)
+    for (int64_t k = 0; k < p.top_k; ++k) topk_weights[t * p.top_k + k] *= norm * p.scaling;
 }
 
 }  // namespace
@@ -76,8 +99,9 @@ __global__ void route_kernel(const float* logits, Params p, int32_t* topk_ids, f
 void route_topk(const float* logits, int64_t num_tokens, const cpu::RouterParams& params, int32_t* topk_ids,
                 float* topk_weights, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  const size_t shared = 2 * static_cast<size_t>(params.num_experts) * sizeof(float);
-  route_kernel<<<static_cast<unsigned>(num_tokens), 128, shared, stream>>>(logits, params, topk_ids, topk_weights);
+  const size_t shared = kWarpsPerBlock * 2 * static_cast<size_t>(params.num_experts) * sizeof(float);
+  const auto blocks = static_cast<unsigned>((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  route_kernel<<<blocks, kWarpsPerBlock * 32, shared, stream>>>(logits, num_tokens, params, topk_ids, topk_weights);
 }
 
 }  // namespace deepinfer::cuda

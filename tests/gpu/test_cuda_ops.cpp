@@ -16,6 +16,7 @@
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/kv_cache.cuh"
+#include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
@@ -494,6 +495,41 @@ TEST_F(CudaOps, MoeGemvSmallBatch) {
       cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
     }
   EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+}
+
+// The small-batch Linear and SwiGLU kernels at every row count they take, bf16 and fp32 outputs, k off the
+// 4 x 32-piece batch (k = 264).
+TEST_F(CudaOps, LinearAndSwigluGemv) {
+  const int64_t hidden = 264, inter = 200;
+  std::vector<float> x_f, gu_f, down_f;
+  auto x = DeviceArray<Bf16>::from_host(random_bf16(cuda::kLinearGemvMaxRows * hidden, x_f));
+  auto gate_up = DeviceArray<Bf16>::from_host(random_bf16(2 * inter * hidden, gu_f, 0.06f));
+  auto down = DeviceArray<Bf16>::from_host(random_bf16(hidden * inter, down_f, 0.08f));
+  for (int64_t rows = 1; rows <= cuda::kLinearGemvMaxRows; ++rows) {
+    DeviceArray<Bf16> act(rows * inter);
+    DeviceArray<float> out(rows * hidden);
+    act.poison();
+    out.poison();
+    cuda::swiglu_gemv(bf(x), bf(gate_up), bf(act), rows, inter, hidden, nullptr);
+    cuda::linear_gemv(bf(act), bf(down), out.data(), true, rows, hidden, inter, nullptr);
+    DeviceArray<Bf16> up_only(rows * inter);
+    up_only.poison();
+    cuda::linear_gemv(bf(x), bf(gate_up) + inter * hidden, bf(up_only), false, rows, inter, hidden, nullptr);
+    sync();
+    std::vector<float> want_act(rows * inter), want_up(rows * inter), want(rows * hidden), gate(inter);
+    for (int64_t t = 0; t < rows; ++t) {
+      cpu::linear(x_f.data() + t * hidden, gu_f.data(), nullptr, gate.data(), 1, inter, hidden);
+      cpu::linear(x_f.data() + t * hidden, gu_f.data() + inter * hidden, nullptr, want_up.data() + t * inter, 1, inter,
+                  hidden);
+      cpu::silu_mul(gate.data(), want_up.data() + t * inter, want_act.data() + t * inter, inter);
+    }
+    const std::vector<float> got_act = to_float(act.to_host());  // the down projection's own input
+    for (int64_t t = 0; t < rows; ++t)
+      cpu::linear(got_act.data() + t * inter, down_f.data(), nullptr, want.data() + t * hidden, 1, hidden, inter);
+    EXPECT_LT(rel_error(got_act, want_act), kBf16Tolerance) << rows << " rows";
+    EXPECT_LT(rel_error(to_float(up_only.to_host()), want_up), kBf16Tolerance) << rows << " rows";
+    EXPECT_LT(rel_error(out.to_host(), want), kF32Tolerance) << rows << " rows";
+  }
 }
 
 // The decode path above 64 pairs: permute, the device-offset grouped kernels, unpermute. Shapes off the kernels'

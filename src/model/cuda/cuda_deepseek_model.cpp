@@ -10,6 +10,7 @@
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
@@ -72,6 +73,8 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   DI_INPUT_CHECK(!c.attention_bias && !c.mlp_bias, "the CUDA backend does not support attention_bias/mlp_bias yet");
   DI_INPUT_CHECK(cuda::mla_prefill_supports(c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim),
                  "the CUDA prefill attention holds qk_head_dim <= 256 and v_head_dim <= 256");
+  DI_INPUT_CHECK(c.n_group <= 32, "the CUDA router handles at most 32 expert groups (one lane each); the model has {}",
+                 c.n_group);
   DI_INPUT_CHECK(cuda::mla_decode_supports(c.kv_lora_rank, c.qk_rope_head_dim),
                  "the CUDA decode attention holds kv_lora_rank <= 512 and kv_lora_rank + qk_rope_head_dim <= 768; the "
                  "model has {} + {}", c.kv_lora_rank, c.qk_rope_head_dim);
@@ -190,8 +193,20 @@ bool CudaDeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const 
   return layers_[moe_layer_idx + config_.first_k_dense_replace].moe.loaded[expert];
 }
 
+void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
+                               int64_t k) const {
+  if (m <= kGemvMaxLinearRows && k % 8 == 0) return cuda::linear_gemv(x, w, y, y_fp32, m, n, k, nullptr);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), x, w, y, y_fp32, m, n, k));
+}
+
 void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size;
+  if (rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0) {  // a few rows: matrix-vector kernels
+    auto* act = scratch.alloc<Bf16>(rows * w.inter);
+    cuda::swiglu_gemv(h, w.gate_up, act, rows, w.inter, H, nullptr);
+    cuda::linear_gemv(act, w.down, out, false, rows, H, w.inter, nullptr);
+    return;
+  }
   auto* gate_up = scratch.alloc<Bf16>(rows * 2 * w.inter);
   auto* act = scratch.alloc<Bf16>(rows * w.inter);
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), h, w.gate_up, gate_up, false, rows, 2 * w.inter, H));
@@ -222,9 +237,8 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   auto* ids = scratch.alloc<int32_t>(rows * K);
   auto* weights = scratch.alloc<float>(rows * K);
   profiler_.mark("moe:before");
-  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), h, w.router, logits, true, rows, E, H));
+  linear(h, w.router, logits, true, rows, E, H);
   const cpu::RouterParams params = router_params(c, w.correction_bias);
-  DI_CHECK(c.n_group <= 64, "the CUDA router handles at most 64 expert groups, the model has {}", c.n_group);
   cuda::route_topk(logits, rows, params, ids, weights, nullptr);
   profiler_.mark("moe:router");
 
@@ -346,14 +360,14 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   auto* q = scratch.alloc<Bf16>(T * heads * qk);
   if (c.q_lora_rank > 0) {
     auto* q_a = scratch.alloc<Bf16>(T * c.q_lora_rank);
-    DI_CUBLAS_CHECK(cuda::linear_bf16(blas, h, w.q_a, q_a, false, T, c.q_lora_rank, H));
+    linear(h, w.q_a, q_a, false, T, c.q_lora_rank, H);
     cuda::rms_norm(q_a, c.q_lora_rank, w.q_a_norm, q_a, c.q_lora_rank, T, c.q_lora_rank, c.rms_norm_eps, nullptr);
-    DI_CUBLAS_CHECK(cuda::linear_bf16(blas, q_a, w.q_b, q, false, T, heads * qk, c.q_lora_rank));
+    linear(q_a, w.q_b, q, false, T, heads * qk, c.q_lora_rank);
   } else {
-    DI_CUBLAS_CHECK(cuda::linear_bf16(blas, h, w.q, q, false, T, heads * qk, H));
+    linear(h, w.q, q, false, T, heads * qk, H);
   }
   auto* kv = scratch.alloc<Bf16>(T * D);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(blas, h, w.kv_a, kv, false, T, D, H));
+  linear(h, w.kv_a, kv, false, T, D, H);
   cuda::rms_norm(kv, D, w.kv_a_norm, kv, D, T, lora, c.rms_norm_eps, nullptr);
   cuda::rope(kv + lora, T, D, rope, plan.positions, 1, inv_freq_.data(), attention_factor_, c.rope.interleaved, nullptr);
   cuda::rope(q + nope, T * heads, qk, rope, plan.positions, heads, inv_freq_.data(), attention_factor_,
@@ -392,7 +406,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
                                 plan.num_tiles, heads, nope, rope, v, scale, attn, nullptr);
     profiler_.mark("attn:prefill kernel");
   }
-  DI_CUBLAS_CHECK(cuda::linear_bf16(blas, attn, w.o, out, false, T, H, heads * v));
+  linear(attn, w.o, out, false, T, H, heads * v);
   profiler_.mark("attn:unabsorb+o_proj");
 }
 
@@ -487,7 +501,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     auto* selected = scratch.alloc<Bf16>(R * H);
     cuda::embedding(h, row_ids, selected, R, H, nullptr);  // a row gather
     auto* logits = scratch.alloc<float>(R * c.vocab_size);
-    DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), selected, lm_head_, logits, true, R, c.vocab_size, H));
+    linear(selected, lm_head_, logits, true, R, c.vocab_size, H);
     profiler_.mark("final norm+lm head");
     return logits;
   };

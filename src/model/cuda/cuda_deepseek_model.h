@@ -79,8 +79,13 @@ class CudaDeepseekModel final : public CausalLm {
   };
   struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
   // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh):
-  // measured at batch 8 (48 pairs) 8.8 ms a step against 11.5 through the grouped GEMM.
+  // measured against the grouped kernels at context 1024, batch 2 4.28 against 4.91 ms a step, batch 8 8.32
+  // against 8.96.
   static constexpr int64_t kGemvMaxPairs = 64;
+  // Up to this many rows the Linear layers and dense MLPs run as matrix-vector kernels (linear_gemv.cuh), above
+  // through cuBLAS: measured at context 1024, batch 1 3.34 against 3.46 ms a step, batch 2 4.02 against 4.11;
+  // batch 4 5.45 against 5.39 and batch 8 8.07 against 7.63 (cuBLAS better from 4 rows).
+  static constexpr int64_t kGemvMaxLinearRows = 2;
   // Below this many pairs the permuted rows run through the device-offset grouped kernels (moe_grouped.cuh):
   // no host round trip, so such steps are graphed too. From it (prefill) each expert's rows are padded to
   // 256-row chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
@@ -130,6 +135,8 @@ class CudaDeepseekModel final : public CausalLm {
 
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
                  Bf16* out, ScratchPool& scratch) const;
+  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32): matrix-vector kernels for a few rows, cuBLAS otherwise.
+  void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
   void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch) const;
   void moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
            ScratchPool& scratch) const;
