@@ -20,6 +20,7 @@
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/mla_prepare.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
@@ -226,6 +227,51 @@ TEST_F(CudaOps, RopeBothLayouts) {
     cpu::rope(x_f.data() + nope, tokens * heads, row, rope_dim, cos.data(), sin.data(), heads,
               interleaved ? cpu::RopeLayout::kInterleaved : cpu::RopeLayout::kHalf);
     EXPECT_LT(rel_error(to_float(x.to_host()), x_f), kBf16Tolerance) << "interleaved " << interleaved;
+  }
+}
+
+// The fused step between MLA's projections and its attention against the five ops it replaces (each checked
+// against the CPU above): bit-identical cache entries, rotated queries and absorbed-query tails.
+TEST_F(CudaOps, MlaPrepareEqualsItsParts) {
+  const int64_t tokens = 7, heads = 16, lora = 512, rope_dim = 64, nope = 128, entry = lora + rope_dim;
+  const int64_t qk = nope + rope_dim, num_slots = 40;
+  std::vector<float> inv_freq(rope_dim / 2), unused;
+  for (int64_t i = 0; i < rope_dim / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / rope_dim);
+  auto d_inv = DeviceArray<float>::from_host(inv_freq);
+  std::vector<int32_t> positions(tokens);
+  std::vector<int64_t> slots(tokens);
+  for (int64_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(rng_() % 4000), slots[t] = (t * 11 + 3) % num_slots;
+  auto d_pos = DeviceArray<int32_t>::from_host(positions);
+  auto d_slots = DeviceArray<int64_t>::from_host(slots);
+  const std::vector<Bf16> kv_bits = random_bf16(tokens * entry, unused), q_bits = random_bf16(tokens * heads * qk, unused);
+  auto weight = DeviceArray<Bf16>::from_host(random_bf16(lora, unused));
+  for (bool interleaved : {true, false}) {
+    // The parts: normalise the latent in place, rotate k_pe and q_pe, write the entries, copy the q tails.
+    auto kv = DeviceArray<Bf16>::from_host(kv_bits), q = DeviceArray<Bf16>::from_host(q_bits);
+    DeviceArray<Bf16> cache(num_slots * entry), q_latent(tokens * heads * entry);
+    cache.poison();
+    q_latent.poison();
+    cuda::rms_norm(bf(kv), entry, bf(weight), bf(kv), entry, tokens, lora, 1e-6f, nullptr);
+    cuda::rope(bf(kv) + lora, tokens, entry, rope_dim, d_pos.data(), 1, d_inv.data(), 1.2f, interleaved, nullptr);
+    cuda::rope(bf(q) + nope, tokens * heads, qk, rope_dim, d_pos.data(), heads, d_inv.data(), 1.2f, interleaved, nullptr);
+    cuda::write_kv_entries(bf(kv), entry, d_slots.data(), tokens, entry, bf(cache), nullptr);
+    DI_CUDA_CHECK(cudaMemcpy2DAsync(bf(q_latent) + lora, entry * sizeof(Bf16), bf(q) + nope, qk * sizeof(Bf16),
+                                    rope_dim * sizeof(Bf16), tokens * heads, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
+    // Fused.
+    auto kv2 = DeviceArray<Bf16>::from_host(kv_bits), q2 = DeviceArray<Bf16>::from_host(q_bits);
+    DeviceArray<Bf16> cache2(num_slots * entry), q_latent2(tokens * heads * entry);
+    cache2.poison();
+    q_latent2.poison();
+    cuda::mla_prepare(bf(kv2), bf(weight), 1e-6f, bf(q2), d_pos.data(), d_inv.data(), 1.2f, interleaved, d_slots.data(),
+                      bf(cache2), bf(q_latent2), {tokens, heads, lora, rope_dim, nope}, nullptr);
+    sync();
+    const std::vector<Bf16> c1 = cache.to_host(), c2 = cache2.to_host(), l1 = q_latent.to_host(), l2 = q_latent2.to_host();
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t i = 0; i < entry; ++i)
+        ASSERT_EQ(c1[slots[t] * entry + i], c2[slots[t] * entry + i]) << "token " << t << " entry value " << i;
+    EXPECT_EQ(q.to_host(), q2.to_host()) << "interleaved " << interleaved;
+    for (int64_t r = 0; r < tokens * heads; ++r)
+      for (int64_t i = lora; i < entry; ++i) ASSERT_EQ(l1[r * entry + i], l2[r * entry + i]) << "query row " << r;
   }
 }
 

@@ -11,11 +11,11 @@
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
+#include "kernels/cuda/mla_prepare.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/rms_norm.cuh"
-#include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/silu_mul.cuh"
@@ -368,22 +368,18 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   }
   auto* kv = scratch.alloc<Bf16>(T * D);
   linear(h, w.kv_a, kv, false, T, D, H);
-  cuda::rms_norm(kv, D, w.kv_a_norm, kv, D, T, lora, c.rms_norm_eps, nullptr);
-  cuda::rope(kv + lora, T, D, rope, plan.positions, 1, inv_freq_.data(), attention_factor_, c.rope.interleaved, nullptr);
-  cuda::rope(q + nope, T * heads, qk, rope, plan.positions, heads, inv_freq_.data(), attention_factor_,
-             c.rope.interleaved, nullptr);
-  cuda::write_kv_entries(kv, D, plan.new_slots, T, D, cache_layer, nullptr);
+  // The absorbed form's queries [W_uk^T q_nope | RoPE'd q_pe]: the tail is written by mla_prepare.
+  Bf16* q_latent = plan.absorbed ? scratch.alloc<Bf16>(T * heads * D) : nullptr;
+  cuda::mla_prepare(kv, w.kv_a_norm, c.rms_norm_eps, q, plan.positions, inv_freq_.data(), attention_factor_,
+                    c.rope.interleaved, plan.new_slots, cache_layer, q_latent, {T, heads, lora, rope, nope}, nullptr);
   profiler_.mark("attn:projections+rope");
 
   auto* attn = scratch.alloc<Bf16>(T * heads * v);
   const float scale = c.softmax_scale();
   if (plan.absorbed) {
     // Fold W_uk into the queries; attend over the latent cache; unfold with W_uv.
-    auto* q_latent = scratch.alloc<Bf16>(T * heads * D);
     DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, heads * qk, qk}, {w.kv_b, lora, (nope + v) * lora}, false,
                                     q_latent, heads * D, D, false, heads));
-    DI_CUDA_CHECK(cudaMemcpy2DAsync(q_latent + lora, D * sizeof(Bf16), q + nope, qk * sizeof(Bf16), rope * sizeof(Bf16),
-                                    T * heads, cudaMemcpyDeviceToDevice));
     const int64_t splits = decode_splits(T, plan.max_len);
     auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
     auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);

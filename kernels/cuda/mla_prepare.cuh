@@ -1,0 +1,26 @@
+// The step between MLA's projections and its attention, one kernel instead of five: for each new token t
+//   cache[slots[t]] = [rms_norm(kv[t, :lora]) * norm_weight | RoPE(kv[t, lora:])]    (the latent cache entry)
+//   q[t, h, nope:] = RoPE(q[t, h, nope:])                                            (every head, in place)
+//   q_latent[t, h, lora:] = q[t, h, nope:] after RoPE    (the absorbed form's query tail; skipped if null)
+// with exactly the arithmetic of rms_norm, rope (same angle, sincosf, attention factor), write_kv_entries and
+// the copy it replaces, so results are bit-identical. kv [T, lora + rope]; q [T, heads, nope + rope];
+// q_latent [T, heads, lora + rope]; slots int64 entry indices; positions int32.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+struct MlaPrepareShape {
+  int64_t tokens, heads, lora, rope, nope;
+};
+
+void mla_prepare(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, float eps, __nv_bfloat16* q,
+                 const int32_t* positions, const float* inv_freq, float attention_factor, bool interleaved,
+                 const int64_t* slots, __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape shape,
+                 cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
