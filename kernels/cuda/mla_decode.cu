@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
 // Tensor-core form (FlashMLA's shape, on mma.sync): one block per (sequence, KV split, group of 16 heads).
 // Tiles of kKeys cache entries are staged in shared memory by cp.async into kBuffers buffers (with two, the
 // next tile loads while this one computes). Per tile: S[16 heads, kKeys] = Q . K^T with m16n8k16 bf16 MMAs
-// (score warp w takes keys [8w, 8w + 8)), an online softmax whose row statistics the score warps combine
+// (score warp w takes keys [16w, 16w + 16)), an online softmax whose row statistics the score warps combine
 // through shared memory, then O[16, latent] += P . V with the same MMAs (every warp w takes latent columns
 // [w * latent / 8, ...)). The widths are compile-time constants and the index math 32-bit: measured with ncu,
 // the kernel was bound by instruction issue (about 1,660 instructions a warp per 64-key tile, where the MMAs,
@@ -108,13 +108,13 @@ template <int kLatent, int kRope, int kKeys, int kBuffers>
 struct DecodeTile {
   static constexpr int kDim = kLatent + kRope, kStride = kDim + kPad, kPieces = kDim / 8;
   static constexpr int kTilesPerWarp = kLatent / (8 * kWarps);  // 8-column output n-tiles per warp
-  static constexpr int kScoreWarps = kKeys / 8;
+  static constexpr int kScoreWarps = kKeys / 16;  // 16 keys (two n-tiles) a score warp, one Q fragment for both
   static constexpr int kKeysPerWarp = kKeys / kWarps;  // keys each warp stages
   static constexpr size_t kSharedBytes = (kMmaHeads + kBuffers * kKeys) * kStride * sizeof(__nv_bfloat16) +
                                          kMmaHeads * (kKeys + kPad) * sizeof(__nv_bfloat16) +
                                          kScoreWarps * kMmaHeads * sizeof(float);
   static_assert(kDim % 64 == 0 && kLatent % (16 * kWarps) == 0, "whole MMA steps and n-tile pairs per warp");
-  static_assert(kKeys % 16 == 0 && kScoreWarps <= kWarps && kKeysPerWarp <= 32, "16-key MMA steps, 8 keys a warp");
+  static_assert(kKeys % 16 == 0 && kScoreWarps <= kWarps && kKeysPerWarp <= 32, "16 keys a score warp");
 };
 
 template <int kLatent, int kRope, int kKeys, int kBuffers>
@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
   }
   const int row16 = (lane & 7) + 8 * ((lane >> 3) & 1), half = 8 * (lane >> 4);  // x4 lane -> (row, column)
   const bool scores = warp < kScoreWarps;
-  const int key0 = warp * 8 + 2 * t;
+  const int key0 = warp * 16 + 2 * t;  // this lane's first score column; n-tile n adds 8 n
   for (int tile = 0; tile < num_tiles; ++tile) {
     // The buffer refilled here was read in the previous iteration, which every warp has left (last barrier).
     if (tile + kBuffers - 1 < num_tiles) stage(tile + kBuffers - 1);
@@ -188,27 +188,34 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
     const __nv_bfloat16* kv = kt + (tile % kBuffers) * kKeys * kStride;
     const int tile_len = min(kKeys, end - begin - tile * kKeys);
 
-    // S for this score warp's 8 keys, fragments by ldmatrix; four independent accumulator chains (the MMAs of
-    // one chain wait for each other), summed at the end.
-    float s[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    // S for this score warp's 16 keys (two n-tiles), fragments by ldmatrix, one Q fragment for both; two
+    // accumulator chains per n-tile (the MMAs of one chain wait for each other), summed at the end. (8 keys a
+    // warp loaded every Q fragment twice as often: batch 256 14.67 against 14.35 ms a step at context 1024,
+    // 22.09 against 20.53 at 4096.)
+    float s[2][4];  // [n-tile][fragment]: keys key0 + 8 n + {0, 1} of rows g and g + 8
     if (scores) {
-      float s4[4][4] = {};
+      float chains[2][2][4] = {};  // [chain][n-tile][fragment]
       const __nv_bfloat16* q_lane = qs + row16 * kStride + half;
-      const __nv_bfloat16* k_lane = kv + (warp * 8 + (lane & 7)) * kStride + 8 * ((lane >> 3) & 1);
+      const __nv_bfloat16* k_lane = kv + (warp * 16 + (lane & 7) + 8 * (lane >> 4)) * kStride + 8 * ((lane >> 3) & 1);
 #pragma unroll
       for (int kk = 0; kk < kDim; kk += 16) {
-        uint32_t a[4], bk[2];
+        uint32_t a[4], bk[4];
         ldmatrix_x4(a, q_lane + kk);
-        ldmatrix_x2(bk, k_lane + kk);
-        mma_bf16(s4[(kk / 16) % 4], a[0], a[1], a[2], a[3], bk[0], bk[1]);
+        ldmatrix_x4(bk, k_lane + kk);
+        float(&chain)[2][4] = chains[(kk / 16) % 2];
+        mma_bf16(chain[0], a[0], a[1], a[2], a[3], bk[0], bk[1]);
+        mma_bf16(chain[1], a[0], a[1], a[2], a[3], bk[2], bk[3]);
       }
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float sum = (s4[0][i] + s4[1][i]) + (s4[2][i] + s4[3][i]);
-        s[i] = key0 + (i & 1) < tile_len ? sum * scale : -INFINITY;
-      }
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float sum = chains[0][n][i] + chains[1][n][i];
+          s[n][i] = key0 + 8 * n + (i & 1) < tile_len ? sum * scale : -INFINITY;
+        }
       // Row maxima over this warp's keys (the quad), then over the score warps through shared memory.
-      float mx[2] = {fmaxf(s[0], s[1]), fmaxf(s[2], s[3])};
+      float mx[2] = {fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])),
+                     fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]))};
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
@@ -228,18 +235,23 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
     }
     __syncthreads();  // row_stat is reused for the sums
     if (scores) {
-      float p[4];
+      float p[2][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) p[i] = expf(s[i] - new_m[i / 2]);
-      float sum[2] = {p[0] + p[1], p[2] + p[3]};
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) p[n][i] = expf(s[n][i] - new_m[i / 2]);
+      float sum[2] = {(p[0][0] + p[0][1]) + (p[1][0] + p[1][1]), (p[0][2] + p[0][3]) + (p[1][2] + p[1][3])};
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
         sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
       }
       if (t == 0) row_stat[warp * kMmaHeads + g] = sum[0], row_stat[warp * kMmaHeads + g + 8] = sum[1];
-      *reinterpret_cast<uint32_t*>(ps + g * (kKeys + kPad) + key0) = pack_floats(p[0], p[1]);
-      *reinterpret_cast<uint32_t*>(ps + (g + 8) * (kKeys + kPad) + key0) = pack_floats(p[2], p[3]);
+#pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        *reinterpret_cast<uint32_t*>(ps + g * (kKeys + kPad) + key0 + 8 * n) = pack_floats(p[n][0], p[n][1]);
+        *reinterpret_cast<uint32_t*>(ps + (g + 8) * (kKeys + kPad) + key0 + 8 * n) = pack_floats(p[n][2], p[n][3]);
+      }
     }
     __syncthreads();
 #pragma unroll
@@ -363,7 +375,10 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
     // 32-key tiles, double-buffered (two blocks an SM): measured at context 1024 against one 64-key buffer,
     // batch 256 15.31 against 15.52 ms a step, batch 64 12.38 against 12.49; two 64-key buffers (one block an
     // SM) 15.73, 12.62; 16-key tiles slower still.
-    launch_mma<32, 2>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
+    // One 64-key tile buffer (two blocks an SM), measured at batch 256 against 32-key double-buffered tiles:
+    // context 1024 14.35 against 14.45 ms a step, context 4096 20.53 against 21.10; two 64-key buffers (one
+    // block an SM) 14.71, 21.97. (With 8 keys a score warp the 32-key double buffer had been the best.)
+    launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
                       stream);
   } else {
     const dim3 split_grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
