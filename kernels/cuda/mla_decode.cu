@@ -371,13 +371,10 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   // 1 <= num_splits <= 64.
   if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > 64) return;
   if (latent == kMmaLatent && rope == kMmaRope) {
-    // The tensor-core kernel, built for DeepSeek's 512 + 64.
-    // 32-key tiles, double-buffered (two blocks an SM): measured at context 1024 against one 64-key buffer,
-    // batch 256 15.31 against 15.52 ms a step, batch 64 12.38 against 12.49; two 64-key buffers (one block an
-    // SM) 15.73, 12.62; 16-key tiles slower still.
-    // One 64-key tile buffer (two blocks an SM), measured at batch 256 against 32-key double-buffered tiles:
-    // context 1024 14.35 against 14.45 ms a step, context 4096 20.53 against 21.10; two 64-key buffers (one
-    // block an SM) 14.71, 21.97. (With 8 keys a score warp the 32-key double buffer had been the best.)
+    // The tensor-core kernel, built for DeepSeek's 512 + 64, with one 64-key tile buffer (two blocks an SM).
+    // Measured at batch 256 against 32-key double-buffered tiles: context 1024 14.35 against 14.45 ms a step,
+    // context 4096 20.53 against 21.10; two 64-key buffers (one block an SM) 14.71, 21.97. (With 8 keys a
+    // score warp the 32-key double buffer had been the best.)
     launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
                       stream);
   } else {
