@@ -507,6 +507,38 @@ TEST_F(CudaOps, MoePadRowsKeepsEveryRowAndItsIndex) {
   }
 }
 
+// Routed SwiGLU experts on the CPU: out[t] = base[t] + sum_k w[t, k] * W_down[e] (bf16(silu(W_gate[e] x[t]) *
+// (W_up[e] x[t]))), e = ids[t, k], k in order; round_outputs rounds each expert's output to bf16 first (as the
+// permuted path stores it). Weights as the CUDA kernels take them: gate_up [E, 2 * inter, hidden], down
+// [E, hidden, inter].
+struct RoutedExpertsInput {
+  const std::vector<float>& x;
+  const std::vector<float>& gate_up;
+  const std::vector<float>& down;
+  const std::vector<int32_t>& ids;
+  const std::vector<float>& weights;
+  const std::vector<float>& base;
+};
+std::vector<float> reference_routed_swiglu(const RoutedExpertsInput& in, int64_t top_k, int64_t hidden, int64_t inter,
+                                           bool round_outputs) {
+  const auto tokens = static_cast<int64_t>(in.ids.size()) / top_k;
+  std::vector<float> out = in.base, gate(inter), up(inter), y(hidden);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t e = in.ids[t * top_k + k];
+      const float* xt = in.x.data() + t * hidden;
+      cpu::linear(xt, in.gate_up.data() + e * 2 * inter * hidden, nullptr, gate.data(), 1, inter, hidden);
+      cpu::linear(xt, in.gate_up.data() + (e * 2 * inter + inter) * hidden, nullptr, up.data(), 1, inter, hidden);
+      cpu::silu_mul(gate.data(), up.data(), gate.data(), inter);
+      for (float& v : gate) v = bf16_to_float(float_to_bf16(v));
+      cpu::linear(gate.data(), in.down.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
+      if (round_outputs)
+        for (float& v : y) v = bf16_to_float(float_to_bf16(v));
+      cpu::axpy(in.weights[t * top_k + k], y.data(), out.data() + t * hidden, hidden);
+    }
+  return out;
+}
+
 TEST_F(CudaOps, MoeGemvSmallBatch) {
   const int64_t tokens = 3, top_k = 6, experts = 16, hidden = 256, inter = 136;
   std::vector<float> x_f, gu_f, down_f, base_f;
@@ -527,19 +559,8 @@ TEST_F(CudaOps, MoeGemvSmallBatch) {
   cuda::moe_gemv_gate_up(bf(x), d_ids.data(), tokens, top_k, hidden, inter, bf(gate_up), bf(act), nullptr);
   cuda::moe_gemv_down(bf(act), d_ids.data(), d_w.data(), tokens, top_k, hidden, inter, bf(down), bf(out), nullptr);
   sync();
-  // Reference: out[t] = base[t] + sum_k w * W_down (bf16(silu(W_gate x) * W_up x)).
-  std::vector<float> want = base_f, gate(inter), up(inter), y(hidden);
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t k = 0; k < top_k; ++k) {
-      const int64_t e = ids[t * top_k + k];
-      cpu::linear(x_f.data() + t * hidden, gu_f.data() + e * 2 * inter * hidden, nullptr, gate.data(), 1, inter, hidden);
-      cpu::linear(x_f.data() + t * hidden, gu_f.data() + (e * 2 * inter + inter) * hidden, nullptr, up.data(), 1, inter,
-                  hidden);
-      cpu::silu_mul(gate.data(), up.data(), gate.data(), inter);
-      for (float& v : gate) v = bf16_to_float(float_to_bf16(v));
-      cpu::linear(gate.data(), down_f.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
-      cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
-    }
+  const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
+                                                         inter, false);
   EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
 }
 
@@ -613,20 +634,8 @@ TEST_F(CudaOps, MoeGroupedDeviceOffsets) {
   cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
   sync();
   ASSERT_EQ(offsets.to_host()[1], tokens);  // expert 0 really has more rows than one pass takes
-  // Reference: out[t] = base[t] + sum_k w * W_down (bf16(silu(W_gate x) * W_up x)).
-  std::vector<float> want = base_f, gate(inter), up(inter), y(hidden);
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t k = 0; k < top_k; ++k) {
-      const int64_t e = ids[t * top_k + k];
-      cpu::linear(x_f.data() + t * hidden, gu_f.data() + e * 2 * inter * hidden, nullptr, gate.data(), 1, inter, hidden);
-      cpu::linear(x_f.data() + t * hidden, gu_f.data() + (e * 2 * inter + inter) * hidden, nullptr, up.data(), 1, inter,
-                  hidden);
-      cpu::silu_mul(gate.data(), up.data(), gate.data(), inter);
-      for (float& v : gate) v = bf16_to_float(float_to_bf16(v));
-      cpu::linear(gate.data(), down_f.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
-      for (float& v : y) v = bf16_to_float(float_to_bf16(v));
-      cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
-    }
+  const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
+                                                         inter, true);
   EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
 }
 
