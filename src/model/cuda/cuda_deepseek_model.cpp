@@ -41,6 +41,11 @@ T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
   return ptr;
 }
 
+// The model's stream waits for `event` (if any) before what it runs next.
+void wait_for(cudaEvent_t event) {
+  if (event != nullptr) DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, event));
+}
+
 }  // namespace
 
 // What one step runs, in device-ready index arrays.
@@ -199,19 +204,19 @@ void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp3
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), x, w, y, y_fp32, m, n, k));
 }
 
-void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch) const {
+void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch,
+                            Lane lane) const {
   const int64_t H = config_.hidden_size;
+  auto* act = scratch.alloc<Bf16>(rows * w.inter);
   if (rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0) {  // a few rows: matrix-vector kernels
-    auto* act = scratch.alloc<Bf16>(rows * w.inter);
-    cuda::swiglu_gemv(h, w.gate_up, act, rows, w.inter, H, nullptr);
-    cuda::linear_gemv(act, w.down, out, false, rows, H, w.inter, nullptr);
+    cuda::swiglu_gemv(h, w.gate_up, act, rows, w.inter, H, lane.stream);
+    cuda::linear_gemv(act, w.down, out, false, rows, H, w.inter, lane.stream);
     return;
   }
   auto* gate_up = scratch.alloc<Bf16>(rows * 2 * w.inter);
-  auto* act = scratch.alloc<Bf16>(rows * w.inter);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), h, w.gate_up, gate_up, false, rows, 2 * w.inter, H));
-  cuda::silu_mul(gate_up, act, rows, w.inter, nullptr);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), act, w.down, out, false, rows, H, w.inter));
+  DI_CUBLAS_CHECK(cuda::linear_bf16(lane.blas, h, w.gate_up, gate_up, false, rows, 2 * w.inter, H));
+  cuda::silu_mul(gate_up, act, rows, w.inter, lane.stream);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(lane.blas, act, w.down, out, false, rows, H, w.inter));
 }
 
 void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n,
@@ -224,7 +229,8 @@ void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, co
   Bf16* x_dev = reinterpret_cast<Bf16*>(device_copy(scratch, to_bf16_bits(x, n * H)));
   auto* y = scratch.alloc<Bf16>(n * H);
   auto* y32 = scratch.alloc<float>(n * H);
-  mlp({m.experts_gate_up + expert * 2 * I * H, m.experts_down + expert * H * I, I}, x_dev, y, n, scratch);
+  mlp({m.experts_gate_up + expert * 2 * I * H, m.experts_down + expert * H * I, I}, x_dev, y, n, scratch,
+      main_lane());
   cuda::bf16_to_f32(y, y32, n * H, nullptr);
   DI_CUDA_CHECK(cudaMemcpy(out, y32, n * H * sizeof(float), cudaMemcpyDeviceToHost));
 }
@@ -237,12 +243,27 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   auto* ids = scratch.alloc<int32_t>(rows * K);
   auto* weights = scratch.alloc<float>(rows * K);
   profiler_.mark("moe:before");
+  // Without expert parallelism the shared expert (it needs only h) writes `out` on the side stream while the
+  // router and the routed experts run here; the routed sum is added onto it once both are done.
+  const bool shared_beside = w.has_shared && experts == nullptr;
+  if (shared_beside) {
+    DI_CUDA_CHECK(cudaEventRecord(shared_start_.get(), cudaStreamPerThread));
+    DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), shared_start_.get()));
+    mlp(w.shared, h, out, rows, scratch, {side_stream_.get(), side_cublas_.get()});
+    DI_CUDA_CHECK(cudaEventRecord(shared_done_.get(), side_stream_.get()));
+  }
   linear(h, w.router, logits, true, rows, E, H);
   const cpu::RouterParams params = router_params(c, w.correction_bias);
   cuda::route_topk(logits, rows, params, ids, weights, nullptr);
   profiler_.mark("moe:router");
 
-  if (w.has_shared) mlp(w.shared, h, out, rows, scratch);
+  if (shared_beside) {
+    routed_experts(w, h, ids, weights, rows, E, out, scratch, shared_done_.get());
+    DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, shared_done_.get()));  // joined even if nothing waited
+    profiler_.mark("moe:routed experts + shared beside");
+    return;
+  }
+  if (w.has_shared) mlp(w.shared, h, out, rows, scratch, main_lane());
   else DI_CUDA_CHECK(cudaMemsetAsync(out, 0, rows * H * sizeof(Bf16)));
   profiler_.mark("moe:shared");
 
@@ -274,7 +295,8 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
 }
 
 void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights,
-                                       int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch) const {
+                                       int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch,
+                                       cudaEvent_t out_ready) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
   if (rows == 0) return;
@@ -283,6 +305,7 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
     // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
     auto* act = scratch.alloc<Bf16>(n * I);
     cuda::moe_gemv_gate_up(x, ids, rows, K, H, I, w.experts_gate_up, act, nullptr);
+    wait_for(out_ready);
     cuda::moe_gemv_down(act, ids, weights, rows, K, H, I, w.experts_down, out, nullptr);
     profiler_.mark("moe:experts (gemv)");
     return;
@@ -303,6 +326,7 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
     cuda::moe_grouped_gate_up(x_perm, offsets, E, H, I, w.experts_gate_up, act, nullptr);
     cuda::moe_grouped_down(act, offsets, E, H, I, w.experts_down, y_perm, nullptr);
     profiler_.mark("moe:experts (grouped)");
+    wait_for(out_ready);
     cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
     profiler_.mark("moe:unpermute");
     return;
@@ -344,6 +368,7 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
       DI_CUDA_CHECK(cudaMemsetAsync(y_perm + host_offsets[E] * H, 0, (n - host_offsets[E]) * H * sizeof(Bf16)));
   }
   profiler_.mark("moe:experts");
+  wait_for(out_ready);
   cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
   profiler_.mark("moe:unpermute");
 }
@@ -490,7 +515,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
       cuda::add_rms_norm(delta, x, layer.post_attention_norm, h, T, H, c.rms_norm_eps, nullptr);
       profiler_.mark("norms");
       if (layer.is_moe) moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch);
-      else mlp(layer.mlp, h, delta, T, scratch);
+      else mlp(layer.mlp, h, delta, T, scratch, main_lane());
       profiler_.mark(layer.is_moe ? "moe:after" : "dense mlp");
     }
     cuda::add_rms_norm(T > 0 ? delta : nullptr, x, final_norm_, h, T, H, c.rms_norm_eps, nullptr);

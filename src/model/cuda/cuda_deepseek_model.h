@@ -137,13 +137,21 @@ class CudaDeepseekModel final : public CausalLm {
                  Bf16* out, ScratchPool& scratch) const;
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32): matrix-vector kernels for a few rows, cuBLAS otherwise.
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
-  void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch) const;
+  // Where a piece of the step runs: the model's stream (the per-thread default) or the side stream.
+  struct Lane {
+    cudaStream_t stream;
+    cublasHandle_t blas;
+  };
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get()}; }
+  void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch, Lane lane) const;
   void moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
            ScratchPool& scratch) const;
   // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids in [0, num_ids), and
   // ids >= n_routed_experts are entries to leave out (num_ids = n_routed_experts + 1 for expert parallelism).
+  // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
+  // stream); everything before the final combine runs without waiting for it.
   void routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights, int64_t rows,
-                      int64_t num_ids, Bf16* out, ScratchPool& scratch) const;
+                      int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready = nullptr) const;
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
@@ -151,6 +159,10 @@ class CudaDeepseekModel final : public CausalLm {
   int num_sms_ = 0;  // the device's multiprocessors (decode attention splits)
   DeviceArena arena_;
   CublasHandle cublas_;
+  // The shared experts run here, beside the router and the routed experts (they need only the layer input).
+  CudaStream side_stream_;
+  CublasHandle side_cublas_{side_stream_.get()};
+  CudaEvent shared_start_, shared_done_;
   std::vector<Layer> layers_;
   const Bf16* embed_ = nullptr;
   const Bf16* final_norm_ = nullptr;

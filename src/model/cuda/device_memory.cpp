@@ -32,10 +32,11 @@ void* ScratchPool::take(size_t bytes) {
   return ptr;
 }
 
-CublasHandle::CublasHandle() {
+CublasHandle::CublasHandle(cudaStream_t stream) {
   DI_CUBLAS_CHECK(cublasCreate(&handle_));
-  // cuBLAS was not built with the per-thread default stream: name it, so its work joins the model's stream.
-  DI_CUBLAS_CHECK(cublasSetStream(handle_, cudaStreamPerThread));
+  // cuBLAS was not built with the per-thread default stream: name the stream (by default that one, so its work
+  // joins the model's stream).
+  DI_CUBLAS_CHECK(cublasSetStream(handle_, stream));
 }
 
 CublasHandle::~CublasHandle() {

@@ -73,9 +73,24 @@ class CudaEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+// A non-blocking CUDA stream (RAII): work that may overlap the model's per-thread default stream.
+class CudaStream {
+ public:
+  CudaStream() { DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~CudaStream() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
 class CublasHandle {
  public:
-  CublasHandle();
+  explicit CublasHandle(cudaStream_t stream = cudaStreamPerThread);
   ~CublasHandle();
   CublasHandle(const CublasHandle&) = delete;
   CublasHandle& operator=(const CublasHandle&) = delete;
