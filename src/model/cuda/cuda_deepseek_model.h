@@ -5,7 +5,8 @@
 // batches as permute, the device-offset grouped kernels (each expert's weights streamed once), unpermute;
 // prefill as permute, cuBLAS GEMMs batched over 256-row chunks of each expert's rows, unpermute. With expert
 // parallelism the rows go GPU to GPU through the executor's device path (NCCL), or are staged through host
-// memory (MPI transport). Decode steps replay CUDA graphs (run_to_logits).
+// memory (MPI transport); without expert parallelism the shared experts run on a side stream meanwhile. Decode
+// steps replay CUDA graphs (run_to_logits).
 #pragma once
 
 #include <compare>
