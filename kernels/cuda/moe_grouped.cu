@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
 #pragma unroll
     for (int i = 0; i < kCopiesW; ++i) {
       const bool valid = k_valid && w_src[i] != nullptr;
-      cp_async_16(ws + 16 * i * kStride, valid ? w_src[i] + k : weights, valid);
+      cp_async_16_stream(ws + 16 * i * kStride, valid ? w_src[i] + k : weights, valid);
     }
 #pragma unroll
     for (int i = 0; i < kCopiesX; ++i) {
