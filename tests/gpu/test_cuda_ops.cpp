@@ -73,6 +73,8 @@ class CudaOps : public ::testing::Test {
     }
     return bits;
   }
+  // Permute, moe_grouped_mlp and unpermute at this shape against the CPU (defined beside its tests).
+  void check_grouped_experts(int64_t tokens, int64_t experts, int64_t used, int64_t hidden, int64_t inter);
   static std::vector<float> to_float(const std::vector<Bf16>& bits) {
     std::vector<float> out(bits.size());
     for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
@@ -599,11 +601,11 @@ TEST_F(CudaOps, LinearAndSwigluGemv) {
   }
 }
 
-// The decode path above 64 pairs: permute, the device-offset grouped kernels, unpermute. Shapes off the kernels'
-// tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8), expert 0 chosen by every token (80 rows: two passes
-// over its weights), experts 12..15 by none.
-TEST_F(CudaOps, MoeGroupedDeviceOffsets) {
-  const int64_t tokens = 80, top_k = 6, experts = 16, hidden = 200, inter = 136, rows = tokens * top_k;
+// The decode path above 64 pairs: permute, the one-launch grouped expert kernel, unpermute, against the CPU.
+// Expert 0 is chosen by every token (more rows than one 64-row pass when tokens > 64), experts from `used` on by
+// none.
+void CudaOps::check_grouped_experts(int64_t tokens, int64_t experts, int64_t used, int64_t hidden, int64_t inter) {
+  const int64_t top_k = 6, rows = tokens * top_k;
   std::vector<float> x_f, gu_f, down_f, base_f;
   auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
   auto gate_up = DeviceArray<Bf16>::from_host(random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
@@ -612,7 +614,7 @@ TEST_F(CudaOps, MoeGroupedDeviceOffsets) {
   std::vector<int32_t> ids(rows);
   std::vector<float> weights(rows);
   for (int64_t t = 0; t < tokens; ++t) {
-    std::vector<int32_t> others(11);
+    std::vector<int32_t> others(used - 1);
     std::iota(others.begin(), others.end(), 1);
     std::shuffle(others.begin(), others.end(), rng_);
     for (int64_t k = 0; k < top_k; ++k) {
@@ -627,17 +629,30 @@ TEST_F(CudaOps, MoeGroupedDeviceOffsets) {
   act.poison();
   y_perm.poison();
   DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(rows, experts));
+  DeviceArray<uint8_t> grouped_workspace(cuda::moe_grouped_workspace_bytes(rows, experts));
+  grouped_workspace.poison();  // the launch zeroes its counters itself
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, experts, bf(x_perm), row_of.data(), offsets.data(),
                     workspace.data(), workspace.size(), nullptr);
-  cuda::moe_grouped_gate_up(bf(x_perm), offsets.data(), experts, hidden, inter, bf(gate_up), bf(act), nullptr);
-  cuda::moe_grouped_down(bf(act), offsets.data(), experts, hidden, inter, bf(down), bf(y_perm), nullptr);
+  cuda::moe_grouped_mlp(bf(x_perm), offsets.data(), experts, rows, hidden, inter, bf(gate_up), bf(down), bf(act),
+                        bf(y_perm), sms, grouped_workspace.data(), grouped_workspace.size(), nullptr);
   cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
   sync();
-  ASSERT_EQ(offsets.to_host()[1], tokens);  // expert 0 really has more rows than one pass takes
+  ASSERT_EQ(offsets.to_host()[1], tokens);
   const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
                                                          inter, true);
-  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance)
+      << tokens << " tokens, " << experts << " experts, hidden " << hidden << ", inter " << inter;
 }
+
+// Shapes off the kernel's tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8), expert 0 in two passes,
+// experts 12..15 empty: fewer items than blocks, so most down items wait for gate/up items of other blocks.
+TEST_F(CudaOps, MoeGroupedDeviceOffsets) { check_grouped_experts(80, 16, 12, 200, 136); }
+
+// Several items a block (about 1,200 items: 63 passes of 11 gate/up and 8 down tiles, on 2 blocks an SM), so
+// the pipeline runs from gate/up into down items inside a block; expert 0 in four passes, experts 60..63 empty.
+TEST_F(CudaOps, MoeGroupedManyItemsABlock) { check_grouped_experts(200, 64, 60, 1024, 704); }
 
 TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {
   const int64_t heads = 16, latent = 512, rope = 64, dim = latent + rope, num_blocks = 40, max_blocks = 8;

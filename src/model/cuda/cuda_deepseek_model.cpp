@@ -323,8 +323,10 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
     // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
     if (num_ids > E) DI_CUDA_CHECK(cudaMemsetAsync(y_perm, 0, n * H * sizeof(Bf16)));
     profiler_.mark("moe:permute");
-    cuda::moe_grouped_gate_up(x_perm, offsets, E, H, I, w.experts_gate_up, act, nullptr);
-    cuda::moe_grouped_down(act, offsets, E, H, I, w.experts_down, y_perm, nullptr);
+    const size_t grouped_bytes = cuda::moe_grouped_workspace_bytes(n, E);
+    void* grouped_workspace = scratch.alloc<uint8_t>(grouped_bytes);
+    cuda::moe_grouped_mlp(x_perm, offsets, E, n, H, I, w.experts_gate_up, w.experts_down, act, y_perm, num_sms_,
+                          grouped_workspace, grouped_bytes, nullptr);
     profiler_.mark("moe:experts (grouped)");
     wait_for(out_ready);
     cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
