@@ -122,7 +122,90 @@ __global__ void unpermute_kernel(const __nv_bfloat16* y_perm, const int32_t* row
   }
 }
 
+constexpr int kRouteThreads = 1024;
+constexpr int kRouteWarps = kRouteThreads / 32;
+constexpr int kRouteChunks = static_cast<int>(kMoeRouteMaxRows / kRouteThreads);  // pairs a thread holds
+
+// One block. Pairs go in chunks of 1024, one a thread; a pair's place among its expert's pairs is (its expert's
+// pairs in earlier chunks) + (in earlier warps of this chunk) + (in earlier lanes of its warp: match_any), which
+// is the stable sort's order. The counts per (warp, expert) live in shared memory, turned into prefixes in place.
+__global__ void __launch_bounds__(kRouteThreads) route_kernel(const int32_t* topk_ids, int n, int top_k,
+                                                              int num_experts, int32_t* row_of,
+                                                              int32_t* token_of_row, int32_t* expert_offsets) {
+  extern __shared__ int route_shared[];
+  int* warp_counts = route_shared;                              // [kRouteWarps][num_experts]
+  int* before = warp_counts + kRouteWarps * num_experts;        // [num_experts + 1]: pairs so far, then offsets
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int e = threadIdx.x; e <= num_experts; e += kRouteThreads) before[e] = 0;
+  int expert[kRouteChunks], place[kRouteChunks];
+#pragma unroll
+  for (int c = 0; c < kRouteChunks; ++c) {
+    const int i = c * kRouteThreads + static_cast<int>(threadIdx.x);
+    if (c * kRouteThreads >= n) {  // uniform: the block is done with the pairs
+      expert[c] = -1;
+      continue;
+    }
+    for (int k = threadIdx.x; k < kRouteWarps * num_experts; k += kRouteThreads) warp_counts[k] = 0;
+    __syncthreads();
+    const int e = i < n ? topk_ids[i] : -1;
+    const unsigned peers = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(peers & ((1u << lane) - 1));
+    if (e >= 0 && rank == 0) warp_counts[warp * num_experts + e] = __popc(peers);
+    __syncthreads();
+    for (int x = threadIdx.x; x < num_experts; x += kRouteThreads) {
+      int run = before[x];
+      for (int w = 0; w < kRouteWarps; ++w) {
+        const int count = warp_counts[w * num_experts + x];
+        warp_counts[w * num_experts + x] = run;
+        run += count;
+      }
+      before[x] = run;
+    }
+    __syncthreads();
+    expert[c] = e;
+    place[c] = e >= 0 ? warp_counts[warp * num_experts + e] + rank : 0;
+    __syncthreads();  // the next chunk clears warp_counts
+  }
+  // Exclusive prefix of the experts' totals (warp 0, 32 experts a round), into `before`.
+  if (warp == 0) {
+    int carry = 0;
+    for (int base = 0; base <= num_experts; base += 32) {
+      const int x = base + lane;
+      const int count = x < num_experts ? before[x] : 0;
+      int inclusive = count;
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, inclusive, offset);
+        if (lane >= offset) inclusive += v;
+      }
+      if (x <= num_experts) before[x] = carry + inclusive - count;
+      carry += __shfl_sync(0xffffffffu, inclusive, 31);
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e <= num_experts; e += kRouteThreads) expert_offsets[e] = before[e];
+#pragma unroll
+  for (int c = 0; c < kRouteChunks; ++c) {
+    if (expert[c] < 0) continue;
+    const int i = c * kRouteThreads + static_cast<int>(threadIdx.x);
+    const int row = before[expert[c]] + place[c];
+    row_of[i] = row;
+    token_of_row[row] = i / top_k;
+  }
+}
+
 }  // namespace
+
+void moe_route(const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t num_experts, int32_t* row_of,
+               int32_t* token_of_row, int32_t* expert_offsets, cudaStream_t stream) {
+  const int64_t n = num_tokens * top_k;
+  // Preconditions the caller guarantees (the model takes this path only within them).
+  if (n > kMoeRouteMaxRows || num_experts > kMoeRouteMaxExperts || num_experts < 1) return;
+  const size_t shared = (kRouteWarps * num_experts + num_experts + 1) * sizeof(int);
+  cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+  route_kernel<<<1, kRouteThreads, shared, stream>>>(topk_ids, static_cast<int>(n), static_cast<int>(top_k),
+                                                     static_cast<int>(num_experts), row_of, token_of_row,
+                                                     expert_offsets);
+}
 
 size_t moe_permute_workspace_bytes(int64_t num_rows, int64_t num_experts) {
   return layout(num_rows, num_experts).total;

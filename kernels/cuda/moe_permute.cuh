@@ -20,6 +20,14 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
                  int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);
 
+// The decode layout without moving x: the expert_offsets and row_of that moe_permute computes (the same stable
+// order), and token_of_row [T*K]: the token whose x row the permuted row r stands for. One single-block kernel
+// (moe_permute takes five launches and a copy of x), for up to kMoeRouteMaxRows = T*K and kMoeRouteMaxExperts.
+inline constexpr int64_t kMoeRouteMaxRows = 4096;
+inline constexpr int64_t kMoeRouteMaxExperts = 512;
+void moe_route(const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t num_experts, int32_t* row_of,
+               int32_t* token_of_row, int32_t* expert_offsets, cudaStream_t stream);
+
 // The permuted rows re-laid so that each expert's rows start at padded_offsets[e] (a multiple of the GEMM
 // chunk, so uniform chunks of rows serve every expert): x_pad[padded_offsets[e] + i] = x_perm[offsets[e] + i]
 // for i < offsets[e + 1] - offsets[e] (the padding rows are left as they are), and row_of rewritten to the

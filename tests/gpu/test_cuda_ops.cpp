@@ -9,6 +9,8 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
@@ -601,7 +603,44 @@ TEST_F(CudaOps, LinearAndSwigluGemv) {
   }
 }
 
-// The decode path above 64 pairs: permute, the one-launch grouped expert kernel, unpermute, against the CPU.
+// moe_route against moe_permute (a stable radix sort): the same offsets and row_of, and token_of_row the inverse
+// of row_of. Up to the 4,096-pair limit (four chunks of the single block), with empty experts, and expert counts
+// not a multiple of 32 (65: the expert-parallel extra id).
+TEST_F(CudaOps, MoeRouteEqualsPermute) {
+  for (auto [tokens, top_k, experts] : {std::tuple<int64_t, int64_t, int64_t>{1, 6, 64}, {37, 6, 65}, {256, 6, 64},
+                                        {682, 6, 65}, {512, 8, 257}, {1024, 4, 16}}) {
+    const int64_t n = tokens * top_k, hidden = 8;
+    std::vector<int32_t> ids(n);
+    for (int64_t i = 0; i < n; ++i)  // skewed: low experts more often, the top fifth never
+      ids[i] = static_cast<int32_t>(std::min<int64_t>(
+          std::uniform_int_distribution<int64_t>(0, experts * 4 / 5 - 1)(rng_),
+          std::uniform_int_distribution<int64_t>(0, experts * 4 / 5 - 1)(rng_)));
+    std::vector<float> x_f;
+    auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
+    auto d_ids = DeviceArray<int32_t>::from_host(ids);
+    DeviceArray<Bf16> x_perm(n * hidden);
+    DeviceArray<int32_t> want_row_of(n), want_offsets(experts + 1), row_of(n), token_of_row(n), offsets(experts + 1);
+    row_of.poison();
+    token_of_row.poison();
+    offsets.poison();
+    DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(n, experts));
+    cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, experts, bf(x_perm), want_row_of.data(),
+                      want_offsets.data(), workspace.data(), workspace.size(), nullptr);
+    cuda::moe_route(d_ids.data(), tokens, top_k, experts, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
+    sync();
+    const std::string at = std::to_string(n) + " pairs, " + std::to_string(experts) + " experts";
+    EXPECT_EQ(offsets.to_host(), want_offsets.to_host()) << at;
+    const std::vector<int32_t> got_row_of = row_of.to_host(), tokens_of = token_of_row.to_host();
+    EXPECT_EQ(got_row_of, want_row_of.to_host()) << at;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_GE(got_row_of[i], 0) << at;
+      ASSERT_LT(got_row_of[i], n) << at;
+      ASSERT_EQ(tokens_of[got_row_of[i]], i / top_k) << at << ", pair " << i;
+    }
+  }
+}
+
+// The decode path above 64 pairs: route, the grouped expert kernels, unpermute, against the CPU.
 // Expert 0 is chosen by every token (more rows than one 64-row pass when tokens > 64), experts from `used` on by
 // none.
 void CudaOps::check_grouped_experts(int64_t tokens, int64_t experts, int64_t used, int64_t hidden, int64_t inter) {
@@ -624,19 +663,16 @@ void CudaOps::check_grouped_experts(int64_t tokens, int64_t experts, int64_t use
   }
   auto d_ids = DeviceArray<int32_t>::from_host(ids);
   auto d_w = DeviceArray<float>::from_host(weights);
-  DeviceArray<Bf16> x_perm(rows * hidden), act(rows * inter), y_perm(rows * hidden);
-  DeviceArray<int32_t> row_of(rows), offsets(experts + 1);
+  DeviceArray<Bf16> act(rows * inter), y_perm(rows * hidden);
+  DeviceArray<int32_t> row_of(rows), token_of_row(rows), offsets(experts + 1);
   act.poison();
   y_perm.poison();
-  DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(rows, experts));
-  DeviceArray<uint8_t> grouped_workspace(cuda::moe_grouped_workspace_bytes(rows, experts));
-  grouped_workspace.poison();  // the launch zeroes its counters itself
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, experts, bf(x_perm), row_of.data(), offsets.data(),
-                    workspace.data(), workspace.size(), nullptr);
-  cuda::moe_grouped_mlp(bf(x_perm), offsets.data(), experts, rows, hidden, inter, bf(gate_up), bf(down), bf(act),
-                        bf(y_perm), sms, grouped_workspace.data(), grouped_workspace.size(), nullptr);
+  cuda::moe_route(d_ids.data(), tokens, top_k, experts, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
+  cuda::moe_grouped_gate_up(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter, bf(gate_up), bf(act),
+                            sms, nullptr);
+  cuda::moe_grouped_down(bf(act), offsets.data(), experts, hidden, inter, bf(down), bf(y_perm), sms, nullptr);
   cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
   sync();
   ASSERT_EQ(offsets.to_host()[1], tokens);
@@ -646,12 +682,12 @@ void CudaOps::check_grouped_experts(int64_t tokens, int64_t experts, int64_t use
       << tokens << " tokens, " << experts << " experts, hidden " << hidden << ", inter " << inter;
 }
 
-// Shapes off the kernel's tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8), expert 0 in two passes,
-// experts 12..15 empty: fewer items than blocks, so most down items wait for gate/up items of other blocks.
+// Shapes off the kernels' tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8), expert 0 in two passes,
+// experts 12..15 empty: fewer items than blocks.
 TEST_F(CudaOps, MoeGroupedDeviceOffsets) { check_grouped_experts(80, 16, 12, 200, 136); }
 
-// Several items a block (about 1,200 items: 63 passes of 11 gate/up and 8 down tiles, on 2 blocks an SM), so
-// the pipeline runs from gate/up into down items inside a block; expert 0 in four passes, experts 60..63 empty.
+// Several items a block (63 passes: about 700 gate/up and 500 down items on 2 blocks an SM), so the pipeline runs
+// from item to item inside a block; expert 0 in four passes, experts 60..63 empty.
 TEST_F(CudaOps, MoeGroupedManyItemsABlock) { check_grouped_experts(200, 64, 60, 1024, 704); }
 
 TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {

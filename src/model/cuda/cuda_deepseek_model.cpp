@@ -310,29 +310,30 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
     profiler_.mark("moe:experts (gemv)");
     return;
   }
-  auto* x_perm = scratch.alloc<Bf16>(n * H);
   auto* row_of = scratch.alloc<int32_t>(n);
   auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
-  const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
-  void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
-  cuda::moe_permute(x, ids, rows, K, H, num_ids, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
   if (experts_stay_on_device(n)) {
-    // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device.
+    // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device, and
+    // the rows read from x where they are (no expert-sorted copy).
+    auto* token_of_row = scratch.alloc<int32_t>(n);
     auto* act = scratch.alloc<Bf16>(n * I);
     auto* y_perm = scratch.alloc<Bf16>(n * H);
+    cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
     // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
     if (num_ids > E) DI_CUDA_CHECK(cudaMemsetAsync(y_perm, 0, n * H * sizeof(Bf16)));
-    profiler_.mark("moe:permute");
-    const size_t grouped_bytes = cuda::moe_grouped_workspace_bytes(n, E);
-    void* grouped_workspace = scratch.alloc<uint8_t>(grouped_bytes);
-    cuda::moe_grouped_mlp(x_perm, offsets, E, n, H, I, w.experts_gate_up, w.experts_down, act, y_perm, num_sms_,
-                          grouped_workspace, grouped_bytes, nullptr);
+    profiler_.mark("moe:route");
+    cuda::moe_grouped_gate_up(x, token_of_row, offsets, E, H, I, w.experts_gate_up, act, num_sms_, nullptr);
+    cuda::moe_grouped_down(act, offsets, E, H, I, w.experts_down, y_perm, num_sms_, nullptr);
     profiler_.mark("moe:experts (grouped)");
     wait_for(out_ready);
     cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
     profiler_.mark("moe:unpermute");
     return;
   }
+  auto* x_perm = scratch.alloc<Bf16>(n * H);
+  const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
+  void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
+  cuda::moe_permute(x, ids, rows, K, H, num_ids, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
   std::vector<int32_t> host_offsets(num_ids + 1);
   DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   profiler_.mark("moe:permute+offsets");
@@ -587,8 +588,11 @@ CudaDeepseekModel::GraphExec::~GraphExec() {
 }
 
 bool CudaDeepseekModel::experts_stay_on_device(int64_t pairs) const {
-  // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces.
-  return pairs < kGroupedMaxPairs && config_.hidden_size % 8 == 0 && config_.moe_intermediate_size % 8 == 0;
+  // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces; moe_route sorts within its limits
+  // (one more expert id with expert parallelism).
+  static_assert(kGroupedMaxPairs <= cuda::kMoeRouteMaxRows);
+  return pairs < kGroupedMaxPairs && config_.n_routed_experts < cuda::kMoeRouteMaxExperts &&
+         config_.hidden_size % 8 == 0 && config_.moe_intermediate_size % 8 == 0;
 }
 
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
