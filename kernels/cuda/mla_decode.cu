@@ -331,10 +331,33 @@ __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64
     for (int64_t s = lane; s < num_splits; s += 32) weight[s] /= total;
   }
   __syncthreads();
-  for (int64_t d = threadIdx.x; d < latent; d += blockDim.x) {
-    float value = 0.0f;
-    for (int64_t s = 0; s < num_splits; ++s) value += weight[s] * parts[s * (latent + 2) + d];
-    out[(b * heads + h) * latent + d] = to_bf16(value);
+  __nv_bfloat16* o = out + (b * heads + h) * latent;
+  if (latent % 2 != 0) {
+    for (int64_t d = threadIdx.x; d < latent; d += blockDim.x) {
+      float value = 0.0f;
+      for (int64_t s = 0; s < num_splits; ++s) value += weight[s] * parts[s * (latent + 2) + d];
+      o[d] = to_bf16(value);
+    }
+    return;
+  }
+  // Two columns a thread, eight splits' loads issued before their sums (the same order of additions): one load
+  // after another, a batch-1 combine of 16 splits had taken 17.6 us, one memory latency a split.
+  constexpr int kInFlight = 8;
+  for (int64_t d = 2 * threadIdx.x; d < latent; d += 2 * blockDim.x) {
+    float2 value = {0.0f, 0.0f};
+    int64_t s = 0;
+    for (; s + kInFlight <= num_splits; s += kInFlight) {
+      float2 v[kInFlight];
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) v[j] = *reinterpret_cast<const float2*>(parts + (s + j) * (latent + 2) + d);
+#pragma unroll
+      for (int j = 0; j < kInFlight; ++j) value.x += weight[s + j] * v[j].x, value.y += weight[s + j] * v[j].y;
+    }
+    for (; s < num_splits; ++s) {
+      const float2 v = *reinterpret_cast<const float2*>(parts + s * (latent + 2) + d);
+      value.x += weight[s] * v.x, value.y += weight[s] * v.y;
+    }
+    *reinterpret_cast<__nv_bfloat162*>(o + d) = __floats2bfloat162_rn(value.x, value.y);
   }
 }
 
@@ -385,7 +408,7 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
                                                                   heads, latent, rope, scale, num_splits, workspace);
   }
   const dim3 combine_grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads));
-  decode_combine_kernel<<<combine_grid, 128, 0, stream>>>(workspace, heads, latent, num_splits, out);
+  decode_combine_kernel<<<combine_grid, 256, 0, stream>>>(workspace, heads, latent, num_splits, out);
 }
 
 }  // namespace deepinfer::cuda

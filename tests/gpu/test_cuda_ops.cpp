@@ -116,21 +116,27 @@ TEST_F(CudaOps, Embedding) {
   EXPECT_EQ(rel_error(to_float(out.to_host()), want), 0.0);
 }
 
+// The vectorised kernel (dim a multiple of 8, up to 8,192: 2048, 7168 = four pieces a thread, 200 = fewer pieces
+// than threads) and the strided one (2050, 9216), each with and without the residual add.
 TEST_F(CudaOps, AddRmsNorm) {
-  const int64_t rows = 37, dim = 2048;
-  std::vector<float> x_f, res_f, w_f;
-  auto x = DeviceArray<Bf16>::from_host(random_bf16(rows * dim, x_f));
-  auto res = DeviceArray<Bf16>::from_host(random_bf16(rows * dim, res_f));
-  auto w = DeviceArray<Bf16>::from_host(random_bf16(dim, w_f));
-  DeviceArray<Bf16> out(rows * dim);
-  out.poison();
-  cuda::add_rms_norm(bf(x), bf(res), bf(w), bf(out), rows, dim, 1e-6f, nullptr);
-  sync();
-  std::vector<float> sum(rows * dim), want(rows * dim);
-  for (size_t i = 0; i < sum.size(); ++i) sum[i] = bf16_to_float(float_to_bf16(res_f[i] + x_f[i]));
-  cpu::rms_norm(sum.data(), w_f.data(), want.data(), rows, dim, 1e-6f);
-  EXPECT_LT(rel_error(to_float(res.to_host()), sum), 1e-6);  // the residual is updated in place
-  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
+  const int64_t rows = 37;
+  for (int64_t dim : {2048, 7168, 200, 2050, 9216}) {
+    for (bool add : {true, false}) {
+      std::vector<float> x_f, res_f, w_f;
+      auto x = DeviceArray<Bf16>::from_host(random_bf16(rows * dim, x_f));
+      auto res = DeviceArray<Bf16>::from_host(random_bf16(rows * dim, res_f));
+      auto w = DeviceArray<Bf16>::from_host(random_bf16(dim, w_f));
+      DeviceArray<Bf16> out(rows * dim);
+      out.poison();
+      cuda::add_rms_norm(add ? bf(x) : nullptr, bf(res), bf(w), bf(out), rows, dim, 1e-6f, nullptr);
+      sync();
+      std::vector<float> sum(rows * dim), want(rows * dim);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] = add ? bf16_to_float(float_to_bf16(res_f[i] + x_f[i])) : res_f[i];
+      cpu::rms_norm(sum.data(), w_f.data(), want.data(), rows, dim, 1e-6f);
+      EXPECT_LT(rel_error(to_float(res.to_host()), sum), 1e-6) << dim << (add ? " add" : "");  // updated in place
+      EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance) << dim << (add ? " add" : "");
+    }
+  }
 }
 
 // Dummy weights generated on the device equal the host's (both draw N(0,1) in double precision from the same
