@@ -3,8 +3,9 @@
 //   q[t, h, nope:] = RoPE(q[t, h, nope:])                                            (every head, in place)
 //   q_latent[t, h, lora:] = q[t, h, nope:] after RoPE    (the absorbed form's query tail; skipped if null)
 // with exactly the arithmetic of rms_norm, rope (same angle, sincosf, attention factor), write_kv_entries and
-// the copy it replaces, so results are bit-identical. kv [T, lora + rope]; q [T, heads, nope + rope];
-// q_latent [T, heads, lora + rope]; slots int64 entry indices; positions int32.
+// the copy it replaces, so results are bit-identical. kv [T, lora + rope] and q [T, heads, nope + rope], each
+// token's row `kv_stride` / `q_stride` elements after the last;
+// q_latent [T, heads, lora + rope]; slots int64 entry indices; positions int32; lora <= 1024.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,6 +17,8 @@ namespace deepinfer::cuda {
 
 struct MlaPrepareShape {
   int64_t tokens, heads, lora, rope, nope;
+  int64_t q_stride;   // elements from one token's q row to the next (heads * (nope + rope) when packed)
+  int64_t kv_stride;  // and kv's (lora + rope when packed)
 };
 
 void mla_prepare(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, float eps, __nv_bfloat16* q,

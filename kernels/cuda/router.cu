@@ -8,6 +8,7 @@ namespace {
 using Params = cpu::RouterParams;
 
 constexpr int kWarpsPerBlock = 4;
+constexpr int kMaxExpertsPerLane = static_cast<int>(kRouteMaxExperts / 32);
 
 // (value, index) of the larger value across the warp; ties go to the lower index (the CPU's first maximum).
 __device__ __forceinline__ void warp_argmax(float& value, int& index) {
@@ -20,6 +21,7 @@ __device__ __forceinline__ void warp_argmax(float& value, int& index) {
 
 // One warp per token: the lanes score the experts (lane l takes experts l, l + 32, ...), then every selection
 // (groups, then experts) is a warp-wide argmax; the serial thread-0 loops this replaced cost ~10 us a layer.
+// A lane loads its logits (and biases) in one round trip, and lane k keeps the k-th pick for the final write.
 __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, int32_t* topk_ids,
                              float* topk_weights) {
   extern __shared__ float shared[];
@@ -31,21 +33,35 @@ __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, 
   if (t >= num_tokens) return;
   const float* row = logits + t * E;
   const bool softmax = p.scoring == Params::Scoring::kSoftmax;
+  float logit[kMaxExpertsPerLane], bias[kMaxExpertsPerLane];
+#pragma unroll
+  for (int j = 0; j < kMaxExpertsPerLane; ++j) {
+    const int e = lane + 32 * j;
+    logit[j] = e < E ? row[e] : -INFINITY;
+    bias[j] = e < E && p.correction_bias != nullptr ? p.correction_bias[e] : 0.0f;
+  }
   float max_logit = -INFINITY;
   if (softmax) {
-    for (int e = lane; e < E; e += 32) max_logit = fmaxf(max_logit, row[e]);
+#pragma unroll
+    for (int j = 0; j < kMaxExpertsPerLane; ++j) max_logit = fmaxf(max_logit, logit[j]);
     max_logit = warp_max(max_logit);
   }
   float total = 0.0f;
-  for (int e = lane; e < E; e += 32) {
-    scores[e] = softmax ? expf(row[e] - max_logit) : 1.0f / (1.0f + expf(-row[e]));
-    total += scores[e];
+#pragma unroll
+  for (int j = 0; j < kMaxExpertsPerLane; ++j) {
+    if (lane + 32 * j >= E) continue;
+    logit[j] = softmax ? expf(logit[j] - max_logit) : 1.0f / (1.0f + expf(-logit[j]));  // now the score
+    total += logit[j];
   }
-  if (softmax) {
-    total = warp_sum(total);
-    for (int e = lane; e < E; e += 32) scores[e] /= total;
+  if (softmax) total = warp_sum(total);
+#pragma unroll
+  for (int j = 0; j < kMaxExpertsPerLane; ++j) {
+    const int e = lane + 32 * j;
+    if (e >= E) continue;
+    if (softmax) logit[j] /= total;
+    scores[e] = logit[j];
+    choice[e] = logit[j] + bias[j];
   }
-  for (int e = lane; e < E; e += 32) choice[e] = scores[e] + (p.correction_bias ? p.correction_bias[e] : 0.0f);
   __syncwarp();
 
   const int per_group = static_cast<int>(p.num_experts / p.num_groups);
@@ -73,8 +89,9 @@ __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, 
       if (!(picked >> (e / per_group) & 1)) choice[e] = masked;
     __syncwarp();
   }
-  float sum = 0.0f;
-  for (int64_t k = 0; k < p.top_k; ++k) {
+  float sum = 0.0f, my_score = 0.0f;
+  int my_index = 0;
+  for (int k = 0; k < static_cast<int>(p.top_k); ++k) {
     float value = -INFINITY;
     int index = 1 << 30;
     for (int e = lane; e < E; e += 32)
@@ -82,23 +99,23 @@ __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, 
     warp_argmax(value, index);
     const float score = scores[index];
     sum += score;
-    if (lane == 0) {
-      topk_ids[t * p.top_k + k] = index;
-      topk_weights[t * p.top_k + k] = score;
-    }
+    if (lane == k) my_score = score, my_index = index;
     if (lane == index % 32) choice[index] = -INFINITY;  // taken
     __syncwarp();
   }
   const float norm = p.normalize ? 1.0f / (sum + 1e-20f) : 1.0f;
-  if (lane == 0)
-    for (int64_t k = 0; k < p.top_k; ++k) topk_weights[t * p.top_k + k] *= norm * p.scaling;
+  if (lane < p.top_k) {
+    topk_ids[t * p.top_k + lane] = my_index;
+    topk_weights[t * p.top_k + lane] = my_score * (norm * p.scaling);
+  }
 }
 
 }  // namespace
 
 void route_topk(const float* logits, int64_t num_tokens, const cpu::RouterParams& params, int32_t* topk_ids,
                 float* topk_weights, cudaStream_t stream) {
-  if (num_tokens == 0) return;
+  // Preconditions (the model checks them): at most kRouteMaxExperts experts, top_k <= 32.
+  if (num_tokens == 0 || params.num_experts > kRouteMaxExperts || params.top_k > 32) return;
   const size_t shared = kWarpsPerBlock * 2 * static_cast<size_t>(params.num_experts) * sizeof(float);
   const auto blocks = static_cast<unsigned>((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
   route_kernel<<<blocks, kWarpsPerBlock * 32, shared, stream>>>(logits, num_tokens, params, topk_ids, topk_weights);

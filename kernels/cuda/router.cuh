@@ -8,6 +8,8 @@
 
 namespace deepinfer::cuda {
 
+// Up to kRouteMaxExperts experts (each lane of a token's warp holds a 32nd of them) and top_k <= 32.
+inline constexpr int64_t kRouteMaxExperts = 512;
 void route_topk(const float* logits, int64_t num_tokens, const cpu::RouterParams& params, int32_t* topk_ids,
                 float* topk_weights, cudaStream_t stream);
 

@@ -267,19 +267,31 @@ TEST_F(CudaOps, MlaPrepareEqualsItsParts) {
     cuda::write_kv_entries(bf(kv), entry, d_slots.data(), tokens, entry, bf(cache), nullptr);
     DI_CUDA_CHECK(cudaMemcpy2DAsync(bf(q_latent) + lora, entry * sizeof(Bf16), bf(q) + nope, qk * sizeof(Bf16),
                                     rope_dim * sizeof(Bf16), tokens * heads, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
-    // Fused.
-    auto kv2 = DeviceArray<Bf16>::from_host(kv_bits), q2 = DeviceArray<Bf16>::from_host(q_bits);
+    // Fused, on the decode layout: each token's q row and kv row side by side in one row of heads * qk + entry.
+    const int64_t row = heads * qk + entry;
+    std::vector<Bf16> packed(tokens * row);
+    for (int64_t t = 0; t < tokens; ++t) {
+      std::copy_n(q_bits.begin() + t * heads * qk, heads * qk, packed.begin() + t * row);
+      std::copy_n(kv_bits.begin() + t * entry, entry, packed.begin() + t * row + heads * qk);
+    }
+    auto qkv = DeviceArray<Bf16>::from_host(packed);
     DeviceArray<Bf16> cache2(num_slots * entry), q_latent2(tokens * heads * entry);
     cache2.poison();
     q_latent2.poison();
-    cuda::mla_prepare(bf(kv2), bf(weight), 1e-6f, bf(q2), d_pos.data(), d_inv.data(), 1.2f, interleaved, d_slots.data(),
-                      bf(cache2), bf(q_latent2), {tokens, heads, lora, rope_dim, nope}, nullptr);
+    cuda::mla_prepare(bf(qkv) + heads * qk, bf(weight), 1e-6f, bf(qkv), d_pos.data(), d_inv.data(), 1.2f, interleaved,
+                      d_slots.data(), bf(cache2), bf(q_latent2), {tokens, heads, lora, rope_dim, nope, row, row}, nullptr);
     sync();
     const std::vector<Bf16> c1 = cache.to_host(), c2 = cache2.to_host(), l1 = q_latent.to_host(), l2 = q_latent2.to_host();
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t i = 0; i < entry; ++i)
         ASSERT_EQ(c1[slots[t] * entry + i], c2[slots[t] * entry + i]) << "token " << t << " entry value " << i;
-    EXPECT_EQ(q.to_host(), q2.to_host()) << "interleaved " << interleaved;
+    const std::vector<Bf16> q1 = q.to_host(), after = qkv.to_host();
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t i = 0; i < heads * qk; ++i)
+        ASSERT_EQ(q1[t * heads * qk + i], after[t * row + i]) << "interleaved " << interleaved << ", token " << t;
+      for (int64_t i = 0; i < entry; ++i)  // kv itself is only read
+        ASSERT_EQ(kv_bits[t * entry + i], after[t * row + heads * qk + i]) << "token " << t;
+    }
     for (int64_t r = 0; r < tokens * heads; ++r)
       for (int64_t i = lora; i < entry; ++i) ASSERT_EQ(l1[r * entry + i], l2[r * entry + i]) << "query row " << r;
   }

@@ -80,6 +80,9 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
                  "the CUDA prefill attention holds qk_head_dim <= 256 and v_head_dim <= 256");
   DI_INPUT_CHECK(c.n_group <= 32, "the CUDA router handles at most 32 expert groups (one lane each); the model has {}",
                  c.n_group);
+  DI_INPUT_CHECK(c.n_routed_experts <= cuda::kRouteMaxExperts && c.num_experts_per_tok <= 32,
+                 "the CUDA router handles at most {} experts and top-32; the model has {} experts, top-{}",
+                 cuda::kRouteMaxExperts, c.n_routed_experts, c.num_experts_per_tok);
   DI_INPUT_CHECK(cuda::mla_decode_supports(c.kv_lora_rank, c.qk_rope_head_dim),
                  "the CUDA decode attention holds kv_lora_rank <= 512 and kv_lora_rank + qk_rope_head_dim <= 768; the "
                  "model has {} + {}", c.kv_lora_rank, c.qk_rope_head_dim);
@@ -98,14 +101,22 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     layer.post_attention_norm = upload(weights, p + "post_attention_layernorm.weight");
     Attention& a = layer.attention;
     const std::string s = p + "self_attn.";
+    // The query's first projection and kv_a both read h: stored back to back, a decode step runs them as one.
+    const std::string first = s + (c.q_lora_rank > 0 ? "q_a_proj.weight" : "q_proj.weight");
+    const std::string kv_a = s + "kv_a_proj_with_mqa.weight";
+    const Shape &first_shape = shapes_.at(first), &kv_a_shape = shapes_.at(kv_a);
+    auto* first_and_kv_a = static_cast<Bf16*>(
+        arena_.take((shape_numel(first_shape) + shape_numel(kv_a_shape)) * sizeof(Bf16)));
+    weights.fill_bf16(first, first_shape, first_and_kv_a);
+    weights.fill_bf16(kv_a, kv_a_shape, first_and_kv_a + shape_numel(first_shape));
+    a.kv_a = first_and_kv_a + shape_numel(first_shape);
     if (c.q_lora_rank > 0) {
-      a.q_a = upload(weights, s + "q_a_proj.weight");
+      a.q_a = first_and_kv_a;
       a.q_a_norm = upload(weights, s + "q_a_layernorm.weight");
       a.q_b = upload(weights, s + "q_b_proj.weight");
     } else {
-      a.q = upload(weights, s + "q_proj.weight");
+      a.q = first_and_kv_a;
     }
-    a.kv_a = upload(weights, s + "kv_a_proj_with_mqa.weight");
     a.kv_a_norm = upload(weights, s + "kv_a_layernorm.weight");
     a.kv_b = upload(weights, s + "kv_b_proj.weight");
     a.o = upload(weights, s + "o_proj.weight");
@@ -385,28 +396,44 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   cublasHandle_t blas = cublas_.get();
   (void)layer_idx;
 
-  auto* q = scratch.alloc<Bf16>(T * heads * qk);
-  if (c.q_lora_rank > 0) {
-    auto* q_a = scratch.alloc<Bf16>(T * c.q_lora_rank);
-    linear(h, w.q_a, q_a, false, T, c.q_lora_rank, H);
-    cuda::rms_norm(q_a, c.q_lora_rank, w.q_a_norm, q_a, c.q_lora_rank, T, c.q_lora_rank, c.rms_norm_eps, nullptr);
-    linear(q_a, w.q_b, q, false, T, heads * qk, c.q_lora_rank);
+  // The query's first projection (q, or q_a) and kv_a. Decode runs them as one product (their weights are back to
+  // back), so both live in rows of first_rows + D; the prefill kernel wants q and kv rows of their own.
+  const bool q_lora = c.q_lora_rank > 0;
+  const int64_t first_rows = q_lora ? c.q_lora_rank : heads * qk;
+  Bf16 *first, *kv;
+  int64_t first_stride = first_rows, kv_stride = D;
+  if (plan.absorbed) {
+    first = scratch.alloc<Bf16>(T * (first_rows + D));
+    kv = first + first_rows;
+    first_stride = kv_stride = first_rows + D;
+    linear(h, q_lora ? w.q_a : w.q, first, false, T, first_rows + D, H);
   } else {
-    linear(h, w.q, q, false, T, heads * qk, H);
+    first = scratch.alloc<Bf16>(T * first_rows);
+    kv = scratch.alloc<Bf16>(T * D);
+    linear(h, q_lora ? w.q_a : w.q, first, false, T, first_rows, H);
+    linear(h, w.kv_a, kv, false, T, D, H);
   }
-  auto* kv = scratch.alloc<Bf16>(T * D);
-  linear(h, w.kv_a, kv, false, T, D, H);
+  Bf16* q = first;
+  int64_t q_stride = first_stride;
+  if (q_lora) {
+    auto* q_a = scratch.alloc<Bf16>(T * c.q_lora_rank);
+    cuda::rms_norm(first, first_stride, w.q_a_norm, q_a, c.q_lora_rank, T, c.q_lora_rank, c.rms_norm_eps, nullptr);
+    q = scratch.alloc<Bf16>(T * heads * qk);
+    q_stride = heads * qk;
+    linear(q_a, w.q_b, q, false, T, heads * qk, c.q_lora_rank);
+  }
   // The absorbed form's queries [W_uk^T q_nope | RoPE'd q_pe]: the tail is written by mla_prepare.
   Bf16* q_latent = plan.absorbed ? scratch.alloc<Bf16>(T * heads * D) : nullptr;
   cuda::mla_prepare(kv, w.kv_a_norm, c.rms_norm_eps, q, plan.positions, inv_freq_.data(), attention_factor_,
-                    c.rope.interleaved, plan.new_slots, cache_layer, q_latent, {T, heads, lora, rope, nope}, nullptr);
+                    c.rope.interleaved, plan.new_slots, cache_layer, q_latent,
+                    {T, heads, lora, rope, nope, q_stride, kv_stride}, nullptr);
   profiler_.mark("attn:projections+rope");
 
   auto* attn = scratch.alloc<Bf16>(T * heads * v);
   const float scale = c.softmax_scale();
   if (plan.absorbed) {
     // Fold W_uk into the queries; attend over the latent cache; unfold with W_uv.
-    DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, heads * qk, qk}, {w.kv_b, lora, (nope + v) * lora}, false,
+    DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, q_stride, qk}, {w.kv_b, lora, (nope + v) * lora}, false,
                                     q_latent, heads * D, D, false, heads));
     const int64_t splits = decode_splits(T, plan.max_len);
     auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
