@@ -20,6 +20,15 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// One RoPE rotation of the pair (x0, x1) by an angle whose cosine and sine are c and s, with every product
+// rounded on its own (no fused multiply-add): the kernels that rotate (rope, mla_prepare) then agree bit for
+// bit whatever the compiler would contract in each.
+__device__ __forceinline__ void rotate_pair(float x0, float x1, float c, float s, __nv_bfloat16& y0,
+                                            __nv_bfloat16& y1) {
+  y0 = __float2bfloat16(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
+  y1 = __float2bfloat16(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s)));
+}
+
 // Dot product of eight bf16 pairs held in two 16-byte pieces, in fp32.
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   const auto* ap = reinterpret_cast<const __nv_bfloat162*>(&a);

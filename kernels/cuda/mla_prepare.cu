@@ -62,7 +62,8 @@ __global__ void mla_prepare_kernel(const __nv_bfloat16* kv, const __nv_bfloat16*
       sincosf(position * freq[j], &sn, &cs);
       cs *= attention_factor;
       sn *= attention_factor;
-      const __nv_bfloat16 y0 = to_bf16(x0[j] * cs - x1[j] * sn), y1 = to_bf16(x1[j] * cs + x0[j] * sn);
+      __nv_bfloat16 y0, y1;
+      rotate_pair(x0[j], x1[j], cs, sn, y0, y1);
       const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
       __nv_bfloat16* dst = h < 0 ? out + s.lora : q + t * s.q_stride + h * qk + s.nope;
       dst[a] = y0;

@@ -21,9 +21,7 @@ __global__ void rope_kernel(__nv_bfloat16* x, int64_t rows, int64_t row_stride, 
   __nv_bfloat16* row = x + r * row_stride;
   const int64_t a = interleaved ? 2 * i : i;
   const int64_t b = interleaved ? 2 * i + 1 : i + half;
-  const float x0 = to_float(row[a]), x1 = to_float(row[b]);
-  row[a] = to_bf16(x0 * c - x1 * s);
-  row[b] = to_bf16(x1 * c + x0 * s);
+  rotate_pair(to_float(row[a]), to_float(row[b]), c, s, row[a], row[b]);
 }
 
 }  // namespace
