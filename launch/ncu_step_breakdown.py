@@ -1,9 +1,16 @@
 #!/usr/bin/env python3
-"""Per-kernel time of one decode step from an Nsight Compute CSV (ncu --csv --metrics gpu__time_duration.sum
---print-units base --log-file F deepinfer bench decode ... --warmup 1 --steps 1): the kernels of the last step, summed by kernel name, largest first. ncu runs kernels one at a time, so
-the total is the step's kernel time without launch gaps or overlap; set beside the graph step time it shows what
-the gaps cost. Then the step's first `--sequence` kernels in launch order (the embedding and the first layers),
-which tells apart the roles one kernel plays (linear_gemv for q, kv_a and o_proj, say)."""
+"""Per-kernel time of one decode step from an Nsight Compute CSV, e.g.
+
+  DEEPINFER_PROFILE=1 ncu --csv --metrics gpu__time_duration.sum --print-units base \
+      -k 'regex:^(?!fill_kernel)' --log-file step.csv deepinfer bench decode ... --warmup 0 --steps 1
+  launch/ncu_step_breakdown.py step.csv [N]
+
+(the filter skips the dummy-weight fill kernels, over 1,700 of them, which would take ncu minutes). Prints the
+last step's kernels summed by kernel name, largest first, then its first N (default 40) kernels in launch order,
+which tells apart the roles one kernel plays (linear_gemv for q, o_proj and the router, say). ncu runs kernels
+one at a time at a locked clock (1.33 GHz on the H200 against ~1.98 in a normal run), so the durations are
+longer than in a graph replay and carry no launch gaps or overlap: use them to rank, not as step times.
+"""
 import csv
 import re
 import sys
