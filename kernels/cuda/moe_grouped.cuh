@@ -1,8 +1,8 @@
 // The routed experts of an expert-sorted batch (moe_route's token_of_row and expert_offsets) as one tensor-core
 // kernel per projection that reads the row ranges from the device: no host round trip, so decode steps of any
-// batch size below CudaDeepseekModel::kGroupedMaxPairs can be captured in a CUDA graph, and each block streams its slice of one
-// expert's weights once for all of that expert's rows (up to 64 rows a pass), as decode wants. The gate/up kernel
-// reads each row's token straight from x, so the rows are never copied into expert order.
+// batch size below CudaDeepseekModel::kGroupedMaxPairs can be captured in a CUDA graph, and each block streams
+// its slice of one expert's weights once for all of that expert's rows (up to 64 rows a pass), as decode wants.
+// The gate/up kernel reads each row's token straight from x, so the rows are never copied into expert order.
 //   moe_grouped_gate_up: act[r] = bf16(silu(W_gate[e] . x[token_of_row[r]]) * (W_up[e] . x[token_of_row[r]]))
 //                        for r in [offsets[e], offsets[e+1])
 //   moe_grouped_down:    y[r]   = bf16(W_down[e] . act[r])
