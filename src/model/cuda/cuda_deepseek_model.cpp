@@ -623,13 +623,15 @@ bool CudaDeepseekModel::experts_stay_on_device(int64_t pairs) const {
 }
 
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
-  // Enough (sequence, split, 16-head group) blocks for one block per SM, each split at least 64 keys long: at
+  // Enough (sequence, split, 16-head group) blocks for one block per SM, each split at least 32 keys long: at
   // batch 1 a long context is spread over many SMs; at large batch the splits' partials (extra traffic) are
   // avoided. Measured at context 1024 against four blocks per SM: batch 256 15.31 against 15.68 ms a step,
-  // batch 64 12.38 against 12.66; at context 4096 batch 8 8.06 against 8.80.
+  // batch 64 12.38 against 12.66; at context 4096 batch 8 8.06 against 8.80. Splits of at least 32 keys against
+  // 64 (half a tile: fewer keys to stage and wait for a block): batch 1 2.57 against 2.63 ms at context 512, 2.61
+  // against 2.63 at 1024, the same at 4096 and at batch 8; 16 keys was slower at 1024 (2.70).
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
   const int64_t wanted = (num_sms_ + num_tokens * head_groups - 1) / (num_tokens * head_groups);
-  return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 64, 1, 64));
+  return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
 }
 
 
