@@ -56,5 +56,18 @@ TEST(CudaGraphs, ReplayedGroupedExpertStepsEqualEagerOnes) {
   expect_replays_equal_eager(24);
 }
 
+// A decode rank with no rows in a step still runs the step with its expert-parallel group (2p2d on two GPUs
+// once divided by zero choosing the attention splits of an empty batch).
+TEST(CudaGraphs, EmptyStepRuns) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const ModelConfig config = load_model_config(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
+  CudaDeepseekModel model(config, DummyWeightSource(3, nullptr), 0);
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(2);
+  for (int step = 0; step < 3; ++step) {  // eager, captured, replayed
+    const Tensor logits = model.forward(ForwardBatch{}, *cache);
+    EXPECT_EQ(logits.shape(), (Shape{0, config.vocab_size})) << "step " << step;
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer

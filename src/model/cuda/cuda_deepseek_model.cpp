@@ -71,8 +71,7 @@ struct CudaDeepseekModel::StepPlan {
 
 CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device)
     : config_(std::move(config)), device_(device) {
-  DI_CUDA_CHECK(cudaSetDevice(device_));
-  DI_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_.id()));
   const ModelConfig& c = config_;
   for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
   DI_INPUT_CHECK(!c.attention_bias && !c.mlp_bias, "the CUDA backend does not support attention_bias/mlp_bias yet");
@@ -148,7 +147,7 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     layers_.push_back(std::move(layer));
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  spdlog::info("CUDA model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30), device_);
+  spdlog::info("CUDA model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30), device_.id());
 }
 
 CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& weights, const std::string& name) {
@@ -172,7 +171,7 @@ CudaDeepseekModel::Mlp CudaDeepseekModel::upload_mlp(const DeviceWeightSource& w
 }
 
 std::unique_ptr<KvCache> CudaDeepseekModel::make_kv_cache(int64_t num_blocks) const {
-  DI_CUDA_CHECK(cudaSetDevice(device_));
+  DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   return std::make_unique<CudaMlaKvCache>(config_.num_hidden_layers, num_blocks, config_.kv_entry_dim());
 }
 
@@ -465,7 +464,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
                                         int64_t* num_rows) const {
   auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr, "the CUDA model needs a device MLA cache");
-  DI_CUDA_CHECK(cudaSetDevice(device_));
+  DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens(), H = c.hidden_size;
   ScratchPool& scratch = scratch_;
@@ -629,6 +628,7 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   // batch 64 12.38 against 12.66; at context 4096 batch 8 8.06 against 8.80. Splits of at least 32 keys against
   // 64 (half a tile: fewer keys to stage and wait for a block): batch 1 2.57 against 2.63 ms at context 512, 2.61
   // against 2.63 at 1024, the same at 4096 and at batch 8; 16 keys was slower at 1024 (2.70).
+  if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
   const int64_t wanted = (num_sms_ + num_tokens * head_groups - 1) / (num_tokens * head_groups);
   return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));

@@ -156,7 +156,7 @@ class CudaDeepseekModel final : public CausalLm {
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
-  int device_;
+  DeviceSelection device_;  // first CUDA member: the ones below are created on this device
   int num_sms_ = 0;  // the device's multiprocessors (decode attention splits)
   DeviceArena arena_;
   CublasHandle cublas_;

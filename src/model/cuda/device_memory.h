@@ -11,6 +11,18 @@
 
 namespace deepinfer {
 
+// Makes `device` the calling thread's current device when constructed. Streams, events, cuBLAS handles and
+// allocations belong to the device that is current when they are created, so a class declares one of these
+// before its other CUDA members: member initialisation then creates all of them on its device, not on GPU 0.
+class DeviceSelection {
+ public:
+  explicit DeviceSelection(int device) : device_(device) { DI_CUDA_CHECK(cudaSetDevice(device)); }
+  int id() const { return device_; }
+
+ private:
+  int device_;
+};
+
 class DeviceArena {
  public:
   explicit DeviceArena(size_t chunk_bytes = size_t{1} << 30) : chunk_bytes_(chunk_bytes) {}
