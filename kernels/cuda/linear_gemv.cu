@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 
 namespace deepinfer::cuda {
@@ -14,6 +15,7 @@ constexpr int kBatch = 4;  // 16-byte weight pieces a lane loads before using an
 template <int kRows, bool kSwiGLU>
 __global__ void linear_gemv_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int n,
                                    int k) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   constexpr int kWeightRows = kSwiGLU ? 2 : 1;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int col = blockIdx.x * kWarps + warp;
@@ -58,17 +60,19 @@ void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32
             cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
   const int n32 = static_cast<int>(n), k32 = static_cast<int>(k);
+  const auto run = [&](auto kernel) {
+    launch_dependent(kernel, blocks, kWarps * 32, 0, stream, x, w, y, y_fp32, n32, k32);
+  };
   switch (m) {  // the row count is a template argument: the per-row sums stay in registers
     case 0: return;
-    case 1: return linear_gemv_kernel<1, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
-    case 2: return linear_gemv_kernel<2, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
-    case 3: return linear_gemv_kernel<3, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
-    case 4: return linear_gemv_kernel<4, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
-    case 5: return linear_gemv_kernel<5, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
-    case 6: return linear_gemv_kernel<6, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
-    case 7: return linear_gemv_kernel<7, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
-    default:  // callers keep m <= kLinearGemvMaxRows
-      return linear_gemv_kernel<8, kSwiGLU><<<blocks, kWarps * 32, 0, stream>>>(x, w, y, y_fp32, n32, k32);
+    case 1: return run(linear_gemv_kernel<1, kSwiGLU>);
+    case 2: return run(linear_gemv_kernel<2, kSwiGLU>);
+    case 3: return run(linear_gemv_kernel<3, kSwiGLU>);
+    case 4: return run(linear_gemv_kernel<4, kSwiGLU>);
+    case 5: return run(linear_gemv_kernel<5, kSwiGLU>);
+    case 6: return run(linear_gemv_kernel<6, kSwiGLU>);
+    case 7: return run(linear_gemv_kernel<7, kSwiGLU>);
+    default: return run(linear_gemv_kernel<8, kSwiGLU>);  // callers keep m <= kLinearGemvMaxRows
   }
 }
 

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mma.cuh"
 
@@ -18,6 +19,7 @@ constexpr int kMaxLatentRegs = 16;     // latent <= 512
 __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                                     int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t heads,
                                     int64_t latent, int64_t rope, float scale, int64_t num_splits, float* partial) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __nv_bfloat16 tile[];  // [kTileKeys][dim]
   const int64_t b = blockIdx.x, split = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -121,6 +123,7 @@ template <int kLatent, int kRope, int kKeys, int kBuffers>
 __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
     const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table, int max_blocks_per_seq,
     const int32_t* seq_lens, int heads, float scale, int num_splits, float* partial) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   using Tile = DecodeTile<kLatent, kRope, kKeys, kBuffers>;
   constexpr int kDim = Tile::kDim, kStride = Tile::kStride, kPieces = Tile::kPieces;
   constexpr int kTilesPerWarp = Tile::kTilesPerWarp, kScoreWarps = Tile::kScoreWarps;
@@ -311,6 +314,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
 // latent column sums its splits.
 __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64_t latent, int64_t num_splits,
                                       __nv_bfloat16* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   constexpr int kMaxSplits = 64;
   __shared__ float weight[kMaxSplits];
   const int64_t b = blockIdx.x, h = blockIdx.y;
@@ -370,9 +374,9 @@ void launch_mma(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tile::kSharedBytes));
   const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
                   static_cast<unsigned>((heads + kMmaHeads - 1) / kMmaHeads));
-  kernel<<<grid, kThreads, Tile::kSharedBytes, stream>>>(q, cache, block_table, static_cast<int>(max_blocks_per_seq),
-                                                         seq_lens, static_cast<int>(heads), scale,
-                                                         static_cast<int>(num_splits), partial);
+  launch_dependent(kernel, grid, kThreads, Tile::kSharedBytes, stream, q, cache, block_table,
+                   static_cast<int>(max_blocks_per_seq), seq_lens, static_cast<int>(heads), scale,
+                   static_cast<int>(num_splits), partial);
 }
 
 }  // namespace
@@ -404,11 +408,11 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
     const dim3 split_grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
                           static_cast<unsigned>((heads + kWarps - 1) / kWarps));
     const size_t shared = kTileKeys * (latent + rope) * sizeof(__nv_bfloat16);
-    decode_split_kernel<<<split_grid, kThreads, shared, stream>>>(q, cache, block_table, max_blocks_per_seq, seq_lens,
-                                                                  heads, latent, rope, scale, num_splits, workspace);
+    launch_dependent(decode_split_kernel, split_grid, kThreads, shared, stream, q, cache, block_table,
+                     max_blocks_per_seq, seq_lens, heads, latent, rope, scale, num_splits, workspace);
   }
   const dim3 combine_grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads));
-  decode_combine_kernel<<<combine_grid, 256, 0, stream>>>(workspace, heads, latent, num_splits, out);
+  launch_dependent(decode_combine_kernel, combine_grid, 256, 0, stream, workspace, heads, latent, num_splits, out);
 }
 
 }  // namespace deepinfer::cuda

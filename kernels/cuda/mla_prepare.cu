@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mla_prepare.cuh"
 
 namespace deepinfer::cuda {
@@ -16,6 +17,7 @@ __global__ void mla_prepare_kernel(const __nv_bfloat16* kv, const __nv_bfloat16*
                                    __nv_bfloat16* q, const int32_t* positions, const float* inv_freq,
                                    float attention_factor, bool interleaved, const int64_t* slots,
                                    __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape s) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t t = blockIdx.x, entry = s.lora + s.rope, qk = s.nope + s.rope, half = s.rope / 2;
   const __nv_bfloat16* in = kv + t * s.kv_stride;
   __nv_bfloat16* out = cache + slots[t] * entry;
@@ -84,8 +86,8 @@ void mla_prepare(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, f
                  const int64_t* slots, __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape shape,
                  cudaStream_t stream) {
   if (shape.tokens == 0 || shape.lora > kThreads * kLatentPerThread) return;  // precondition: lora <= 1024
-  mla_prepare_kernel<<<static_cast<unsigned>(shape.tokens), kThreads, 0, stream>>>(
-      kv, kv_norm_weight, eps, q, positions, inv_freq, attention_factor, interleaved, slots, cache, q_latent, shape);
+  launch_dependent(mla_prepare_kernel, static_cast<unsigned>(shape.tokens), kThreads, 0, stream, kv, kv_norm_weight,
+                   eps, q, positions, inv_freq, attention_factor, interleaved, slots, cache, q_latent, shape);
 }
 
 }  // namespace deepinfer::cuda

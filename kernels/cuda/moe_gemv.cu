@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 
 namespace deepinfer::cuda {
@@ -40,6 +41,7 @@ __device__ __forceinline__ float2 dot_pair(const __nv_bfloat16* row0, const __nv
 // Block (pair p = (t, k), tile of kWarps * kRowsPerWarp rows of inter).
 __global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64_t top_k, int64_t hidden,
                                int64_t inter, const __nv_bfloat16* gate_up, __nv_bfloat16* act) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __align__(16) __nv_bfloat16 xs[];  // [hidden]
   const int64_t pair = blockIdx.x, t = pair / top_k;
   for (int64_t i = threadIdx.x; i < hidden / 8; i += blockDim.x)
@@ -62,6 +64,7 @@ __global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64
 // Block (token t, tile of hidden rows): every k of the token, summed in k order, added onto out.
 __global__ void down_kernel(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t top_k,
                             int64_t hidden, int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __align__(16) __nv_bfloat16 as[];  // [top_k][inter]
   const int64_t t = blockIdx.x;
   for (int64_t i = threadIdx.x; i < top_k * inter / 8; i += blockDim.x)
@@ -96,8 +99,8 @@ void moe_gemv_gate_up(const __nv_bfloat16* x, const int32_t* ids, int64_t tokens
   if (tokens == 0) return;
   const dim3 grid(static_cast<unsigned>(tokens * top_k),
                   static_cast<unsigned>((inter + kWarps * kRowsPerWarp - 1) / (kWarps * kRowsPerWarp)));
-  gate_up_kernel<<<grid, kWarps * 32, hidden * sizeof(__nv_bfloat16), stream>>>(x, ids, top_k, hidden, inter,
-                                                                                  gate_up, act);
+  launch_dependent(gate_up_kernel, grid, kWarps * 32, hidden * sizeof(__nv_bfloat16), stream, x, ids, top_k, hidden,
+                   inter, gate_up, act);
 }
 
 void moe_gemv_down(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t tokens, int64_t top_k,
@@ -105,8 +108,8 @@ void moe_gemv_down(const __nv_bfloat16* act, const int32_t* ids, const float* we
   if (tokens == 0) return;
   const dim3 grid(static_cast<unsigned>(tokens),
                   static_cast<unsigned>((hidden + kWarps * kDownRowsPerWarp - 1) / (kWarps * kDownRowsPerWarp)));
-  down_kernel<<<grid, kWarps * 32, top_k * inter * sizeof(__nv_bfloat16), stream>>>(act, ids, weights, top_k, hidden,
-                                                                                      inter, down, out);
+  launch_dependent(down_kernel, grid, kWarps * 32, top_k * inter * sizeof(__nv_bfloat16), stream, act, ids, weights,
+                   top_k, hidden, inter, down, out);
 }
 
 }  // namespace deepinfer::cuda

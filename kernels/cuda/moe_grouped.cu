@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 
@@ -62,6 +63,7 @@ template <bool kSwiGLU>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     grouped_kernel(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_t* offsets, int num_experts,
                    int64_t k_dim, int64_t n_out, const __nv_bfloat16* weights, __nv_bfloat16* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto* smem = reinterpret_cast<__nv_bfloat16*>(shared_bytes);
   auto* pass_prefix = reinterpret_cast<int*>(shared_bytes + kStageBytes);  // [num_experts + 1]
@@ -246,8 +248,8 @@ void launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_t* offs
   if (num_experts == 0) return;
   const size_t shared = kStageBytes + 2 * static_cast<size_t>(num_experts + 1) * sizeof(int);
   cudaFuncSetAttribute(grouped_kernel<kSwiGLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-  grouped_kernel<kSwiGLU><<<static_cast<unsigned>(kBlocksPerSM * num_sms), kThreads, shared, stream>>>(
-      x, x_row_of, offsets, static_cast<int>(num_experts), k_dim, n_out, weights, out);
+  launch_dependent(grouped_kernel<kSwiGLU>, static_cast<unsigned>(kBlocksPerSM * num_sms), kThreads, shared, stream,
+                   x, x_row_of, offsets, static_cast<int>(num_experts), k_dim, n_out, weights, out);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <cub/cub.cuh>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 
 namespace deepinfer::cuda {
@@ -132,6 +133,7 @@ constexpr int kRouteChunks = static_cast<int>(kMoeRouteMaxRows / kRouteThreads);
 __global__ void __launch_bounds__(kRouteThreads) route_kernel(const int32_t* topk_ids, int n, int top_k,
                                                               int num_experts, int32_t* row_of,
                                                               int32_t* token_of_row, int32_t* expert_offsets) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ int route_shared[];
   int* warp_counts = route_shared;                              // [kRouteWarps][num_experts]
   int* before = warp_counts + kRouteWarps * num_experts;        // [num_experts + 1]: pairs so far, then offsets
@@ -202,9 +204,8 @@ void moe_route(const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64
   if (n > kMoeRouteMaxRows || num_experts > kMoeRouteMaxExperts || num_experts < 1) return;
   const size_t shared = (kRouteWarps * num_experts + num_experts + 1) * sizeof(int);
   cudaFuncSetAttribute(route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-  route_kernel<<<1, kRouteThreads, shared, stream>>>(topk_ids, static_cast<int>(n), static_cast<int>(top_k),
-                                                     static_cast<int>(num_experts), row_of, token_of_row,
-                                                     expert_offsets);
+  launch_dependent(route_kernel, 1, kRouteThreads, shared, stream, topk_ids, static_cast<int>(n),
+                   static_cast<int>(top_k), static_cast<int>(num_experts), row_of, token_of_row, expert_offsets);
 }
 
 size_t moe_permute_workspace_bytes(int64_t num_rows, int64_t num_experts) {

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 
 namespace deepinfer::cuda {
@@ -9,6 +10,7 @@ constexpr int kThreads = 256;
 
 __global__ void add_rms_norm_kernel(const __nv_bfloat16* x, __nv_bfloat16* residual, const __nv_bfloat16* weight,
                                     __nv_bfloat16* out, int64_t dim, float eps) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t row = blockIdx.x;
   __nv_bfloat16* res = residual + row * dim;
   float sum_sq = 0.0f;
@@ -35,6 +37,7 @@ constexpr int kMaxPieces = 4;
 __global__ void __launch_bounds__(kThreads) add_rms_norm_vec_kernel(const __nv_bfloat16* x, __nv_bfloat16* residual,
                                                                     const __nv_bfloat16* weight, __nv_bfloat16* out,
                                                                     int64_t dim, float eps) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t row = blockIdx.x;
   const int pieces = static_cast<int>(dim / 8);
   auto* res = reinterpret_cast<uint4*>(residual + row * dim);
@@ -90,6 +93,7 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_vec_kernel(const __nv_b
 
 __global__ void rms_norm_kernel(const __nv_bfloat16* x, int64_t x_stride, const __nv_bfloat16* weight,
                                 __nv_bfloat16* out, int64_t out_stride, int64_t dim, float eps) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const __nv_bfloat16* in = x + blockIdx.x * x_stride;
   float sum_sq = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) sum_sq += to_float(in[i]) * to_float(in[i]);
@@ -103,17 +107,20 @@ __global__ void rms_norm_kernel(const __nv_bfloat16* x, int64_t x_stride, const 
 void rms_norm(const __nv_bfloat16* x, int64_t x_stride, const __nv_bfloat16* weight, __nv_bfloat16* out,
               int64_t out_stride, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
   if (rows == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, x_stride, weight, out, out_stride, dim, eps);
+  launch_dependent(rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, x_stride, weight, out,
+                   out_stride, dim, eps);
 }
 
 void add_rms_norm(const __nv_bfloat16* x, __nv_bfloat16* residual, const __nv_bfloat16* weight,
                   __nv_bfloat16* out, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
   if (rows == 0) return;
   if (dim % 8 == 0 && dim <= 8 * kThreads * kMaxPieces) {
-    add_rms_norm_vec_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, residual, weight, out, dim, eps);
+    launch_dependent(add_rms_norm_vec_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, residual, weight,
+                     out, dim, eps);
     return;
   }
-  add_rms_norm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, residual, weight, out, dim, eps);
+  launch_dependent(add_rms_norm_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, x, residual, weight, out,
+                   dim, eps);
 }
 
 }  // namespace deepinfer::cuda

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/router.cuh"
 
 namespace deepinfer::cuda {
@@ -24,6 +25,7 @@ __device__ __forceinline__ void warp_argmax(float& value, int& index) {
 // A lane loads its logits (and biases) in one round trip, and lane k keeps the k-th pick for the final write.
 __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, int32_t* topk_ids,
                              float* topk_weights) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ float shared[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int E = static_cast<int>(p.num_experts);
@@ -118,7 +120,8 @@ void route_topk(const float* logits, int64_t num_tokens, const cpu::RouterParams
   if (num_tokens == 0 || params.num_experts > kRouteMaxExperts || params.top_k > 32) return;
   const size_t shared = kWarpsPerBlock * 2 * static_cast<size_t>(params.num_experts) * sizeof(float);
   const auto blocks = static_cast<unsigned>((num_tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  route_kernel<<<blocks, kWarpsPerBlock * 32, shared, stream>>>(logits, num_tokens, params, topk_ids, topk_weights);
+  launch_dependent(route_kernel, blocks, kWarpsPerBlock * 32, shared, stream, logits, num_tokens, params, topk_ids,
+                   topk_weights);
 }
 
 }  // namespace deepinfer::cuda

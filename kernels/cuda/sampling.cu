@@ -1,5 +1,6 @@
 #include <cub/cub.cuh>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sampling.cuh"
 
 namespace deepinfer::cuda {
@@ -9,6 +10,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const float* row = logits + blockIdx.x * vocab;
   float best = -INFINITY;
   int64_t best_idx = vocab;
@@ -133,7 +135,7 @@ Layout layout(int64_t rows, int64_t vocab) {
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
-  argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, out);
+  launch_dependent(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, logits, vocab, out);
 }
 
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab) { return layout(rows, vocab).total; }
