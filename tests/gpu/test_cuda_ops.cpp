@@ -621,6 +621,47 @@ TEST_F(CudaOps, LinearAndSwigluGemv) {
   }
 }
 
+// The absorbed MLA projections per head at every row count they take, in the model's layouts: W_uk (rows of kv_b
+// [heads, nope + v, lora]) folds each head's q_nope into the latent space, W_uv unfolds each head's latent output
+// into values. lora = 136 leaves a partial block of columns; nope = 24 a partial share of rows.
+TEST_F(CudaOps, BatchedGemvAbsorbedProjections) {
+  const int64_t heads = 3, nope = 24, rope = 8, v = 16, lora = 136, qk = nope + rope, D = lora + rope;
+  std::vector<float> kv_b_f, q_f, o_f;
+  auto kv_b = DeviceArray<Bf16>::from_host(random_bf16(heads * (nope + v) * lora, kv_b_f, 0.1f));
+  auto q = DeviceArray<Bf16>::from_host(random_bf16(cuda::kLinearGemvMaxRows * heads * qk, q_f));
+  auto o_latent = DeviceArray<Bf16>::from_host(random_bf16(cuda::kLinearGemvMaxRows * heads * lora, o_f));
+  for (int64_t rows = 1; rows <= cuda::kLinearGemvMaxRows; ++rows) {
+    DeviceArray<Bf16> q_latent(rows * heads * D), attn(rows * heads * v);
+    q_latent.poison();
+    attn.poison();
+    cuda::batched_gemv_transposed(bf(q), bf(kv_b), bf(q_latent), heads, rows, lora, nope,
+                                  {heads * qk, qk, (nope + v) * lora, heads * D, D, lora}, nullptr);
+    cuda::batched_gemv(bf(o_latent), bf(kv_b) + nope * lora, bf(attn), heads, rows, v, lora,
+                       {heads * lora, lora, (nope + v) * lora, heads * v, v, lora}, nullptr);
+    sync();
+    std::vector<float> want_latent(rows * heads * lora), got_latent(rows * heads * lora), want_attn(rows * heads * v);
+    const std::vector<float> latent_all = to_float(q_latent.to_host());
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* w_head = kv_b_f.data() + h * (nope + v) * lora;
+        for (int64_t j = 0; j < lora; ++j) {
+          double sum = 0.0;
+          for (int64_t n = 0; n < nope; ++n) sum += double(q_f[(t * heads + h) * qk + n]) * w_head[n * lora + j];
+          want_latent[(t * heads + h) * lora + j] = static_cast<float>(sum);
+          got_latent[(t * heads + h) * lora + j] = latent_all[(t * heads + h) * D + j];  // the rope tail is not ours
+        }
+        for (int64_t i = 0; i < v; ++i) {
+          double sum = 0.0;
+          for (int64_t j = 0; j < lora; ++j)
+            sum += double(o_f[(t * heads + h) * lora + j]) * w_head[(nope + i) * lora + j];
+          want_attn[(t * heads + h) * v + i] = static_cast<float>(sum);
+        }
+      }
+    EXPECT_LT(rel_error(got_latent, want_latent), kBf16Tolerance) << rows << " rows";
+    EXPECT_LT(rel_error(to_float(attn.to_host()), want_attn), kBf16Tolerance) << rows << " rows";
+  }
+}
+
 // moe_route against moe_permute (a stable radix sort): the same offsets and row_of, and token_of_row the inverse
 // of row_of. Up to the 4,096-pair limit (four chunks of the single block), with empty experts, and expert counts
 // not a multiple of 32 (65: the expert-parallel extra id).

@@ -431,9 +431,16 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   auto* attn = scratch.alloc<Bf16>(T * heads * v);
   const float scale = c.softmax_scale();
   if (plan.absorbed) {
-    // Fold W_uk into the queries; attend over the latent cache; unfold with W_uv.
-    DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, q_stride, qk}, {w.kv_b, lora, (nope + v) * lora}, false,
-                                    q_latent, heads * D, D, false, heads));
+    // Fold W_uk into the queries; attend over the latent cache; unfold with W_uv. A few rows: one matrix-vector
+    // kernel per projection for all heads (each head's W_uk, W_uv read once).
+    const bool gemv = T <= kGemvMaxLinearRows && lora % 8 == 0 && v % 8 == 0 && (nope + v) % 8 == 0;
+    if (gemv) {
+      cuda::batched_gemv_transposed(q, w.kv_b, q_latent, heads, T, lora, nope,
+                                    {q_stride, qk, (nope + v) * lora, heads * D, D, lora}, nullptr);
+    } else {
+      DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, q_stride, qk}, {w.kv_b, lora, (nope + v) * lora},
+                                      false, q_latent, heads * D, D, false, heads));
+    }
     const int64_t splits = decode_splits(T, plan.max_len);
     auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
     auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
@@ -441,9 +448,14 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     cuda::mla_decode_attention(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T, heads, lora,
                                rope, scale, splits, workspace, o_latent, nullptr);
     profiler_.mark("attn:decode kernel");
-    DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, v, lora, {o_latent, heads * lora, lora},
-                                    {w.kv_b + nope * lora, lora, (nope + v) * lora}, true, attn, heads * v, v, false,
-                                    heads));
+    if (gemv) {
+      cuda::batched_gemv(o_latent, w.kv_b + nope * lora, attn, heads, T, v, lora,
+                         {heads * lora, lora, (nope + v) * lora, heads * v, v, lora}, nullptr);
+    } else {
+      DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, v, lora, {o_latent, heads * lora, lora},
+                                      {w.kv_b + nope * lora, lora, (nope + v) * lora}, true, attn, heads * v, v, false,
+                                      heads));
+    }
   } else {
     // Decompress every context latent into per-head keys and values, then attend causally.
     auto* context = scratch.alloc<Bf16>(plan.num_keys * D);
@@ -594,7 +606,9 @@ void CudaDeepseekModel::record_step_end() const {
 }
 
 void CudaDeepseekModel::measure_idle() const {
-  // Both events are behind the step's result copy, so both are complete here.
+  // Both events are behind the step's result copy, which has waited for them, except where a step had no rows:
+  // a copy of 0 bytes returns at once, so wait for the step's end itself.
+  DI_CUDA_CHECK(cudaEventSynchronize(step_end_[end_slot_].get()));
   if (have_previous_end_) {
     float ms = 0.0f;
     DI_CUDA_CHECK(cudaEventElapsedTime(&ms, step_end_[1 - end_slot_].get(), step_start_.get()));
