@@ -1,4 +1,5 @@
 #include "kernels/cuda/kv_cache.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace deepinfer::cuda {
 
@@ -6,11 +7,13 @@ namespace {
 
 __global__ void write_kernel(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t dim,
                              __nv_bfloat16* cache) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t t = blockIdx.x;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) cache[slots[t] * dim + i] = src[t * src_stride + i];
 }
 
 __global__ void gather_kernel(const __nv_bfloat16* cache, const int64_t* slots, int64_t dim, __nv_bfloat16* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t t = blockIdx.x;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = cache[slots[t] * dim + i];
 }
@@ -20,13 +23,13 @@ __global__ void gather_kernel(const __nv_bfloat16* cache, const int64_t* slots, 
 void write_kv_entries(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
                       int64_t dim, __nv_bfloat16* cache, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  write_kernel<<<static_cast<unsigned>(num_tokens), 128, 0, stream>>>(src, src_stride, slots, dim, cache);
+  launch_dependent(write_kernel, static_cast<unsigned>(num_tokens), 128, 0, stream, src, src_stride, slots, dim, cache);
 }
 
 void gather_kv_entries(const __nv_bfloat16* cache, const int64_t* slots, int64_t num_tokens, int64_t dim,
                        __nv_bfloat16* out, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  gather_kernel<<<static_cast<unsigned>(num_tokens), 128, 0, stream>>>(cache, slots, dim, out);
+  launch_dependent(gather_kernel, static_cast<unsigned>(num_tokens), 128, 0, stream, cache, slots, dim, out);
 }
 
 }  // namespace deepinfer::cuda

@@ -30,6 +30,7 @@ WorkspaceLayout layout(int64_t n, int64_t num_experts) {
 }
 
 __global__ void init_kernel(const int32_t* topk_ids, int64_t n, int32_t* keys, int32_t* values, int32_t* counts) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= n) return;
   keys[j] = topk_ids[j];
@@ -49,6 +50,7 @@ __device__ __forceinline__ void copy_row(const __nv_bfloat16* src, __nv_bfloat16
 
 __global__ void gather_kernel(const __nv_bfloat16* x, const int32_t* sorted_flat, int64_t n, int64_t top_k,
                               int64_t hidden, __nv_bfloat16* x_perm, int32_t* row_of) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t p = blockIdx.x;
   const int32_t flat = sorted_flat[p];
   if (threadIdx.x == 0) row_of[flat] = static_cast<int32_t>(p);
@@ -74,18 +76,21 @@ __device__ __forceinline__ int64_t padded_row(const int32_t* offsets, const int3
 
 __global__ void pad_rows_kernel(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
                                 int64_t num_experts, int64_t hidden, __nv_bfloat16* x_pad) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t p = blockIdx.x;
   copy_row(x_perm + p * hidden, x_pad + padded_row(offsets, padded_offsets, num_experts, p) * hidden, hidden);
 }
 
 __global__ void remap_rows_kernel(const int32_t* offsets, const int32_t* padded_offsets, int64_t num_experts,
                                   int64_t num_rows, int32_t* row_of) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j < num_rows) row_of[j] = static_cast<int32_t>(padded_row(offsets, padded_offsets, num_experts, row_of[j]));
 }
 
 __global__ void unpermute_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
                                  int64_t top_k, int64_t hidden, __nv_bfloat16* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t t = blockIdx.x;
   if (hidden % 8 == 0) {  // 8 values per thread and row: 16-byte loads
     for (int64_t v = threadIdx.x; v < hidden / 8; v += blockDim.x) {
@@ -228,7 +233,9 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
   void* scan_temp = (base += w.sort_temp);
 
   cudaMemsetAsync(counts, 0, (num_experts + 1) * sizeof(int32_t), stream);
-  if (n > 0) init_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(topk_ids, n, keys_in, values_in, counts);
+  if (n > 0)
+    launch_dependent(init_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, topk_ids, n, keys_in,
+                     values_in, counts);
   size_t sort_bytes = w.sort_temp, scan_bytes = w.scan_temp;
   int end_bit = 1;
   while ((int64_t{1} << end_bit) < num_experts) ++end_bit;
@@ -236,23 +243,26 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
     cub::DeviceRadixSort::SortPairs(sort_temp, sort_bytes, keys_in, keys_out, values_in, values_out,
                                     static_cast<int>(n), 0, end_bit, stream);
   cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, expert_offsets, static_cast<int>(num_experts + 1), stream);
-  if (n > 0) gather_kernel<<<static_cast<unsigned>(n), 128, 0, stream>>>(x, values_out, n, top_k, hidden, x_perm, row_of);
+  if (n > 0)
+    launch_dependent(gather_kernel, static_cast<unsigned>(n), 128, 0, stream, x, values_out, n, top_k, hidden, x_perm,
+                     row_of);
 }
 
 void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
                   int64_t num_experts, int64_t num_rows, int64_t hidden, __nv_bfloat16* x_pad, int32_t* row_of,
                   cudaStream_t stream) {
   if (num_rows == 0) return;
-  pad_rows_kernel<<<static_cast<unsigned>(num_rows), 128, 0, stream>>>(x_perm, offsets, padded_offsets, num_experts,
-                                                                         hidden, x_pad);
-  remap_rows_kernel<<<static_cast<unsigned>((num_rows + 255) / 256), 256, 0, stream>>>(offsets, padded_offsets,
-                                                                                        num_experts, num_rows, row_of);
+  launch_dependent(pad_rows_kernel, static_cast<unsigned>(num_rows), 128, 0, stream, x_perm, offsets, padded_offsets,
+                   num_experts, hidden, x_pad);
+  launch_dependent(remap_rows_kernel, static_cast<unsigned>((num_rows + 255) / 256), 256, 0, stream, offsets,
+                   padded_offsets, num_experts, num_rows, row_of);
 }
 
 void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,
                    int64_t top_k, int64_t hidden, __nv_bfloat16* out, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  unpermute_kernel<<<static_cast<unsigned>(num_tokens), 128, 0, stream>>>(y_perm, row_of, topk_weights, top_k, hidden, out);
+  launch_dependent(unpermute_kernel, static_cast<unsigned>(num_tokens), 128, 0, stream, y_perm, row_of, topk_weights,
+                   top_k, hidden, out);
 }
 
 }  // namespace deepinfer::cuda
