@@ -561,29 +561,32 @@ std::vector<float> reference_routed_swiglu(const RoutedExpertsInput& in, int64_t
   return out;
 }
 
+// One token (its own load shape: more loads in flight, fewer rows a warp) and three.
 TEST_F(CudaOps, MoeGemvSmallBatch) {
-  const int64_t tokens = 3, top_k = 6, experts = 16, hidden = 256, inter = 136;
-  std::vector<float> x_f, gu_f, down_f, base_f;
-  auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
-  auto gate_up = DeviceArray<Bf16>::from_host(random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
-  auto down = DeviceArray<Bf16>::from_host(random_bf16(experts * hidden * inter, down_f, 0.08f));
-  auto out = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, base_f));  // the sum adds onto it
-  std::vector<int32_t> ids(tokens * top_k);
-  std::vector<float> weights(tokens * top_k);
-  for (int64_t i = 0; i < tokens * top_k; ++i) {
-    ids[i] = static_cast<int32_t>((i * 7 + 3) % experts);
-    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng_);
+  for (const int64_t tokens : {1, 3}) {
+    const int64_t top_k = 6, experts = 16, hidden = 256, inter = 136;
+    std::vector<float> x_f, gu_f, down_f, base_f;
+    auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
+    auto gate_up = DeviceArray<Bf16>::from_host(random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
+    auto down = DeviceArray<Bf16>::from_host(random_bf16(experts * hidden * inter, down_f, 0.08f));
+    auto out = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, base_f));  // the sum adds onto it
+    std::vector<int32_t> ids(tokens * top_k);
+    std::vector<float> weights(tokens * top_k);
+    for (int64_t i = 0; i < tokens * top_k; ++i) {
+      ids[i] = static_cast<int32_t>((i * 7 + 3) % experts);
+      weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng_);
+    }
+    auto d_ids = DeviceArray<int32_t>::from_host(ids);
+    auto d_w = DeviceArray<float>::from_host(weights);
+    DeviceArray<Bf16> act(tokens * top_k * inter);
+    act.poison();
+    cuda::moe_gemv_gate_up(bf(x), d_ids.data(), tokens, top_k, hidden, inter, bf(gate_up), bf(act), nullptr);
+    cuda::moe_gemv_down(bf(act), d_ids.data(), d_w.data(), tokens, top_k, hidden, inter, bf(down), bf(out), nullptr);
+    sync();
+    const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
+                                                           inter, false);
+    EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance) << tokens << " tokens";
   }
-  auto d_ids = DeviceArray<int32_t>::from_host(ids);
-  auto d_w = DeviceArray<float>::from_host(weights);
-  DeviceArray<Bf16> act(tokens * top_k * inter);
-  act.poison();
-  cuda::moe_gemv_gate_up(bf(x), d_ids.data(), tokens, top_k, hidden, inter, bf(gate_up), bf(act), nullptr);
-  cuda::moe_gemv_down(bf(act), d_ids.data(), d_w.data(), tokens, top_k, hidden, inter, bf(down), bf(out), nullptr);
-  sync();
-  const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
-                                                         inter, false);
-  EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance);
 }
 
 // The small-batch Linear and SwiGLU kernels at every row count they take, bf16 and fp32 outputs, k off the
