@@ -21,9 +21,10 @@ __device__ __forceinline__ void begin_dependent_kernel() {
 #endif
 }
 
-// Grids of more blocks launch plainly (begin_dependent_kernel() then does nothing): prefill-sized kernels,
-// thousands of blocks in several waves, gain nothing from an early start, and prefill of 16384 tokens measured
-// 1-2% slower with every kernel dependent (180.2 / 180.8 -> 182.9 / 184.5 ms on the H200).
+// Grids of more blocks launch plainly (begin_dependent_kernel() then does nothing): a prefill-sized kernel of
+// several waves has nothing to gain from starting early. This limit did not win back what prefill lost when the
+// dependent launches came in (16384 tokens on the H200: 183.9 / 184.0 ms before them, 187.3 / 187.9 with every
+// kernel dependent, 186.7 / 187.8 with this limit); the cause is not known yet.
 constexpr unsigned kDependentLaunchMaxBlocks = 2048;
 
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to start before the previous kernel on the
