@@ -81,8 +81,9 @@ void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32
 }
 
 // y[b][t, :] = x[b][t, :] . W[b] with W[b] [k, n] row-major (rows of w_row elements): the reduction runs down
-// the weight rows, so each thread owns one 16-byte piece of 8 output columns and a share of the rows (kGroups
-// shares, reduced in shared memory), and a block covers kPiecesT pieces of columns of one product.
+// the weight rows, so each thread owns one 16-byte piece of 8 output columns and a share of the rows (kGroupsT
+// shares, kUnrollT rows in flight, reduced in shared memory), and a block covers kPiecesT pieces of columns of
+// one product.
 constexpr int kPiecesT = 16, kGroupsT = 16, kUnrollT = 8;
 
 template <int kRows>

@@ -147,7 +147,8 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     layers_.push_back(std::move(layer));
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  spdlog::info("CUDA model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30), device_.id());
+  spdlog::info("CUDA model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30),
+               device_.id());
 }
 
 CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& weights, const std::string& name) {
@@ -432,8 +433,8 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   const float scale = c.softmax_scale();
   if (plan.absorbed) {
     // Fold W_uk into the queries; attend over the latent cache; unfold with W_uv. A few rows: one matrix-vector
-    // kernel per projection for all heads (each head's W_uk, W_uv read once).
-    const bool gemv = T <= kGemvMaxLinearRows && lora % 8 == 0 && v % 8 == 0 && (nope + v) % 8 == 0;
+    // kernel per projection for all heads (each head's W_uk, W_uv read once; rows of lora in 16-byte pieces).
+    const bool gemv = T <= kGemvMaxLinearRows && lora % 8 == 0;
     if (gemv) {
       cuda::batched_gemv_transposed(q, w.kv_b, q_latent, heads, T, lora, nope,
                                     {q_stride, qk, (nope + v) * lora, heads * D, D, lora}, nullptr);
