@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
@@ -7,6 +9,22 @@ namespace deepinfer::cuda {
 namespace {
 
 constexpr int kWarps = 8;
+
+// run(std::integral_constant<int, m>{}) for 1 <= m <= kLinearGemvMaxRows (callers keep m there; larger reads as
+// 8): the row count becomes a template argument, so the per-row sums stay in registers.
+template <class Run>
+void with_row_count(int64_t m, Run&& run) {
+  switch (m) {
+    case 1: return run(std::integral_constant<int, 1>{});
+    case 2: return run(std::integral_constant<int, 2>{});
+    case 3: return run(std::integral_constant<int, 3>{});
+    case 4: return run(std::integral_constant<int, 4>{});
+    case 5: return run(std::integral_constant<int, 5>{});
+    case 6: return run(std::integral_constant<int, 6>{});
+    case 7: return run(std::integral_constant<int, 7>{});
+    default: return run(std::integral_constant<int, 8>{});
+  }
+}
 constexpr int kBatch = 4;  // 16-byte weight pieces a lane loads before using any
 
 // One warp per output column n: its weight row in 16-byte pieces (lane, lane + 32, ...; kBatch in flight),
@@ -64,20 +82,11 @@ void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32
             int64_t batch, GemvLayout layout, cudaStream_t stream) {
   const dim3 blocks(static_cast<unsigned>((n + kWarps - 1) / kWarps), static_cast<unsigned>(batch));
   const int n32 = static_cast<int>(n), k32 = static_cast<int>(k);
-  const auto run = [&](auto kernel) {
-    launch_dependent(kernel, blocks, kWarps * 32, 0, stream, x, w, y, y_fp32, n32, k32, layout);
-  };
-  switch (m) {  // the row count is a template argument: the per-row sums stay in registers
-    case 0: return;
-    case 1: return run(linear_gemv_kernel<1, kSwiGLU>);
-    case 2: return run(linear_gemv_kernel<2, kSwiGLU>);
-    case 3: return run(linear_gemv_kernel<3, kSwiGLU>);
-    case 4: return run(linear_gemv_kernel<4, kSwiGLU>);
-    case 5: return run(linear_gemv_kernel<5, kSwiGLU>);
-    case 6: return run(linear_gemv_kernel<6, kSwiGLU>);
-    case 7: return run(linear_gemv_kernel<7, kSwiGLU>);
-    default: return run(linear_gemv_kernel<8, kSwiGLU>);  // callers keep m <= kLinearGemvMaxRows
-  }
+  if (m == 0) return;
+  with_row_count(m, [&](auto rows) {
+    launch_dependent(linear_gemv_kernel<decltype(rows)::value, kSwiGLU>, blocks, kWarps * 32, 0, stream, x, w, y,
+                     y_fp32, n32, k32, layout);
+  });
 }
 
 // y[b][t, :] = x[b][t, :] . W[b] with W[b] [k, n] row-major (rows of w_row elements): the reduction runs down
@@ -158,19 +167,10 @@ void batched_gemv_transposed(const __nv_bfloat16* x, const __nv_bfloat16* w, __n
   if (batch == 0 || m == 0) return;
   const dim3 blocks(static_cast<unsigned>((n + kPiecesT * 8 - 1) / (kPiecesT * 8)), static_cast<unsigned>(batch));
   const int n32 = static_cast<int>(n), k32 = static_cast<int>(k);
-  const auto run = [&](auto kernel) {
-    launch_dependent(kernel, blocks, kPiecesT * kGroupsT, 0, stream, x, w, y, k32, n32, layout);
-  };
-  switch (m) {
-    case 1: return run(gemv_transposed_kernel<1>);
-    case 2: return run(gemv_transposed_kernel<2>);
-    case 3: return run(gemv_transposed_kernel<3>);
-    case 4: return run(gemv_transposed_kernel<4>);
-    case 5: return run(gemv_transposed_kernel<5>);
-    case 6: return run(gemv_transposed_kernel<6>);
-    case 7: return run(gemv_transposed_kernel<7>);
-    default: return run(gemv_transposed_kernel<8>);  // callers keep m <= kLinearGemvMaxRows
-  }
+  with_row_count(m, [&](auto rows) {
+    launch_dependent(gemv_transposed_kernel<decltype(rows)::value>, blocks, kPiecesT * kGroupsT, 0, stream, x, w, y,
+                     k32, n32, layout);
+  });
 }
 
 void swiglu_gemv(const __nv_bfloat16* x, const __nv_bfloat16* gate_up, __nv_bfloat16* act, int64_t m, int64_t inter,
