@@ -2,40 +2,44 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
+#include "kernels/cuda/tma.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-// Four warps, two blocks an SM. Measured at batch 256 / 64, context 1024: eight warps a block (one 16-row slice
-// a warp) 14.10-14.17 / 10.65-10.68 ms a step against 14.06-14.07 / 10.54-10.64; one block an SM with 6 or 8
-// stages 17.9 / 12.1.
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
+// Two blocks an SM, each four MMA warps and one copy warp. The copy warp streams the weights through the copy
+// engine (two 64 x 64 tensor boxes a stage) and the x rows with cp.async, into kStages shared-memory stages that
+// complete on mbarriers; the MMA warps wait on a stage's barrier, compute, and release it on another. Its
+// predecessor copied with cp.async from every thread, a __syncthreads a stage: alone on the DeepSeek-V2-Lite
+// decode shape (256 tokens, benchmarks/moe_grouped_bench) the gate/up kernel read 3.14 TB/s; without its MMAs
+// 3.43, without its x copies 3.52, while the same weights read through the same stages by a kernel that does
+// nothing else reached 4.17: the loads' instructions, not the arithmetic, were the cost.
+constexpr int kMmaWarps = 4;
+constexpr int kThreads = (kMmaWarps + 1) * 32;  // the copy warp last
 constexpr int kTileRows = 128;        // weight rows of one work item (128 output columns, or 64 gate + 64 up)
-constexpr int kTileK = 64;            // reduction depth of one pipeline stage
+constexpr int kBoxRows = 64;          // weight rows of one tensor box (two a stage)
+constexpr int kTileK = 64;            // reduction depth of one stage: 128 bytes of a row, the swizzle's width
 constexpr int kMaxRows = 64;          // expert rows of one work item (four 16-row MMA tiles)
-constexpr int kStages = 4;            // stages in flight, 27 KiB each
+constexpr int kStages = 4;
 constexpr int kBlocksPerSM = 2;
-constexpr int kStride = kTileK + 8;   // padded shared row: ldmatrix rows land 4 banks apart
-constexpr int kStageElems = (kTileRows + kMaxRows) * kStride;
-constexpr size_t kStageBytes = static_cast<size_t>(kStages) * kStageElems * sizeof(__nv_bfloat16);
-constexpr int kCopiesW = kTileRows * 8 / kThreads;  // 16-byte weight pieces a thread copies per stage
-constexpr int kCopiesX = kMaxRows * 8 / kThreads;   // and x pieces
-constexpr int kCopyRows = kThreads / 8;             // tile rows apart, a thread's pieces
-constexpr int kWarpTiles = kTileRows / kWarps / 8;  // 8-row MMA n-tiles of weight rows a warp takes
+constexpr int kXStride = kTileK + 8;  // x rows padded to 144 bytes: ldmatrix rows land 4 banks apart
+constexpr int kWeightBytes = kTileRows * kTileK * 2;                      // 16 KiB, 1024-byte aligned
+constexpr int kStageBytes = kWeightBytes + kMaxRows * kXStride * 2;       // + 9 KiB of x rows = 25 KiB
+constexpr int kWarpTiles = kTileRows / kMmaWarps / 8;  // 8-row MMA n-tiles of weight rows a warp takes
+static_assert(kStageBytes % 1024 == 0, "every stage's weights must start 1024-byte aligned (128-byte swizzle)");
 
 // One work item: up to 64 rows of one expert (a "pass") against one tile of its weight rows.
 struct Item {
   int64_t first_row;  // in x and out
   int rows;
-  int64_t col0;  // first output column
-  const __nv_bfloat16* w;  // the expert's weights
+  int col0;           // first output column
+  int weight_row0;    // the expert's first row in the weight matrix [E * rows an expert, k]
 };
 
 // Item `item` of the enumeration (expert, pass, column tile), pass_prefix[e] being the passes of experts < e.
 __device__ Item decode_item(int item, const int* pass_prefix, int num_experts, const int32_t* offsets, int n_tiles,
-                            int cols, const __nv_bfloat16* weights, int64_t expert_stride) {
+                            int cols, int expert_rows) {
   const int expert_pass = item / n_tiles, tile = item % n_tiles;
   int lo = 0, hi = num_experts;  // the last expert whose passes start at or before expert_pass
   while (hi - lo > 1) {
@@ -46,30 +50,33 @@ __device__ Item decode_item(int item, const int* pass_prefix, int num_experts, c
   Item it;
   it.first_row = offsets[lo] + static_cast<int64_t>(expert_pass - pass_prefix[lo]) * kMaxRows;
   it.rows = static_cast<int>(min(static_cast<int64_t>(kMaxRows), offsets[lo + 1] - it.first_row));
-  it.col0 = static_cast<int64_t>(tile) * cols;
-  it.w = weights + lo * expert_stride;
+  it.col0 = tile * cols;
+  it.weight_row0 = lo * expert_rows;
   return it;
 }
 
-// Persistent: kBlocksPerSM blocks an SM take the work items round robin, and one kStages-deep cp.async pipeline
-// runs through all of a block's items, so it never drains between them (one block per item had lost ~20% of
-// the copy rate to pipeline fills and the last partial wave). MMAs are m16n8k16 bf16; warp w takes two 16-row
-// slices of the item's weight rows, each one ldmatrix.x4 (two n-tiles) per k step: with kSwiGLU gate rows
-// [16w, 16w + 16) and the matching up rows [64 + 16w, ...), so silu(gate) * up is formed in registers;
-// otherwise rows [32w, 32w + 32). (64-row items, one slice a warp, balanced the blocks better but loaded the x
-// fragments twice as often per weight byte: batch 256 16.39 against 14.89 ms a step, 15.19 at three blocks an
-// SM.)
+// Persistent: kBlocksPerSM blocks an SM take the work items round robin, and one kStages-deep pipeline runs
+// through all of a block's items, so it never drains between them. MMAs are m16n8k16 bf16; MMA warp w takes two
+// 16-row slices of the item's weight rows, each one ldmatrix.x4 (two n-tiles) per k step: with kSwiGLU gate rows
+// [16w, 16w + 16) and the matching up rows [64 + 16w, ...), so silu(gate) * up is formed in registers; otherwise
+// rows [32w, 32w + 32). Weights arrive 128-byte swizzled (tma.cuh): row r's 16-byte piece c at c ^ (r % 8).
+// k not a multiple of 64: the tensor boxes and the x copies fill zeros past k.
 template <bool kSwiGLU>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
-    grouped_kernel(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_t* offsets, int num_experts,
-                   int64_t k_dim, int64_t n_out, const __nv_bfloat16* weights, __nv_bfloat16* out) {
+    grouped_kernel(const __grid_constant__ CUtensorMap weight_map, const __nv_bfloat16* x, const int32_t* x_row_of,
+                   const int32_t* offsets, int num_experts, int k_dim, int n_out, __nv_bfloat16* out) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  auto* smem = reinterpret_cast<__nv_bfloat16*>(shared_bytes);
-  auto* pass_prefix = reinterpret_cast<int*>(shared_bytes + kStageBytes);  // [num_experts + 1]
+  extern __shared__ __align__(1024) unsigned char shared_bytes[];
+  auto* full = reinterpret_cast<uint64_t*>(shared_bytes + kStages * kStageBytes);  // [kStages]: stage landed
+  uint64_t* empty = full + kStages;                                                 // [kStages]: stage released
+  auto* pass_prefix = reinterpret_cast<int*>(empty + kStages);                      // [num_experts + 1]
   int* shared_offsets = pass_prefix + num_experts + 1;  // [num_experts + 1]: no global load when an item starts
   for (int e = threadIdx.x; e <= num_experts; e += kThreads) shared_offsets[e] = offsets[e];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  if (threadIdx.x == 0) {  // full: the copy warp's 32 lanes (their x copies) and its lane 0's expected bytes
+    for (int s = 0; s < kStages; ++s) mbarrier_init(&full[s], 33), mbarrier_init(&empty[s], kMmaWarps);
+    fence_barrier_init();
+  }
 
   // Passes of up to 64 rows per expert, and their exclusive prefix (warp 0: lane l sums a run of experts).
   if (warp == 0) {
@@ -93,64 +100,50 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   __syncthreads();
 
   constexpr int kCols = kSwiGLU ? kTileRows / 2 : kTileRows;  // output columns of an item
-  const int n_tiles = static_cast<int>((n_out + kCols - 1) / kCols);
-  const int k_tiles = static_cast<int>((k_dim + kTileK - 1) / kTileK);
+  const int expert_rows = (kSwiGLU ? 2 : 1) * n_out;          // weight rows of one expert
+  const int n_tiles = (n_out + kCols - 1) / kCols;
+  const int k_tiles = (k_dim + kTileK - 1) / kTileK;
   const int total_items = pass_prefix[num_experts] * n_tiles;
   const int my_items = static_cast<int>(blockIdx.x) < total_items
                            ? (total_items - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1
                            : 0;
   const int total_steps = my_items * k_tiles;
-  const int64_t expert_stride = (kSwiGLU ? 2 : 1) * n_out * k_dim;
   auto item_of = [&](int j) {
     return decode_item(static_cast<int>(blockIdx.x) + j * static_cast<int>(gridDim.x), pass_prefix, num_experts,
-                       shared_offsets, n_tiles, kCols, weights, expert_stride);
+                       shared_offsets, n_tiles, kCols, expert_rows);
   };
 
-  // The loader: thread copies 16-byte column `piece` of tile rows first_row + kCopyRows i, weights and x alike; the
-  // source pointers are recomputed when the staged item changes (rows past the matrix or the item: zeros).
-  const int piece = threadIdx.x % 8, first_row = threadIdx.x / 8;
-  int staged_j = -1, staged_rows = 0;
-  const __nv_bfloat16* w_src[kCopiesW];
-  const __nv_bfloat16* x_src[kCopiesX];  // nullptr: a row past the item
-  auto stage = [&](int j, int kt, int slot) {
-    if (j != staged_j) {
-      const Item it = item_of(j);
-      staged_j = j;
-      staged_rows = it.rows;
-#pragma unroll
-      for (int i = 0; i < kCopiesW; ++i) {
-        const int r = first_row + kCopyRows * i;
-        const int64_t col = it.col0 + (kSwiGLU ? r % kCols : r);
-        w_src[i] = col < n_out ? it.w + (col + (kSwiGLU && r >= kCols ? n_out : 0)) * k_dim + 8 * piece : nullptr;
+  if (warp == kMmaWarps) {  // the copy warp
+    Item item{};
+    for (int step = 0, j = 0, kt = 0; step < total_steps; ++step) {
+      if (kt == 0) item = item_of(j);
+      const int slot = step % kStages;
+      if (step >= kStages) mbarrier_wait(&empty[slot], (step / kStages - 1) & 1, "moe_grouped copy warp");
+      unsigned char* stage = shared_bytes + slot * kStageBytes;
+      const int k = kt * kTileK;
+      if (lane == 0) {
+        mbarrier_arrive_expect_tx(&full[slot], kWeightBytes);
+        // Box 0: gate rows [col0, col0 + 64) (or rows [col0, col0 + 64)); box 1: the matching up rows (or the
+        // next 64). Rows past the expert belong to the next one or past the matrix (zeros): never written out.
+        const int row0 = item.weight_row0 + item.col0;
+        tma_load_2d(stage, &weight_map, k, row0, &full[slot]);
+        tma_load_2d(stage + kWeightBytes / 2, &weight_map, k, row0 + (kSwiGLU ? n_out : kBoxRows), &full[slot]);
       }
-#pragma unroll
-      for (int i = 0; i < kCopiesX; ++i) {
-        const int r = first_row + kCopyRows * i;
-        const int64_t row = it.first_row + r;
-        x_src[i] = r >= it.rows ? nullptr : x + (x_row_of ? x_row_of[row] : row) * k_dim + 8 * piece;
+      // The x rows: 16-byte cp.async pieces (zeros past k), the lanes taking pieces round robin. One bulk copy a
+      // row was slower: 24 rows a stage, 262 against 235 us for the gate/up kernel (the copy engine's cost is per
+      // copy, not per byte).
+      for (int p = lane; p < item.rows * 8; p += 32) {
+        const int r = p / 8, c = 8 * (p % 8);
+        const int64_t row = item.first_row + r;
+        const bool valid = k + c < k_dim;
+        const __nv_bfloat16* src = x + (x_row_of ? x_row_of[row] : row) * static_cast<int64_t>(k_dim) + k + c;
+        cp_async_16(stage + kWeightBytes + (r * kXStride + c) * 2, valid ? src : x, valid);
       }
+      cp_async_mbarrier_arrive(&full[slot]);
+      if (++kt == k_tiles) kt = 0, ++j;
     }
-    __nv_bfloat16* ws = smem + slot * kStageElems + first_row * kStride + 8 * piece;
-    __nv_bfloat16* as = ws + kTileRows * kStride;
-    const int k = kt * kTileK;
-    const bool k_valid = k + 8 * piece < k_dim;
-#pragma unroll
-    for (int i = 0; i < kCopiesW; ++i) {
-      const bool valid = k_valid && w_src[i] != nullptr;
-      cp_async_16_stream(ws + kCopyRows * i * kStride, valid ? w_src[i] + k : weights, valid);
-    }
-#pragma unroll
-    for (int i = 0; i < kCopiesX; ++i) {
-      if (first_row + kCopyRows * i >= ((staged_rows + 15) & ~15)) break;
-      const bool valid = k_valid && x_src[i] != nullptr;
-      cp_async_16(as + kCopyRows * i * kStride, valid ? x_src[i] + k : x, valid);
-    }
-  };
-  int fetch_j = 0, fetch_kt = 0;
-  auto fetch_next = [&](int slot) {
-    stage(fetch_j, fetch_kt, slot);
-    if (++fetch_kt == k_tiles) fetch_kt = 0, ++fetch_j;
-  };
+    return;
+  }
 
   // The first weight row (within the tile) of the warp's n-tile n: with kSwiGLU its gate n-tiles, then the up
   // n-tiles of the same columns; otherwise kWarpTiles consecutive n-tiles.
@@ -159,18 +152,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     if constexpr (kSwiGLU) return n < kHalf ? 8 * (kHalf * warp + n) : kCols + 8 * (kHalf * warp + n - kHalf);
     return 8 * (kWarpTiles * warp + n);
   };
-  // ldmatrix lane addresses (element offsets within a stage): x4 number h loads n-tiles 2h and 2h + 1; the x rows.
-  int b_offset[kWarpTiles / 2];
+  // ldmatrix lane addresses: x4 number h loads n-tiles 2h and 2h + 1 (lane l: row (l & 7) of n-tile 2h + l / 16,
+  // 16-byte piece (l / 8) % 2 of the k step, swizzled); the x rows (byte offsets within a stage).
+  int b_row_bytes[kWarpTiles / 2];
 #pragma unroll
-  for (int h = 0; h < kWarpTiles / 2; ++h)
-    b_offset[h] = (tile_row(2 * h + (lane >> 4)) + (lane & 7)) * kStride + 8 * ((lane >> 3) & 1);
-  const int a_offset = ((lane & 7) + 8 * ((lane >> 3) & 1)) * kStride + 8 * (lane >> 4);
+  for (int h = 0; h < kWarpTiles / 2; ++h) b_row_bytes[h] = (tile_row(2 * h + (lane >> 4)) + (lane & 7)) * kTileK * 2;
+  const int b_piece = (lane >> 3) & 1, b_swizzle = lane & 7;
+  const int a_offset = kWeightBytes + (((lane & 7) + 8 * ((lane >> 3) & 1)) * kXStride + 8 * (lane >> 4)) * 2;
 
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < total_steps) fetch_next(s);
-    cp_async_commit();
-  }
   Item item{};
   int m_tiles = 0;
   float acc[kMaxRows / 16][kWarpTiles][4];  // [m-tile][n-tile][fragment]
@@ -185,27 +174,27 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[mt][n][i] = 0.0f;
     }
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // this step's stage has landed, and every warp is done with the slot refilled below
-    if (step + kStages - 1 < total_steps) fetch_next((step + kStages - 1) % kStages);
-    cp_async_commit();
-    const __nv_bfloat16* ws = smem + (step % kStages) * kStageElems;
-    const __nv_bfloat16* as = ws + kTileRows * kStride;
+    const int slot = step % kStages;
+    mbarrier_wait(&full[slot], (step / kStages) & 1, "moe_grouped MMA warp");
+    const unsigned char* stage = shared_bytes + slot * kStageBytes;
 #pragma unroll
     for (int kk = 0; kk < kTileK; kk += 16) {
       uint32_t b[kWarpTiles / 2][4];
+      const int piece = ((kk / 8 + b_piece) ^ b_swizzle) * 16;
 #pragma unroll
-      for (int h = 0; h < kWarpTiles / 2; ++h) ldmatrix_x4(b[h], ws + b_offset[h] + kk);
+      for (int h = 0; h < kWarpTiles / 2; ++h) ldmatrix_x4(b[h], stage + b_row_bytes[h] + piece);
 #pragma unroll
       for (int mt = 0; mt < kMaxRows / 16; ++mt) {
         if (mt >= m_tiles) break;
         uint32_t a[4];
-        ldmatrix_x4(a, as + a_offset + mt * 16 * kStride + kk);
+        ldmatrix_x4(a, stage + a_offset + (mt * 16 * kXStride + kk) * 2);
 #pragma unroll
         for (int n = 0; n < kWarpTiles; ++n)
           mma_bf16(acc[mt][n], a[0], a[1], a[2], a[3], b[n / 2][2 * (n % 2)], b[n / 2][2 * (n % 2) + 1]);
       }
     }
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[slot]);  // this warp is done with the stage
     if (kt == k_tiles - 1) {  // the item's last stage: write its rows
 #pragma unroll
       for (int mt = 0; mt < kMaxRows / 16; ++mt) {
@@ -217,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
           if constexpr (kSwiGLU) {
 #pragma unroll
             for (int n = 0; n < kWarpTiles / 2; ++n) {  // gate n-tile n, up n-tile n + kWarpTiles / 2
-              const int64_t col = item.col0 + tile_row(n) + 2 * t;
+              const int col = item.col0 + tile_row(n) + 2 * t;
               if (col >= n_out) continue;
               const float g0 = acc[mt][n][2 * half], g1 = acc[mt][n][2 * half + 1];
               const float u0 = acc[mt][n + kWarpTiles / 2][2 * half], u1 = acc[mt][n + kWarpTiles / 2][2 * half + 1];
@@ -227,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
           } else {
 #pragma unroll
             for (int n = 0; n < kWarpTiles; ++n) {
-              const int64_t col = item.col0 + tile_row(n) + 2 * t;
+              const int col = item.col0 + tile_row(n) + 2 * t;
               if (col >= n_out) continue;
               *reinterpret_cast<__nv_bfloat162*>(o + col) =
                   __floats2bfloat162_rn(acc[mt][n][2 * half], acc[mt][n][2 * half + 1]);
@@ -238,31 +227,39 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     }
     if (++kt == k_tiles) kt = 0, ++j;
   }
-  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 }
 
 template <bool kSwiGLU>
-void launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_t* offsets, int64_t num_experts,
-            int64_t k_dim, int64_t n_out, const __nv_bfloat16* weights, __nv_bfloat16* out, int num_sms,
-            cudaStream_t stream) {
-  if (num_experts == 0) return;
-  const size_t shared = kStageBytes + 2 * static_cast<size_t>(num_experts + 1) * sizeof(int);
-  cudaFuncSetAttribute(grouped_kernel<kSwiGLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+cudaError_t launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_t* offsets, int64_t num_experts,
+                   int64_t k_dim, int64_t n_out, const __nv_bfloat16* weights, __nv_bfloat16* out, int num_sms,
+                   cudaStream_t stream) {
+  if (num_experts == 0) return cudaSuccess;
+  CUtensorMap weight_map;
+  if (make_bf16_tensor_map(&weight_map, weights, static_cast<uint64_t>(num_experts * (kSwiGLU ? 2 : 1) * n_out),
+                           static_cast<uint64_t>(k_dim), kBoxRows, kTileK) != CUDA_SUCCESS)
+    return cudaErrorInvalidValue;
+  const size_t shared = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) +
+                        2 * static_cast<size_t>(num_experts + 1) * sizeof(int);
+  const cudaError_t status = cudaFuncSetAttribute(grouped_kernel<kSwiGLU>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(shared));
+  if (status != cudaSuccess) return status;
   launch_dependent(grouped_kernel<kSwiGLU>, static_cast<unsigned>(kBlocksPerSM * num_sms), kThreads, shared, stream,
-                   x, x_row_of, offsets, static_cast<int>(num_experts), k_dim, n_out, weights, out);
+                   weight_map, x, x_row_of, offsets, static_cast<int>(num_experts), static_cast<int>(k_dim),
+                   static_cast<int>(n_out), out);
+  return cudaSuccess;
 }
 
 }  // namespace
 
-void moe_grouped_gate_up(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
+cudaError_t moe_grouped_gate_up(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
                          int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
                          __nv_bfloat16* act, int num_sms, cudaStream_t stream) {
-  launch<true>(x, token_of_row, expert_offsets, num_experts, hidden, inter, gate_up, act, num_sms, stream);
+  return launch<true>(x, token_of_row, expert_offsets, num_experts, hidden, inter, gate_up, act, num_sms, stream);
 }
 
-void moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts, int64_t hidden,
+cudaError_t moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts, int64_t hidden,
                       int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* y, int num_sms, cudaStream_t stream) {
-  launch<false>(act, nullptr, expert_offsets, num_experts, inter, hidden, down, y, num_sms, stream);
+  return launch<false>(act, nullptr, expert_offsets, num_experts, inter, hidden, down, y, num_sms, stream);
 }
 
 }  // namespace deepinfer::cuda

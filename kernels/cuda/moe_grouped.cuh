@@ -8,7 +8,8 @@
 //   moe_grouped_down:    y[r]   = bf16(W_down[e] . act[r])
 // Weights: gate_up [E, 2 * inter, hidden] (gate rows, then up rows), down [E, hidden, inter]. hidden and inter
 // must be multiples of 8 (16-byte rows pieces); rows past offsets[E] are not written. num_sms: the device's SM
-// count (the kernels are persistent, two blocks an SM).
+// count (the kernels are persistent, two blocks an SM). Each returns the error of its launch set-up (the weights'
+// tensor map, the shared-memory limit); the kernel's own errors surface through cudaGetLastError as usual.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,10 +19,10 @@
 
 namespace deepinfer::cuda {
 
-void moe_grouped_gate_up(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
+cudaError_t moe_grouped_gate_up(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
                          int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
                          __nv_bfloat16* act, int num_sms, cudaStream_t stream);
-void moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts, int64_t hidden,
+cudaError_t moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts, int64_t hidden,
                       int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* y, int num_sms, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

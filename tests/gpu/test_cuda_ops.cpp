@@ -732,9 +732,11 @@ void CudaOps::check_grouped_experts(int64_t tokens, int64_t experts, int64_t use
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   cuda::moe_route(d_ids.data(), tokens, top_k, experts, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
-  cuda::moe_grouped_gate_up(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter, bf(gate_up), bf(act),
-                            sms, nullptr);
-  cuda::moe_grouped_down(bf(act), offsets.data(), experts, hidden, inter, bf(down), bf(y_perm), sms, nullptr);
+  ASSERT_EQ(cuda::moe_grouped_gate_up(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter, bf(gate_up),
+                                      bf(act), sms, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cuda::moe_grouped_down(bf(act), offsets.data(), experts, hidden, inter, bf(down), bf(y_perm), sms, nullptr),
+            cudaSuccess);
   cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
   sync();
   ASSERT_EQ(offsets.to_host()[1], tokens);

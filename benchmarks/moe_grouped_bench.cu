@@ -1,0 +1,233 @@
+// The routed-expert kernels of a decode step at DeepSeek-V2-Lite shape, alone, against read ceilings measured
+// in the same process: where the grouped kernels stand against the copy rate, and how much of the gap is the
+// order in which they read weights rather than their arithmetic.
+//
+//   moe_grouped_bench [--tokens 256] [--experts 64] [--top-k 6] [--hidden 2048] [--inter 1408] [--reps 20]
+//
+// Prints, for each, the median of --reps runs after 3 warm-up runs (CUDA events), the bytes it must read and
+// the rate: the two grouped kernels (moe_grouped.cuh) on a routing of --tokens tokens drawn uniformly; a plain
+// streaming read of the gate/up weights (the device's read ceiling); and the same weights read through shared
+// memory the way a tiled kernel does, 16 KiB a stage, by tiles of 16384 / B rows x B bytes for B = 128 ... 4096
+// (B = 128 is the order the grouped kernels read in today).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/moe_grouped.cuh"
+
+namespace {
+
+#define BENCH_CHECK(call)                                                                              \
+  do {                                                                                                 \
+    const cudaError_t status = (call);                                                                 \
+    if (status != cudaSuccess) {                                                                       \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status)); \
+      std::exit(1);                                                                                    \
+    }                                                                                                  \
+  } while (0)
+
+// Streaming read: every thread keeps four 16-byte loads in flight; the XOR keeps the loads alive.
+__global__ void read_kernel(const uint4* data, size_t count, unsigned* sink) {
+  unsigned acc = 0;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < count; i += 4 * stride) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) v[u] = __ldcs(data + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < count; i += stride) acc ^= data[i].x;
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+// Tiled read through shared memory, as the grouped kernels stage weights: 128 threads, two blocks an SM, four
+// 16 KiB stages; an item is kTileRows rows of the [rows, k] matrix over all of k, read kRowBytes of each row a
+// stage; items go round robin over a persistent grid.
+template <int kRowBytes>
+__global__ void __launch_bounds__(128, 2) tiled_read_kernel(const __nv_bfloat16* w, int64_t rows, int64_t k,
+                                                            unsigned* sink) {
+  constexpr int kStageBytes = 16384, kStages = 4, kTileRows = kStageBytes / kRowBytes;
+  constexpr int kPieces = kStageBytes / 16 / 128;  // 16-byte copies a thread issues a stage
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int64_t row_bytes = k * 2, stages_per_item = row_bytes / kRowBytes;
+  const int64_t items = rows / kTileRows, total = (items - 1 - blockIdx.x) / gridDim.x + 1;
+  const int64_t steps = blockIdx.x < items ? total * stages_per_item : 0;
+  auto issue = [&](int64_t step) {
+    const int64_t item = blockIdx.x + (step / stages_per_item) * gridDim.x, s = step % stages_per_item;
+    const auto* base = reinterpret_cast<const unsigned char*>(w) + item * kTileRows * row_bytes + s * kRowBytes;
+    unsigned char* dst = smem + (step % kStages) * kStageBytes;
+#pragma unroll
+    for (int p = 0; p < kPieces; ++p) {
+      const int piece = threadIdx.x + 128 * p;  // 16-byte piece of the stage: row piece / (kRowBytes / 16)
+      const int r = piece / (kRowBytes / 16), c = piece % (kRowBytes / 16);
+      deepinfer::cuda::cp_async_16_stream(dst + 16 * piece, base + r * row_bytes + 16 * c, true);
+    }
+  };
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) issue(s);
+    deepinfer::cuda::cp_async_commit();
+  }
+  unsigned acc = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    deepinfer::cuda::cp_async_wait<kStages - 2>();
+    __syncthreads();
+    if (step + kStages - 1 < steps) issue(step + kStages - 1);
+    deepinfer::cuda::cp_async_commit();
+    acc ^= reinterpret_cast<const unsigned*>(smem + (step % kStages) * kStageBytes)[threadIdx.x];
+  }
+  deepinfer::cuda::cp_async_wait<0>();
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+struct Options {
+  int tokens = 256, experts = 64, top_k = 6, hidden = 2048, inter = 1408, reps = 20;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const int value = std::atoi(argv[i + 1]);
+    if (flag == "--tokens") o.tokens = value;
+    else if (flag == "--experts") o.experts = value;
+    else if (flag == "--top-k") o.top_k = value;
+    else if (flag == "--hidden") o.hidden = value;
+    else if (flag == "--inter") o.inter = value;
+    else if (flag == "--reps") o.reps = value;
+    else {
+      std::fprintf(stderr, "moe_grouped_bench: unknown flag %s\n", flag.c_str());
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+// Median milliseconds of `reps` runs of `run` after 3 warm-up runs.
+template <class F>
+float median_ms(int reps, F run) {
+  cudaEvent_t start, stop;
+  BENCH_CHECK(cudaEventCreate(&start));
+  BENCH_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 3; ++i) run();
+  std::vector<float> times;
+  for (int i = 0; i < reps; ++i) {
+    BENCH_CHECK(cudaEventRecord(start));
+    run();
+    BENCH_CHECK(cudaEventRecord(stop));
+    BENCH_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  BENCH_CHECK(cudaGetLastError());
+  BENCH_CHECK(cudaEventDestroy(start));
+  BENCH_CHECK(cudaEventDestroy(stop));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void report(const char* what, float ms, double bytes) {
+  std::printf("%-44s %9.1f us %9.1f MB %8.2f TB/s\n", what, ms * 1e3, bytes / 1e6, bytes / (ms * 1e-3) / 1e12);
+}
+
+template <int kRowBytes>
+void tiled_read(const __nv_bfloat16* w, int64_t rows, int64_t k, int sms, unsigned* sink, int reps) {
+  constexpr size_t kShared = 4 * 16384;
+  BENCH_CHECK(cudaFuncSetAttribute(tiled_read_kernel<kRowBytes>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(kShared)));
+  const float ms = median_ms(reps, [&] { tiled_read_kernel<kRowBytes><<<2 * sms, 128, kShared>>>(w, rows, k, sink); });
+  const std::string what = "tiled read, " + std::to_string(16384 / kRowBytes) + " rows x " +
+                           std::to_string(kRowBytes) + " B a stage";
+  report(what.c_str(), ms, static_cast<double>(rows) * k * 2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  int sms = 0;
+  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, %d SMs; %d tokens x top-%d of %d experts, hidden %d, inter %d\n", prop.name, sms, o.tokens,
+              o.top_k, o.experts, o.hidden, o.inter);
+
+  // Routing: each token picks top_k distinct experts uniformly; rows sorted by expert.
+  std::mt19937 rng(7);
+  std::vector<std::vector<int>> rows_of(o.experts);
+  for (int t = 0; t < o.tokens; ++t) {
+    std::vector<int> all(o.experts);
+    for (int e = 0; e < o.experts; ++e) all[e] = e;
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int j = 0; j < o.top_k; ++j) rows_of[all[j]].push_back(t);
+  }
+  std::vector<int32_t> offsets(o.experts + 1, 0), token_of_row;
+  for (int e = 0; e < o.experts; ++e) {
+    offsets[e + 1] = offsets[e] + static_cast<int32_t>(rows_of[e].size());
+    token_of_row.insert(token_of_row.end(), rows_of[e].begin(), rows_of[e].end());
+  }
+  const int pairs = offsets[o.experts];
+  const auto [min_rows, max_rows] = std::minmax_element(rows_of.begin(), rows_of.end(),
+                                                        [](auto& a, auto& b) { return a.size() < b.size(); });
+  std::printf("rows an expert: %zu .. %zu (mean %.1f)\n", min_rows->size(), max_rows->size(),
+              static_cast<double>(pairs) / o.experts);
+
+  const size_t gate_up_elems = static_cast<size_t>(o.experts) * 2 * o.inter * o.hidden;
+  const size_t down_elems = static_cast<size_t>(o.experts) * o.hidden * o.inter;
+  __nv_bfloat16 *gate_up, *down, *x, *act, *y;
+  int32_t *d_offsets, *d_token_of_row;
+  unsigned* sink;
+  BENCH_CHECK(cudaMalloc(&gate_up, gate_up_elems * 2));
+  BENCH_CHECK(cudaMalloc(&down, down_elems * 2));
+  BENCH_CHECK(cudaMalloc(&x, static_cast<size_t>(o.tokens) * o.hidden * 2));
+  BENCH_CHECK(cudaMalloc(&act, static_cast<size_t>(pairs) * o.inter * 2));
+  BENCH_CHECK(cudaMalloc(&y, static_cast<size_t>(pairs) * o.hidden * 2));
+  BENCH_CHECK(cudaMalloc(&d_offsets, offsets.size() * 4));
+  BENCH_CHECK(cudaMalloc(&d_token_of_row, token_of_row.size() * 4));
+  BENCH_CHECK(cudaMalloc(&sink, 4));
+  // 0x3c3c: bf16 0.0115, finite and the same everywhere (the rates do not depend on the values).
+  BENCH_CHECK(cudaMemset(gate_up, 0x3c, gate_up_elems * 2));
+  BENCH_CHECK(cudaMemset(down, 0x3c, down_elems * 2));
+  BENCH_CHECK(cudaMemset(x, 0x3c, static_cast<size_t>(o.tokens) * o.hidden * 2));
+  BENCH_CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(d_token_of_row, token_of_row.data(), token_of_row.size() * 4, cudaMemcpyHostToDevice));
+
+  const double gate_up_bytes = static_cast<double>(gate_up_elems) * 2, down_bytes = static_cast<double>(down_elems) * 2;
+  const float gate_up_ms = median_ms(o.reps, [&] {
+    BENCH_CHECK(deepinfer::cuda::moe_grouped_gate_up(x, d_token_of_row, d_offsets, o.experts, o.hidden, o.inter,
+                                                     gate_up, act, sms, 0));
+  });
+  report("moe_grouped_gate_up", gate_up_ms, gate_up_bytes);
+  const float down_ms = median_ms(o.reps, [&] {
+    BENCH_CHECK(deepinfer::cuda::moe_grouped_down(act, d_offsets, o.experts, o.hidden, o.inter, down, y, sms, 0));
+  });
+  report("moe_grouped_down", down_ms, down_bytes);
+  report("both", gate_up_ms + down_ms, gate_up_bytes + down_bytes);
+
+  const size_t vectors = gate_up_elems * 2 / 16;
+  for (int blocks_per_sm : {2, 4, 8}) {
+    const float ms = median_ms(o.reps, [&] {
+      read_kernel<<<blocks_per_sm * sms, 256>>>(reinterpret_cast<const uint4*>(gate_up), vectors, sink);
+    });
+    const std::string what = "streaming read, " + std::to_string(blocks_per_sm) + " x 256 threads an SM";
+    report(what.c_str(), ms, gate_up_bytes);
+  }
+  const int64_t rows = 2LL * o.experts * o.inter;
+  tiled_read<128>(gate_up, rows, o.hidden, sms, sink, o.reps);
+  tiled_read<256>(gate_up, rows, o.hidden, sms, sink, o.reps);
+  tiled_read<512>(gate_up, rows, o.hidden, sms, sink, o.reps);
+  tiled_read<1024>(gate_up, rows, o.hidden, sms, sink, o.reps);
+  tiled_read<4096>(gate_up, rows, o.hidden, sms, sink, o.reps);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  return 0;
+}
