@@ -15,18 +15,13 @@ namespace {
 // decode shape (256 tokens, benchmarks/moe_grouped_bench) the gate/up kernel read 3.14 TB/s; without its MMAs
 // 3.43, without its x copies 3.52, while the same weights read through the same stages by a kernel that does
 // nothing else reached 4.17: the loads' instructions, not the arithmetic, were the cost.
-constexpr int kMmaWarps = 4;
-constexpr int kThreads = (kMmaWarps + 1) * 32;  // the copy warp last
 constexpr int kTileRows = 128;        // weight rows of one work item (128 output columns, or 64 gate + 64 up)
 constexpr int kBoxRows = 64;          // weight rows of one tensor box (two a stage)
 constexpr int kTileK = 64;            // reduction depth of one stage: 128 bytes of a row, the swizzle's width
 constexpr int kMaxRows = 64;          // expert rows of one work item (four 16-row MMA tiles)
-constexpr int kStages = 4;
-constexpr int kBlocksPerSM = 2;
 constexpr int kXStride = kTileK + 8;  // x rows padded to 144 bytes: ldmatrix rows land 4 banks apart
 constexpr int kWeightBytes = kTileRows * kTileK * 2;                      // 16 KiB, 1024-byte aligned
 constexpr int kStageBytes = kWeightBytes + kMaxRows * kXStride * 2;       // + 9 KiB of x rows = 25 KiB
-constexpr int kWarpTiles = kTileRows / kMmaWarps / 8;  // 8-row MMA n-tiles of weight rows a warp takes
 static_assert(kStageBytes % 1024 == 0, "every stage's weights must start 1024-byte aligned (128-byte swizzle)");
 
 // One work item: up to 64 rows of one expert (a "pass") against one tile of its weight rows.
@@ -61,10 +56,44 @@ __device__ Item decode_item(int item, const int* pass_prefix, int num_experts, c
 // [16w, 16w + 16) and the matching up rows [64 + 16w, ...), so silu(gate) * up is formed in registers; otherwise
 // rows [32w, 32w + 32). Weights arrive 128-byte swizzled (tma.cuh): row r's 16-byte piece c at c ^ (r % 8).
 // k not a multiple of 64: the tensor boxes and the x copies fill zeros past k.
-template <bool kSwiGLU>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSM)
+// The pipeline's shape: MMA warps a block, blocks an SM, stages a block.
+template <int kMmaWarpsT, int kBlocksPerSMT, int kStagesT>
+struct Shape {
+  static constexpr int kMmaWarps = kMmaWarpsT, kBlocksPerSM = kBlocksPerSMT, kStages = kStagesT;
+  static constexpr int kThreads = (kMmaWarps + 1) * 32;          // the copy warp last
+  static constexpr int kWarpTiles = kTileRows / kMmaWarps / 8;  // 8-row MMA n-tiles of weight rows a warp takes
+  static constexpr size_t kSharedBytes = static_cast<size_t>(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t);
+};
+
+// One stage of an MMA warp for an item of kMTiles 16-row tiles: straight-line code (no run-time trip count), so
+// the compiler can issue every ldmatrix of the stage ahead of the MMAs that need it.
+template <int kMTiles, int kWarpTiles>
+__device__ __forceinline__ void mma_stage(float (&acc)[kMaxRows / 16][kWarpTiles][4], const unsigned char* stage,
+                                          const int (&b_row_bytes)[kWarpTiles / 2], int b_piece, int b_swizzle,
+                                          int a_offset) {
+#pragma unroll
+  for (int kk = 0; kk < kTileK; kk += 16) {
+    uint32_t b[kWarpTiles / 2][4];
+    const int piece = ((kk / 8 + b_piece) ^ b_swizzle) * 16;
+#pragma unroll
+    for (int h = 0; h < kWarpTiles / 2; ++h) ldmatrix_x4(b[h], stage + b_row_bytes[h] + piece);
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      uint32_t a[4];
+      ldmatrix_x4(a, stage + a_offset + (mt * 16 * kXStride + kk) * 2);
+#pragma unroll
+      for (int n = 0; n < kWarpTiles; ++n)
+        mma_bf16(acc[mt][n], a[0], a[1], a[2], a[3], b[n / 2][2 * (n % 2)], b[n / 2][2 * (n % 2) + 1]);
+    }
+  }
+}
+
+template <bool kSwiGLU, class S>
+__global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
     grouped_kernel(const __grid_constant__ CUtensorMap weight_map, const __nv_bfloat16* x, const int32_t* x_row_of,
                    const int32_t* offsets, int num_experts, int k_dim, int n_out, __nv_bfloat16* out) {
+  constexpr int kMmaWarps = S::kMmaWarps, kStages = S::kStages, kThreads = S::kThreads;
+  constexpr int kWarpTiles = S::kWarpTiles;
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __align__(1024) unsigned char shared_bytes[];
   auto* full = reinterpret_cast<uint64_t*>(shared_bytes + kStages * kStageBytes);  // [kStages]: stage landed
@@ -114,9 +143,22 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   };
 
   if (warp == kMmaWarps) {  // the copy warp
+    // Lane l copies 16-byte piece l % 8 of the item's x rows l / 8 + 4i; their row numbers in x are looked up
+    // once an item (x_row_of), not once a stage.
+    constexpr int kLaneRows = kMaxRows / 4;
+    const int piece = 8 * (lane % 8);
+    int64_t x_row[kLaneRows];
     Item item{};
     for (int step = 0, j = 0, kt = 0; step < total_steps; ++step) {
-      if (kt == 0) item = item_of(j);
+      if (kt == 0) {
+        item = item_of(j);
+#pragma unroll
+        for (int i = 0; i < kLaneRows; ++i) {
+          const int r = lane / 8 + 4 * i;
+          const int64_t row = item.first_row + r;
+          x_row[i] = r < item.rows ? (x_row_of ? x_row_of[row] : row) : 0;
+        }
+      }
       const int slot = step % kStages;
       if (step >= kStages) mbarrier_wait(&empty[slot], (step / kStages - 1) & 1, "moe_grouped copy warp");
       unsigned char* stage = shared_bytes + slot * kStageBytes;
@@ -132,12 +174,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
       // The x rows: 16-byte cp.async pieces (zeros past k), the lanes taking pieces round robin. One bulk copy a
       // row was slower: 24 rows a stage, 262 against 235 us for the gate/up kernel (the copy engine's cost is per
       // copy, not per byte).
-      for (int p = lane; p < item.rows * 8; p += 32) {
-        const int r = p / 8, c = 8 * (p % 8);
-        const int64_t row = item.first_row + r;
-        const bool valid = k + c < k_dim;
-        const __nv_bfloat16* src = x + (x_row_of ? x_row_of[row] : row) * static_cast<int64_t>(k_dim) + k + c;
-        cp_async_16(stage + kWeightBytes + (r * kXStride + c) * 2, valid ? src : x, valid);
+      const bool valid = k + piece < k_dim;
+#pragma unroll
+      for (int i = 0; i < kLaneRows; ++i) {
+        const int r = lane / 8 + 4 * i;
+        if (r >= item.rows) break;
+        const __nv_bfloat16* src = x + x_row[i] * k_dim + k + piece;
+        cp_async_16(stage + kWeightBytes + (r * kXStride + piece) * 2, valid ? src : x, valid);
       }
       cp_async_mbarrier_arrive(&full[slot]);
       if (++kt == k_tiles) kt = 0, ++j;
@@ -177,21 +220,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
     const int slot = step % kStages;
     mbarrier_wait(&full[slot], (step / kStages) & 1, "moe_grouped MMA warp");
     const unsigned char* stage = shared_bytes + slot * kStageBytes;
-#pragma unroll
-    for (int kk = 0; kk < kTileK; kk += 16) {
-      uint32_t b[kWarpTiles / 2][4];
-      const int piece = ((kk / 8 + b_piece) ^ b_swizzle) * 16;
-#pragma unroll
-      for (int h = 0; h < kWarpTiles / 2; ++h) ldmatrix_x4(b[h], stage + b_row_bytes[h] + piece);
-#pragma unroll
-      for (int mt = 0; mt < kMaxRows / 16; ++mt) {
-        if (mt >= m_tiles) break;
-        uint32_t a[4];
-        ldmatrix_x4(a, stage + a_offset + (mt * 16 * kXStride + kk) * 2);
-#pragma unroll
-        for (int n = 0; n < kWarpTiles; ++n)
-          mma_bf16(acc[mt][n], a[0], a[1], a[2], a[3], b[n / 2][2 * (n % 2)], b[n / 2][2 * (n % 2) + 1]);
-      }
+    switch (m_tiles) {
+      case 1: mma_stage<1>(acc, stage, b_row_bytes, b_piece, b_swizzle, a_offset); break;
+      case 2: mma_stage<2>(acc, stage, b_row_bytes, b_piece, b_swizzle, a_offset); break;
+      case 3: mma_stage<3>(acc, stage, b_row_bytes, b_piece, b_swizzle, a_offset); break;
+      default: mma_stage<4>(acc, stage, b_row_bytes, b_piece, b_swizzle, a_offset); break;
     }
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[slot]);  // this warp is done with the stage
@@ -229,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM)
   }
 }
 
-template <bool kSwiGLU>
+template <bool kSwiGLU, class S>
 cudaError_t launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_t* offsets, int64_t num_experts,
                    int64_t k_dim, int64_t n_out, const __nv_bfloat16* weights, __nv_bfloat16* out, int num_sms,
                    cudaStream_t stream) {
@@ -238,28 +271,29 @@ cudaError_t launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_
   if (make_bf16_tensor_map(&weight_map, weights, static_cast<uint64_t>(num_experts * (kSwiGLU ? 2 : 1) * n_out),
                            static_cast<uint64_t>(k_dim), kBoxRows, kTileK) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  const size_t shared = kStages * kStageBytes + 2 * kStages * sizeof(uint64_t) +
-                        2 * static_cast<size_t>(num_experts + 1) * sizeof(int);
-  const cudaError_t status = cudaFuncSetAttribute(grouped_kernel<kSwiGLU>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const size_t shared = S::kSharedBytes + 2 * static_cast<size_t>(num_experts + 1) * sizeof(int);
+  const cudaError_t status = cudaFuncSetAttribute(grouped_kernel<kSwiGLU, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   static_cast<int>(shared));
   if (status != cudaSuccess) return status;
-  launch_dependent(grouped_kernel<kSwiGLU>, static_cast<unsigned>(kBlocksPerSM * num_sms), kThreads, shared, stream,
+  launch_dependent(grouped_kernel<kSwiGLU, S>, static_cast<unsigned>(S::kBlocksPerSM * num_sms), S::kThreads, shared, stream,
                    weight_map, x, x_row_of, offsets, static_cast<int>(num_experts), static_cast<int>(k_dim),
                    static_cast<int>(n_out), out);
   return cudaSuccess;
 }
+
+using GroupedShape = Shape<4, 2, 4>;
 
 }  // namespace
 
 cudaError_t moe_grouped_gate_up(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
                          int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
                          __nv_bfloat16* act, int num_sms, cudaStream_t stream) {
-  return launch<true>(x, token_of_row, expert_offsets, num_experts, hidden, inter, gate_up, act, num_sms, stream);
+  return launch<true, GroupedShape>(x, token_of_row, expert_offsets, num_experts, hidden, inter, gate_up, act, num_sms, stream);
 }
 
 cudaError_t moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts, int64_t hidden,
                       int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* y, int num_sms, cudaStream_t stream) {
-  return launch<false>(act, nullptr, expert_offsets, num_experts, inter, hidden, down, y, num_sms, stream);
+  return launch<false, GroupedShape>(act, nullptr, expert_offsets, num_experts, inter, hidden, down, y, num_sms, stream);
 }
 
 }  // namespace deepinfer::cuda

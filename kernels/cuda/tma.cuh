@@ -1,8 +1,8 @@
 // Hopper's copy engine (the Tensor Memory Accelerator) and the shared-memory barriers its copies complete on.
-// One thread issues a copy of a whole tile (cp.async.bulk.tensor, described by a CUtensorMap) or of one
-// contiguous run of bytes (cp.async.bulk); the bytes land in shared memory and count down the transaction count
-// of an mbarrier, which the consuming warps wait on. No thread spends instructions on addresses, which is what
-// the streaming kernels need: their loads, not their arithmetic, had been the cost (moe_grouped.cu).
+// One thread issues the copy of a whole tile (cp.async.bulk.tensor, described by a CUtensorMap); the bytes land
+// in shared memory and count down the transaction count of an mbarrier, which the consuming warps wait on. No
+// thread spends instructions on addresses, which is what the streaming kernels need: their loads, not their
+// arithmetic, had been the cost (moe_grouped.cu).
 #pragma once
 
 #include <cuda.h>
@@ -21,9 +21,6 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* barrier, unsigned count)
 
 // Makes initialised barriers visible to the copy engine (then a __syncthreads makes them visible to the block).
 __device__ __forceinline__ void fence_barrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::); }
-
-// Orders this thread's ordinary shared-memory writes before later copy-engine accesses of the same bytes.
-__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::); }
 
 // Arrives once and adds `bytes` to the transactions the current phase waits for.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, unsigned bytes) {
@@ -71,15 +68,6 @@ __device__ __forceinline__ void tma_load_2d(void* shared_dst, const CUtensorMap*
           shared_address(shared_dst)),
       "l"(map), "r"(inner), "r"(outer), "r"(shared_address(barrier))
       : "memory");
-}
-
-// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory.
-__device__ __forceinline__ void bulk_load(void* shared_dst, const void* global_src, unsigned bytes,
-                                          uint64_t* barrier) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   shared_address(shared_dst)),
-               "l"(global_src), "r"(bytes), "r"(shared_address(barrier))
-               : "memory");
 }
 
 // The map of a row-major bf16 matrix [rows, cols] (cols a multiple of 8) read in boxes of box_rows x box_cols
