@@ -122,7 +122,7 @@ struct DecodeTile {
 template <int kLatent, int kRope, int kKeys, int kBuffers>
 __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
     const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table, int max_blocks_per_seq,
-    const int32_t* seq_lens, int heads, float scale, int num_splits, float* partial) {
+    const int32_t* seq_lens, int heads, float scale, int num_splits, float* partial, __nv_bfloat16* out) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   using Tile = DecodeTile<kLatent, kRope, kKeys, kBuffers>;
   constexpr int kDim = Tile::kDim, kStride = Tile::kStride, kPieces = Tile::kPieces;
@@ -292,20 +292,36 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
     __syncthreads();  // every warp is done with this tile's buffer and with ps before they are refilled
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+  if (out != nullptr) {  // one split: the output itself, as the combine would write it (o times 1 / l)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int h = head0 + g + 8 * r;
+      if (h >= heads) continue;
+      const float weight = 1.0f / l_run[r];
+      __nv_bfloat16* o_row = out + (static_cast<int64_t>(b) * heads + h) * kLatent;
+#pragma unroll
+      for (int j = 0; j < kTilesPerWarp; ++j) {
+        const int col = (warp * kTilesPerWarp + j) * 8 + 2 * t;
+        *reinterpret_cast<__nv_bfloat162*>(o_row + col) =
+            __floats2bfloat162_rn(weight * o[j][2 * r], weight * o[j][2 * r + 1]);
+      }
+    }
+    return;
+  }
   // Partials: [latent accumulators | running max | running sum] per (sequence, head, split).
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int h = head0 + g + 8 * r;
     if (h >= heads) continue;
-    float* out = partial + ((static_cast<int64_t>(b) * heads + h) * num_splits + split) * (kLatent + 2);
+    float* part = partial + ((static_cast<int64_t>(b) * heads + h) * num_splits + split) * (kLatent + 2);
 #pragma unroll
     for (int j = 0; j < kTilesPerWarp; ++j) {
       const int col = (warp * kTilesPerWarp + j) * 8 + 2 * t;
-      *reinterpret_cast<float2*>(out + col) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
+      *reinterpret_cast<float2*>(part + col) = make_float2(o[j][2 * r], o[j][2 * r + 1]);
     }
     if (warp == 0 && t == 0) {
-      out[kLatent] = m_run[r];
-      out[kLatent + 1] = l_run[r];
+      part[kLatent] = m_run[r];
+      part[kLatent + 1] = l_run[r];
     }
   }
 }
@@ -368,7 +384,7 @@ __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64
 template <int kKeys, int kBuffers>
 void launch_mma(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                 int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads, float scale,
-                int64_t num_splits, float* partial, cudaStream_t stream) {
+                int64_t num_splits, float* partial, __nv_bfloat16* out, cudaStream_t stream) {
   using Tile = DecodeTile<kMmaLatent, kMmaRope, kKeys, kBuffers>;
   constexpr auto kernel = decode_mma_kernel<kMmaLatent, kMmaRope, kKeys, kBuffers>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tile::kSharedBytes));
@@ -376,7 +392,7 @@ void launch_mma(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_
                   static_cast<unsigned>((heads + kMmaHeads - 1) / kMmaHeads));
   launch_dependent(kernel, grid, kThreads, Tile::kSharedBytes, stream, q, cache, block_table,
                    static_cast<int>(max_blocks_per_seq), seq_lens, static_cast<int>(heads), scale,
-                   static_cast<int>(num_splits), partial);
+                   static_cast<int>(num_splits), partial, num_splits == 1 ? out : nullptr);
 }
 
 }  // namespace
@@ -402,8 +418,11 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
     // Measured at batch 256 against 32-key double-buffered tiles: context 1024 14.35 against 14.45 ms a step,
     // context 4096 20.53 against 21.10; two 64-key buffers (one block an SM) 14.71, 21.97. (With 8 keys a
     // score warp the 32-key double buffer had been the best.)
+    // With one split it writes the output itself: no partials, no combine (at batch 256, context 1024: 11 us a
+    // layer of combine, measured with ncu).
     launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
-                      stream);
+                      out, stream);
+    if (num_splits == 1) return;
   } else {
     const dim3 split_grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
                           static_cast<unsigned>((heads + kWarps - 1) / kWarps));

@@ -15,14 +15,24 @@ namespace {
 // decode shape (256 tokens, benchmarks/moe_grouped_bench) the gate/up kernel read 3.14 TB/s; without its MMAs
 // 3.43, without its x copies 3.52, while the same weights read through the same stages by a kernel that does
 // nothing else reached 4.17: the loads' instructions, not the arithmetic, were the cost.
-constexpr int kTileRows = 128;        // weight rows of one work item (128 output columns, or 64 gate + 64 up)
-constexpr int kBoxRows = 64;          // weight rows of one tensor box (two a stage)
 constexpr int kTileK = 64;            // reduction depth of one stage: 128 bytes of a row, the swizzle's width
 constexpr int kMaxRows = 64;          // expert rows of one work item (four 16-row MMA tiles)
 constexpr int kXStride = kTileK + 8;  // x rows padded to 144 bytes: ldmatrix rows land 4 banks apart
-constexpr int kWeightBytes = kTileRows * kTileK * 2;                      // 16 KiB, 1024-byte aligned
-constexpr int kStageBytes = kWeightBytes + kMaxRows * kXStride * 2;       // + 9 KiB of x rows = 25 KiB
-static_assert(kStageBytes % 1024 == 0, "every stage's weights must start 1024-byte aligned (128-byte swizzle)");
+
+// The pipeline's shape: MMA warps a block, blocks an SM, stages a block, weight rows of a work item (output
+// columns, or with SwiGLU half gate and half up rows; two tensor boxes a stage).
+template <int kMmaWarpsT, int kBlocksPerSMT, int kStagesT, int kTileRowsT>
+struct Shape {
+  static constexpr int kMmaWarps = kMmaWarpsT, kBlocksPerSM = kBlocksPerSMT, kStages = kStagesT;
+  static constexpr int kTileRows = kTileRowsT, kBoxRows = kTileRows / 2;
+  static constexpr int kThreads = (kMmaWarps + 1) * 32;          // the copy warp last
+  static constexpr int kWarpTiles = kTileRows / kMmaWarps / 8;  // 8-row MMA n-tiles of weight rows a warp takes
+  static constexpr int kWeightBytes = kTileRows * kTileK * 2;
+  // Weights, then x rows; every stage's weights start 1024-byte aligned (the 128-byte swizzle's period).
+  static constexpr int kStageBytes = (kWeightBytes + kMaxRows * kXStride * 2 + 1023) / 1024 * 1024;
+  static constexpr size_t kSharedBytes = static_cast<size_t>(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t);
+  static_assert(kWarpTiles % 2 == 0 && kWeightBytes % 1024 == 0, "n-tile pairs a warp; whole swizzle periods");
+};
 
 // One work item: up to 64 rows of one expert (a "pass") against one tile of its weight rows.
 struct Item {
@@ -50,20 +60,6 @@ __device__ Item decode_item(int item, const int* pass_prefix, int num_experts, c
   return it;
 }
 
-// Persistent: kBlocksPerSM blocks an SM take the work items round robin, and one kStages-deep pipeline runs
-// through all of a block's items, so it never drains between them. MMAs are m16n8k16 bf16; MMA warp w takes two
-// 16-row slices of the item's weight rows, each one ldmatrix.x4 (two n-tiles) per k step: with kSwiGLU gate rows
-// [16w, 16w + 16) and the matching up rows [64 + 16w, ...), so silu(gate) * up is formed in registers; otherwise
-// rows [32w, 32w + 32). Weights arrive 128-byte swizzled (tma.cuh): row r's 16-byte piece c at c ^ (r % 8).
-// k not a multiple of 64: the tensor boxes and the x copies fill zeros past k.
-// The pipeline's shape: MMA warps a block, blocks an SM, stages a block.
-template <int kMmaWarpsT, int kBlocksPerSMT, int kStagesT>
-struct Shape {
-  static constexpr int kMmaWarps = kMmaWarpsT, kBlocksPerSM = kBlocksPerSMT, kStages = kStagesT;
-  static constexpr int kThreads = (kMmaWarps + 1) * 32;          // the copy warp last
-  static constexpr int kWarpTiles = kTileRows / kMmaWarps / 8;  // 8-row MMA n-tiles of weight rows a warp takes
-  static constexpr size_t kSharedBytes = static_cast<size_t>(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t);
-};
 
 // One stage of an MMA warp for an item of kMTiles 16-row tiles: straight-line code (no run-time trip count), so
 // the compiler can issue every ldmatrix of the stage ahead of the MMAs that need it.
@@ -88,12 +84,19 @@ __device__ __forceinline__ void mma_stage(float (&acc)[kMaxRows / 16][kWarpTiles
   }
 }
 
+// Persistent: kBlocksPerSM blocks an SM take the work items round robin, and one kStages-deep pipeline runs
+// through all of a block's items, so it never drains between them. MMAs are m16n8k16 bf16; MMA warp w takes two
+// 16-row slices of the item's weight rows, each one ldmatrix.x4 (two n-tiles) per k step: with kSwiGLU gate rows
+// [16w, 16w + 16) and the matching up rows [64 + 16w, ...), so silu(gate) * up is formed in registers; otherwise
+// rows [32w, 32w + 32). Weights arrive 128-byte swizzled (tma.cuh): row r's 16-byte piece c at c ^ (r % 8).
+// k not a multiple of 64: the tensor boxes and the x copies fill zeros past k.
 template <bool kSwiGLU, class S>
 __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
     grouped_kernel(const __grid_constant__ CUtensorMap weight_map, const __nv_bfloat16* x, const int32_t* x_row_of,
                    const int32_t* offsets, int num_experts, int k_dim, int n_out, __nv_bfloat16* out) {
   constexpr int kMmaWarps = S::kMmaWarps, kStages = S::kStages, kThreads = S::kThreads;
-  constexpr int kWarpTiles = S::kWarpTiles;
+  constexpr int kWarpTiles = S::kWarpTiles, kTileRows = S::kTileRows, kBoxRows = S::kBoxRows;
+  constexpr int kWeightBytes = S::kWeightBytes, kStageBytes = S::kStageBytes;
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __align__(1024) unsigned char shared_bytes[];
   auto* full = reinterpret_cast<uint64_t*>(shared_bytes + kStages * kStageBytes);  // [kStages]: stage landed
@@ -269,7 +272,7 @@ cudaError_t launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_
   if (num_experts == 0) return cudaSuccess;
   CUtensorMap weight_map;
   if (make_bf16_tensor_map(&weight_map, weights, static_cast<uint64_t>(num_experts * (kSwiGLU ? 2 : 1) * n_out),
-                           static_cast<uint64_t>(k_dim), kBoxRows, kTileK) != CUDA_SUCCESS)
+                           static_cast<uint64_t>(k_dim), S::kBoxRows, kTileK) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
   const size_t shared = S::kSharedBytes + 2 * static_cast<size_t>(num_experts + 1) * sizeof(int);
   const cudaError_t status = cudaFuncSetAttribute(grouped_kernel<kSwiGLU, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -281,7 +284,7 @@ cudaError_t launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_
   return cudaSuccess;
 }
 
-using GroupedShape = Shape<4, 2, 4>;
+using GroupedShape = Shape<4, 2, 4, 128>;
 
 }  // namespace
 
