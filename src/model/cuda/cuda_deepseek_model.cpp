@@ -255,7 +255,10 @@ void CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   auto* weights = scratch.alloc<float>(rows * K);
   profiler_.mark("moe:before");
   // Without expert parallelism the shared expert (it needs only h) writes `out` on the side stream while the
-  // router and the routed experts run here; the routed sum is added onto it once both are done.
+  // router and the routed experts run here; the routed sum is added onto it once both are done. (Measured on
+  // the H200 at context 1024: run before the router on this stream, batch 1 / 64 / 256 2.53 / 10.14 / 12.55
+  // against 2.27 / 9.84 / 12.43 ms a step; started after the router, 2.49 / 9.97 / 12.40 against 2.27 / 9.85 /
+  // 12.32.)
   const bool shared_beside = w.has_shared && experts == nullptr;
   if (shared_beside) {
     DI_CUDA_CHECK(cudaEventRecord(shared_start_.get(), cudaStreamPerThread));
