@@ -284,6 +284,9 @@ cudaError_t launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_
   return cudaSuccess;
 }
 
+// Measured alone at 256 tokens (gate/up, us): this shape 195-197; eight MMA warps 200.8; one block an SM with
+// eight stages and 8 / 4 MMA warps 222.1 / 199.7; 64-row items 202.0-214.6. Launched on fewer blocks so that
+// every block has the same number of items (235 at 256 tokens), a decode step was no faster.
 using GroupedShape = Shape<4, 2, 4, 128>;
 
 }  // namespace
