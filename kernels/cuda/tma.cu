@@ -23,15 +23,15 @@ EncodeTiled encoder() {
 
 }  // namespace
 
-CUresult make_bf16_tensor_map(CUtensorMap* map, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
-                              uint32_t box_cols) {
+CUresult make_bf16_tensor_map(CUtensorMap* map, const void* base, uint64_t planes, uint64_t rows, uint64_t cols,
+                              uint32_t box_planes, uint32_t box_rows, uint32_t box_cols) {
   const EncodeTiled encode = encoder();
   if (encode == nullptr) return CUDA_ERROR_NOT_FOUND;
-  const cuuint64_t dims[2] = {cols, rows};
-  const cuuint64_t strides[1] = {cols * 2};  // bytes between rows
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+  const cuuint64_t dims[3] = {cols, rows, planes};
+  const cuuint64_t strides[2] = {cols * 2, rows * cols * 2};  // bytes between rows, between planes
+  const cuuint32_t box[3] = {box_cols, box_rows, box_planes};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }

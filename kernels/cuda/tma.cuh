@@ -59,22 +59,24 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, unsigned parity
   }
 }
 
-// A box of a 2-D tensor at element coordinates (inner, outer) into shared memory (aligned as the map's swizzle
-// requires: 1024 bytes for 128-byte swizzling); coordinates past the tensor fill zeros, and count as bytes.
-__device__ __forceinline__ void tma_load_2d(void* shared_dst, const CUtensorMap* map, int inner, int outer,
+// A box of a 3-D tensor at element coordinates (inner, middle, outer) into shared memory (aligned as the map's
+// swizzle requires: 1024 bytes for 128-byte swizzling); coordinates past the tensor fill zeros, and count as
+// bytes.
+__device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap* map, int inner, int middle, int outer,
                                             uint64_t* barrier) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
           shared_address(shared_dst)),
-      "l"(map), "r"(inner), "r"(outer), "r"(shared_address(barrier))
+      "l"(map), "r"(inner), "r"(middle), "r"(outer), "r"(shared_address(barrier))
       : "memory");
 }
 
-// The map of a row-major bf16 matrix [rows, cols] (cols a multiple of 8) read in boxes of box_rows x box_cols
-// (box_cols * 2 <= 128 bytes), laid out in shared memory with 128-byte swizzling: the 16-byte piece c of box
-// row r sits at piece c ^ (r % 8) of that row, so ldmatrix over 8 rows at one column touches every bank once.
-// Host side; returns the driver's error (CUDA_SUCCESS on success).
-CUresult make_bf16_tensor_map(CUtensorMap* map, const void* base, uint64_t rows, uint64_t cols, uint32_t box_rows,
-                              uint32_t box_cols);
+// The map of a bf16 tensor [planes, rows, cols] (row-major, cols a multiple of 8) read in boxes of box_planes x
+// box_rows x box_cols (box_cols * 2 <= 128 bytes), laid out in shared memory plane after plane with 128-byte
+// swizzling: the 16-byte piece c of box row r (counting rows across planes) sits at piece c ^ (r % 8) of that
+// row, so ldmatrix over 8 rows at one column touches every bank once. Host side; returns the driver's error
+// (CUDA_SUCCESS on success).
+CUresult make_bf16_tensor_map(CUtensorMap* map, const void* base, uint64_t planes, uint64_t rows, uint64_t cols,
+                              uint32_t box_planes, uint32_t box_rows, uint32_t box_cols);
 
 }  // namespace deepinfer::cuda
