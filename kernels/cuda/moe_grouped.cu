@@ -9,12 +9,13 @@ namespace deepinfer::cuda {
 namespace {
 
 // Two blocks an SM, each four MMA warps and one copy warp. The copy warp streams the weights through the copy
-// engine (one tensor box a stage: 64 gate and the matching 64 up rows, or 128 rows) and the x rows with cp.async, into kStages shared-memory stages that
-// complete on mbarriers; the MMA warps wait on a stage's barrier, compute, and release it on another. Its
-// predecessor copied with cp.async from every thread, a __syncthreads a stage: alone on the DeepSeek-V2-Lite
-// decode shape (256 tokens, benchmarks/moe_grouped_bench) the gate/up kernel read 3.14 TB/s; without its MMAs
-// 3.43, without its x copies 3.52, while the same weights read through the same stages by a kernel that does
-// nothing else reached 4.17: the loads' instructions, not the arithmetic, were the cost.
+// engine (one tensor box a stage: 64 gate and the matching 64 up rows, or 128 rows) and the x rows with
+// cp.async, into kStages shared-memory stages that complete on mbarriers; the MMA warps wait on a stage's
+// barrier, compute, and release it on another. Its predecessor copied with cp.async from every thread, a
+// __syncthreads a stage: alone on the DeepSeek-V2-Lite decode shape (256 tokens, benchmarks/moe_grouped_bench)
+// its gate/up kernel took 235 us (3.14 TB/s); without its MMAs 229, without MMAs and fragment loads 215,
+// without its x copies 210, while the same weights read through the same stages by a kernel that does nothing
+// else took 177: the loads' instructions, not the arithmetic, were the cost. This one takes 195-200 us.
 constexpr int kTileK = 64;            // reduction depth of one stage: 128 bytes of a row, the swizzle's width
 constexpr int kMaxRows = 64;          // expert rows of one work item (four 16-row MMA tiles)
 constexpr int kXStride = kTileK + 8;  // x rows padded to 144 bytes: ldmatrix rows land 4 banks apart
@@ -276,11 +277,12 @@ cudaError_t launch(const __nv_bfloat16* x, const int32_t* x_row_of, const int32_
                            kTileK) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
   const size_t shared = S::kSharedBytes + 2 * static_cast<size_t>(num_experts + 1) * sizeof(int);
-  const cudaError_t status = cudaFuncSetAttribute(grouped_kernel<kSwiGLU, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(shared));
+  constexpr auto kernel = grouped_kernel<kSwiGLU, S>;
+  const cudaError_t status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
   if (status != cudaSuccess) return status;
-  launch_dependent(grouped_kernel<kSwiGLU, S>, static_cast<unsigned>(S::kBlocksPerSM * num_sms), S::kThreads, shared, stream,
-                   weight_map, x, x_row_of, offsets, static_cast<int>(num_experts), static_cast<int>(k_dim),
+  launch_dependent(kernel, static_cast<unsigned>(S::kBlocksPerSM * num_sms), S::kThreads, shared, stream, weight_map,
+                   x, x_row_of, offsets, static_cast<int>(num_experts), static_cast<int>(k_dim),
                    static_cast<int>(n_out), out);
   return cudaSuccess;
 }
@@ -293,14 +295,17 @@ using GroupedShape = Shape<4, 2, 4, 128>;
 }  // namespace
 
 cudaError_t moe_grouped_gate_up(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
-                         int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
-                         __nv_bfloat16* act, int num_sms, cudaStream_t stream) {
-  return launch<true, GroupedShape>(x, token_of_row, expert_offsets, num_experts, hidden, inter, gate_up, act, num_sms, stream);
+                                int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
+                                __nv_bfloat16* act, int num_sms, cudaStream_t stream) {
+  return launch<true, GroupedShape>(x, token_of_row, expert_offsets, num_experts, hidden, inter, gate_up, act, num_sms,
+                                    stream);
 }
 
-cudaError_t moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts, int64_t hidden,
-                      int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* y, int num_sms, cudaStream_t stream) {
-  return launch<false, GroupedShape>(act, nullptr, expert_offsets, num_experts, inter, hidden, down, y, num_sms, stream);
+cudaError_t moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts,
+                             int64_t hidden, int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* y, int num_sms,
+                             cudaStream_t stream) {
+  return launch<false, GroupedShape>(act, nullptr, expert_offsets, num_experts, inter, hidden, down, y, num_sms,
+                                     stream);
 }
 
 }  // namespace deepinfer::cuda

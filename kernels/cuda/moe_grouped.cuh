@@ -20,9 +20,10 @@
 namespace deepinfer::cuda {
 
 cudaError_t moe_grouped_gate_up(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
-                         int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
-                         __nv_bfloat16* act, int num_sms, cudaStream_t stream);
-cudaError_t moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts, int64_t hidden,
-                      int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* y, int num_sms, cudaStream_t stream);
+                                int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
+                                __nv_bfloat16* act, int num_sms, cudaStream_t stream);
+cudaError_t moe_grouped_down(const __nv_bfloat16* act, const int32_t* expert_offsets, int64_t num_experts,
+                             int64_t hidden, int64_t inter, const __nv_bfloat16* down, __nv_bfloat16* y, int num_sms,
+                             cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -65,8 +65,8 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, unsigned parity
 __device__ __forceinline__ void tma_load_3d(void* shared_dst, const CUtensorMap* map, int inner, int middle, int outer,
                                             uint64_t* barrier) {
   asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(
-          shared_address(shared_dst)),
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(shared_address(shared_dst)),
       "l"(map), "r"(inner), "r"(middle), "r"(outer), "r"(shared_address(barrier))
       : "memory");
 }

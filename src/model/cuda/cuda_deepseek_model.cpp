@@ -336,7 +336,8 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
     // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
     if (num_ids > E) DI_CUDA_CHECK(cudaMemsetAsync(y_perm, 0, n * H * sizeof(Bf16)));
     profiler_.mark("moe:route");
-    DI_CUDA_CHECK(cuda::moe_grouped_gate_up(x, token_of_row, offsets, E, H, I, w.experts_gate_up, act, num_sms_, nullptr));
+    DI_CUDA_CHECK(
+        cuda::moe_grouped_gate_up(x, token_of_row, offsets, E, H, I, w.experts_gate_up, act, num_sms_, nullptr));
     DI_CUDA_CHECK(cuda::moe_grouped_down(act, offsets, E, H, I, w.experts_down, y_perm, num_sms_, nullptr));
     profiler_.mark("moe:experts (grouped)");
     wait_for(out_ready);
