@@ -16,23 +16,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
+#include "src/core/check.h"
 
 namespace {
-
-#define BENCH_CHECK(call)                                                                              \
-  do {                                                                                                 \
-    const cudaError_t status = (call);                                                                 \
-    if (status != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(status)); \
-      std::exit(1);                                                                                    \
-    }                                                                                                  \
-  } while (0)
 
 // Streaming read: every thread keeps four 16-byte loads in flight; the XOR keeps the loads alive.
 __global__ void read_kernel(const uint4* data, size_t count, unsigned* sink) {
@@ -116,22 +109,22 @@ Options parse(int argc, char** argv) {
 template <class F>
 float median_ms(int reps, F run) {
   cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
+  DI_CUDA_CHECK(cudaEventCreate(&start));
+  DI_CUDA_CHECK(cudaEventCreate(&stop));
   for (int i = 0; i < 3; ++i) run();
   std::vector<float> times;
   for (int i = 0; i < reps; ++i) {
-    BENCH_CHECK(cudaEventRecord(start));
+    DI_CUDA_CHECK(cudaEventRecord(start));
     run();
-    BENCH_CHECK(cudaEventRecord(stop));
-    BENCH_CHECK(cudaEventSynchronize(stop));
+    DI_CUDA_CHECK(cudaEventRecord(stop));
+    DI_CUDA_CHECK(cudaEventSynchronize(stop));
     float ms = 0;
-    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     times.push_back(ms);
   }
-  BENCH_CHECK(cudaGetLastError());
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
+  DI_CUDA_CHECK(cudaGetLastError());
+  DI_CUDA_CHECK(cudaEventDestroy(start));
+  DI_CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
@@ -143,7 +136,7 @@ void report(const char* what, float ms, double bytes) {
 template <int kRowBytes>
 void tiled_read(const __nv_bfloat16* w, int64_t rows, int64_t k, int sms, unsigned* sink, int reps) {
   constexpr size_t kShared = 4 * 16384;
-  BENCH_CHECK(cudaFuncSetAttribute(tiled_read_kernel<kRowBytes>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  DI_CUDA_CHECK(cudaFuncSetAttribute(tiled_read_kernel<kRowBytes>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(kShared)));
   const float ms = median_ms(reps, [&] { tiled_read_kernel<kRowBytes><<<2 * sms, 128, kShared>>>(w, rows, k, sink); });
   const std::string what = "tiled read, " + std::to_string(16384 / kRowBytes) + " rows x " +
@@ -151,14 +144,12 @@ void tiled_read(const __nv_bfloat16* w, int64_t rows, int64_t k, int sms, unsign
   report(what.c_str(), ms, static_cast<double>(rows) * k * 2);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const Options o = parse(argc, argv);
   int sms = 0;
-  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop{};
-  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs; %d tokens x top-%d of %d experts, hidden %d, inter %d\n", prop.name, sms, o.tokens,
               o.top_k, o.experts, o.hidden, o.inter);
 
@@ -187,29 +178,29 @@ int main(int argc, char** argv) {
   __nv_bfloat16 *gate_up, *down, *x, *act, *y;
   int32_t *d_offsets, *d_token_of_row;
   unsigned* sink;
-  BENCH_CHECK(cudaMalloc(&gate_up, gate_up_elems * 2));
-  BENCH_CHECK(cudaMalloc(&down, down_elems * 2));
-  BENCH_CHECK(cudaMalloc(&x, static_cast<size_t>(o.tokens) * o.hidden * 2));
-  BENCH_CHECK(cudaMalloc(&act, static_cast<size_t>(pairs) * o.inter * 2));
-  BENCH_CHECK(cudaMalloc(&y, static_cast<size_t>(pairs) * o.hidden * 2));
-  BENCH_CHECK(cudaMalloc(&d_offsets, offsets.size() * 4));
-  BENCH_CHECK(cudaMalloc(&d_token_of_row, token_of_row.size() * 4));
-  BENCH_CHECK(cudaMalloc(&sink, 4));
+  DI_CUDA_CHECK(cudaMalloc(&gate_up, gate_up_elems * 2));
+  DI_CUDA_CHECK(cudaMalloc(&down, down_elems * 2));
+  DI_CUDA_CHECK(cudaMalloc(&x, static_cast<size_t>(o.tokens) * o.hidden * 2));
+  DI_CUDA_CHECK(cudaMalloc(&act, static_cast<size_t>(pairs) * o.inter * 2));
+  DI_CUDA_CHECK(cudaMalloc(&y, static_cast<size_t>(pairs) * o.hidden * 2));
+  DI_CUDA_CHECK(cudaMalloc(&d_offsets, offsets.size() * 4));
+  DI_CUDA_CHECK(cudaMalloc(&d_token_of_row, token_of_row.size() * 4));
+  DI_CUDA_CHECK(cudaMalloc(&sink, 4));
   // 0x3c3c: bf16 0.0115, finite and the same everywhere (the rates do not depend on the values).
-  BENCH_CHECK(cudaMemset(gate_up, 0x3c, gate_up_elems * 2));
-  BENCH_CHECK(cudaMemset(down, 0x3c, down_elems * 2));
-  BENCH_CHECK(cudaMemset(x, 0x3c, static_cast<size_t>(o.tokens) * o.hidden * 2));
-  BENCH_CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
-  BENCH_CHECK(cudaMemcpy(d_token_of_row, token_of_row.data(), token_of_row.size() * 4, cudaMemcpyHostToDevice));
+  DI_CUDA_CHECK(cudaMemset(gate_up, 0x3c, gate_up_elems * 2));
+  DI_CUDA_CHECK(cudaMemset(down, 0x3c, down_elems * 2));
+  DI_CUDA_CHECK(cudaMemset(x, 0x3c, static_cast<size_t>(o.tokens) * o.hidden * 2));
+  DI_CUDA_CHECK(cudaMemcpy(d_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice));
+  DI_CUDA_CHECK(cudaMemcpy(d_token_of_row, token_of_row.data(), token_of_row.size() * 4, cudaMemcpyHostToDevice));
 
   const double gate_up_bytes = static_cast<double>(gate_up_elems) * 2, down_bytes = static_cast<double>(down_elems) * 2;
   const float gate_up_ms = median_ms(o.reps, [&] {
-    BENCH_CHECK(deepinfer::cuda::moe_grouped_gate_up(x, d_token_of_row, d_offsets, o.experts, o.hidden, o.inter,
+    DI_CUDA_CHECK(deepinfer::cuda::moe_grouped_gate_up(x, d_token_of_row, d_offsets, o.experts, o.hidden, o.inter,
                                                      gate_up, act, sms, 0));
   });
   report("moe_grouped_gate_up", gate_up_ms, gate_up_bytes);
   const float down_ms = median_ms(o.reps, [&] {
-    BENCH_CHECK(deepinfer::cuda::moe_grouped_down(act, d_offsets, o.experts, o.hidden, o.inter, down, y, sms, 0));
+    DI_CUDA_CHECK(deepinfer::cuda::moe_grouped_down(act, d_offsets, o.experts, o.hidden, o.inter, down, y, sms, 0));
   });
   report("moe_grouped_down", down_ms, down_bytes);
   report("both", gate_up_ms + down_ms, gate_up_bytes + down_bytes);
@@ -228,6 +219,17 @@ int main(int argc, char** argv) {
   tiled_read<512>(gate_up, rows, o.hidden, sms, sink, o.reps);
   tiled_read<1024>(gate_up, rows, o.hidden, sms, sink, o.reps);
   tiled_read<4096>(gate_up, rows, o.hidden, sms, sink, o.reps);
-  BENCH_CHECK(cudaDeviceSynchronize());
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a failed CUDA call (DI_CUDA_CHECK) names itself
+    std::fprintf(stderr, "moe_grouped_bench: %s\n", e.what());
+    return 1;
+  }
 }
