@@ -11,6 +11,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
@@ -561,10 +562,11 @@ std::vector<float> reference_routed_swiglu(const RoutedExpertsInput& in, int64_t
   return out;
 }
 
-// One token (its own load shape: more loads in flight, fewer rows a warp) and three.
+// One token (its own load shape: more loads in flight, fewer rows a warp) and three; top 6 (three warps a down
+// row), top 5 (an expert without a pair) and top 19 (more pairs than warps: a warp takes two or three).
 TEST_F(CudaOps, MoeGemvSmallBatch) {
-  for (const int64_t tokens : {1, 3}) {
-    const int64_t top_k = 6, experts = 16, hidden = 256, inter = 136;
+  for (const auto& [tokens, top_k] : {std::pair<int64_t, int64_t>{1, 6}, {3, 6}, {1, 5}, {2, 19}}) {
+    const int64_t experts = 16 + top_k, hidden = 256, inter = 136;
     std::vector<float> x_f, gu_f, down_f, base_f;
     auto x = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, x_f));
     auto gate_up = DeviceArray<Bf16>::from_host(random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
@@ -585,7 +587,7 @@ TEST_F(CudaOps, MoeGemvSmallBatch) {
     sync();
     const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
                                                            inter, false);
-    EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance) << tokens << " tokens";
+    EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance) << tokens << " tokens, top " << top_k;
   }
 }
 

@@ -647,9 +647,15 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   // batch 64 12.38 against 12.66; at context 4096 batch 8 8.06 against 8.80. Splits of at least 32 keys against
   // 64 (half a tile: fewer keys to stage and wait for a block): batch 1 2.57 against 2.63 ms at context 512, 2.61
   // against 2.63 at 1024, the same at 4096 and at batch 8; 16 keys was slower at 1024 (2.70).
+  // Two blocks per SM (the attention kernel's occupancy) where each split still has at least 256 keys (four
+  // 64-key tiles), so the second block's share of the traffic outweighs its partials: at context 4096 batch 64
+  // 11.24 / 11.24 against 11.82 / 11.77 ms, batch 16 8.28 / 8.27 against 8.50 / 8.50; at shorter splits it did
+  // not pay (batch 16, context 1024, 64 keys a split: 7.92 / 7.83 against 7.73 / 7.73; H200, 2026-11-29).
   if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
-  const int64_t wanted = (num_sms_ + num_tokens * head_groups - 1) / (num_tokens * head_groups);
+  const int64_t blocks = num_tokens * head_groups;
+  const int64_t one_per_sm = (num_sms_ + blocks - 1) / blocks, two_per_sm = std::max<int64_t>(1, 2 * num_sms_ / blocks);
+  const int64_t wanted = max_len / two_per_sm >= 256 ? std::max(one_per_sm, two_per_sm) : one_per_sm;
   return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
 }
 
