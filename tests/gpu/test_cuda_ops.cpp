@@ -562,8 +562,8 @@ std::vector<float> reference_routed_swiglu(const RoutedExpertsInput& in, int64_t
   return out;
 }
 
-// One token (its own load shape: more loads in flight, fewer rows a warp) and three; top 6 (three warps a down
-// row), top 5 (an expert without a pair) and top 19 (more pairs than warps: a warp takes two or three).
+// One token (its own load shape: more loads in flight, fewer rows a warp) and three; top 6, top 5 (the last
+// expert of a down row without a pair) and top 19 (ten pairs a down row).
 TEST_F(CudaOps, MoeGemvSmallBatch) {
   for (const auto& [tokens, top_k] : {std::pair<int64_t, int64_t>{1, 6}, {3, 6}, {1, 5}, {2, 19}}) {
     const int64_t experts = 16 + top_k, hidden = 256, inter = 136;
