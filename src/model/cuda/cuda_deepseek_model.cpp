@@ -655,8 +655,8 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
   const int64_t blocks = num_tokens * head_groups;
   const int64_t one_per_sm = (num_sms_ + blocks - 1) / blocks;
-  const int64_t two_per_sm = std::max<int64_t>(1, 2 * num_sms_ / blocks);
-  const int64_t wanted = max_len / two_per_sm >= 256 ? std::max(one_per_sm, two_per_sm) : one_per_sm;
+  const int64_t two_per_sm = std::max<int64_t>(1, 2 * num_sms_ / blocks);  // never fewer than one_per_sm
+  const int64_t wanted = max_len / two_per_sm >= 256 ? two_per_sm : one_per_sm;
   return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
 }
 
