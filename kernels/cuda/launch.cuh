@@ -29,23 +29,37 @@ __device__ __forceinline__ void begin_dependent_kernel() {
 constexpr unsigned kDependentLaunchMaxBlocks = 2048;
 
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to start before the previous kernel on the
-// stream has finished (see above) where the grid is at most kDependentLaunchMaxBlocks. Errors surface through
-// cudaGetLastError, as with <<<...>>>.
+// stream has finished (see above) where the grid is at most kDependentLaunchMaxBlocks. `cluster_y` > 1 groups
+// that many consecutive blocks along y into a thread block cluster (their shared memory visible to each other;
+// the grid's y a multiple of it). Errors surface through cudaGetLastError, as with <<<...>>>.
 template <class... Params, class... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
-                      Args... args) {
+void launch_dependent_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                                cudaStream_t stream, unsigned cluster_y, Args... args) {
   static_assert(sizeof...(Params) == sizeof...(Args), "launch_dependent: argument count differs from the kernel's");
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (grid.x * grid.y * grid.z <= kDependentLaunchMaxBlocks) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_y > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count++].val.clusterDim = {1, cluster_y, 1};
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = grid.x * grid.y * grid.z <= kDependentLaunchMaxBlocks ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   (void)cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+template <class... Params, class... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
+                      Args... args) {
+  launch_dependent_clustered(kernel, grid, block, shared_bytes, stream, 1, args...);
 }
 
 }  // namespace deepinfer::cuda

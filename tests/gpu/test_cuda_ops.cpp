@@ -20,6 +20,7 @@
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
+#include "kernels/cuda/linear_skinny.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
@@ -626,6 +627,38 @@ TEST_F(CudaOps, LinearAndSwigluGemv) {
   }
 }
 
+// The decode-batch Linear (k split over a block cluster) at row counts that fill 1..4 MMA row tiles and leave
+// partial ones, bf16 and fp32 outputs: n off the 64-column tile (200) and off 4-column groups (198), k off the
+// 64-deep stage (264), and splits of 2 and 8 blocks. Its sums meet in a fixed order, so two runs agree bit for
+// bit.
+TEST_F(CudaOps, LinearSkinny) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const std::tuple<int64_t, int64_t> shapes[] = {{200, 264}, {198, 2048}, {2048, 1408}};
+  for (const auto& [n, k] : shapes) {
+    std::vector<float> x_f, w_f;
+    auto x = DeviceArray<Bf16>::from_host(random_bf16(cuda::kLinearSkinnyMaxRows * k, x_f));
+    auto w = DeviceArray<Bf16>::from_host(random_bf16(n * k, w_f, 0.05f));
+    for (int64_t rows : {3, 16, 17, 33, 48, 64}) {
+      DeviceArray<Bf16> out(rows * n), again(rows * n);
+      DeviceArray<float> out32(rows * n);
+      out.poison();
+      again.poison();
+      out32.poison();
+      cuda::linear_skinny(bf(x), bf(w), bf(out), false, rows, n, k, sms, nullptr);
+      cuda::linear_skinny(bf(x), bf(w), bf(again), false, rows, n, k, sms, nullptr);
+      cuda::linear_skinny(bf(x), bf(w), out32.data(), true, rows, n, k, sms, nullptr);
+      sync();
+      std::vector<float> want(rows * n);
+      cpu::linear(x_f.data(), w_f.data(), nullptr, want.data(), rows, n, k);
+      const std::string where = std::to_string(rows) + " x " + std::to_string(n) + " x " + std::to_string(k);
+      EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance) << where;
+      EXPECT_LT(rel_error(out32.to_host(), want), kF32Tolerance) << where;
+      EXPECT_EQ(out.to_host(), again.to_host()) << where;
+    }
+  }
+}
+
 // The absorbed MLA projections per head at every row count they take, in the model's layouts: W_uk (rows of kv_b
 // [heads, nope + v, lora]) folds each head's q_nope into the latent space, W_uv unfolds each head's latent output
 // into values. lora = 136 leaves a partial block of columns; nope = 24 a partial share of rows.
@@ -664,6 +697,35 @@ TEST_F(CudaOps, BatchedGemvAbsorbedProjections) {
       }
     EXPECT_LT(rel_error(got_latent, want_latent), kBf16Tolerance) << rows << " rows";
     EXPECT_LT(rel_error(to_float(attn.to_host()), want_attn), kBf16Tolerance) << rows << " rows";
+  }
+}
+
+// W_uv's per-head products at decode batches beyond the matrix-vector kernel (batched_linear_skinny), in the
+// model's strided layout (rows of kv_b [heads, nope + v, lora]): lora = 520 leaves a partial 64-deep stage and
+// splits k over a cluster, v = 20 a partial column tile.
+TEST_F(CudaOps, BatchedLinearSkinnyUnabsorb) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const int64_t heads = 3, nope = 8, v = 20, lora = 520;
+  std::vector<float> kv_b_f, o_f;
+  auto kv_b = DeviceArray<Bf16>::from_host(random_bf16(heads * (nope + v) * lora, kv_b_f, 0.05f));
+  auto o_latent = DeviceArray<Bf16>::from_host(random_bf16(cuda::kLinearSkinnyMaxRows * heads * lora, o_f));
+  for (int64_t rows : {3, 17, 64}) {
+    DeviceArray<Bf16> attn(rows * heads * v);
+    attn.poison();
+    cuda::batched_linear_skinny(bf(o_latent), bf(kv_b) + nope * lora, bf(attn), heads, rows, v, lora,
+                                {heads * lora, lora, (nope + v) * lora, heads * v, v, lora}, sms, nullptr);
+    sync();
+    std::vector<float> want(rows * heads * v);
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < v; ++i) {
+          double sum = 0.0;
+          for (int64_t j = 0; j < lora; ++j)
+            sum += double(o_f[(t * heads + h) * lora + j]) * kv_b_f[(h * (nope + v) + nope + i) * lora + j];
+          want[(t * heads + h) * v + i] = static_cast<float>(sum);
+        }
+    EXPECT_LT(rel_error(to_float(attn.to_host()), want), kBf16Tolerance) << rows << " rows";
   }
 }
 

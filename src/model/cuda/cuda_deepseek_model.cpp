@@ -9,6 +9,7 @@
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
+#include "kernels/cuda/linear_skinny.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 #include "kernels/cuda/mla_prepare.cuh"
@@ -211,8 +212,15 @@ bool CudaDeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const 
 
 void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                                int64_t k) const {
-  if (m <= kGemvMaxLinearRows && k % 8 == 0) return cuda::linear_gemv(x, w, y, y_fp32, m, n, k, nullptr);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), x, w, y, y_fp32, m, n, k));
+  linear_on(main_lane(), x, w, y, y_fp32, m, n, k);
+}
+
+void CudaDeepseekModel::linear_on(Lane lane, const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
+                                  int64_t k) const {
+  if (m <= kGemvMaxLinearRows && k % 8 == 0) return cuda::linear_gemv(x, w, y, y_fp32, m, n, k, lane.stream);
+  if (cuda::linear_skinny_preferred(m, n, k))
+    return cuda::linear_skinny(x, w, y, y_fp32, m, n, k, num_sms_, lane.stream);
+  DI_CUBLAS_CHECK(cuda::linear_bf16(lane.blas, x, w, y, y_fp32, m, n, k));
 }
 
 void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch,
@@ -225,9 +233,9 @@ void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows
     return;
   }
   auto* gate_up = scratch.alloc<Bf16>(rows * 2 * w.inter);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(lane.blas, h, w.gate_up, gate_up, false, rows, 2 * w.inter, H));
+  linear_on(lane, h, w.gate_up, gate_up, false, rows, 2 * w.inter, H);
   cuda::silu_mul(gate_up, act, rows, w.inter, lane.stream);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(lane.blas, act, w.down, out, false, rows, H, w.inter));
+  linear_on(lane, act, w.down, out, false, rows, H, w.inter);
 }
 
 void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n,
@@ -453,9 +461,16 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     cuda::mla_decode_attention(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T, heads, lora,
                                rope, scale, splits, workspace, o_latent, nullptr);
     profiler_.mark("attn:decode kernel");
+    // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows, 3.7-5.3
+    // us for these 2 MB where cuBLAS's batched GEMM took 7.7-10.7 (benchmarks/linear_bench); decode at batch 8
+    // 6.20 -> 6.13 ms a step, at 32 9.23-9.33 -> 9.18-9.19, at 16 and 64 within noise. (The same kernel for W_uk,
+    // the absorb, with ldmatrix.trans B fragments: 4.5 against 10.1 us alone, no gain in the step; not kept.)
+    const cuda::GemvLayout uv_layout{heads * lora, lora, (nope + v) * lora, heads * v, v, lora};
     if (gemv) {
-      cuda::batched_gemv(o_latent, w.kv_b + nope * lora, attn, heads, T, v, lora,
-                         {heads * lora, lora, (nope + v) * lora, heads * v, v, lora}, nullptr);
+      cuda::batched_gemv(o_latent, w.kv_b + nope * lora, attn, heads, T, v, lora, uv_layout, nullptr);
+    } else if (T <= cuda::kLinearSkinnyMaxRows && lora % 8 == 0) {
+      cuda::batched_linear_skinny(o_latent, w.kv_b + nope * lora, attn, heads, T, v, lora, uv_layout, num_sms_,
+                                  nullptr);
     } else {
       DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, v, lora, {o_latent, heads * lora, lora},
                                       {w.kv_b + nope * lora, lora, (nope + v) * lora}, true, attn, heads * v, v, false,

@@ -136,7 +136,8 @@ class CudaDeepseekModel final : public CausalLm {
 
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
                  Bf16* out, ScratchPool& scratch) const;
-  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32): matrix-vector kernels for a few rows, cuBLAS otherwise.
+  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream: matrix-vector kernels for a few rows,
+  // the skinny tensor-core kernel where it beats cuBLAS (cuda::linear_skinny_preferred), cuBLAS otherwise.
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
   // Where a piece of the step runs: the model's stream (the per-thread default) or the side stream.
   struct Lane {
@@ -144,6 +145,8 @@ class CudaDeepseekModel final : public CausalLm {
     cublasHandle_t blas;
   };
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get()}; }
+  void linear_on(Lane lane, const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
+                 int64_t k) const;
   void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch, Lane lane) const;
   void moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
            ScratchPool& scratch) const;

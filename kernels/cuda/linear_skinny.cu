@@ -1,0 +1,182 @@
+#include <cooperative_groups.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/linear_skinny.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kTileK = 64;          // reduction depth of one stage: 128 bytes of a row
+constexpr int kStride = kTileK + 8;  // shared rows padded to 144 bytes: ldmatrix rows land 4 banks apart
+constexpr int kStages = 4;
+constexpr int kMaxSplits = 8;        // the portable cluster size
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kCols = 16 * kWarps;     // output columns (weight rows) of a block: 16 a warp, two MMA n-tiles
+constexpr int kSumStride = kCols + 8;  // fp32 partial-sum rows: a quad's float2 stores 8 banks apart
+
+template <int kMTiles>
+struct Layout {
+  static constexpr int kRows = 16 * kMTiles;
+  static constexpr int kStageElems = (kCols + kRows) * kStride;  // weight rows, then x rows
+  static constexpr size_t kSharedBytes = kStages * kStageElems * sizeof(__nv_bfloat16);
+  static_assert(kRows * kSumStride * sizeof(float) <= kSharedBytes, "the partial sums reuse the stages");
+};
+
+// Block (tile, split, product) of a cluster of gridDim.y blocks: output columns [64 tile, 64 tile + 64) of
+// product blockIdx.z over its share of the k tiles, in a kStages-deep cp.async pipeline (zeros past n, m and k).
+// Warp w takes columns [16w, 16w + 16) for all rows: per 16-deep step one ldmatrix.x4 of weights and one of x per
+// 16-row tile. The fp32 partial sums then go to the block's shared memory; after a cluster barrier block s adds
+// up, for every s-th group of 4 outputs, the cluster's partials in rank order (a fixed order: results do not
+// depend on timing).
+template <int kMTiles>
+__global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
+                                                              bool y_fp32, int m, int n, int k, GemvLayout layout) {
+  using L = Layout<kMTiles>;
+  constexpr int kRows = L::kRows;
+  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  auto* stages = reinterpret_cast<__nv_bfloat16*>(shared_bytes);
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int splits = gridDim.y, split = blockIdx.y;
+  const int col0 = blockIdx.x * kCols;
+  const int k_tiles = (k + kTileK - 1) / kTileK;
+  const int first_tile = split * k_tiles / splits, num_tiles = (split + 1) * k_tiles / splits - first_tile;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
+  x += blockIdx.z * layout.x_batch;
+  w += blockIdx.z * layout.w_batch;
+
+  // Stage i's rows [first, first + count) of `src` (rows `stride` apart, `valid_rows` of them) into shared rows
+  // [to, to + count) of its buffer, in 16-byte copies (zeros past the valid rows and past k).
+  auto copy_rows = [&](int i, const __nv_bfloat16* src, int64_t stride, int first, int valid_rows, int to, int count) {
+    __nv_bfloat16* buffer = stages + (i % kStages) * L::kStageElems + to * kStride;
+    const int k0 = (first_tile + i) * kTileK;
+    for (int p = threadIdx.x; p < count * (kTileK / 8); p += kThreads) {
+      const int row = p / (kTileK / 8), piece = p % (kTileK / 8), kk = k0 + 8 * piece;
+      const bool valid = kk < k && first + row < valid_rows;
+      cp_async_16(buffer + row * kStride + 8 * piece, src + (valid ? (first + row) * stride + kk : 0),
+                  valid);
+    }
+  };
+  auto stage_weights = [&](int i) { copy_rows(i, w, layout.w_row, col0, n, 0, kCols); };
+  auto stage_x = [&](int i) { copy_rows(i, x, layout.x_row, 0, m, kCols, kRows); };
+  // The first stages' weights load before the wait for the previous kernel (launched with launch_dependent):
+  // they do not depend on it, and a projection this small is mostly the latency of its first loads. x, the
+  // previous kernel's output, is read after the wait. (The first commit group holds those weights too.)
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i)
+    if (i < num_tiles) stage_weights(i);
+  begin_dependent_kernel();
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < num_tiles) stage_x(i);
+    cp_async_commit();
+  }
+
+  float acc[kMTiles][2][4] = {};
+  const int b_offset = (warp * 16 + (lane & 7) + 8 * (lane >> 4)) * kStride + 8 * ((lane >> 3) & 1);
+  const int a_offset = (kCols + (lane & 15)) * kStride + 8 * (lane >> 4);
+  for (int i = 0; i < num_tiles; ++i) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile i landed for every thread; every warp has left tile i - 1, whose buffer refills now
+    if (i + kStages - 1 < num_tiles) stage_weights(i + kStages - 1), stage_x(i + kStages - 1);
+    cp_async_commit();
+    const __nv_bfloat16* buffer = stages + (i % kStages) * L::kStageElems;
+#pragma unroll
+    for (int kk = 0; kk < kTileK; kk += 16) {
+      uint32_t b[4];
+      ldmatrix_x4(b, buffer + b_offset + kk);
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        uint32_t a[4];
+        ldmatrix_x4(a, buffer + a_offset + mt * 16 * kStride + kk);
+        mma_bf16(acc[mt][0], a[0], a[1], a[2], a[3], b[0], b[1]);
+        mma_bf16(acc[mt][1], a[0], a[1], a[2], a[3], b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the stages are free: they hold the partial sums now
+
+  auto* sums = reinterpret_cast<float*>(shared_bytes);  // [kRows][kSumStride]
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int row = mt * 16 + g, col = warp * 16 + nt * 8 + 2 * t;
+      *reinterpret_cast<float2*>(sums + row * kSumStride + col) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+      *reinterpret_cast<float2*>(sums + (row + 8) * kSumStride + col) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  cluster.sync();  // every block's partials are written (and visible across the cluster)
+
+  constexpr int kGroups = kRows * kCols / 4;  // 4 consecutive outputs of a row
+  for (int group = split * kThreads + threadIdx.x; group < kGroups; group += splits * kThreads) {
+    const int row = group / (kCols / 4), col = 4 * (group % (kCols / 4));
+    float4 total = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int s = 0; s < splits; ++s) {
+      const float4 part = *reinterpret_cast<const float4*>(cluster.map_shared_rank(sums, s) + row * kSumStride + col);
+      total.x += part.x, total.y += part.y, total.z += part.z, total.w += part.w;
+    }
+    const int out_col = col0 + col;
+    if (row >= m || out_col >= n) continue;
+    const int64_t at = blockIdx.z * layout.y_batch + row * layout.y_row + out_col;
+    if (out_col + 4 <= n && at % 4 == 0) {
+      if (y_fp32) {
+        *reinterpret_cast<float4*>(static_cast<float*>(y) + at) = total;
+      } else {
+        const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(total.x, total.y), __floats2bfloat162_rn(total.z, total.w)};
+        *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(y) + at) = *reinterpret_cast<const uint2*>(pair);
+      }
+    } else {  // the last, partial group of columns, or an output not 4-element aligned
+      const float values[4] = {total.x, total.y, total.z, total.w};
+      for (int j = 0; j < 4 && out_col + j < n; ++j) {
+        if (y_fp32) static_cast<float*>(y)[at + j] = values[j];
+        else static_cast<__nv_bfloat16*>(y)[at + j] = __float2bfloat16(values[j]);
+      }
+    }
+  }
+  cluster.sync();  // no block leaves while another may still read its shared memory
+}
+
+template <int kMTiles>
+void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t batch, int64_t m, int64_t n,
+            int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream) {
+  constexpr auto kernel = skinny_kernel<kMTiles>;
+  constexpr size_t shared = Layout<kMTiles>::kSharedBytes;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+  // Two blocks an SM: split k until the tiles fill them (never below 2 k tiles a block, at most a portable
+  // cluster).
+  const int64_t col_tiles = (n + kCols - 1) / kCols, k_tiles = (k + kTileK - 1) / kTileK;
+  const int64_t wanted = std::max<int64_t>(1, 2 * num_sms / (col_tiles * batch));
+  const int splits = static_cast<int>(std::clamp<int64_t>(std::min(wanted, k_tiles / 2), 1, kMaxSplits));
+  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(batch));
+  launch_dependent_clustered(kernel, grid, kThreads, shared, stream, static_cast<unsigned>(splits), x, w, y, y_fp32,
+                             static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), layout);
+}
+
+void launch_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t batch, int64_t m,
+                 int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream) {
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  if (m <= 16) return launch<1>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);
+  if (m <= 32) return launch<2>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);
+  if (m <= 48) return launch<3>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);
+  launch<4>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);  // m <= kLinearSkinnyMaxRows
+}
+
+}  // namespace
+
+void linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n,
+                   int64_t k, int num_sms, cudaStream_t stream) {
+  launch_rows(x, w, y, y_fp32, 1, m, n, k, {k, 0, 0, n, 0, k}, num_sms, stream);
+}
+
+void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
+                           int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream) {
+  launch_rows(x, w, y, false, batch, m, n, k, layout, num_sms, stream);
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,42 @@
+// A Linear layer for decode-sized batches, y[m, n] = x[m, k] . w[n, k]^T for m <= kLinearSkinnyMaxRows, on
+// tensor cores, reading each weight row once for all m rows. Each block takes 64 output columns; where that
+// leaves SMs idle (a 2048-column projection has 32 such tiles) k is also split over a thread block cluster of up
+// to 8 blocks, whose fp32 partial sums meet in distributed shared memory in a fixed order. The first stages'
+// weights load before the kernel waits for its predecessor (launch.cuh), so at decode sizes the weights' first
+// latency overlaps the previous kernel's end. x, w bf16 row-major; y bf16 or fp32 ([m, n]); k a multiple of 8
+// (16-byte pieces), x and w rows 16-byte aligned. num_sms: the device's SM count (it sizes the split).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/linear_gemv.cuh"  // GemvLayout
+
+namespace deepinfer::cuda {
+
+constexpr int64_t kLinearSkinnyMaxRows = 64;
+
+void linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n,
+                   int64_t k, int num_sms, cudaStream_t stream);
+
+// A batch of such products with strided operands (the per-head W_uv of MLA's absorbed form): product b computes
+// y[b][t, i] = x[b][t, :] . w[b][i, :] at the offsets and row strides of `layout` (x_row, w_row, y_row; x's and
+// w's multiples of 8). bf16 output.
+void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
+                           int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream);
+
+// Where this kernel beats cuBLAS for a Linear of m rows and an [n, k] weight, as measured on the H200
+// (benchmarks/linear_bench: each launch over its own copy of the weight, from memory, not L2; and decode steps
+// at DeepSeek-V2-Lite shape). Up to 32 rows, weights up to 16 MB: o_proj (8 MB) 6.4-7.6 us against cuBLAS's
+// 8.2-11.1, q + kv_a (15 MB) 8.2-9.2 against 8.3-12.3; larger weights stream faster through cuBLAS (dense
+// gate/up, 90 MB: 33-41 against 29-30 us; lm_head). At 33-64 rows only up to 8 MB (o_proj), where a decode step
+// of 64 sequences went from 9.48-9.52 to 9.36-9.41 ms; with the 16 MB rule there it went to 9.58 (q + kv_a, 12.3
+// against 11.1 us alone, and the shared expert's down projection beside the routed experts).
+inline bool linear_skinny_preferred(int64_t m, int64_t n, int64_t k) {
+  if (m > kLinearSkinnyMaxRows || k % 8 != 0) return false;
+  return n * k <= (m <= 32 ? (int64_t{8} << 20) : (int64_t{4} << 20));
+}
+
+}  // namespace deepinfer::cuda
