@@ -90,7 +90,8 @@ int run(int argc, char** argv) {
   DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs\n", prop.name, sms);
   cublasHandle_t blas;
-  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, cudaStreamPerThread) != CUBLAS_STATUS_SUCCESS)
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetStream(blas, cudaStreamPerThread) != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error("cuBLAS did not start");
 
   const Shape shapes[] = {{"q + kv_a", 3648, 2048},        {"o_proj", 2048, 2048},

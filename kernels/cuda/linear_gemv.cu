@@ -95,26 +95,34 @@ void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32
 // one product.
 constexpr int kPiecesT = 16, kGroupsT = 16, kUnrollT = 8;
 
-template <int kRows>
+// At one row the first weight rows load before the dependency wait (launch.cuh; the weights depend on nothing
+// this step writes, and W_uk's 128 rows are a single batch): batch 1 context 1024 2.210-2.219 -> 2.180-2.205 ms a
+// step, 4096 2.361-2.366 -> 2.348-2.355, 512 2.178-2.201 -> 2.164-2.186; at two rows batch 2 was 0.4% slower
+// (2.965-2.985 against 2.956-2.979), so it waits there.
+template <int kRows, bool kEarly = kRows == 1>
 __global__ void __launch_bounds__(kPiecesT* kGroupsT)
     gemv_transposed_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int k, int n,
                            GemvLayout layout) {
-  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   __shared__ float partial[kGroupsT][kPiecesT * 8];
   const int piece = threadIdx.x % kPiecesT, group = threadIdx.x / kPiecesT;
   const int col = (blockIdx.x * kPiecesT + piece) * 8;
   x += blockIdx.y * layout.x_batch;
   w += blockIdx.y * layout.w_batch;
+  uint4 pieces[kUnrollT];
+  auto load = [&](int base) {
+#pragma unroll
+    for (int u = 0; u < kUnrollT; ++u) {
+      const int row = base + u * kGroupsT;
+      pieces[u] = row < k ? *reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row) * layout.w_row + col)
+                          : uint4{};
+    }
+  };
+  if (kEarly && col < n) load(group);
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   float sum[kRows][8] = {};
   if (col < n) {
     for (int base = group; base < k; base += kGroupsT * kUnrollT) {
-      uint4 pieces[kUnrollT];
-#pragma unroll
-      for (int u = 0; u < kUnrollT; ++u) {
-        const int row = base + u * kGroupsT;
-        pieces[u] = row < k ? *reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row) * layout.w_row + col)
-                            : uint4{};
-      }
+      if (!kEarly || base != group) load(base);
 #pragma unroll
       for (int u = 0; u < kUnrollT; ++u) {
         const int row = base + u * kGroupsT;

@@ -128,7 +128,8 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16
       if (y_fp32) {
         *reinterpret_cast<float4*>(static_cast<float*>(y) + at) = total;
       } else {
-        const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(total.x, total.y), __floats2bfloat162_rn(total.z, total.w)};
+        const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(total.x, total.y),
+                                        __floats2bfloat162_rn(total.z, total.w)};
         *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(y) + at) = *reinterpret_cast<const uint2*>(pair);
       }
     } else {  // the last, partial group of columns, or an output not 4-element aligned

@@ -340,15 +340,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
   }
 }
 
-// One block per (sequence, head): the splits' weights exp(m_s - max) / total once, in shared memory; then each
-// latent column sums its splits.
-__global__ void decode_combine_kernel(const float* partial, int64_t heads, int64_t latent, int64_t num_splits,
-                                      __nv_bfloat16* out) {
-  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
-  constexpr int kMaxSplits = 64;
-  __shared__ float weight[kMaxSplits];
-  const int64_t b = blockIdx.x, h = blockIdx.y;
-  const float* parts = partial + (b * heads + h) * num_splits * (latent + 2);
+// The weights exp(m_s - max) / total of a (sequence, head)'s splits into weight[] (warp 0), for every thread of the
+// block once it returns. parts: the pair's partials, [num_splits][latent + 2].
+constexpr int kMaxSplits = 64;
+__device__ __forceinline__ void split_weights(const float* parts, int64_t latent, int64_t num_splits, float* weight) {
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
     float m = -INFINITY;
@@ -365,6 +360,39 @@ __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64
     for (int64_t s = lane; s < num_splits; s += 32) weight[s] /= total;
   }
   __syncthreads();
+}
+
+// Latent columns d and d + 1 of a (sequence, head), summed over its splits. Eight splits' loads are issued before
+// their sums (the same order of additions): one load after another, a batch-1 combine of 16 splits had taken
+// 17.6 us, one memory latency a split.
+template <int kInFlight = 8>
+__device__ __forceinline__ float2 combine_pair(const float* parts, int64_t latent, int64_t num_splits,
+                                               const float* weight, int64_t d) {
+  float2 value = {0.0f, 0.0f};
+  int64_t s = 0;
+  for (; s + kInFlight <= num_splits; s += kInFlight) {
+    float2 v[kInFlight];
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) v[j] = *reinterpret_cast<const float2*>(parts + (s + j) * (latent + 2) + d);
+#pragma unroll
+    for (int j = 0; j < kInFlight; ++j) value.x += weight[s + j] * v[j].x, value.y += weight[s + j] * v[j].y;
+  }
+  for (; s < num_splits; ++s) {
+    const float2 v = *reinterpret_cast<const float2*>(parts + s * (latent + 2) + d);
+    value.x += weight[s] * v.x, value.y += weight[s] * v.y;
+  }
+  return value;
+}
+
+// One block per (sequence, head): the splits' weights once, in shared memory; then each latent column sums its
+// splits.
+__global__ void decode_combine_kernel(const float* partial, int64_t heads, int64_t latent, int64_t num_splits,
+                                      __nv_bfloat16* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  __shared__ float weight[kMaxSplits];
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const float* parts = partial + (b * heads + h) * num_splits * (latent + 2);
+  split_weights(parts, latent, num_splits, weight);
   __nv_bfloat16* o = out + (b * heads + h) * latent;
   if (latent % 2 != 0) {
     for (int64_t d = threadIdx.x; d < latent; d += blockDim.x) {
@@ -374,24 +402,71 @@ __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64
     }
     return;
   }
-  // Two columns a thread, eight splits' loads issued before their sums (the same order of additions): one load
-  // after another, a batch-1 combine of 16 splits had taken 17.6 us, one memory latency a split.
-  constexpr int kInFlight = 8;
   for (int64_t d = 2 * threadIdx.x; d < latent; d += 2 * blockDim.x) {
-    float2 value = {0.0f, 0.0f};
-    int64_t s = 0;
-    for (; s + kInFlight <= num_splits; s += kInFlight) {
-      float2 v[kInFlight];
-#pragma unroll
-      for (int j = 0; j < kInFlight; ++j) v[j] = *reinterpret_cast<const float2*>(parts + (s + j) * (latent + 2) + d);
-#pragma unroll
-      for (int j = 0; j < kInFlight; ++j) value.x += weight[s + j] * v[j].x, value.y += weight[s + j] * v[j].y;
-    }
-    for (; s < num_splits; ++s) {
-      const float2 v = *reinterpret_cast<const float2*>(parts + s * (latent + 2) + d);
-      value.x += weight[s] * v.x, value.y += weight[s] * v.y;
-    }
+    const float2 value = combine_pair(parts, latent, num_splits, weight, d);
     *reinterpret_cast<__nv_bfloat162*>(o + d) = __floats2bfloat162_rn(value.x, value.y);
+  }
+}
+
+// The combine with W_uv folded in (the batch-1/2 path): one block per (sequence, head, 32 of the head's output
+// rows). The head's latent output is combined into shared memory, rounded to bf16 as the combine kernel stores
+// it, then each warp takes 4 rows of W_uv against it. The rows' weights are loaded before the dependency wait
+// (nothing this step writes them), so their latency overlaps the attention kernel's end; and the separate
+// matrix-vector launch with its own wait is gone.
+constexpr int kProjectWarps = 8, kProjectRowsPerWarp = 4;
+constexpr int kProjectRows = kProjectWarps * kProjectRowsPerWarp;
+// Splits' loads a thread has in flight while combining: at batch 1, 32 against the combine kernel's 8 took
+// context 4096 from 2.397-2.403 to 2.363-2.395 ms a step, 1024 from 2.232-2.259 to 2.210-2.236 (16 spilled
+// registers to the stack and lost 4-9%).
+constexpr int kProjectInFlight = 32;
+__global__ void __launch_bounds__(kProjectWarps * 32)
+    decode_combine_project_kernel(const float* partial, int64_t heads, int64_t latent, int64_t num_splits,
+                                  LatentProjection projection, __nv_bfloat16* attn) {
+  constexpr int kPiecesPerLane = kMmaLatent / 8 / 32;  // 16-byte pieces of a W_uv row a lane holds
+  __shared__ float weight[kMaxSplits];
+  __shared__ __align__(16) float o[kMmaLatent];
+  const int64_t b = blockIdx.x, h = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int first_row = blockIdx.z * kProjectRows + warp * kProjectRowsPerWarp;
+  const int pieces = static_cast<int>(latent / 8);
+  uint4 w_pieces[kProjectRowsPerWarp][kPiecesPerLane];
+#pragma unroll
+  for (int r = 0; r < kProjectRowsPerWarp; ++r) {
+    const int row = first_row + r;
+    const auto* w_row = reinterpret_cast<const uint4*>(projection.w + h * projection.head_stride + row * latent);
+#pragma unroll
+    for (int p = 0; p < kPiecesPerLane; ++p) {
+      const int piece = lane + 32 * p;
+      w_pieces[r][p] = row < projection.rows && piece < pieces ? w_row[piece] : uint4{};
+    }
+  }
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  const float* parts = partial + (b * heads + h) * num_splits * (latent + 2);
+  split_weights(parts, latent, num_splits, weight);
+  for (int64_t d = 2 * threadIdx.x; d < latent; d += 2 * blockDim.x) {
+    const float2 value = combine_pair<kProjectInFlight>(parts, latent, num_splits, weight, d);
+    o[d] = __bfloat162float(__float2bfloat16(value.x));
+    o[d + 1] = __bfloat162float(__float2bfloat16(value.y));
+  }
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < kProjectRowsPerWarp; ++r) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int p = 0; p < kPiecesPerLane; ++p) {
+      const int piece = lane + 32 * p;
+      if (piece >= pieces) continue;
+      const auto* w = reinterpret_cast<const __nv_bfloat162*>(&w_pieces[r][p]);
+      const float* x = o + 8 * piece;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 wv = __bfloat1622float2(w[j]);
+        sum += wv.x * x[2 * j] + wv.y * x[2 * j + 1];
+      }
+    }
+    sum = warp_sum(sum);
+    const int row = first_row + r;
+    if (lane == 0 && row < projection.rows) attn[(b * heads + h) * projection.rows + row] = to_bf16(sum);
   }
 }
 
@@ -414,7 +489,8 @@ void launch_mma(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_
                   static_cast<unsigned>((heads + kMmaHeads - 1) / kMmaHeads));
   launch_dependent(kernel, grid, kThreads, Tile::kSharedBytes, stream, q, cache, block_table,
                    static_cast<int>(max_blocks_per_seq), seq_lens, static_cast<int>(heads), scale,
-                   static_cast<int>(num_splits), batch <= kEarlyTilesMaxBatch, partial, num_splits == 1 ? out : nullptr);
+                   static_cast<int>(num_splits), batch <= kEarlyTilesMaxBatch, partial,
+                   num_splits == 1 ? out : nullptr);
 }
 
 }  // namespace
@@ -454,6 +530,24 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   }
   const dim3 combine_grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads));
   launch_dependent(decode_combine_kernel, combine_grid, 256, 0, stream, workspace, heads, latent, num_splits, out);
+}
+
+void mla_decode_attention_projected(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
+                                    int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
+                                    int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
+                                    LatentProjection projection, __nv_bfloat16* attn, cudaStream_t stream) {
+  // Preconditions (mla_decode_projected_supports): DeepSeek's 512 + 64, 2 <= num_splits <= 64.
+  if (batch == 0 || !mla_decode_projected_supports(latent, rope, num_splits)) return;
+  launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
+                    nullptr, stream);
+  const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads),
+                  static_cast<unsigned>((projection.rows + kProjectRows - 1) / kProjectRows));
+  launch_dependent(decode_combine_project_kernel, grid, kProjectWarps * 32, 0, stream, workspace, heads, latent,
+                   num_splits, projection, attn);
+}
+
+bool mla_decode_projected_supports(int64_t latent, int64_t rope, int64_t num_splits) {
+  return latent == kMmaLatent && rope == kMmaRope && num_splits >= 2 && num_splits <= kMaxSplits;
 }
 
 }  // namespace deepinfer::cuda

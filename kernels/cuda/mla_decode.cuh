@@ -28,4 +28,19 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
                           int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
                           __nv_bfloat16* out, cudaStream_t stream);
 
+// The same followed by the absorbed form's output projection per head, for a few sequences: attn[b, h, i] =
+// bf16(o[b, h, :]) . w[h][i, :], head h's rows at projection.w + h * head_stride, `latent` apart, `rows` of them
+// (W_uv inside kv_b). It takes the place of the split combine and a separate matrix-vector product: the combine
+// computes each head's o once per 32 output rows and multiplies it there. Built for latent 512 + rope 64 with at
+// least two splits (mla_decode_projected_supports); attn: [batch, heads, rows].
+struct LatentProjection {
+  const __nv_bfloat16* w;
+  int64_t rows, head_stride;
+};
+bool mla_decode_projected_supports(int64_t latent, int64_t rope, int64_t num_splits);
+void mla_decode_attention_projected(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
+                                    int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
+                                    int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
+                                    LatentProjection projection, __nv_bfloat16* attn, cudaStream_t stream);
+
 }  // namespace deepinfer::cuda

@@ -843,6 +843,32 @@ TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {
     sync();
     EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance) << splits << " splits";
   }
+  // With W_uv folded into the combine: 40 rows a head (a partial group of 32), heads 2 rows of padding apart in
+  // the weight; against the reference output rounded to bf16 (as the unfused path stores it) times W_uv.
+  const int64_t rows = 40, head_stride = (rows + 2) * latent;
+  std::vector<float> w_f;
+  auto w_uv = DeviceArray<Bf16>::from_host(random_bf16(heads * head_stride, w_f, 0.05f));
+  std::vector<float> want_attn(batch * heads * rows);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < rows; ++i) {
+        double sum = 0.0;
+        for (int64_t d = 0; d < latent; ++d)
+          sum += double(bf16_to_float(float_to_bf16(want[(b * heads + h) * latent + d]))) *
+                 w_f[h * head_stride + i * latent + d];
+        want_attn[(b * heads + h) * rows + i] = static_cast<float>(sum);
+      }
+  for (int64_t splits : {2, 16, 64}) {
+    ASSERT_TRUE(cuda::mla_decode_projected_supports(latent, rope, splits));
+    DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(batch, heads, latent, splits) / sizeof(float));
+    DeviceArray<Bf16> attn(batch * heads * rows);
+    attn.poison();
+    cuda::mla_decode_attention_projected(bf(q), bf(cache), d_table.data(), max_blocks, d_lens.data(), batch, heads,
+                                         latent, rope, scale, splits, workspace.data(), {bf(w_uv), rows, head_stride},
+                                         bf(attn), nullptr);
+    sync();
+    EXPECT_LT(rel_error(to_float(attn.to_host()), want_attn), kBf16Tolerance) << splits << " splits, W_uv folded in";
+  }
 }
 
 TEST_F(CudaOps, MlaPrefillCausalVarlen) {
