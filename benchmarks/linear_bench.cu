@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/median_time.h"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
@@ -32,25 +33,7 @@ namespace {
 // Median over `reps` rounds of (a round's time / launches), after 3 warm-up rounds.
 template <class F>
 float median_us(int reps, int launches, F round) {
-  cudaEvent_t start, stop;
-  DI_CUDA_CHECK(cudaEventCreate(&start));
-  DI_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) round();
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    DI_CUDA_CHECK(cudaEventRecord(start, cudaStreamPerThread));
-    round();
-    DI_CUDA_CHECK(cudaEventRecord(stop, cudaStreamPerThread));
-    DI_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms * 1e3f / launches);
-  }
-  DI_CUDA_CHECK(cudaGetLastError());
-  DI_CUDA_CHECK(cudaEventDestroy(start));
-  DI_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return median_ms(reps, round) * 1e3f / static_cast<float>(launches);
 }
 
 std::vector<float> to_host_float(const __nv_bfloat16* data, size_t n) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/median_time.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "src/core/check.h"
@@ -103,30 +104,6 @@ Options parse(int argc, char** argv) {
     }
   }
   return o;
-}
-
-// Median milliseconds of `reps` runs of `run` after 3 warm-up runs.
-template <class F>
-float median_ms(int reps, F run) {
-  cudaEvent_t start, stop;
-  DI_CUDA_CHECK(cudaEventCreate(&start));
-  DI_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) run();
-  std::vector<float> times;
-  for (int i = 0; i < reps; ++i) {
-    DI_CUDA_CHECK(cudaEventRecord(start));
-    run();
-    DI_CUDA_CHECK(cudaEventRecord(stop));
-    DI_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  DI_CUDA_CHECK(cudaGetLastError());
-  DI_CUDA_CHECK(cudaEventDestroy(start));
-  DI_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
 }
 
 void report(const char* what, float ms, double bytes) {

@@ -93,6 +93,20 @@ class CudaOps : public ::testing::Test {
     }
     return std::sqrt(diff / norm);
   }
+  // Per-head products against row-major weight rows: y[t, h, i] = x[t, h, :] . w[h * head_stride + i * k ...], for
+  // `rows` rows of k values a head (W_uv's shape in the absorbed form).
+  static std::vector<float> per_head_rows(const std::vector<float>& x, const float* w, int64_t tokens, int64_t heads,
+                                          int64_t rows, int64_t k, int64_t head_stride) {
+    std::vector<float> y(tokens * heads * rows);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t i = 0; i < rows; ++i) {
+          double sum = 0.0;
+          for (int64_t j = 0; j < k; ++j) sum += double(x[(t * heads + h) * k + j]) * w[h * head_stride + i * k + j];
+          y[(t * heads + h) * rows + i] = static_cast<float>(sum);
+        }
+    return y;
+  }
   static void sync() {
     DI_CUDA_CHECK(cudaGetLastError());
     DI_CUDA_CHECK(cudaDeviceSynchronize());
@@ -716,15 +730,8 @@ TEST_F(CudaOps, BatchedLinearSkinnyUnabsorb) {
     cuda::batched_linear_skinny(bf(o_latent), bf(kv_b) + nope * lora, bf(attn), heads, rows, v, lora,
                                 {heads * lora, lora, (nope + v) * lora, heads * v, v, lora}, sms, nullptr);
     sync();
-    std::vector<float> want(rows * heads * v);
-    for (int64_t t = 0; t < rows; ++t)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t i = 0; i < v; ++i) {
-          double sum = 0.0;
-          for (int64_t j = 0; j < lora; ++j)
-            sum += double(o_f[(t * heads + h) * lora + j]) * kv_b_f[(h * (nope + v) + nope + i) * lora + j];
-          want[(t * heads + h) * v + i] = static_cast<float>(sum);
-        }
+    const std::vector<float> want =
+        per_head_rows(o_f, kv_b_f.data() + nope * lora, rows, heads, v, lora, (nope + v) * lora);
     EXPECT_LT(rel_error(to_float(attn.to_host()), want), kBf16Tolerance) << rows << " rows";
   }
 }
@@ -848,16 +855,9 @@ TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {
   const int64_t rows = 40, head_stride = (rows + 2) * latent;
   std::vector<float> w_f;
   auto w_uv = DeviceArray<Bf16>::from_host(random_bf16(heads * head_stride, w_f, 0.05f));
-  std::vector<float> want_attn(batch * heads * rows);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < rows; ++i) {
-        double sum = 0.0;
-        for (int64_t d = 0; d < latent; ++d)
-          sum += double(bf16_to_float(float_to_bf16(want[(b * heads + h) * latent + d]))) *
-                 w_f[h * head_stride + i * latent + d];
-        want_attn[(b * heads + h) * rows + i] = static_cast<float>(sum);
-      }
+  std::vector<float> want_bf16(want.size());
+  for (size_t i = 0; i < want.size(); ++i) want_bf16[i] = bf16_to_float(float_to_bf16(want[i]));
+  const std::vector<float> want_attn = per_head_rows(want_bf16, w_f.data(), batch, heads, rows, latent, head_stride);
   for (int64_t splits : {2, 16, 64}) {
     ASSERT_TRUE(cuda::mla_decode_projected_supports(latent, rope, splits));
     DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(batch, heads, latent, splits) / sizeof(float));
