@@ -16,12 +16,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "benchmarks/median_time.h"
+#include "benchmarks/microbench.h"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
@@ -181,11 +180,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {  // a failed CUDA call (DI_CUDA_CHECK) names itself
-    std::fprintf(stderr, "linear_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return microbench_main("linear_bench", run, argc, argv); }

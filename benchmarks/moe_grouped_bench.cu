@@ -16,12 +16,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "benchmarks/median_time.h"
+#include "benchmarks/microbench.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "src/core/check.h"
@@ -202,11 +201,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {  // a failed CUDA call (DI_CUDA_CHECK) names itself
-    std::fprintf(stderr, "moe_grouped_bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return microbench_main("moe_grouped_bench", run, argc, argv); }

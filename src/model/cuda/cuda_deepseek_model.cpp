@@ -457,6 +457,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     const int64_t splits = decode_splits(T, plan.max_len);
     auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
     profiler_.mark("attn:absorb");
+    const Bf16* w_uv = w.kv_b + nope * lora;  // W_uv: each head's last v rows of kv_b, (nope + v) * lora apart
     if (gemv && cuda::mla_decode_projected_supports(lora, rope, splits)) {
       // A few rows over several splits: W_uv folded into the split combine, one launch less (mla_decode.cuh).
       // Measured at batch 1 against the combine and batched_gemv: context 4096 2.452 / 2.422 / 2.423 -> 2.446 /
@@ -464,27 +465,25 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
       // 2.975-2.979.
       cuda::mla_decode_attention_projected(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T,
                                            heads, lora, rope, scale, splits, workspace,
-                                           {w.kv_b + nope * lora, v, (nope + v) * lora}, attn, nullptr);
+                                           {w_uv, v, (nope + v) * lora}, attn, nullptr);
       profiler_.mark("attn:decode kernel+unabsorb");
     } else {
       auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
       cuda::mla_decode_attention(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T, heads,
                                  lora, rope, scale, splits, workspace, o_latent, nullptr);
       profiler_.mark("attn:decode kernel");
-      // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows, 3.7-5.3
-      // us for these 2 MB where cuBLAS's batched GEMM took 7.7-10.7 (benchmarks/linear_bench); decode at batch 8
-      // 6.20 -> 6.13 ms a step, at 32 9.23-9.33 -> 9.18-9.19, at 16 and 64 within noise. (The same kernel for W_uk,
-      // the absorb, with ldmatrix.trans B fragments: 4.5 against 10.1 us alone, no gain in the step; not kept.)
+      // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows,
+      // 3.7-5.3 us for these 2 MB where cuBLAS's batched GEMM took 7.7-10.7 (benchmarks/linear_bench); decode at
+      // batch 8 6.20 -> 6.13 ms a step, at 32 9.23-9.33 -> 9.18-9.19, at 16 and 64 within noise. (The same kernel
+      // for W_uk, the absorb, with ldmatrix.trans B fragments: 4.5 against 10.1 us alone, no gain in the step.)
       const cuda::GemvLayout uv_layout{heads * lora, lora, (nope + v) * lora, heads * v, v, lora};
       if (gemv) {
-        cuda::batched_gemv(o_latent, w.kv_b + nope * lora, attn, heads, T, v, lora, uv_layout, nullptr);
+        cuda::batched_gemv(o_latent, w_uv, attn, heads, T, v, lora, uv_layout, nullptr);
       } else if (T <= cuda::kLinearSkinnyMaxRows && lora % 8 == 0) {
-        cuda::batched_linear_skinny(o_latent, w.kv_b + nope * lora, attn, heads, T, v, lora, uv_layout, num_sms_,
-                                    nullptr);
+        cuda::batched_linear_skinny(o_latent, w_uv, attn, heads, T, v, lora, uv_layout, num_sms_, nullptr);
       } else {
         DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, v, lora, {o_latent, heads * lora, lora},
-                                        {w.kv_b + nope * lora, lora, (nope + v) * lora}, true, attn, heads * v, v,
-                                        false, heads));
+                                        {w_uv, lora, (nope + v) * lora}, true, attn, heads * v, v, false, heads));
       }
     }
   } else {

@@ -1,10 +1,12 @@
-// Timing for the kernel microbenchmarks: the median of repeated runs after warm-up, with CUDA events on the
-// calling thread's stream (where the benchmarks launch).
+// What the kernel microbenchmarks share: the median of repeated runs after warm-up, timed with CUDA events on the
+// calling thread's stream (where the benchmarks launch), and a main() that reports a failed CUDA call.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <vector>
 
 #include "src/core/check.h"
@@ -31,4 +33,15 @@ float median_ms(int reps, F run) {
   DI_CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// main()'s body: run(argc, argv), or one line on stderr naming the benchmark and the failure (a failed CUDA call,
+// DI_CUDA_CHECK, names itself) and exit status 1.
+inline int microbench_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
 }
