@@ -1,14 +1,14 @@
 // The routed-expert kernels of a decode step at DeepSeek-V2-Lite shape, alone, against read ceilings measured
-// in the same process: where the grouped kernels stand against the copy rate, and how much of the gap is the
+// in the same process: where the grouped kernel standss against the copy rate, and how much of the gap is the
 // order in which they read weights rather than their arithmetic.
 //
 //   moe_grouped_bench [--tokens 256] [--experts 64] [--top-k 6] [--hidden 2048] [--inter 1408] [--reps 20]
 //
 // Prints, for each, the median of --reps runs after 3 warm-up runs (CUDA events), the bytes it must read and
-// the rate: the two grouped kernels (moe_grouped.cuh) on a routing of --tokens tokens drawn uniformly; a plain
+// the rate: the grouped expert kernel (moe_grouped.cuh, both projections) on a routing of --tokens tokens drawn uniformly; a plain
 // streaming read of the gate/up weights (the device's read ceiling); and the same weights read through shared
 // memory the way a tiled kernel does, 16 KiB a stage, by tiles of 16384 / B rows x B bytes for B = 128 ... 4096
-// (B = 128 is the order the grouped kernels read in today).
+// (B = 128 is the order the grouped kernel reads in).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -43,7 +43,7 @@ __global__ void read_kernel(const uint4* data, size_t count, unsigned* sink) {
   if (acc == 0x12345678u) *sink = acc;
 }
 
-// Tiled read through shared memory, as the grouped kernels stage weights: 128 threads, two blocks an SM, four
+// Tiled read through shared memory, as the grouped kernel stages weights: 128 threads, two blocks an SM, four
 // 16 KiB stages; an item is kTileRows rows of the [rows, k] matrix over all of k, read kRowBytes of each row a
 // stage; items go round robin over a persistent grid.
 template <int kRowBytes>
@@ -170,16 +170,15 @@ int run(int argc, char** argv) {
   DI_CUDA_CHECK(cudaMemcpy(d_token_of_row, token_of_row.data(), token_of_row.size() * 4, cudaMemcpyHostToDevice));
 
   const double gate_up_bytes = static_cast<double>(gate_up_elems) * 2, down_bytes = static_cast<double>(down_elems) * 2;
-  const float gate_up_ms = median_ms(o.reps, [&] {
-    DI_CUDA_CHECK(deepinfer::cuda::moe_grouped_gate_up(x, d_token_of_row, d_offsets, o.experts, o.hidden, o.inter,
-                                                     gate_up, act, sms, 0));
+  int32_t* sync_words;
+  const size_t sync_bytes = deepinfer::cuda::moe_grouped_sync_ints(o.experts) * sizeof(int32_t);
+  DI_CUDA_CHECK(cudaMalloc(&sync_words, sync_bytes));
+  DI_CUDA_CHECK(cudaMemset(sync_words, 0, sync_bytes));
+  const float ms = median_ms(o.reps, [&] {
+    DI_CUDA_CHECK(deepinfer::cuda::moe_grouped_experts(x, d_token_of_row, d_offsets, o.experts, o.hidden, o.inter,
+                                                     gate_up, down, act, y, sync_words, sms, 0));
   });
-  report("moe_grouped_gate_up", gate_up_ms, gate_up_bytes);
-  const float down_ms = median_ms(o.reps, [&] {
-    DI_CUDA_CHECK(deepinfer::cuda::moe_grouped_down(act, d_offsets, o.experts, o.hidden, o.inter, down, y, sms, 0));
-  });
-  report("moe_grouped_down", down_ms, down_bytes);
-  report("both", gate_up_ms + down_ms, gate_up_bytes + down_bytes);
+  report("moe_grouped_experts (gate/up and down)", ms, gate_up_bytes + down_bytes);
 
   const size_t vectors = gate_up_elems * 2 / 16;
   for (int blocks_per_sm : {2, 4, 8}) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -803,16 +804,27 @@ void CudaOps::check_grouped_experts(int64_t tokens, int64_t experts, int64_t use
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   cuda::moe_route(d_ids.data(), tokens, top_k, experts, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
-  ASSERT_EQ(cuda::moe_grouped_gate_up(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter, bf(gate_up),
-                                      bf(act), sms, nullptr),
-            cudaSuccess);
-  ASSERT_EQ(cuda::moe_grouped_down(bf(act), offsets.data(), experts, hidden, inter, bf(down), bf(y_perm), sms, nullptr),
-            cudaSuccess);
+  auto sync_words = DeviceArray<int32_t>::from_host(std::vector<int32_t>(cuda::moe_grouped_sync_ints(experts), 0));
+  const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
+                                                         inter, true);
+  // Twice on the same sync words: the first launch must leave them as the second needs them (zero), and the
+  // items' order among blocks differs from launch to launch while the result must not.
+  std::vector<Bf16> first_y;
+  for (int launch = 0; launch < 2; ++launch) {
+    SCOPED_TRACE(launch == 0 ? "first launch" : "second launch");
+    y_perm.poison();
+    ASSERT_EQ(cuda::moe_grouped_experts(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
+                                        bf(gate_up), bf(down), bf(act), bf(y_perm), sync_words.data(), sms, nullptr),
+              cudaSuccess);
+    sync();
+    const std::vector<Bf16> got_y = y_perm.to_host();
+    if (launch == 0) first_y = got_y;
+    else EXPECT_EQ(std::memcmp(got_y.data(), first_y.data(), got_y.size() * sizeof(Bf16)), 0);
+    EXPECT_EQ(sync_words.to_host(), std::vector<int32_t>(sync_words.size(), 0));
+  }
   cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
   sync();
   ASSERT_EQ(offsets.to_host()[1], tokens);
-  const std::vector<float> want = reference_routed_swiglu({x_f, gu_f, down_f, ids, weights, base_f}, top_k, hidden,
-                                                         inter, true);
   EXPECT_LT(rel_error(to_float(out.to_host()), want), kBf16Tolerance)
       << tokens << " tokens, " << experts << " experts, hidden " << hidden << ", inter " << inter;
 }
@@ -822,7 +834,8 @@ void CudaOps::check_grouped_experts(int64_t tokens, int64_t experts, int64_t use
 TEST_F(CudaOps, MoeGroupedDeviceOffsets) { check_grouped_experts(80, 16, 12, 200, 136); }
 
 // Several items a block (63 passes: about 700 gate/up and 500 down items on 2 blocks an SM), so the pipeline runs
-// from item to item inside a block; expert 0 in four passes, experts 60..63 empty.
+// from item to item inside a block and from gate/up items to down items; expert 0 in four passes (its down items
+// wait for all four passes' act rows), experts 60..63 empty.
 TEST_F(CudaOps, MoeGroupedManyItemsABlock) { check_grouped_experts(200, 64, 60, 1024, 704); }
 
 TEST_F(CudaOps, MlaDecodeAbsorbedPagedSplitKv) {

@@ -86,6 +86,8 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   DI_INPUT_CHECK(cuda::mla_decode_supports(c.kv_lora_rank, c.qk_rope_head_dim),
                  "the CUDA decode attention holds kv_lora_rank <= 512 and kv_lora_rank + qk_rope_head_dim <= 768; the "
                  "model has {} + {}", c.kv_lora_rank, c.qk_rope_head_dim);
+  expert_sync_ = DeviceArray<int32_t>::from_host(
+      std::vector<int32_t>(cuda::moe_grouped_sync_ints(c.n_routed_experts), 0));
   const RotaryTable rotary(c);
   inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
   attention_factor_ = rotary.attention_factor();
@@ -344,9 +346,8 @@ void CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
     // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
     if (num_ids > E) DI_CUDA_CHECK(cudaMemsetAsync(y_perm, 0, n * H * sizeof(Bf16)));
     profiler_.mark("moe:route");
-    DI_CUDA_CHECK(
-        cuda::moe_grouped_gate_up(x, token_of_row, offsets, E, H, I, w.experts_gate_up, act, num_sms_, nullptr));
-    DI_CUDA_CHECK(cuda::moe_grouped_down(act, offsets, E, H, I, w.experts_down, y_perm, num_sms_, nullptr));
+    DI_CUDA_CHECK(cuda::moe_grouped_experts(x, token_of_row, offsets, E, H, I, w.experts_gate_up, w.experts_down, act,
+                                            y_perm, expert_sync_.data(), num_sms_, nullptr));
     profiler_.mark("moe:experts (grouped)");
     wait_for(out_ready);
     cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
