@@ -1,6 +1,5 @@
-#include <type_traits>
-
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemv_transposed.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 
@@ -10,21 +9,6 @@ namespace {
 
 constexpr int kWarps = 8;
 
-// run(std::integral_constant<int, m>{}) for 1 <= m <= kLinearGemvMaxRows (callers keep m there; larger reads as
-// 8): the row count becomes a template argument, so the per-row sums stay in registers.
-template <class Run>
-void with_row_count(int64_t m, Run&& run) {
-  switch (m) {
-    case 1: return run(std::integral_constant<int, 1>{});
-    case 2: return run(std::integral_constant<int, 2>{});
-    case 3: return run(std::integral_constant<int, 3>{});
-    case 4: return run(std::integral_constant<int, 4>{});
-    case 5: return run(std::integral_constant<int, 5>{});
-    case 6: return run(std::integral_constant<int, 6>{});
-    case 7: return run(std::integral_constant<int, 7>{});
-    default: return run(std::integral_constant<int, 8>{});
-  }
-}
 constexpr int kBatch = 4;  // 16-byte weight pieces a lane loads before using any
 
 // One warp per output column n: its weight row in 16-byte pieces (lane, lane + 32, ...; kBatch in flight),
@@ -83,78 +67,17 @@ void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32
   const dim3 blocks(static_cast<unsigned>((n + kWarps - 1) / kWarps), static_cast<unsigned>(batch));
   const int n32 = static_cast<int>(n), k32 = static_cast<int>(k);
   if (m == 0) return;
-  with_row_count(m, [&](auto rows) {
+  with_gemv_row_count(m, [&](auto rows) {
     launch_dependent(linear_gemv_kernel<decltype(rows)::value, kSwiGLU>, blocks, kWarps * 32, 0, stream, x, w, y,
                      y_fp32, n32, k32, layout);
   });
 }
 
-// y[b][t, :] = x[b][t, :] . W[b] with W[b] [k, n] row-major (rows of w_row elements): the reduction runs down
-// the weight rows, so each thread owns one 16-byte piece of 8 output columns and a share of the rows (kGroupsT
-// shares, kUnrollT rows in flight, reduced in shared memory), and a block covers kPiecesT pieces of columns of
-// one product.
-constexpr int kPiecesT = 16, kGroupsT = 16, kUnrollT = 8;
-
-// At one row the first weight rows load before the dependency wait (launch.cuh; the weights depend on nothing
-// this step writes, and W_uk's 128 rows are a single batch): batch 1 context 1024 2.210-2.219 -> 2.180-2.205 ms a
-// step, 4096 2.361-2.366 -> 2.348-2.355, 512 2.178-2.201 -> 2.164-2.186; at two rows batch 2 was 0.4% slower
-// (2.965-2.985 against 2.956-2.979), so it waits there.
-template <int kRows, bool kEarly = kRows == 1>
-__global__ void __launch_bounds__(kPiecesT* kGroupsT)
+template <int kRows>
+__global__ void __launch_bounds__(kGemvTransposedThreads)
     gemv_transposed_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int k, int n,
                            GemvLayout layout) {
-  __shared__ float partial[kGroupsT][kPiecesT * 8];
-  const int piece = threadIdx.x % kPiecesT, group = threadIdx.x / kPiecesT;
-  const int col = (blockIdx.x * kPiecesT + piece) * 8;
-  x += blockIdx.y * layout.x_batch;
-  w += blockIdx.y * layout.w_batch;
-  uint4 pieces[kUnrollT];
-  auto load = [&](int base) {
-#pragma unroll
-    for (int u = 0; u < kUnrollT; ++u) {
-      const int row = base + u * kGroupsT;
-      pieces[u] = row < k ? *reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row) * layout.w_row + col)
-                          : uint4{};
-    }
-  };
-  if (kEarly && col < n) load(group);
-  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
-  float sum[kRows][8] = {};
-  if (col < n) {
-    for (int base = group; base < k; base += kGroupsT * kUnrollT) {
-      if (!kEarly || base != group) load(base);
-#pragma unroll
-      for (int u = 0; u < kUnrollT; ++u) {
-        const int row = base + u * kGroupsT;
-        if (row >= k) break;
-        const auto* wp = reinterpret_cast<const __nv_bfloat162*>(&pieces[u]);
-#pragma unroll
-        for (int t = 0; t < kRows; ++t) {
-          const float xv = to_float(x[t * layout.x_row + row]);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float2 wv = __bfloat1622float2(wp[j]);
-            sum[t][2 * j] += xv * wv.x;
-            sum[t][2 * j + 1] += xv * wv.y;
-          }
-        }
-      }
-    }
-  }
-  __nv_bfloat16* out = y + blockIdx.y * layout.y_batch + blockIdx.x * kPiecesT * 8;
-#pragma unroll
-  for (int t = 0; t < kRows; ++t) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) partial[group][piece * 8 + j] = sum[t][j];
-    __syncthreads();
-    if (threadIdx.x < kPiecesT * 8 && blockIdx.x * kPiecesT * 8 + threadIdx.x < n) {
-      float total = 0.0f;
-#pragma unroll
-      for (int g = 0; g < kGroupsT; ++g) total += partial[g][threadIdx.x];
-      out[t * layout.y_row + threadIdx.x] = to_bf16(total);
-    }
-    __syncthreads();
-  }
+  gemv_transposed_block<kRows>(x, w, y, k, n, layout, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y));
 }
 
 }  // namespace
@@ -173,10 +96,10 @@ void batched_gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16*
 void batched_gemv_transposed(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
                              int64_t m, int64_t n, int64_t k, GemvLayout layout, cudaStream_t stream) {
   if (batch == 0 || m == 0) return;
-  const dim3 blocks(static_cast<unsigned>((n + kPiecesT * 8 - 1) / (kPiecesT * 8)), static_cast<unsigned>(batch));
+  const dim3 blocks(static_cast<unsigned>(gemv_transposed_column_blocks(n)), static_cast<unsigned>(batch));
   const int n32 = static_cast<int>(n), k32 = static_cast<int>(k);
-  with_row_count(m, [&](auto rows) {
-    launch_dependent(gemv_transposed_kernel<decltype(rows)::value>, blocks, kPiecesT * kGroupsT, 0, stream, x, w, y,
+  with_gemv_row_count(m, [&](auto rows) {
+    launch_dependent(gemv_transposed_kernel<decltype(rows)::value>, blocks, kGemvTransposedThreads, 0, stream, x, w, y,
                      k32, n32, layout);
   });
 }

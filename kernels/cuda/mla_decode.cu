@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
   // blocks together first: one block-table latency per tile instead of one per key. (Warp 0 copying whole
   // entries with the copy engine, cp.async.bulk completing on an mbarrier, was slower: batch 256 12.79 / 12.86
   // against 12.24 / 12.30 ms a step at context 1024, 20.0 against 18.8 at 4096.)
-  auto stage = [&](int tile) {
+  auto stage = [&](int tile, int skipped_key = -1) {
     __nv_bfloat16* buffer = kt + (tile % kBuffers) * kKeys * kStride;
     const int first_key = begin + tile * kKeys + warp;
     const int lane_key = first_key + kWarps * lane;
@@ -162,6 +162,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
       const __nv_bfloat16* src =
           cache + (static_cast<int64_t>(block) * kMlaBlockSize + (valid ? j % kMlaBlockSize : 0)) * kDim;
       __nv_bfloat16* dst = buffer + (warp + kWarps * i) * kStride;
+      if (j == skipped_key) continue;
 #pragma unroll
       for (int v = 0; v < (kPieces + 31) / 32; ++v) {
         const int piece = lane + 32 * v;
@@ -170,20 +171,31 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
     }
   };
   // early_tiles: the first tiles load before the wait for the previous kernel (launched with launch_dependent).
-  // They read only what is complete by the time this kernel starts: the cache (its new entries are written by
-  // mla_prepare, two kernels back, and a kernel starts only after the one before it has waited for its own
-  // predecessor) and the step's block table and lengths. The query, from the kernel just before, is read after
-  // the wait.
+  // They read only what is complete by the time this kernel starts: the step's block table and lengths, and the
+  // cache up to its newest entry (a kernel starts only after the one before it has waited for its own
+  // predecessor). The newest entry (key len - 1) and the query come from the kernel just before (mla_prepare,
+  // with the absorb in its launch) and are read after the wait.
   constexpr int kPrologue = kBuffers > 1 ? kBuffers - 1 : 1;
-  auto stage_prologue = [&] {
+  auto stage_prologue = [&](int skipped_key) {
 #pragma unroll
     for (int tile = 0; tile < kPrologue; ++tile) {
-      if (tile < num_tiles) stage(tile);
+      if (tile < num_tiles) stage(tile, skipped_key);
       cp_async_commit();
     }
   };
-  if (early_tiles) stage_prologue();
+  const int newest = len - 1;
+  if (early_tiles) stage_prologue(newest);
   begin_dependent_kernel();
+  if (early_tiles && newest >= begin && newest < min(end, begin + kPrologue * kKeys) && warp == 0) {
+    // The newest entry, where the prologue skipped it: plain loads (the previous kernel's writes are visible
+    // now) into the row the prologue left; the barrier before the tile is read orders them.
+    const int row = newest - begin;  // within tile row / kKeys of the prologue
+    const int32_t block = table[newest / kMlaBlockSize];
+    const auto* src = reinterpret_cast<const uint4*>(
+        cache + (static_cast<int64_t>(block) * kMlaBlockSize + newest % kMlaBlockSize) * kDim);
+    auto* dst = reinterpret_cast<uint4*>(kt + ((row / kKeys) % kBuffers) * kKeys * kStride + (row % kKeys) * kStride);
+    for (int piece = lane; piece < kPieces; piece += 32) dst[piece] = src[piece];
+  }
   for (int idx = threadIdx.x; idx < kMmaHeads * kPieces; idx += kThreads) {  // Q in 16-byte pieces
     const int row = idx / kPieces, piece = idx % kPieces;
     uint4 value = {0u, 0u, 0u, 0u};
@@ -191,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
       value = reinterpret_cast<const uint4*>(q + (static_cast<int64_t>(b) * heads + head0 + row) * kDim)[piece];
     *reinterpret_cast<uint4*>(qs + row * kStride + 8 * piece) = value;
   }
-  if (!early_tiles) stage_prologue();
+  if (!early_tiles) stage_prologue(-1);
   const int row16 = (lane & 7) + 8 * ((lane >> 3) & 1), half = 8 * (lane >> 4);  // x4 lane -> (row, column)
   const bool scores = warp < kScoreWarps;
   const int key0 = warp * 16 + 2 * t;  // this lane's first score column; n-tile n adds 8 n

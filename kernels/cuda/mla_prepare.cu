@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemv_transposed.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mla_prepare.cuh"
 
@@ -10,15 +11,35 @@ constexpr int kThreads = 256;
 constexpr int kLatentPerThread = 4;  // lora <= 1024
 constexpr int kRopePerThread = 4;    // rotary pairs a thread loads before it stores any (a batch)
 
-// One block per token. Every load of a phase is issued before its stores (the query tails rotate in place, so
-// the compiler would otherwise wait out one memory latency per element): one round trip for the latent norm and
-// one per batch of rotary pairs, in the same order of arithmetic as the kernels it replaces.
-__global__ void mla_prepare_kernel(const __nv_bfloat16* kv, const __nv_bfloat16* norm_weight, float eps,
-                                   __nv_bfloat16* q, const int32_t* positions, const float* inv_freq,
-                                   float attention_factor, bool interleaved, const int64_t* slots,
-                                   __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape s) {
+struct PrepareArgs {
+  const __nv_bfloat16* kv;
+  const __nv_bfloat16* norm_weight;
+  float eps;
+  __nv_bfloat16* q;
+  const int32_t* positions;
+  const float* inv_freq;
+  float attention_factor;
+  bool interleaved;
+  const int64_t* slots;
+  __nv_bfloat16* cache;
+  __nv_bfloat16* q_latent;
+  MlaPrepareShape s;
+};
+
+// Token t's work, one block of kThreads. Every load of a phase is issued before its stores (the query tails
+// rotate in place, so the compiler would otherwise wait out one memory latency per element): one round trip for
+// the latent norm and one per batch of rotary pairs, in the same order of arithmetic as the kernels it replaces.
+__device__ __forceinline__ void prepare_token(const PrepareArgs& a, int64_t t) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
-  const int64_t t = blockIdx.x, entry = s.lora + s.rope, qk = s.nope + s.rope, half = s.rope / 2;
+  const MlaPrepareShape& s = a.s;
+  const __nv_bfloat16 *kv = a.kv, *norm_weight = a.norm_weight;
+  __nv_bfloat16 *q = a.q, *q_latent = a.q_latent, *cache = a.cache;
+  const int64_t entry = s.lora + s.rope, qk = s.nope + s.rope, half = s.rope / 2;
+  const float eps = a.eps, attention_factor = a.attention_factor;
+  const bool interleaved = a.interleaved;
+  const float* inv_freq = a.inv_freq;
+  const int64_t* slots = a.slots;
+  const int32_t* positions = a.positions;
   const __nv_bfloat16* in = kv + t * s.kv_stride;
   __nv_bfloat16* out = cache + slots[t] * entry;
   const float position = static_cast<float>(positions[t]);
@@ -79,6 +100,24 @@ __global__ void mla_prepare_kernel(const __nv_bfloat16* kv, const __nv_bfloat16*
   }
 }
 
+__global__ void __launch_bounds__(kThreads) mla_prepare_kernel(PrepareArgs args) {
+  prepare_token(args, blockIdx.x);
+}
+
+// Blocks [0, tokens) prepare a token each; the rest compute the absorbed queries' latent part, block
+// (column block c, head h) at tokens + h * column_blocks + c. Neither reads what the other writes (q's nope part
+// and the W_uk rows, against q's rotary tail, the cache and q_latent's tail).
+template <int kRows>
+__global__ void __launch_bounds__(kThreads) mla_prepare_absorb_kernel(PrepareArgs args, const __nv_bfloat16* w_uk,
+                                                                       GemvLayout layout, int column_blocks) {
+  static_assert(kThreads == kGemvTransposedThreads, "one block size for both kinds of block");
+  const int tokens = static_cast<int>(args.s.tokens);
+  if (static_cast<int>(blockIdx.x) < tokens) return prepare_token(args, blockIdx.x);
+  const int block = static_cast<int>(blockIdx.x) - tokens;
+  gemv_transposed_block<kRows>(args.q, w_uk, args.q_latent, static_cast<int>(args.s.nope),
+                               static_cast<int>(args.s.lora), layout, block % column_blocks, block / column_blocks);
+}
+
 }  // namespace
 
 void mla_prepare(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, float eps, __nv_bfloat16* q,
@@ -86,8 +125,26 @@ void mla_prepare(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, f
                  const int64_t* slots, __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape shape,
                  cudaStream_t stream) {
   if (shape.tokens == 0 || shape.lora > kThreads * kLatentPerThread) return;  // precondition: lora <= 1024
-  launch_dependent(mla_prepare_kernel, static_cast<unsigned>(shape.tokens), kThreads, 0, stream, kv, kv_norm_weight,
-                   eps, q, positions, inv_freq, attention_factor, interleaved, slots, cache, q_latent, shape);
+  const PrepareArgs args{kv,    kv_norm_weight, eps,   q,        positions, inv_freq, attention_factor,
+                        interleaved, slots,   cache, q_latent, shape};
+  launch_dependent(mla_prepare_kernel, static_cast<unsigned>(shape.tokens), kThreads, 0, stream, args);
+}
+
+void mla_prepare_absorb(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, float eps, __nv_bfloat16* q,
+                        const int32_t* positions, const float* inv_freq, float attention_factor, bool interleaved,
+                        const int64_t* slots, __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape shape,
+                        const __nv_bfloat16* w_uk, int64_t w_uk_head_stride, cudaStream_t stream) {
+  if (shape.tokens == 0 || shape.lora > kThreads * kLatentPerThread || shape.tokens > kLinearGemvMaxRows) return;
+  const PrepareArgs args{kv,    kv_norm_weight, eps,   q,        positions, inv_freq, attention_factor,
+                        interleaved, slots,   cache, q_latent, shape};
+  const int64_t entry = shape.lora + shape.rope, column_blocks = gemv_transposed_column_blocks(shape.lora);
+  const GemvLayout layout{shape.q_stride, shape.nope + shape.rope, w_uk_head_stride, shape.heads * entry, entry,
+                          shape.lora};
+  const auto blocks = static_cast<unsigned>(shape.tokens + shape.heads * column_blocks);
+  with_gemv_row_count(shape.tokens, [&](auto rows) {
+    launch_dependent(mla_prepare_absorb_kernel<decltype(rows)::value>, blocks, kThreads, 0, stream, args, w_uk, layout,
+                     static_cast<int>(column_blocks));
+  });
 }
 
 }  // namespace deepinfer::cuda

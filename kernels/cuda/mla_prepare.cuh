@@ -26,4 +26,14 @@ void mla_prepare(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, f
                  const int64_t* slots, __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape shape,
                  cudaStream_t stream);
 
+// mla_prepare, and in the same launch the absorbed queries' latent part, as batched_gemv_transposed computes it:
+//   q_latent[t, h, :lora] = q[t, h, :nope] . W_uk[h]     W_uk[h] the [nope, lora] matrix at w_uk + h * w_uk_head_stride
+// for at most kLinearGemvMaxRows tokens (linear_gemv.cuh), lora a multiple of 8. The two are independent (q's
+// nope part against its rotary tail), so neither waits for the other, and the attention after them waits for
+// one kernel instead of two.
+void mla_prepare_absorb(const __nv_bfloat16* kv, const __nv_bfloat16* kv_norm_weight, float eps, __nv_bfloat16* q,
+                        const int32_t* positions, const float* inv_freq, float attention_factor, bool interleaved,
+                        const int64_t* slots, __nv_bfloat16* cache, __nv_bfloat16* q_latent, MlaPrepareShape shape,
+                        const __nv_bfloat16* w_uk, int64_t w_uk_head_stride, cudaStream_t stream);
+
 }  // namespace deepinfer::cuda

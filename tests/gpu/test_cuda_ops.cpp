@@ -258,7 +258,8 @@ TEST_F(CudaOps, RopeBothLayouts) {
 }
 
 // The fused step between MLA's projections and its attention against the five ops it replaces (each checked
-// against the CPU above): bit-identical cache entries, rotated queries and absorbed-query tails.
+// against the CPU above): bit-identical cache entries, rotated queries and absorbed-query tails; and the same
+// with the absorb (batched_gemv_transposed, checked against the CPU below) in its launch.
 TEST_F(CudaOps, MlaPrepareEqualsItsParts) {
   const int64_t tokens = 7, heads = 16, lora = 512, rope_dim = 64, nope = 128, entry = lora + rope_dim;
   const int64_t qk = nope + rope_dim, num_slots = 40;
@@ -272,6 +273,8 @@ TEST_F(CudaOps, MlaPrepareEqualsItsParts) {
   auto d_slots = DeviceArray<int64_t>::from_host(slots);
   const std::vector<Bf16> kv_bits = random_bf16(tokens * entry, unused), q_bits = random_bf16(tokens * heads * qk, unused);
   auto weight = DeviceArray<Bf16>::from_host(random_bf16(lora, unused));
+  const int64_t v_dim = 128;
+  auto kv_b = DeviceArray<Bf16>::from_host(random_bf16(heads * (nope + v_dim) * lora, unused, 0.05f));
   for (bool interleaved : {true, false}) {
     // The parts: normalise the latent in place, rotate k_pe and q_pe, write the entries, copy the q tails.
     auto kv = DeviceArray<Bf16>::from_host(kv_bits), q = DeviceArray<Bf16>::from_host(q_bits);
@@ -295,9 +298,27 @@ TEST_F(CudaOps, MlaPrepareEqualsItsParts) {
     DeviceArray<Bf16> cache2(num_slots * entry), q_latent2(tokens * heads * entry);
     cache2.poison();
     q_latent2.poison();
+    const cuda::MlaPrepareShape shape{tokens, heads, lora, rope_dim, nope, row, row};
     cuda::mla_prepare(bf(qkv) + heads * qk, bf(weight), 1e-6f, bf(qkv), d_pos.data(), d_inv.data(), 1.2f, interleaved,
-                      d_slots.data(), bf(cache2), bf(q_latent2), {tokens, heads, lora, rope_dim, nope, row, row}, nullptr);
+                      d_slots.data(), bf(cache2), bf(q_latent2), shape, nullptr);
+    // With W_uk's absorb in the same launch (mla_prepare_absorb) against the same two launched apart: every bit
+    // of the cache, q and q_latent (q_nope is only read, so the absorb may run after the prepare here).
+    auto qkv3 = DeviceArray<Bf16>::from_host(packed);
+    DeviceArray<Bf16> cache3(num_slots * entry), q_latent3(tokens * heads * entry);
+    cache3.poison();
+    q_latent3.poison();
+    cuda::batched_gemv_transposed(bf(qkv), bf(kv_b), bf(q_latent2), heads, tokens, lora, nope,
+                                  {row, qk, (nope + v_dim) * lora, heads * entry, entry, lora}, nullptr);
+    cuda::mla_prepare_absorb(bf(qkv3) + heads * qk, bf(weight), 1e-6f, bf(qkv3), d_pos.data(), d_inv.data(), 1.2f,
+                             interleaved, d_slots.data(), bf(cache3), bf(q_latent3), shape, bf(kv_b),
+                             (nope + v_dim) * lora, nullptr);
     sync();
+    EXPECT_EQ(qkv3.to_host(), qkv.to_host()) << "interleaved " << interleaved;
+    EXPECT_EQ(q_latent3.to_host(), q_latent2.to_host()) << "interleaved " << interleaved;
+    const std::vector<Bf16> c3 = cache3.to_host(), c2_again = cache2.to_host();
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t i = 0; i < entry; ++i)
+        ASSERT_EQ(c3[slots[t] * entry + i], c2_again[slots[t] * entry + i]) << "token " << t << " entry value " << i;
     const std::vector<Bf16> c1 = cache.to_host(), c2 = cache2.to_host(), l1 = q_latent.to_host(), l2 = q_latent2.to_host();
     for (int64_t t = 0; t < tokens; ++t)
       for (int64_t i = 0; i < entry; ++i)

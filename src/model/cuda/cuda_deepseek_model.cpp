@@ -435,23 +435,27 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     q_stride = heads * qk;
     linear(q_a, w.q_b, q, false, T, heads * qk, c.q_lora_rank);
   }
-  // The absorbed form's queries [W_uk^T q_nope | RoPE'd q_pe]: the tail is written by mla_prepare.
+  // The absorbed form's queries [W_uk^T q_nope | RoPE'd q_pe]: the tail is written by mla_prepare. A few rows:
+  // matrix-vector kernels for W_uk and W_uv, all heads in one launch each (each head's W_uk, W_uv read once; rows
+  // of lora in 16-byte pieces), W_uk's in mla_prepare's launch.
   Bf16* q_latent = plan.absorbed ? scratch.alloc<Bf16>(T * heads * D) : nullptr;
-  cuda::mla_prepare(kv, w.kv_a_norm, c.rms_norm_eps, q, plan.positions, inv_freq_.data(), attention_factor_,
-                    c.rope.interleaved, plan.new_slots, cache_layer, q_latent,
-                    {T, heads, lora, rope, nope, q_stride, kv_stride}, nullptr);
+  const bool gemv = plan.absorbed && T <= kGemvMaxLinearRows && lora % 8 == 0;
+  const cuda::MlaPrepareShape prepare_shape{T, heads, lora, rope, nope, q_stride, kv_stride};
+  if (gemv) {
+    cuda::mla_prepare_absorb(kv, w.kv_a_norm, c.rms_norm_eps, q, plan.positions, inv_freq_.data(), attention_factor_,
+                             c.rope.interleaved, plan.new_slots, cache_layer, q_latent, prepare_shape, w.kv_b,
+                             (nope + v) * lora, nullptr);
+  } else {
+    cuda::mla_prepare(kv, w.kv_a_norm, c.rms_norm_eps, q, plan.positions, inv_freq_.data(), attention_factor_,
+                      c.rope.interleaved, plan.new_slots, cache_layer, q_latent, prepare_shape, nullptr);
+  }
   profiler_.mark("attn:projections+rope");
 
   auto* attn = scratch.alloc<Bf16>(T * heads * v);
   const float scale = c.softmax_scale();
   if (plan.absorbed) {
-    // Fold W_uk into the queries; attend over the latent cache; unfold with W_uv. A few rows: one matrix-vector
-    // kernel per projection for all heads (each head's W_uk, W_uv read once; rows of lora in 16-byte pieces).
-    const bool gemv = T <= kGemvMaxLinearRows && lora % 8 == 0;
-    if (gemv) {
-      cuda::batched_gemv_transposed(q, w.kv_b, q_latent, heads, T, lora, nope,
-                                    {q_stride, qk, (nope + v) * lora, heads * D, D, lora}, nullptr);
-    } else {
+    // Fold W_uk into the queries (done above for a few rows); attend over the latent cache; unfold with W_uv.
+    if (!gemv) {
       DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, q_stride, qk}, {w.kv_b, lora, (nope + v) * lora},
                                       false, q_latent, heads * D, D, false, heads));
     }
