@@ -1,6 +1,6 @@
 // The routed-expert kernels of a decode step at DeepSeek-V2-Lite shape, alone, against read ceilings measured
-// in the same process: where the grouped kernel standss against the copy rate, and how much of the gap is the
-// order in which they read weights rather than their arithmetic.
+// in the same process: where the grouped kernel stands against the copy rate, and how much of the gap is the
+// order in which it reads weights rather than its arithmetic.
 //
 //   moe_grouped_bench [--tokens 256] [--experts 64] [--top-k 6] [--hidden 2048] [--inter 1408] [--reps 20]
 //
