@@ -353,7 +353,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
 
 // Measured alone at 256 tokens (the gate/up projection as a kernel of its own, us): this shape 195-197; eight
 // MMA warps 200.8; one block an SM with eight stages and 8 / 4 MMA warps 222.1 / 199.7; 64-row items
-// 202.0-214.6.
+// 202.0-214.6. Both projections in this kernel, alone at 256 / 64 tokens: this shape 279-283 / 271-272 us;
+// 256-row items (eight MMA warps, one block an SM) with 5 or 4 stages 285 / 271 and 281 / 270, decode steps
+// within 0.5% of this shape's; 128-row items one block an SM with 8 stages and 8 / 4 MMA warps 299 / 278 and
+// 313 / 282.
 using GroupedShape = Shape<4, 2, 4, 128>;
 
 }  // namespace
