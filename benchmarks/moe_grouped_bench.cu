@@ -217,8 +217,8 @@ void tma_read(const __nv_bfloat16* w, int64_t rows, int64_t k, int sms, unsigned
 
 template <int kNTiles, int kBatch, int kBlocksPerSM>
 void fragment_read(const __nv_bfloat16* w, int64_t rows, int64_t k, int sms, unsigned* sink, int reps) {
-  const float ms = median_ms(
-      reps, [&] { fragment_read_kernel<kNTiles, kBatch, kBlocksPerSM><<<kBlocksPerSM * sms, 128>>>(w, rows, k, sink); });
+  constexpr auto kernel = fragment_read_kernel<kNTiles, kBatch, kBlocksPerSM>;
+  const float ms = median_ms(reps, [&] { kernel<<<kBlocksPerSM * sms, 128>>>(w, rows, k, sink); });
   const std::string what = "fragment order, " + std::to_string(kNTiles * 8) + " rows a warp, " +
                            std::to_string(kBatch) + " steps in flight, " + std::to_string(kBlocksPerSM) +
                            " x 4 warps an SM";

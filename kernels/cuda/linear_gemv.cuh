@@ -31,8 +31,9 @@ void swiglu_gemv(const __nv_bfloat16* x, const __nv_bfloat16* gate_up, __nv_bflo
 // The absorbed MLA projections at a few rows, one product per head (cuBLAS's batched GEMM at m = 1..2 runs
 // ~5 us for 2 MB of weights). batched_gemv: y[b][t, i] = x[b][t, :] . w[b][i, :] with w[b] [n, k] (W_uv: the
 // attention's latent output to values); batched_gemv_transposed: y[b][t, j] = x[b][t, :] . w[b][:, j] with w[b]
-// [k, n] (W_uk: the query into the latent space). bf16 outputs, fp32 sums, m <= kLinearGemvMaxRows; the rows
-// read in 16-byte pieces (k for batched_gemv, n for the transposed one) are multiples of 8.
+// [k, n] (W_uk: the query into the latent space; the decode step runs it inside mla_prepare's launch,
+// mla_prepare_absorb). bf16 outputs, fp32 sums, m <= kLinearGemvMaxRows; the rows read in 16-byte pieces (k for
+// batched_gemv, n for the transposed one) are multiples of 8.
 void batched_gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch, int64_t m,
                   int64_t n, int64_t k, GemvLayout layout, cudaStream_t stream);
 void batched_gemv_transposed(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,

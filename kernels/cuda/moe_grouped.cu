@@ -92,7 +92,7 @@ constexpr int kNoItem = -1;  // the copy warp's last stage: no item, the MMA war
 
 struct Problem {
   const __nv_bfloat16* x;
-  const int32_t* token_of_row;  // x's row of each expert-sorted row (nullptr: the rows themselves)
+  const int32_t* token_of_row;  // x's row of each expert-sorted row
   const int32_t* offsets;
   int num_experts, hidden, inter;
   __nv_bfloat16* act;
@@ -186,8 +186,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
   const int total_items = gate_up_items + pass_prefix[num_experts] * down_tiles;
   auto is_down = [&](int id) { return id >= gate_up_items; };
   auto item_of = [&](int id) {
-    return is_down(id) ? decode_item(id - gate_up_items, pass_prefix, num_experts, shared_offsets, down_tiles, kDownCols)
-                       : decode_item(id, pass_prefix, num_experts, shared_offsets, gate_up_tiles, kGateUpCols);
+    if (is_down(id))
+      return decode_item(id - gate_up_items, pass_prefix, num_experts, shared_offsets, down_tiles, kDownCols);
+    return decode_item(id, pass_prefix, num_experts, shared_offsets, gate_up_tiles, kGateUpCols);
   };
   auto k_tiles_of = [&](bool down) { return ((down ? p.inter : p.hidden) + kTileK - 1) / kTileK; };
 
@@ -216,7 +217,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
       for (int i = 0; i < kLaneRows; ++i) {
         const int r = lane / 8 + 4 * i;
         const int64_t row = item.first_row + r;
-        x_row[i] = r < item.rows ? (down || p.token_of_row == nullptr ? row : p.token_of_row[row]) : 0;
+        x_row[i] = r < item.rows ? (down ? row : p.token_of_row[row]) : 0;
       }
       for (int kt = 0; kt < k_tiles; ++kt, ++step) {
         const int slot = step % kStages;

@@ -172,7 +172,8 @@ class CudaDeepseekModel final : public CausalLm {
   const Bf16* final_norm_ = nullptr;
   const Bf16* lm_head_ = nullptr;
   DeviceArray<float> inv_freq_;
-  mutable DeviceArray<int32_t> expert_sync_;  // the grouped expert kernel's counters (moe_grouped.cuh), zero between launches
+  // The grouped expert kernel's counters (moe_grouped.cuh): zeroed here, left zeroed by every launch.
+  mutable DeviceArray<int32_t> expert_sync_;
   float attention_factor_ = 1.0f;
   // Step buffers, reused across steps. forward() is const but not reentrant: one step at a time per model.
   mutable ScratchPool scratch_;
