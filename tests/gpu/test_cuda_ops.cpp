@@ -315,14 +315,13 @@ TEST_F(CudaOps, MlaPrepareEqualsItsParts) {
     sync();
     EXPECT_EQ(qkv3.to_host(), qkv.to_host()) << "interleaved " << interleaved;
     EXPECT_EQ(q_latent3.to_host(), q_latent2.to_host()) << "interleaved " << interleaved;
-    const std::vector<Bf16> c3 = cache3.to_host(), c2_again = cache2.to_host();
+    const std::vector<Bf16> c1 = cache.to_host(), c2 = cache2.to_host(), c3 = cache3.to_host();
+    const std::vector<Bf16> l1 = q_latent.to_host(), l2 = q_latent2.to_host();
     for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t i = 0; i < entry; ++i)
-        ASSERT_EQ(c3[slots[t] * entry + i], c2_again[slots[t] * entry + i]) << "token " << t << " entry value " << i;
-    const std::vector<Bf16> c1 = cache.to_host(), c2 = cache2.to_host(), l1 = q_latent.to_host(), l2 = q_latent2.to_host();
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t i = 0; i < entry; ++i)
+      for (int64_t i = 0; i < entry; ++i) {
         ASSERT_EQ(c1[slots[t] * entry + i], c2[slots[t] * entry + i]) << "token " << t << " entry value " << i;
+        ASSERT_EQ(c3[slots[t] * entry + i], c2[slots[t] * entry + i]) << "token " << t << " entry value " << i;
+      }
     const std::vector<Bf16> q1 = q.to_host(), after = qkv.to_host();
     for (int64_t t = 0; t < tokens; ++t) {
       for (int64_t i = 0; i < heads * qk; ++i)
