@@ -524,13 +524,16 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   // 1 <= num_splits <= 64.
   if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > 64) return;
   if (latent == kMmaLatent && rope == kMmaRope) {
-    // The tensor-core kernel, built for DeepSeek's 512 + 64, with one 64-key tile buffer (two blocks an SM).
-    // Measured at batch 256 against 32-key double-buffered tiles: context 1024 14.35 against 14.45 ms a step,
-    // context 4096 20.53 against 21.10; two 64-key buffers (one block an SM) 14.71, 21.97. (With 8 keys a
-    // score warp the 32-key double buffer had been the best.)
+    // The tensor-core kernel, built for DeepSeek's 512 + 64, with 32-key tiles in two buffers (the next tile loads
+    // while this one computes). Measured on the H200 against one 64-key buffer (decode steps, median of 20 after 3,
+    // one call, 2026-11-29): batch 64 / 512 9.353 / 9.291 -> 9.224 / 9.281 ms, 64 / 1024 9.710 -> 9.541, 128 / 1024
+    // 10.862 -> 10.598, 256 / 1024 12.261 / 12.242 -> 12.101 / 12.029, 16 / 4096 8.136 -> 7.911, 64 / 4096 11.445
+    // -> 11.148, 256 / 4096 18.973 -> 18.920; batch 8 and 16 at 1024 within 1%, batch 4 4.301 -> 4.321. (Before this
+    // kernel's 16 keys a score warp, 64-key tiles had measured faster at batch 256, 14.35 against 14.45 ms at 1024;
+    // 48-key single buffers land between the two.)
     // With one split it writes the output itself: no partials, no combine (at batch 256, context 1024: 11 us a
     // layer of combine, measured with ncu).
-    launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
+    launch_mma<32, 2>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
                       out, stream);
     if (num_splits == 1) return;
   } else {
@@ -550,6 +553,8 @@ void mla_decode_attention_projected(const __nv_bfloat16* q, const __nv_bfloat16*
                                     LatentProjection projection, __nv_bfloat16* attn, cudaStream_t stream) {
   // Preconditions (mla_decode_projected_supports): DeepSeek's 512 + 64, 2 <= num_splits <= 64.
   if (batch == 0 || !mla_decode_projected_supports(latent, rope, num_splits)) return;
+  // One 64-key buffer here: 32-key double buffers measured within noise at batch 1 and 2 (context 4096 2.295 ->
+  // 2.283 ms, batch 2 / 1024 2.950 -> 3.016).
   launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
                     nullptr, stream);
   const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads),

@@ -467,7 +467,8 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
       // A few rows over several splits: W_uv folded into the split combine, one launch less (mla_decode.cuh).
       // Measured at batch 1 against the combine and batched_gemv: context 4096 2.452 / 2.422 / 2.423 -> 2.446 /
       // 2.400 / 2.403 ms, 1024 2.245-2.252 -> 2.214-2.232, 512 2.216-2.233 -> 2.167-2.189; batch 2 2.991-3.028 ->
-      // 2.975-2.979.
+      // 2.975-2.979. Above the matrix-vector rows it does not pay: batch 8 / 1024 6.168 -> 6.313, 64 / 512 9.242 ->
+      // 10.174 (each block projects one head of one row; W_uv is re-read from L2 for every row).
       cuda::mla_decode_attention_projected(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T,
                                            heads, lora, rope, scale, splits, workspace,
                                            {w_uv, v, (nope + v) * lora}, attn, nullptr);
