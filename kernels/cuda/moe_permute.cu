@@ -221,6 +221,82 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(const int32_t* top
   }
 }
 
+
+// moe_unpermute_add_rms_norm: a block per token, add_rms_norm_vec_kernel's layout (kNormThreads threads, piece p =
+// 8 values at thread p % kNormThreads, at most kNormPieces a thread), so the sum of squares adds in the same order.
+constexpr int kNormThreads = 256, kNormPieces = 4, kNormMaxTopK = 8;
+
+__global__ void __launch_bounds__(kNormThreads)
+    unpermute_add_rms_norm_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
+                                  int64_t top_k, int64_t hidden, const __nv_bfloat16* base,
+                                  __nv_bfloat16* residual, const __nv_bfloat16* weight, float eps,
+                                  __nv_bfloat16* normed) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  const int64_t t = blockIdx.x;
+  const int pieces = static_cast<int>(hidden / 8);
+  const uint4* rows[kNormMaxTopK];
+  float w[kNormMaxTopK];
+#pragma unroll
+  for (int k = 0; k < kNormMaxTopK; ++k) {
+    rows[k] = k < top_k ? reinterpret_cast<const uint4*>(y_perm + row_of[t * top_k + k] * hidden) : nullptr;
+    w[k] = k < top_k ? topk_weights[t * top_k + k] : 0.0f;
+  }
+  auto* res = reinterpret_cast<uint4*>(residual + t * hidden);
+  const auto* add = reinterpret_cast<const uint4*>(base + t * hidden);
+  uint4 r[kNormPieces];
+  float sum_sq = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kNormPieces; ++j) {
+    const int p = static_cast<int>(threadIdx.x) + j * kNormThreads;
+    if (p >= pieces) continue;
+    uint4 y[kNormMaxTopK];
+#pragma unroll
+    for (int k = 0; k < kNormMaxTopK; ++k)
+      if (k < top_k) y[k] = rows[k][p];
+    const uint4 a = add[p];
+    r[j] = res[p];
+    const auto* ab = reinterpret_cast<const __nv_bfloat162*>(&a);
+    auto* rb = reinterpret_cast<__nv_bfloat162*>(&r[j]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      // moe_unpermute's sum (the base, then the rows in order), rounded as it stores it ...
+      float2 acc = __bfloat1622float2(ab[i]);
+#pragma unroll
+      for (int k = 0; k < kNormMaxTopK; ++k) {
+        if (k >= top_k) break;
+        const float2 f = __bfloat1622float2(reinterpret_cast<const __nv_bfloat162*>(&y[k])[i]);
+        acc.x += w[k] * f.x, acc.y += w[k] * f.y;
+      }
+      const float2 delta = __bfloat1622float2(__floats2bfloat162_rn(acc.x, acc.y));
+      // ... then add_rms_norm's residual add, rounded as it stores it.
+      const float2 before = __bfloat1622float2(rb[i]);
+      rb[i] = __floats2bfloat162_rn(before.x + delta.x, before.y + delta.y);
+      const float2 v = __bfloat1622float2(rb[i]);
+      sum_sq += v.x * v.x + v.y * v.y;
+    }
+    res[p] = r[j];
+  }
+  const float inv_rms = rsqrtf(block_sum(sum_sq) / static_cast<float>(hidden) + eps);
+  const auto* g = reinterpret_cast<const uint4*>(weight);
+  auto* o = reinterpret_cast<uint4*>(normed + t * hidden);
+#pragma unroll
+  for (int j = 0; j < kNormPieces; ++j) {
+    const int p = static_cast<int>(threadIdx.x) + j * kNormThreads;
+    if (p >= pieces) continue;
+    const uint4 gv = g[p];
+    const auto* rb = reinterpret_cast<const __nv_bfloat162*>(&r[j]);
+    const auto* gb = reinterpret_cast<const __nv_bfloat162*>(&gv);
+    uint4 result;
+    auto* ob = reinterpret_cast<__nv_bfloat162*>(&result);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 v = __bfloat1622float2(rb[i]), s = __bfloat1622float2(gb[i]);
+      ob[i] = __floats2bfloat162_rn(v.x * inv_rms * s.x, v.y * inv_rms * s.y);
+    }
+    o[p] = result;
+  }
+}
+
 }  // namespace
 
 void moe_route(const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t num_experts, int32_t* row_of,
@@ -284,6 +360,20 @@ void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const flo
   if (num_tokens == 0) return;
   launch_dependent(unpermute_kernel, static_cast<unsigned>(num_tokens), 128, 0, stream, y_perm, row_of, topk_weights,
                    top_k, hidden, out);
+}
+
+bool moe_unpermute_norm_supports(int64_t top_k, int64_t hidden) {
+  return top_k <= kNormMaxTopK && hidden % 8 == 0 && hidden <= 8 * kNormThreads * kNormPieces;
+}
+
+void moe_unpermute_add_rms_norm(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
+                                int64_t num_tokens, int64_t top_k, int64_t hidden, const __nv_bfloat16* base,
+                                __nv_bfloat16* residual, const __nv_bfloat16* weight, float eps,
+                                __nv_bfloat16* normed, cudaStream_t stream) {
+  // Precondition: moe_unpermute_norm_supports(top_k, hidden).
+  if (num_tokens == 0) return;
+  launch_dependent(unpermute_add_rms_norm_kernel, static_cast<unsigned>(num_tokens), kNormThreads, 0, stream, y_perm,
+                   row_of, topk_weights, top_k, hidden, base, residual, weight, eps, normed);
 }
 
 }  // namespace deepinfer::cuda

@@ -39,4 +39,14 @@ void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int
 void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,
                    int64_t top_k, int64_t hidden, __nv_bfloat16* out, cudaStream_t stream);
 
+// moe_unpermute and then add_rms_norm (rms_norm.cuh) in one launch, for the decode step's last MoE kernel:
+// delta[t] = base[t] + sum_k w[t, k] * y_perm[row_of[t*K + k]] rounded to bf16 as moe_unpermute stores it (base:
+// the shared experts' output), residual[t] += delta[t] (stored), normed[t] = RMSNorm(residual[t]) * weight. The
+// same bits as the two launches (the same thread layout as add_rms_norm's); delta itself is not stored.
+bool moe_unpermute_norm_supports(int64_t top_k, int64_t hidden);
+void moe_unpermute_add_rms_norm(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
+                                int64_t num_tokens, int64_t top_k, int64_t hidden, const __nv_bfloat16* base,
+                                __nv_bfloat16* residual, const __nv_bfloat16* weight, float eps,
+                                __nv_bfloat16* normed, cudaStream_t stream);
+
 }  // namespace deepinfer::cuda

@@ -156,6 +156,47 @@ TEST_F(CudaOps, AddRmsNorm) {
   }
 }
 
+// The decode step's last MoE kernel: moe_unpermute then add_rms_norm in one launch, the same bits as the two
+// (hidden 7168: a partial last piece round; 200: fewer pieces than threads).
+TEST_F(CudaOps, MoeUnpermuteAddRmsNormEqualsItsParts) {
+  const int64_t tokens = 5;
+  for (const auto& [top_k, hidden] : std::vector<std::pair<int64_t, int64_t>>{{6, 2048}, {8, 7168}, {2, 200}}) {
+    ASSERT_TRUE(cuda::moe_unpermute_norm_supports(top_k, hidden));
+    const int64_t rows = tokens * top_k;
+    std::vector<float> unused;
+    auto y_perm = DeviceArray<Bf16>::from_host(random_bf16(rows * hidden, unused));
+    auto base = DeviceArray<Bf16>::from_host(random_bf16(tokens * hidden, unused));
+    const std::vector<Bf16> residual_host = random_bf16(tokens * hidden, unused);
+    auto norm_weight = DeviceArray<Bf16>::from_host(random_bf16(hidden, unused));
+    std::vector<int32_t> row_of(rows);
+    std::iota(row_of.begin(), row_of.end(), 0);
+    std::shuffle(row_of.begin(), row_of.end(), rng_);
+    std::vector<float> weights(rows);
+    for (float& w : weights) w = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng_);
+    auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
+    auto d_weights = DeviceArray<float>::from_host(weights);
+
+    auto delta = DeviceArray<Bf16>::from_host(base.to_host());
+    auto residual_parts = DeviceArray<Bf16>::from_host(residual_host);
+    DeviceArray<Bf16> normed_parts(tokens * hidden);
+    cuda::moe_unpermute(bf(y_perm), d_row_of.data(), d_weights.data(), tokens, top_k, hidden, bf(delta), nullptr);
+    cuda::add_rms_norm(bf(delta), bf(residual_parts), bf(norm_weight), bf(normed_parts), tokens, hidden, 1e-6f,
+                       nullptr);
+    auto residual_fused = DeviceArray<Bf16>::from_host(residual_host);
+    DeviceArray<Bf16> normed_fused(tokens * hidden);
+    normed_fused.poison();
+    cuda::moe_unpermute_add_rms_norm(bf(y_perm), d_row_of.data(), d_weights.data(), tokens, top_k, hidden, bf(base),
+                                     bf(residual_fused), bf(norm_weight), 1e-6f, bf(normed_fused), nullptr);
+    sync();
+    const auto same_bits = [](const DeviceArray<Bf16>& a, const DeviceArray<Bf16>& b) {
+      const std::vector<Bf16> x = a.to_host(), y = b.to_host();
+      return std::memcmp(x.data(), y.data(), x.size() * sizeof(Bf16)) == 0;
+    };
+    EXPECT_TRUE(same_bits(residual_fused, residual_parts)) << "top-" << top_k << ", hidden " << hidden;
+    EXPECT_TRUE(same_bits(normed_fused, normed_parts)) << "top-" << top_k << ", hidden " << hidden;
+  }
+}
+
 // Dummy weights generated on the device equal the host's (both draw N(0,1) in double precision from the same
 // counter-based generator; libm and CUDA may differ in the last bit of log/cos, hence 1e-6, not 0).
 TEST_F(CudaOps, DummyInitMatchesHost) {

@@ -148,14 +148,24 @@ class CudaDeepseekModel final : public CausalLm {
   void linear_on(Lane lane, const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                  int64_t k) const;
   void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch, Lane lane) const;
-  void moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
-           ScratchPool& scratch) const;
+  // What comes after a sub-layer: its output added to the residual stream, which is normalised with `weight`
+  // into `normed` (the next layer's input norm, or the final one).
+  struct ResidualNorm {
+    Bf16* residual;
+    const Bf16* weight;
+    Bf16* normed;
+  };
+  // Returns whether it also did `then` (its last kernel can, on the decode path); if not, `out` holds the output.
+  bool moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
+           ScratchPool& scratch, const ResidualNorm& then) const;
   // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids in [0, num_ids), and
   // ids >= n_routed_experts are entries to leave out (num_ids = n_routed_experts + 1 for expert parallelism).
   // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
-  // stream); everything before the final combine runs without waiting for it.
-  void routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights, int64_t rows,
-                      int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready = nullptr) const;
+  // stream); everything before the final combine runs without waiting for it. With `then`, where the final
+  // combine can (returned), it does `then` instead of storing out.
+  bool routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights, int64_t rows,
+                      int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready = nullptr,
+                      const ResidualNorm* then = nullptr) const;
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
