@@ -42,6 +42,20 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return sum;
 }
 
+// RMSNorm's last step for 8 values: v * inv_rms * weight, rounded to bf16 (rms_norm.cu, moe_permute.cu).
+__device__ __forceinline__ uint4 rms_scale8(const uint4& v, float inv_rms, const uint4& weight) {
+  const auto* vb = reinterpret_cast<const __nv_bfloat162*>(&v);
+  const auto* wb = reinterpret_cast<const __nv_bfloat162*>(&weight);
+  uint4 result;
+  auto* ob = reinterpret_cast<__nv_bfloat162*>(&result);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = __bfloat1622float2(vb[i]), g = __bfloat1622float2(wb[i]);
+    ob[i] = __floats2bfloat162_rn(x.x * inv_rms * g.x, x.y * inv_rms * g.y);
+  }
+  return result;
+}
+
 // Sum over a block of blockDim.x threads (a multiple of 32, at most 1024). Every thread gets the result.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float partial[32];

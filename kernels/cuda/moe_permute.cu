@@ -283,17 +283,7 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int j = 0; j < kNormPieces; ++j) {
     const int p = static_cast<int>(threadIdx.x) + j * kNormThreads;
     if (p >= pieces) continue;
-    const uint4 gv = g[p];
-    const auto* rb = reinterpret_cast<const __nv_bfloat162*>(&r[j]);
-    const auto* gb = reinterpret_cast<const __nv_bfloat162*>(&gv);
-    uint4 result;
-    auto* ob = reinterpret_cast<__nv_bfloat162*>(&result);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 v = __bfloat1622float2(rb[i]), s = __bfloat1622float2(gb[i]);
-      ob[i] = __floats2bfloat162_rn(v.x * inv_rms * s.x, v.y * inv_rms * s.y);
-    }
-    o[p] = result;
+    o[p] = rms_scale8(r[j], inv_rms, g[p]);
   }
 }
 

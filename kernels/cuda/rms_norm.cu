@@ -78,16 +78,7 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_vec_kernel(const __nv_b
   for (int j = 0; j < kMaxPieces; ++j) {
     const int p = static_cast<int>(threadIdx.x) + j * kThreads;
     if (p >= pieces) continue;
-    const auto* rb = reinterpret_cast<const __nv_bfloat162*>(&r[j]);
-    const auto* wb = reinterpret_cast<const __nv_bfloat162*>(&wv[j]);
-    uint4 result;
-    auto* ob = reinterpret_cast<__nv_bfloat162*>(&result);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 v = __bfloat1622float2(rb[i]), g = __bfloat1622float2(wb[i]);
-      ob[i] = __floats2bfloat162_rn(v.x * inv_rms * g.x, v.y * inv_rms * g.y);
-    }
-    o[p] = result;
+    o[p] = rms_scale8(r[j], inv_rms, wv[j]);
   }
 }
 
