@@ -603,10 +603,13 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
       attention(l, layer.attention, plan, static_cast<Bf16*>(cache->layer_data(l)), h, delta, scratch);
       cuda::add_rms_norm(delta, x, layer.post_attention_norm, h, T, H, c.rms_norm_eps, nullptr);
       profiler_.mark("norms");
-      const Bf16* next_norm = l + 1 < c.num_hidden_layers ? layers_[l + 1].input_norm : final_norm_;
-      normed = layer.is_moe &&
-               moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch, {x, next_norm, h});
-      if (!layer.is_moe) mlp(layer.mlp, h, delta, T, scratch, main_lane());
+      if (layer.is_moe) {
+        const Bf16* next_norm = l + 1 < c.num_hidden_layers ? layers_[l + 1].input_norm : final_norm_;
+        normed = moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch, {x, next_norm, h});
+      } else {
+        mlp(layer.mlp, h, delta, T, scratch, main_lane());
+        normed = false;
+      }
       profiler_.mark(layer.is_moe ? "moe:after" : "dense mlp");
     }
     if (!normed) cuda::add_rms_norm(T > 0 ? delta : nullptr, x, final_norm_, h, T, H, c.rms_norm_eps, nullptr);
