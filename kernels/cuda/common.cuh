@@ -42,6 +42,11 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return sum;
 }
 
+// The vectorised RMSNorm's layout (add_rms_norm, and the unpermute that ends in it): a block of kNormThreads
+// threads a row, piece p (8 values) at thread p % kNormThreads, at most kNormPieces pieces a thread. Kernels that
+// must give the same bits share it, so their sums of squares add in the same order.
+constexpr int kNormThreads = 256, kNormPieces = 4;
+
 // RMSNorm's last step for 8 values: v * inv_rms * weight, rounded to bf16 (rms_norm.cu, moe_permute.cu).
 __device__ __forceinline__ uint4 rms_scale8(const uint4& v, float inv_rms, const uint4& weight) {
   const auto* vb = reinterpret_cast<const __nv_bfloat162*>(&v);

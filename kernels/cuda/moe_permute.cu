@@ -221,9 +221,8 @@ __global__ void __launch_bounds__(kRouteThreads) route_kernel(const int32_t* top
   }
 }
 
-// moe_unpermute_add_rms_norm: a block per token, add_rms_norm_vec_kernel's layout (kNormThreads threads, piece p =
-// 8 values at thread p % kNormThreads, at most kNormPieces a thread), so the sum of squares adds in the same order.
-constexpr int kNormThreads = 256, kNormPieces = 4, kNormMaxTopK = 8;
+// moe_unpermute_add_rms_norm: a block per token in add_rms_norm's layout (kNormThreads, kNormPieces: common.cuh).
+constexpr int kNormMaxTopK = 8;
 
 __global__ void __launch_bounds__(kNormThreads)
     unpermute_add_rms_norm_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,

@@ -6,7 +6,7 @@ namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = kNormThreads;
 
 __global__ void add_rms_norm_kernel(const __nv_bfloat16* x, __nv_bfloat16* residual, const __nv_bfloat16* weight,
                                     __nv_bfloat16* out, int64_t dim, float eps) {
@@ -32,7 +32,7 @@ __global__ void add_rms_norm_kernel(const __nv_bfloat16* x, __nv_bfloat16* resid
 // pieces of the residual, x and the weight at once and keeps them in registers, so a row costs one memory round
 // trip before the reduction instead of one per element (the strided loop above, whose stores to the residual
 // keep the compiler from hoisting the loads, took 9.8 us a row at batch 1 under ncu).
-constexpr int kMaxPieces = 4;
+constexpr int kMaxPieces = kNormPieces;
 
 __global__ void __launch_bounds__(kThreads) add_rms_norm_vec_kernel(const __nv_bfloat16* x, __nv_bfloat16* residual,
                                                                     const __nv_bfloat16* weight, __nv_bfloat16* out,
