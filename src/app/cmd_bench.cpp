@@ -12,6 +12,7 @@
 #include "src/bench/run_metadata.h"
 #include "src/bench/step_bench.h"
 #include "src/core/device.h"
+#include "src/core/files.h"
 #include "src/core/hdf5_table.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/bench/dispatch_bench.h"
@@ -26,7 +27,23 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
   auto prepare = [&] {
     require_single_rank(world, "bench");
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
+    if (!options.output_path.empty())
+      check_output_path(options.output_path, "--output", model_input_files(options.model.model_path),
+                        /*allow_special=*/!options.output_path.ends_with(".h5"));
     loaded = load_model(options.model);
+    const int64_t max_positions = loaded.config.max_position_embeddings;
+    if (options.phase == "decode") {
+      for (int64_t context : options.contexts)
+        DI_INPUT_CHECK(context + options.warmup + options.steps <= max_positions,
+                       "--context {} plus {} warm-up and {} timed steps exceeds the model's {} positions", context,
+                       options.warmup, options.steps, max_positions);
+    } else {
+      DI_INPUT_CHECK(options.prompt_len <= max_positions, "--prompt-len {} exceeds the model's {} positions",
+                     options.prompt_len, max_positions);
+      for (int64_t chunk : options.chunks)
+        DI_INPUT_CHECK(chunk % options.prompt_len == 0, "--chunk {} is not a multiple of --prompt-len {}", chunk,
+                       options.prompt_len);
+    }
   };
   auto execute = [&] {
     const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
@@ -65,15 +82,13 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
                        r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps), r.device_idle_ms});
         file->flush();
       } else if (!options.output_path.empty()) {
-        std::ofstream out(options.output_path, std::ios::app);
-        out << nlohmann::json{{"phase", r.phase}, {"batch", r.batch}, {"context", r.context},
+        append_to_file(options.output_path, nlohmann::json{{"phase", r.phase}, {"batch", r.batch}, {"context", r.context},
                               {"tokens_per_step", r.tokens_per_step}, {"median_ms", r.median_ms}, {"p90_ms", r.p90_ms},
                               {"min_ms", r.min_ms}, {"tokens_per_s", r.tokens_per_s}, {"floor_ms", r.floor_ms},
                               {"floor_over_measured", r.floor_over_measured}, {"steps", r.steps},
                               {"device_idle_ms", r.device_idle_ms},
                               {"model", options.model.model_path}, {"device", options.model.device}}
-                   .dump()
-            << '\n';
+                                                .dump() + "\n");
       }
     };
     if (options.phase == "decode") {
@@ -85,7 +100,7 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
     }
     if (hdf5) {
       file->set_attribute("complete", int64_t{1});
-      file->flush();
+      file->close();
     }
   };
   return run_spmd_command(world, prepare, execute);

@@ -2,12 +2,12 @@
 // plan.json`: a placement plan from measured expert loads; the plan loads with `generate --expert-plan`.
 #include <spdlog/spdlog.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "src/app/commands.h"
 #include "src/app/spmd_command.h"
 #include "src/core/check.h"
+#include "src/core/files.h"
 #include "src/moe/eplb.h"
 
 namespace deepinfer::app {
@@ -16,10 +16,10 @@ int run_eplb_plan(const EplbPlanOptions& options, MPI_Comm world) {
   std::vector<std::vector<double>> weight;
   EplbPlan plan;
   auto prepare = [&] {
-    std::ifstream in(options.weights_path);
-    DI_INPUT_CHECK(in.good(), "cannot open '{}'", options.weights_path);
+    check_output_path(options.output_path, "--output", {options.weights_path});
+    const std::string text = read_text_file(options.weights_path, "--weights");
     try {
-      weight = nlohmann::json::parse(in).at("weight").get<std::vector<std::vector<double>>>();
+      weight = nlohmann::json::parse(text).at("weight").get<std::vector<std::vector<double>>>();
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: expected {{\"weight\": [[...], ...]}}: {}", options.weights_path, e.what()));
     }
@@ -42,13 +42,7 @@ int run_eplb_plan(const EplbPlanOptions& options, MPI_Comm world) {
                    gpu_imbalance(weight[l], plan.phy2log[l], options.num_gpus));
     }
     const nlohmann::json json = {{"phy2log", plan.phy2log}, {"log2phy", plan.log2phy}, {"logcnt", plan.logcnt}};
-    const std::string tmp = options.output_path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      DI_INPUT_CHECK(out.good(), "cannot write '{}'", tmp);
-      out << json.dump() << '\n';
-    }
-    std::filesystem::rename(tmp, options.output_path);
+    write_file_whole(options.output_path, json.dump() + "\n");
     spdlog::info("wrote {}", options.output_path);
   };
   return run_spmd_command(world, prepare, execute);

@@ -6,6 +6,7 @@
 
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
+#include "src/core/files.h"
 #include "src/core/hdf5_file.h"
 
 namespace deepinfer::app {
@@ -35,6 +36,8 @@ int run_forward(const ForwardOptions& options, MPI_Comm world) {
   std::vector<int32_t> tokens;
   auto prepare = [&] {
     require_single_rank(world, "forward");
+    check_output_path(options.output_path, "--output", model_input_files(options.model.model_path),
+                      /*allow_special=*/false);
     tokens = parse_tokens(options.tokens);
     loaded = load_model(options.model);
     const ModelConfig& c = loaded.config;

@@ -9,6 +9,7 @@
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
+#include "src/core/files.h"
 #include "src/dist/mpi_communicator.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/dist/nccl_communicator.h"
@@ -85,9 +86,14 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
   auto prepare = [&] {
     DI_INPUT_CHECK(options.kv_cache_tokens > 0 && options.max_running > 0 && options.chunk_tokens > 0,
                    "--kv-cache-tokens, --max-running and --chunk-tokens must be positive");
-    requests = read_requests(options.input_path);
     const std::filesystem::path model_path(options.model.model_path);
     DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
+    // Before any work: an output that cannot be written, or that would replace an input, is refused now.
+    std::vector<std::filesystem::path> inputs = model_input_files(model_path);
+    for (const std::string& path : {options.input_path, options.deploy_path, options.expert_plan_path})
+      if (!path.empty()) inputs.emplace_back(path);
+    check_output_path(options.output_path, "--output", inputs);
+    requests = read_requests(options.input_path);
     const ModelConfig config = load_model_config(model_path);
     for (const Request& request : requests) Engine::validate(config, engine_options, request);
     if (options.deploy_path.empty()) {

@@ -5,6 +5,7 @@
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
 #include "src/bench/sweep.h"
+#include "src/core/files.h"
 
 namespace deepinfer::app {
 
@@ -13,7 +14,16 @@ int run_sweep(const SweepCliOptions& options, MPI_Comm world) {
   SweepOptions sweep;
   auto prepare = [&] {
     DI_INPUT_CHECK(!options.points.empty(), "--points is empty");
-    for (int64_t p : options.points) DI_INPUT_CHECK(p > 0, "--points must be positive, got {}", p);
+    // Decode points are requests per rank (each a KV cache of --context tokens); prefill points are tokens
+    // per step.
+    const int64_t max_point = options.phase == "decode" ? 65536 : int64_t{1} << 24;
+    for (int64_t p : options.points)
+      DI_INPUT_CHECK(p > 0 && p <= max_point, "--points: {} is outside [1, {}] ({} per {} rank)", p, max_point,
+                     options.phase == "decode" ? "requests" : "tokens a step", options.phase);
+    std::vector<std::filesystem::path> inputs = model_input_files(options.model.model_path);
+    for (const std::string& path : {options.deploy_path, options.expert_plan_path})
+      if (!path.empty()) inputs.emplace_back(path);
+    check_output_path(options.output_path, "--output", inputs, /*allow_special=*/false);
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
     spmd.prepare(options.model, {options.deploy_path, options.expert_plan_path, 0, -1}, world);
     const int64_t longest = options.phase == "decode" ? options.context + options.warmup + options.steps

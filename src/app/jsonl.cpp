@@ -1,13 +1,29 @@
 #include "src/app/jsonl.h"
 
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "src/core/check.h"
+#include "src/core/files.h"
 
 namespace deepinfer::app {
 
 namespace {
+
+// A JSON integer read at its full width (nlohmann keeps up to 64 bits, signed or unsigned), so that no value
+// wraps into range before it is checked: 2^32 + 5 is refused, not read as 5.
+int64_t integer_in_range(const nlohmann::json& value, int64_t min, int64_t max, const std::string& where,
+                         const char* key) {
+  DI_INPUT_CHECK(value.is_number_integer(), "{}: '{}' holds {}, not an integer", where, key, value.dump());
+  const bool fits = value.is_number_unsigned()
+                        ? value.get<uint64_t>() <= static_cast<uint64_t>(max) && value.get<int64_t>() >= min
+                        : value.get<int64_t>() >= min && value.get<int64_t>() <= max;
+  DI_INPUT_CHECK(fits, "{}: '{}' holds {}, outside [{}, {}]", where, key, value.dump(), min, max);
+  return value.get<int64_t>();
+}
+
+constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
 Request parse_request(const nlohmann::json& line, const std::string& where, int64_t line_idx) {
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
@@ -20,14 +36,13 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
   r.id = line.contains("id") ? line["id"] : nlohmann::json(line_idx);
   DI_INPUT_CHECK(line.contains("prompt_token_ids") && line["prompt_token_ids"].is_array(),
                  "{}: 'prompt_token_ids' must be an array of token ids", where);
-  for (const auto& token : line["prompt_token_ids"]) {
-    DI_INPUT_CHECK(token.is_number_integer(), "{}: 'prompt_token_ids' holds a non-integer {}", where, token.dump());
-    r.prompt_token_ids.push_back(token.get<int32_t>());
-  }
-  DI_INPUT_CHECK(line.contains("max_new_tokens") && line["max_new_tokens"].is_number_integer() &&
-                     line["max_new_tokens"].get<int64_t>() >= 1,
+  for (const auto& token : line["prompt_token_ids"])
+    r.prompt_token_ids.push_back(
+        static_cast<int32_t>(integer_in_range(token, 0, kMaxTokenId, where, "prompt_token_ids")));
+  DI_INPUT_CHECK(line.contains("max_new_tokens") && line["max_new_tokens"].is_number_integer(),
                  "{}: 'max_new_tokens' must be an integer >= 1", where);
-  r.max_new_tokens = line["max_new_tokens"].get<int64_t>();
+  r.max_new_tokens = integer_in_range(line["max_new_tokens"], 1, std::numeric_limits<int64_t>::max(), where,
+                                      "max_new_tokens");
   auto number = [&](const char* key, double min, double max, double fallback) {
     if (!line.contains(key) || line[key].is_null()) return fallback;
     DI_INPUT_CHECK(line[key].is_number(), "{}: '{}' must be a number", where, key);
@@ -41,10 +56,9 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
   r.sampling.seed = static_cast<uint64_t>(number("seed", 0, 9.0e15, static_cast<double>(line_idx)));
   if (line.contains("stop_token_ids")) {
     DI_INPUT_CHECK(line["stop_token_ids"].is_array(), "{}: 'stop_token_ids' must be an array", where);
-    for (const auto& token : line["stop_token_ids"]) {
-      DI_INPUT_CHECK(token.is_number_integer(), "{}: 'stop_token_ids' holds a non-integer", where);
-      r.sampling.stop_token_ids.push_back(token.get<int32_t>());
-    }
+    for (const auto& token : line["stop_token_ids"])
+      r.sampling.stop_token_ids.push_back(
+          static_cast<int32_t>(integer_in_range(token, 0, kMaxTokenId, where, "stop_token_ids")));
   }
   return r;
 }
@@ -74,18 +88,14 @@ std::vector<Request> read_requests(const std::filesystem::path& path) {
 }
 
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results) {
-  const std::string tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    DI_INPUT_CHECK(out.good(), "cannot write '{}'", tmp);
-    for (const RequestResult& r : results) {
-      nlohmann::json line = result_to_json(r);
-      line.erase("index");
-      out << line.dump() << '\n';
-    }
-    DI_CHECK(out.good(), "writing '{}' failed", tmp);
+  OutputFile out(path);
+  for (const RequestResult& r : results) {
+    nlohmann::json line = result_to_json(r);
+    line.erase("index");
+    out.write(line.dump());
+    out.write("\n");
   }
-  std::filesystem::rename(tmp, path);
+  out.commit();
 }
 
 }  // namespace deepinfer::app

@@ -10,6 +10,19 @@
 #include "src/core/log.h"
 #include "src/dist/mpi_session.h"
 
+namespace {
+
+// Bounds of the numeric options: CLI11 refuses a value outside them with a message naming the option (exit 2,
+// printed once by rank 0), so no command sees a zero chunk, a negative context or a point too large to allocate.
+const CLI::Range kPositive{int64_t{1}, int64_t{1} << 40};
+const CLI::Range kNotNegative{int64_t{0}, int64_t{1} << 40};
+const CLI::Range kSteps{int64_t{1}, int64_t{1000000}};
+const CLI::Range kWarmup{int64_t{0}, int64_t{1000000}};
+const CLI::Range kTokens{int64_t{1}, int64_t{1} << 24};  // per prompt, chunk or context: 16 M
+const CLI::Range kBatch{int64_t{1}, int64_t{65536}};     // sequences in one step on one rank
+
+}  // namespace
+
 int main(int argc, char** argv) {
   deepinfer::MpiSession mpi(&argc, &argv);
   const bool is_rank0 = mpi.world_rank() == 0;
@@ -46,20 +59,24 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--input", generate.input_path, "JSONL: one request per line")->required();
   generate_cmd->add_option("--output", generate.output_path, "JSONL results, in input order")->required();
   generate_cmd->add_option("--kv-cache-tokens", generate.kv_cache_tokens, "KV cache capacity in tokens")
+      ->check(kPositive)
       ->capture_default_str();
   generate_cmd->add_option("--gpu-memory-fraction", generate.gpu_memory_fraction,
                            "With --device cuda: size the KV cache so the process uses this fraction of GPU memory "
                            "(overrides --kv-cache-tokens)")
       ->check(CLI::Range(0.0, 1.0));
   generate_cmd->add_option("--max-running", generate.max_running, "Most sequences decoded together")
+      ->check(kBatch)
       ->capture_default_str();
   generate_cmd->add_option("--chunk-tokens", generate.chunk_tokens, "Prefill tokens per step (one rank; a "
-                           "deployment sets its own)")->capture_default_str();
+                           "deployment sets its own)")->check(kTokens)->capture_default_str();
   generate_cmd->add_option("--deploy", generate.deploy_path, "Deployment file: run across its prefill/decode ranks");
   generate_cmd->add_option("--eplb-interval", generate.eplb_interval,
-                           "Rebalance experts every N steps (with --deploy; default: the deployment's eplb_interval)");
+                           "Rebalance experts every N steps (with --deploy; default: the deployment's eplb_interval)")
+      ->check(kNotNegative);
   generate_cmd->add_option("--redundant-experts", generate.redundant_experts,
-                           "Extra expert slots per MoE layer and EP group (default: the deployment's)");
+                           "Extra expert slots per MoE layer and EP group (default: the deployment's)")
+      ->check(kNotNegative);
   generate_cmd->add_option("--expert-plan", generate.expert_plan_path,
                            "Expert placement plan JSON {\"phy2log\": [...]} (with --deploy)");
 
@@ -70,14 +87,18 @@ int main(int argc, char** argv) {
   CLI::App* bench_prefill_cmd = bench_cmd->add_subcommand("prefill", "Prefill steps: chunks of fresh prompts");
   for (CLI::App* cmd : {bench_decode_cmd, bench_prefill_cmd}) {
     add_model_options(cmd, bench.model);
-    cmd->add_option("--warmup", bench.warmup, "Steps before timing")->capture_default_str();
-    cmd->add_option("--steps", bench.steps, "Timed steps (median and p90 reported)")->capture_default_str();
+    cmd->add_option("--warmup", bench.warmup, "Steps before timing")->check(kWarmup)->capture_default_str();
+    cmd->add_option("--steps", bench.steps, "Timed steps (median and p90 reported)")->check(kSteps)->capture_default_str();
     cmd->add_option("--output", bench.output_path, "Also write each point: an HDF5 table <phase>/points (X.h5) or JSON lines");
   }
-  bench_decode_cmd->add_option("--batch", bench.batches, "Sequences per step")->delimiter(',')->capture_default_str();
-  bench_decode_cmd->add_option("--context", bench.contexts, "Tokens already cached per sequence")->delimiter(',')->capture_default_str();
-  bench_prefill_cmd->add_option("--chunk", bench.chunks, "Tokens per step")->delimiter(',')->capture_default_str();
-  bench_prefill_cmd->add_option("--prompt-len", bench.prompt_len, "Tokens per prompt")->capture_default_str();
+  bench_decode_cmd->add_option("--batch", bench.batches, "Sequences per step")->delimiter(',')->check(kBatch)
+      ->capture_default_str();
+  bench_decode_cmd->add_option("--context", bench.contexts, "Tokens already cached per sequence")->delimiter(',')
+      ->check(kTokens)->capture_default_str();
+  bench_prefill_cmd->add_option("--chunk", bench.chunks, "Tokens per step")->delimiter(',')->check(kTokens)
+      ->capture_default_str();
+  bench_prefill_cmd->add_option("--prompt-len", bench.prompt_len, "Tokens per prompt")->check(kTokens)
+      ->capture_default_str();
 
   deepinfer::app::DispatchBenchCliOptions dispatch;
   CLI::App* bench_dispatch_cmd = bench_cmd->add_subcommand(
@@ -87,8 +108,10 @@ int main(int argc, char** argv) {
   bench_dispatch_cmd->add_option("--top-k", dispatch.top_ks, "Experts per token (6: 64 experts, else 256)")
       ->delimiter(',')
       ->capture_default_str();
-  bench_dispatch_cmd->add_option("--warmup", dispatch.warmup, "Untimed iterations")->capture_default_str();
-  bench_dispatch_cmd->add_option("--iters", dispatch.iters, "Timed iterations (median)")->capture_default_str();
+  bench_dispatch_cmd->add_option("--warmup", dispatch.warmup, "Untimed iterations")->check(kWarmup)
+      ->capture_default_str();
+  bench_dispatch_cmd->add_option("--iters", dispatch.iters, "Timed iterations (median)")->check(kSteps)
+      ->capture_default_str();
   bench_dispatch_cmd->add_option("--output", dispatch.output_path, "Also append one JSON line per row to this file");
 
   deepinfer::app::SweepCliOptions sweep;
@@ -99,15 +122,18 @@ int main(int argc, char** argv) {
   for (CLI::App* cmd : {sweep_prefill_cmd, sweep_decode_cmd}) {
     add_model_options(cmd, sweep.model);
     cmd->add_option("--deploy", sweep.deploy_path, "Deployment file")->required();
-    cmd->add_option("--points", sweep.points, "Comma-separated points")->delimiter(',')->required();
+    cmd->add_option("--points", sweep.points, "Comma-separated points")->delimiter(',')->check(kTokens)->required();
     cmd->add_option("--output", sweep.output_path, "HDF5 file (rows appended and flushed per point)")->required();
     cmd->add_option("--expert-plan", sweep.expert_plan_path, "Expert placement plan JSON");
-    cmd->add_option("--warmup", sweep.warmup, "Steps before timing, per point")->capture_default_str();
-    cmd->add_option("--steps", sweep.steps, "Timed steps per point")->capture_default_str();
+    cmd->add_option("--warmup", sweep.warmup, "Steps before timing, per point")->check(kWarmup)->capture_default_str();
+    cmd->add_option("--steps", sweep.steps, "Timed steps per point")->check(kSteps)->capture_default_str();
   }
-  sweep_prefill_cmd->add_option("--prompt-len", sweep.prompt_len, "Tokens per prompt (capped at the point)")->capture_default_str();
-  sweep_decode_cmd->add_option("--context", sweep.context, "Tokens cached per request")->capture_default_str();
-  sweep_decode_cmd->add_option("--nextn", sweep.nextn, "Draft tokens per step for the converted figures")->capture_default_str();
+  sweep_prefill_cmd->add_option("--prompt-len", sweep.prompt_len, "Tokens per prompt (capped at the point)")
+      ->check(kTokens)->capture_default_str();
+  sweep_decode_cmd->add_option("--context", sweep.context, "Tokens cached per request")->check(kTokens)
+      ->capture_default_str();
+  sweep_decode_cmd->add_option("--nextn", sweep.nextn, "Draft tokens per step for the converted figures (0-16)")
+      ->check(CLI::Range(int64_t{0}, int64_t{16}))->capture_default_str();
   sweep_decode_cmd->add_option("--acceptance", sweep.acceptance, "Acceptance rate of the drafts")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
 
@@ -116,10 +142,14 @@ int main(int argc, char** argv) {
   eplb_cmd->require_subcommand(1);
   CLI::App* eplb_plan_cmd = eplb_cmd->add_subcommand("plan", "Compute a placement plan from expert loads");
   eplb_plan_cmd->add_option("--weights", eplb.weights_path, "JSON {\"weight\": [[...], ...]}, one row per layer")->required();
-  eplb_plan_cmd->add_option("--num-replicas", eplb.num_replicas, "Physical expert slots per layer")->required();
-  eplb_plan_cmd->add_option("--num-groups", eplb.num_groups, "Expert groups")->capture_default_str();
-  eplb_plan_cmd->add_option("--num-nodes", eplb.num_nodes, "Nodes")->capture_default_str();
-  eplb_plan_cmd->add_option("--num-gpus", eplb.num_gpus, "GPUs (EP ranks)")->required();
+  eplb_plan_cmd->add_option("--num-replicas", eplb.num_replicas, "Physical expert slots per layer")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->required();
+  eplb_plan_cmd->add_option("--num-groups", eplb.num_groups, "Expert groups")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  eplb_plan_cmd->add_option("--num-nodes", eplb.num_nodes, "Nodes")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  eplb_plan_cmd->add_option("--num-gpus", eplb.num_gpus, "GPUs (EP ranks)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->required();
   eplb_plan_cmd->add_option("--output", eplb.output_path, "Plan JSON {phy2log, log2phy, logcnt}")->required();
 
   try {

@@ -24,6 +24,12 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
   DI_INPUT_CHECK(config.n_routed_experts > 0, "--deploy needs a MoE model (n_routed_experts > 0)");
   const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
   const int64_t redundant = options.redundant_experts >= 0 ? options.redundant_experts : spec.redundant_experts;
+  // A replica beyond one copy of every expert on every rank of the group holds nothing new, and each costs an
+  // expert's weights on its rank: more is a mistake, not a plan.
+  const int64_t max_redundant = config.n_routed_experts * (spec.ep_size - 1);
+  DI_INPUT_CHECK(redundant >= 0 && redundant <= max_redundant,
+                 "redundant_experts = {} is more than the {} an EP group of {} can use (every rank holding all {} "
+                 "experts)", redundant, max_redundant, spec.ep_size, config.n_routed_experts);
   eplb_.interval_steps = options.eplb_interval >= 0 ? options.eplb_interval : spec.eplb_interval;
   eplb_.num_groups = config.n_group;
   placement_ = options.expert_plan_path.empty()

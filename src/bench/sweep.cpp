@@ -140,7 +140,7 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& ex
   }
   if (is_root) {
     out->file.set_attribute("complete", int64_t{1});
-    out->file.flush();
+    out->file.close();
     spdlog::info("wrote {} ({} points)", o.output_path, o.points.size());
   }
 }

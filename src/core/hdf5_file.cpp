@@ -1,8 +1,11 @@
 #include "src/core/hdf5_file.h"
 
+#include "src/core/files.h"
+
 namespace deepinfer {
 
-H5Writer::H5Writer(std::filesystem::path path) : path_(std::move(path)), tmp_path_(path_.string() + ".tmp") {
+H5Writer::H5Writer(std::filesystem::path path)
+    : path_(std::filesystem::absolute(path).lexically_normal()), tmp_path_(temporary_path_for(path_)) {
   const hid_t id = H5Fcreate(tmp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   DI_INPUT_CHECK(id >= 0, "cannot create HDF5 file '{}'", tmp_path_.string());
   file_ = H5Id(id, H5Fclose);
@@ -22,6 +25,7 @@ void H5Writer::write_dataset(const std::string& name, const Tensor& tensor) {
                                       H5P_DEFAULT, H5P_DEFAULT)),
                H5Dclose);
   DI_H5_CHECK(H5Dwrite(dataset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data<float>()));
+  DI_H5_CHECK(dataset.close());  // the data may reach the file only here
 }
 
 void H5Writer::set_attribute(const std::string& name, const std::string& value, hid_t object) {
@@ -44,8 +48,11 @@ void H5Writer::set_attribute(const std::string& name, int64_t value, hid_t objec
 }
 
 void H5Writer::commit() {
-  file_.reset();
-  std::filesystem::rename(tmp_path_, path_);
+  DI_CHECK(file_.close() >= 0, "closing HDF5 file '{}' failed (its data could not be written)", tmp_path_.string());
+  sync_file(tmp_path_);
+  std::error_code ec;
+  std::filesystem::rename(tmp_path_, path_, ec);
+  DI_CHECK(!ec, "renaming '{}' to '{}' failed: {}", tmp_path_.string(), path_.string(), ec.message());
   committed_ = true;
 }
 

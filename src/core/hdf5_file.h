@@ -1,5 +1,6 @@
 // HDF5 output through the C API, with every handle owned (RAII) and every file written whole or not at all:
-// data goes to "<path>.tmp", which commit() closes and renames to <path>.
+// data goes to a temporary beside <path> (temporary_path_for), which commit() closes (checking the close:
+// HDF5 writes its buffered data there, and a full disk shows only then), flushes to the device and renames.
 #pragma once
 
 #include <hdf5.h>
@@ -29,6 +30,12 @@ class H5Id {
   ~H5Id() { reset(); }
 
   hid_t get() const { return id_; }
+  // Closes now and reports the close's result (negative on failure: HDF5 flushes its caches here).
+  herr_t close() {
+    const herr_t rc = id_ >= 0 && closer_ != nullptr ? closer_(id_) : 0;
+    id_ = H5I_INVALID_HID;
+    return rc;
+  }
   void reset() {
     if (id_ >= 0 && closer_ != nullptr) closer_(id_);
     id_ = H5I_INVALID_HID;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "src/core/files.h"
+
 namespace deepinfer {
 
 namespace {
@@ -64,7 +66,7 @@ void H5Table::append(const std::vector<double>& values) {
   DI_H5_CHECK(H5Fflush(file_, H5F_SCOPE_GLOBAL));
 }
 
-H5IncrementalFile::H5IncrementalFile(const std::string& path) {
+H5IncrementalFile::H5IncrementalFile(const std::string& path) : path_(path) {
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   DI_INPUT_CHECK(id >= 0, "cannot create HDF5 file '{}'", path);
   file_ = H5Id(id, H5Fclose);
@@ -82,5 +84,12 @@ void H5IncrementalFile::set_attribute(const std::string& name, int64_t value) {
 }
 
 void H5IncrementalFile::flush() { DI_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL)); }
+
+void H5IncrementalFile::close() {
+  // Flushed first: the tables' datasets may still be open, and with them HDF5 closes the file only later.
+  flush();
+  DI_CHECK(file_.close() >= 0, "closing HDF5 file '{}' failed (its data could not be written)", path_);
+  sync_file(path_);
+}
 
 }  // namespace deepinfer

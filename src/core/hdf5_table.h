@@ -39,8 +39,11 @@ class H5IncrementalFile {
   void set_attribute(const std::string& name, const std::string& value);
   void set_attribute(const std::string& name, int64_t value);
   void flush();
+  // Closes the file, checking the close, and flushes it to its device: the last step of a complete run.
+  void close();
 
  private:
+  std::string path_;
   H5Id file_;
 };
 

@@ -34,7 +34,10 @@ class Communicator {
   virtual void barrier(const char* what) = 0;
 };
 
-// Seconds a rank waits for one exchange before it aborts the job: DEEPINFER_COMM_TIMEOUT_S, default 600.
+// Seconds a rank waits for one exchange before it aborts the job: DEEPINFER_COMM_TIMEOUT_S, default 600. The
+// value must be a finite number of seconds in (0, 1e7]; anything else ("abc", "", "nan", "-1") is an InputError
+// naming the variable, never a silent 0 or an endless wait.
+inline constexpr double kDefaultCommTimeoutS = 600.0;
 double default_comm_timeout_s();
 
 }  // namespace deepinfer

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "src/core/check.h"
+#include "src/core/files.h"
 
 namespace deepinfer {
 
@@ -119,11 +120,10 @@ Deployment Deployment::from_toml_string(std::string_view text, std::string_view 
 }
 
 Deployment Deployment::from_toml_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  DI_INPUT_CHECK(in.good(), "cannot open deployment file '{}'", path.string());
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return from_toml_string(buffer.str(), path.string());
+  std::error_code ec;
+  DI_INPUT_CHECK(std::filesystem::exists(path, ec), "cannot open deployment file '{}': it does not exist",
+                 path.string());
+  return from_toml_string(read_text_file(path, "deployment file"), path.string());
 }
 
 RankPlacement place_rank(const Deployment& deployment, int world_rank) {

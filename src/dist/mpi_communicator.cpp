@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -13,7 +15,14 @@ namespace deepinfer {
 
 double default_comm_timeout_s() {
   const char* text = std::getenv("DEEPINFER_COMM_TIMEOUT_S");
-  return text != nullptr ? std::atof(text) : 600.0;
+  if (text == nullptr) return kDefaultCommTimeoutS;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text, &end);
+  const bool whole = end != text && *end == '\0' && errno == 0;
+  DI_INPUT_CHECK(whole && std::isfinite(value) && value > 0.0 && value <= 1e7,
+                 "DEEPINFER_COMM_TIMEOUT_S='{}' is not a number of seconds in (0, 10000000]", text);
+  return value;
 }
 
 MPI_Datatype mpi_datatype(DType dtype) {

@@ -42,7 +42,12 @@ void Engine::validate(const ModelConfig& c, const EngineOptions& options, const 
   for (int32_t token : request.prompt_token_ids)
     DI_INPUT_CHECK(token >= 0 && token < c.vocab_size, "{}: token id {} is outside the vocabulary [0, {})", who,
                    token, c.vocab_size);
-  const int64_t longest = std::min(prompt_len + request.max_new_tokens, max_model_len);
+  for (int32_t token : request.sampling.stop_token_ids)
+    DI_INPUT_CHECK(token >= 0 && token < c.vocab_size, "{}: stop token id {} is outside the vocabulary [0, {})", who,
+                   token, c.vocab_size);
+  // Saturating: max_new_tokens may be as large as int64 allows.
+  const int64_t longest = request.max_new_tokens >= max_model_len - prompt_len ? max_model_len
+                                                                               : prompt_len + request.max_new_tokens;
   DI_INPUT_CHECK(longest <= cache_tokens,
                  "{}: needs {} tokens of KV cache, more than the {} the cache holds (raise --kv-cache-tokens)", who,
                  longest, cache_tokens);

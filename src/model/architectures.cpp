@@ -214,6 +214,7 @@ std::vector<TensorSpec> deepseek_tensor_specs(const ModelConfig& c) {
   if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {c.vocab_size, h}});
   for (int64_t l = 0; l < c.num_layers_with_mtp(); ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
+    const size_t first_of_layer = specs.size();
     specs.push_back({p + "input_layernorm.weight", {h}});
     specs.push_back({p + "post_attention_layernorm.weight", {h}});
     const int64_t heads = c.num_attention_heads;
@@ -244,6 +245,7 @@ std::vector<TensorSpec> deepseek_tensor_specs(const ModelConfig& c) {
       specs.push_back({p + "eh_proj.weight", {h, 2 * h}});
       specs.push_back({p + "shared_head.norm.weight", {h}});
       specs.push_back({p + "shared_head.head.weight", {c.vocab_size, h}});
+      for (size_t i = first_of_layer; i < specs.size(); ++i) specs[i].optional_part = "the MTP layers";
     }
   }
   return specs;

@@ -35,8 +35,13 @@ class ConfigReader {
 };
 
 struct TensorSpec {
+  TensorSpec(std::string name_, Shape shape_, std::string optional_part_ = {})
+      : name(std::move(name_)), shape(std::move(shape_)), optional_part(std::move(optional_part_)) {}
   std::string name;
   Shape shape;
+  // Non-empty: a tensor of an optional part of the model, loaded when the checkpoint has that part and
+  // skipped as a whole when it has none of it (transformers saves DeepSeek-V3 without its MTP layer).
+  std::string optional_part;
 };
 
 struct Architecture {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "src/core/check.h"
+#include "src/core/files.h"
 #include "src/model/architectures.h"
 
 namespace deepinfer {
@@ -53,11 +54,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
   const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
-  std::ifstream in(file);
-  DI_INPUT_CHECK(in.good(), "cannot open model config '{}'", file.string());
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_model_config(buffer.str(), file.string());
+  return parse_model_config(read_text_file(file, "model config"), file.string());
 }
 
 }  // namespace deepinfer

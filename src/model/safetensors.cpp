@@ -5,26 +5,38 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "src/core/check.h"
+#include "src/core/files.h"
 
 namespace deepinfer {
 
 // A read-only memory mapping of a whole file; unmapped on destruction.
 class MappedFile {
  public:
+  // Only a regular file: a directory fails mmap, and a named pipe or a device would block or never end.
+  // O_NONBLOCK keeps the open itself from blocking on a pipe nobody writes.
   explicit MappedFile(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     DI_INPUT_CHECK(fd >= 0, "cannot open '{}': {}", path.string(), std::strerror(errno));
     struct stat st {};
-    ::fstat(fd, &st);
+    const int stat_rc = ::fstat(fd, &st);
+    if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      DI_INPUT_CHECK(stat_rc == 0, "cannot stat '{}': {}", path.string(), std::strerror(errno));
+      throw InputError(fmt::format("'{}' is not a regular file ({}): a checkpoint shard must be one", path.string(),
+                                   S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a named pipe"
+                                                                                            : "a special file"));
+    }
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) addr_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int mmap_errno = errno;
     ::close(fd);
-    DI_CHECK(addr_ != MAP_FAILED, "mmap of '{}' failed: {}", path.string(), std::strerror(errno));
+    DI_CHECK(addr_ != MAP_FAILED, "mmap of '{}' failed: {}", path.string(), std::strerror(mmap_errno));
   }
   ~MappedFile() {
     if (addr_ != nullptr && addr_ != MAP_FAILED) ::munmap(addr_, size_);
@@ -69,13 +81,20 @@ std::string safetensors_dtype(DType dtype) {
 
 }  // namespace
 
+// Validated as the format requires, so that a damaged file is refused rather than read off by some bytes: the
+// header length within the file (and within the format's 100 MB), every entry's dtype x shape equal to its byte
+// range, and the ranges, sorted, tiling the data section exactly: starting at 0, each beginning where the
+// previous ends (no gap, no overlap), the last ending at the end of the file.
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
     : path_(path), mapping_(std::make_unique<MappedFile>(path)) {
   const std::string where = path.string();
   DI_INPUT_CHECK(mapping_->size() >= 8, "{}: not a safetensors file (shorter than its header)", where);
   uint64_t header_len = 0;
   std::memcpy(&header_len, mapping_->data(), 8);  // little-endian, as is every supported host
-  DI_INPUT_CHECK(header_len <= mapping_->size() - 8, "{}: header length {} exceeds the file", where, header_len);
+  constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the format's limit
+  DI_INPUT_CHECK(header_len <= mapping_->size() - 8 && header_len <= kMaxHeaderBytes,
+                 "{}: header length {} exceeds the file ({} bytes) or the format's 100 MB", where, header_len,
+                 mapping_->size());
   data_offset_ = 8 + header_len;
   nlohmann::json header;
   try {
@@ -84,23 +103,61 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: malformed safetensors header: {}", where, e.what()));
   }
+  DI_INPUT_CHECK(header.is_object(), "{}: the safetensors header is not a JSON object", where);
   const size_t data_size = mapping_->size() - data_offset_;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
     try {
       Entry entry;
-      entry.dtype = parse_dtype(info.at("dtype").get<std::string>(), where);
-      entry.shape = info.at("shape").get<Shape>();
-      entry.begin = info.at("data_offsets").at(0).get<size_t>();
-      entry.end = info.at("data_offsets").at(1).get<size_t>();
-      DI_INPUT_CHECK(entry.begin <= entry.end && entry.end <= data_size &&
-                         entry.end - entry.begin == shape_numel(entry.shape) * dtype_size(entry.dtype),
-                     "{}: tensor '{}' has inconsistent data offsets", where, name);
+      entry.dtype = parse_dtype(info.at("dtype").get<std::string>(), fmt::format("{}: tensor '{}'", where, name));
+      const nlohmann::json& shape = info.at("shape");
+      const nlohmann::json& offsets = info.at("data_offsets");
+      DI_INPUT_CHECK(shape.is_array() && offsets.is_array() && offsets.size() == 2 &&
+                         offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
+                     "{}: tensor '{}' needs a 'shape' array and two unsigned 'data_offsets'", where, name);
+      uint64_t bytes = dtype_size(entry.dtype);
+      for (const nlohmann::json& dim : shape) {
+        DI_INPUT_CHECK(dim.is_number_unsigned() && dim.get<uint64_t>() <= data_size,
+                       "{}: tensor '{}' has a bad dimension {}", where, name, dim.dump());
+        const uint64_t d = dim.get<uint64_t>();
+        DI_INPUT_CHECK(d == 0 || bytes <= data_size / d, "{}: tensor '{}' of shape {} is larger than the file", where,
+                       name, shape.dump());
+        bytes *= d;
+        entry.shape.push_back(static_cast<int64_t>(d));
+      }
+      entry.begin = offsets[0].get<uint64_t>();
+      entry.end = offsets[1].get<uint64_t>();
+      DI_INPUT_CHECK(entry.begin <= entry.end && entry.end <= data_size,
+                     "{}: tensor '{}' has data offsets [{}, {}] outside the data section of {} bytes", where, name,
+                     entry.begin, entry.end, data_size);
+      DI_INPUT_CHECK(entry.end - entry.begin == bytes,
+                     "{}: tensor '{}' ({} of shape {}) needs {} bytes, its data offsets [{}, {}] hold {}", where, name,
+                     info.at("dtype").get<std::string>(), shape.dump(), bytes, entry.begin, entry.end,
+                     entry.end - entry.begin);
       entries_.emplace(name, std::move(entry));
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: malformed entry for tensor '{}': {}", where, name, e.what()));
     }
   }
+  std::vector<std::pair<size_t, const std::string*>> ranges;  // (begin, name), by begin then end
+  for (const auto& [name, entry] : entries_) ranges.emplace_back(entry.begin, &name);
+  std::sort(ranges.begin(), ranges.end(), [&](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : entries_.at(*a.second).end < entries_.at(*b.second).end;
+  });
+  size_t expected_begin = 0;
+  const std::string* previous = nullptr;
+  for (const auto& [begin, name] : ranges) {
+    DI_INPUT_CHECK(begin == expected_begin,
+                   "{}: tensor '{}' begins at byte {} of the data, {} (tensors must tile the data: no gap, no overlap)",
+                   where, *name, begin,
+                   previous == nullptr ? std::string("expected 0")
+                                       : fmt::format("where '{}' ends at {}", *previous, expected_begin));
+    expected_begin = entries_.at(*name).end;
+    previous = name;
+  }
+  DI_INPUT_CHECK(expected_begin == data_size,
+                 "{}: the tensors' data ends at byte {} of the data section but the file holds {} bytes after the "
+                 "header (a wrong header length, or trailing bytes)", where, expected_begin, data_size);
 }
 
 SafetensorsFile::~SafetensorsFile() = default;
@@ -119,6 +176,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& dir) :
   const auto index_path = dir / "model.safetensors.index.json";
   std::vector<std::string> file_names;
   if (std::filesystem::exists(index_path)) {
+    require_regular_file(index_path, "the checkpoint index");
     std::ifstream in(index_path);
     nlohmann::json index;
     try {
@@ -177,18 +235,13 @@ void write_safetensors(const std::filesystem::path& path,
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    DI_INPUT_CHECK(out.good(), "cannot write '{}'", tmp);
-    const uint64_t len = text.size();
-    out.write(reinterpret_cast<const char*>(&len), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, tensor] : tensors)
-      out.write(static_cast<const char*>(tensor.raw_data()), static_cast<std::streamsize>(tensor.nbytes()));
-    DI_CHECK(out.good(), "writing '{}' failed", tmp);
-  }
-  std::filesystem::rename(tmp, path);
+  OutputFile out(path);
+  const uint64_t len = text.size();
+  out.write(std::string_view(reinterpret_cast<const char*>(&len), 8));
+  out.write(text);
+  for (const auto& [name, tensor] : tensors)
+    out.write(std::string_view(static_cast<const char*>(tensor.raw_data()), tensor.nbytes()));
+  out.commit();
 }
 
 }  // namespace deepinfer

@@ -130,12 +130,13 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   c.index_head_dim = r.get_int("index_head_dim", 1, 65536, 128);
   c.index_topk = r.get_int("index_topk", 1, kMaxInt, 512);
 
-  c.hc_mult = r.get_int("hc_mult", 1, 64, 1);
+  // Absent keys take transformers' DeepseekV41TextConfig defaults (the released checkpoint's values).
+  c.hc_mult = r.get_int("hc_mult", 1, 64, 4);
   c.hc_sinkhorn_iters = r.get_int("hc_sinkhorn_iters", 0, 1000, 20);
   c.hc_eps = r.get_double("hc_eps", 0.0, 1.0, 1e-6);
 
   c.n_routed_experts = r.get_int("n_routed_experts", 1, 65536);
-  c.n_shared_experts = r.get_int("n_shared_experts", 0, 64, 0);
+  c.n_shared_experts = r.get_int("n_shared_experts", 0, 64, 1);
   c.num_experts_per_tok = r.get_int("num_experts_per_tok", 1, c.n_routed_experts);
   c.moe_intermediate_size = r.get_int("moe_intermediate_size", 1, kMaxInt);
   c.gate_temp = r.get_double("gate_temp", 1e-6, 1e6, 1.0);
@@ -144,11 +145,11 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
     r.fail("scoring_func", fmt::format("= '{}' is not one of sqrtsoftplus, sigmoid, softmax", c.scoring_func));
   c.topk_method = r.get_string("topk_method", "noaux_tc");
   c.norm_topk_prob = r.get_bool("norm_topk_prob", true);
-  c.routed_scaling_factor = r.get_double("routed_scaling_factor", 0.0, 1e6, 1.0);
-  c.swiglu_limit = r.get_double("swiglu_limit", 0.0, 1e9, 0.0);
-  c.rms_norm_eps = r.get_double("rms_norm_eps", 0.0, 1.0, 1e-6);
+  c.routed_scaling_factor = r.get_double("routed_scaling_factor", 0.0, 1e6, 1.5);
+  c.swiglu_limit = r.get_double("swiglu_limit", 0.0, 1e9, 10.0);
+  c.rms_norm_eps = r.get_double("rms_norm_eps", 0.0, 1.0, 1e-20);
   c.rope_theta = r.get_double("rope_theta", 1.0, 1e12, 10000.0);
-  c.compress_rope_theta = r.get_double("compress_rope_theta", 1.0, 1e12, c.rope_theta);
+  c.compress_rope_theta = r.get_double("compress_rope_theta", 1.0, 1e12, 160000.0);
   c.max_position_embeddings = r.get_int("max_position_embeddings", 1, std::numeric_limits<int64_t>::max(), 1048576);
   if (r.has("rope_scaling")) {
     const ConfigReader y(r.json().at("rope_scaling"), source + " text_config.rope_scaling");

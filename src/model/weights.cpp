@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <map>
 
 #include "src/core/random.h"
 #include "src/model/architectures.h"
@@ -90,6 +91,11 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
                                : !scale_name(name).empty());
     DI_INPUT_CHECK(fp4 || !expected || entry->shape == *expected, "{}: tensor '{}' has shape {}, expected {}",
                    checkpoint.file_of(name), name, shape_str(entry->shape), shape_str(*expected));
+    const bool floating = entry->dtype == DType::kF32 || entry->dtype == DType::kBF16 ||
+                          entry->dtype == DType::kF16 || entry->dtype == DType::kF8E4M3;
+    DI_INPUT_CHECK(fp4 || floating, "{}: tensor '{}' is stored as {}; the model needs floating point (F32, BF16, "
+                   "F16, or F8_E4M3 / packed FP4 with their scales)", checkpoint.file_of(name), name,
+                   dtype_name(entry->dtype));
     if (fp4)  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
       store.tensors_.emplace(name, dequantize_fp4_groups(checkpoint.read(name), checkpoint.read(scale_of(name)), 32));
     else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8)
@@ -98,7 +104,25 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
     else
       store.tensors_.emplace(name, to_f32(checkpoint.read(name)));
   };
-  for (const TensorSpec& spec : specs) load_tensor(spec.name, &spec.shape);
+  // An optional part is loaded whole or not at all: absent entirely, it is skipped (and said so); half there,
+  // the checkpoint is damaged.
+  std::map<std::string, std::pair<int64_t, const TensorSpec*>> parts;  // part -> (tensors present, one missing)
+  for (const TensorSpec& spec : specs) {
+    if (spec.optional_part.empty()) continue;
+    auto& [present, missing] = parts[spec.optional_part];
+    if (checkpoint.find(spec.name) != nullptr) ++present;
+    else if (missing == nullptr) missing = &spec;
+  }
+  for (const auto& [part, counts] : parts) {
+    const auto& [present, missing] = counts;
+    if (present == 0)
+      spdlog::info("{}: the checkpoint has no tensors of {}: loading the model without them (speculative decoding "
+                   "with them is unavailable)", model_path.string(), part);
+    else if (missing != nullptr)
+      load_tensor(missing->name, &missing->shape);  // the missing tensor's error names it and its shape
+  }
+  for (const TensorSpec& spec : specs)
+    if (spec.optional_part.empty() || parts.at(spec.optional_part).first > 0) load_tensor(spec.name, &spec.shape);
   // DeepSeek-V4.1's DSpark draft layers (`mtp.N.*`): kept for speculative decoding under their checkpoint names,
   // whatever their modules (not built yet) will be.
   if (config.model_type == "deepseek_v41") {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "src/core/check.h"
+#include "src/core/files.h"
 
 namespace deepinfer {
 
@@ -47,11 +48,10 @@ ExpertPlacement ExpertPlacement::from_phy2log(std::vector<std::vector<int32_t>> 
 
 ExpertPlacement ExpertPlacement::from_plan_file(const std::filesystem::path& path, int64_t num_layers,
                                                 int64_t num_experts, int64_t ep_size) {
-  std::ifstream in(path);
-  DI_INPUT_CHECK(in.good(), "cannot open placement plan '{}'", path.string());
+  const std::string text = read_text_file(path, "placement plan");
   std::vector<std::vector<int32_t>> phy2log;
   try {
-    phy2log = nlohmann::json::parse(in).at("phy2log").get<std::vector<std::vector<int32_t>>>();
+    phy2log = nlohmann::json::parse(text).at("phy2log").get<std::vector<std::vector<int32_t>>>();
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: malformed placement plan: {}", path.string(), e.what()));
   }

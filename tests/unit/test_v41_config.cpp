@@ -122,5 +122,35 @@ TEST(V41Config, RegistryFillsTheEngineFields) {
   EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-20f);
 }
 
+// A key the config leaves out takes transformers' DeepseekV41TextConfig default, one test per key: the rope
+// theta of the compressed entries is its own constant, not rope_theta.
+TEST(V41Config, AbsentKeysTakeTransformersDefaults) {
+  struct Case {
+    const char* key;
+    double expected;
+    double (*read)(const V41TextConfig&);
+  };
+  const Case cases[] = {
+      {"swiglu_limit", 10.0, [](const V41TextConfig& c) { return c.swiglu_limit; }},
+      {"rms_norm_eps", 1e-20, [](const V41TextConfig& c) { return c.rms_norm_eps; }},
+      {"hc_mult", 4.0, [](const V41TextConfig& c) { return static_cast<double>(c.hc_mult); }},
+      {"routed_scaling_factor", 1.5, [](const V41TextConfig& c) { return c.routed_scaling_factor; }},
+      {"compress_rope_theta", 160000.0, [](const V41TextConfig& c) { return c.compress_rope_theta; }},
+      {"n_shared_experts", 1.0, [](const V41TextConfig& c) { return static_cast<double>(c.n_shared_experts); }},
+  };
+  for (const Case& test : cases) {
+    nlohmann::json root = public_v41();
+    auto& text = root["text_config"];
+    // A value unlike the default first, so that reading the key is seen to matter.
+    const bool integral = std::string(test.key) == "hc_mult" || std::string(test.key) == "n_shared_experts";
+    text[test.key] = integral ? nlohmann::json(static_cast<int64_t>(test.expected * 2))
+                              : nlohmann::json(test.expected * 2);
+    EXPECT_DOUBLE_EQ(test.read(parse_v41_config(root, "config.json")), test.expected * 2) << test.key;
+    text.erase(test.key);
+    text["rope_theta"] = 12345.0;  // compress_rope_theta must not follow it
+    EXPECT_DOUBLE_EQ(test.read(parse_v41_config(root, "config.json")), test.expected) << test.key;
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -1,6 +1,10 @@
 // Loading: a missing or mis-shaped tensor is named; shards load; dummy weights are reproducible.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <fstream>
 
 #include "src/model/architectures.h"
@@ -93,6 +97,73 @@ TEST(Weights, ConfigFileNeedsDummyFormat) {
   EXPECT_THROW(WeightStore::load(config, config_file, LoadFormat::kSafetensors, 0), InputError);
   const WeightStore store = WeightStore::load(config, config_file, LoadFormat::kAuto, 0);  // auto: dummy
   EXPECT_GT(store.num_parameters(), 1000);
+}
+
+TEST(Weights, IntegerTensorIsRefusedByName) {
+  const auto dir = edited_checkpoint("tiny-v2-fp32", "int32", [](auto& tensors) {
+    for (auto& [name, tensor] : tensors)
+      if (name == "model.norm.weight") tensor = Tensor::zeros(tensor.shape(), DType::kI32);
+  });
+  EXPECT_NE(load_error(dir).find("tensor 'model.norm.weight' is stored as i32; the model needs floating point"),
+            std::string::npos)
+      << load_error(dir);
+  std::filesystem::remove_all(dir);
+}
+
+// transformers saves DeepSeek-V3 with num_nextn_predict_layers = 1 but without the MTP layer's tensors.
+TEST(Weights, CheckpointWithoutMtpTensorsLoadsTheMainModel) {
+  const ModelConfig config = load_model_config(testing::fixture_dir("tiny-v3-bf16"));
+  ASSERT_EQ(config.num_nextn_predict_layers, 1);
+  const std::string mtp_prefix = fmt::format("model.layers.{}.", config.num_hidden_layers);
+  const auto dir = edited_checkpoint("tiny-v3-bf16", "no-mtp", [&](auto& tensors) {
+    std::erase_if(tensors, [&](const auto& t) { return t.first.starts_with(mtp_prefix); });
+  });
+  EXPECT_EQ(load_error(dir), "");
+  const WeightStore stripped = WeightStore::load(load_model_config(dir), dir, LoadFormat::kSafetensors, 0);
+  const auto fixture = testing::fixture_dir("tiny-v3-bf16");
+  const WeightStore full = WeightStore::load(config, fixture, LoadFormat::kSafetensors, 0);
+  EXPECT_EQ(stripped.data_or_null(mtp_prefix + "eh_proj.weight"), nullptr);
+  EXPECT_NE(full.data_or_null(mtp_prefix + "eh_proj.weight"), nullptr);
+  int64_t main_tensors = 0;
+  for (const TensorSpec& spec : find_architecture(config.model_type)->tensor_specs(config)) {
+    if (spec.name.starts_with(mtp_prefix)) continue;
+    ++main_tensors;
+    const Tensor& a = stripped.get(spec.name);
+    const Tensor& b = full.get(spec.name);
+    ASSERT_EQ(a.shape(), b.shape()) << spec.name;
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0) << spec.name;
+  }
+  EXPECT_EQ(static_cast<int64_t>(stripped.num_tensors()), main_tensors);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Weights, HalfAnMtpLayerIsADamagedCheckpoint) {
+  const ModelConfig config = load_model_config(testing::fixture_dir("tiny-v3-bf16"));
+  const std::string missing = fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
+  const auto dir = edited_checkpoint("tiny-v3-bf16", "half-mtp", [&](auto& tensors) {
+    std::erase_if(tensors, [&](const auto& t) { return t.first == missing; });
+  });
+  EXPECT_NE(load_error(dir).find("missing tensor '" + missing + "'"), std::string::npos) << load_error(dir);
+  std::filesystem::remove_all(dir);
+}
+
+// A shard that is a directory or a named pipe is refused by name, at once (a pipe nobody writes would block).
+TEST(Weights, ShardThatIsNotARegularFileIsRefused) {
+  const auto src = testing::fixture_dir("tiny-v2-fp32");
+  for (const char* kind : {"directory", "named pipe"}) {
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("deepinfer-shard-{}-{}", ::getpid(),
+                                                                         kind[0]);
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(src / "config.json", dir / "config.json");
+    if (kind[0] == 'd') std::filesystem::create_directory(dir / "model.safetensors");
+    else ASSERT_EQ(::mkfifo((dir / "model.safetensors").c_str(), 0600), 0);
+    EXPECT_NE(load_error(dir).find(fmt::format("is not a regular file ({})", kind == std::string("directory")
+                                                                                 ? "a directory" : "a named pipe")),
+              std::string::npos)
+        << load_error(dir);
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,200 @@
+#include "src/core/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "src/core/check.h"
+
+namespace deepinfer {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string describe_kind(const fs::file_status& status) {
+  switch (status.type()) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a named pipe";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::not_found: return "missing";
+    default: return "not a regular file";
+  }
+}
+
+// /dev/stdout and /proc/self/fd/N name whatever the process was handed; replacing them by a regular file (or
+// renaming onto what they resolve to) would be wrong, so they are written in place even when they resolve to
+// a regular file.
+bool is_process_stream_path(const fs::path& path) {
+  const std::string text = fs::absolute(path).lexically_normal().string();
+  return text.starts_with("/dev/") || text.starts_with("/proc/");
+}
+
+// Where a regular output finally lands: the file a symlink points to, so the link stays a link.
+fs::path resolved_output(const fs::path& path) {
+  std::error_code ec;
+  if (fs::exists(path, ec)) return fs::canonical(path);
+  return fs::absolute(path).lexically_normal();
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+}  // namespace
+
+void require_regular_file(const fs::path& path, std::string_view what) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  DI_INPUT_CHECK(status.type() != fs::file_type::not_found, "{} '{}' does not exist", what, path.string());
+  DI_INPUT_CHECK(status.type() == fs::file_type::regular, "{} '{}' is {}, not a regular file", what, path.string(),
+                 describe_kind(status));
+}
+
+std::string read_text_file(const fs::path& path, std::string_view what) {
+  require_regular_file(path, what);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DI_INPUT_CHECK(fd >= 0, "cannot open {} '{}': {}", what, path.string(), errno_text());
+  std::string text;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int read_errno = errno;
+      ::close(fd);
+      DI_INPUT_CHECK(n == 0, "cannot read {} '{}': {}", what, path.string(), std::strerror(read_errno));
+      return text;
+    }
+    text.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+std::vector<fs::path> model_input_files(const fs::path& model_path) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  if (!fs::is_directory(model_path, ec)) {
+    files.push_back(model_path);
+    return files;
+  }
+  for (const fs::directory_entry& entry : fs::directory_iterator(model_path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.ends_with(".json") || name.ends_with(".safetensors")) files.push_back(entry.path());
+  }
+  return files;
+}
+
+OutputKind check_output_path(const fs::path& path, std::string_view option,
+                             const std::vector<fs::path>& inputs, bool allow_special) {
+  DI_INPUT_CHECK(!path.empty(), "{}: no output path given", option);
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  const bool exists = status.type() != fs::file_type::not_found;
+  DI_INPUT_CHECK(status.type() != fs::file_type::directory, "{} '{}' is a directory; name a file", option,
+                 path.string());
+  const bool special = exists && (status.type() != fs::file_type::regular || is_process_stream_path(path));
+  if (special) {
+    DI_INPUT_CHECK(allow_special, "{} '{}' is {}; this output must be a regular file", option, path.string(),
+                   status.type() == fs::file_type::regular ? "a process stream" : describe_kind(status));
+    return OutputKind::kSpecial;
+  }
+  if (exists) {
+    for (const fs::path& input : inputs) {
+      std::error_code same_ec;
+      DI_INPUT_CHECK(!fs::equivalent(path, input, same_ec), "{} '{}' is the same file as the input '{}'; writing it "
+                     "would destroy that input", option, path.string(), input.string());
+    }
+  }
+  const fs::path dir = resolved_output(path).parent_path();
+  DI_INPUT_CHECK(fs::is_directory(dir, ec), "{} '{}': the directory '{}' does not exist", option, path.string(),
+                 dir.string());
+  DI_INPUT_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, "{} '{}': cannot write in '{}': {}", option,
+                 path.string(), dir.string(), errno_text());
+  return OutputKind::kRegular;
+}
+
+fs::path temporary_path_for(const fs::path& path) {
+  return fs::path(fmt::format("{}.tmp.{}", path.string(), ::getpid()));
+}
+
+void sync_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  DI_CHECK(fd >= 0, "cannot reopen '{}' to flush it: {}", path.string(), errno_text());
+  const int rc = ::fsync(fd);
+  const int sync_errno = errno;
+  const int close_rc = ::close(fd);
+  DI_CHECK(rc == 0 && close_rc == 0, "flushing '{}' to its device failed: {}", path.string(),
+           std::strerror(rc != 0 ? sync_errno : errno));
+}
+
+OutputFile::OutputFile(fs::path path) : path_(std::move(path)) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path_, ec);
+  in_place_ = status.type() != fs::file_type::not_found &&
+              (status.type() != fs::file_type::regular || is_process_stream_path(path_));
+  if (in_place_) {
+    writing_path_ = path_;
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  } else {
+    path_ = resolved_output(path_);
+    writing_path_ = temporary_path_for(path_);
+    fd_ = ::open(writing_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  }
+  DI_INPUT_CHECK(fd_ >= 0, "cannot write '{}': {}", writing_path_.string(), errno_text());
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !in_place_) ::unlink(writing_path_.c_str());
+}
+
+void OutputFile::write(std::string_view bytes) {
+  DI_CHECK(fd_ >= 0 && !committed_, "write to '{}' after commit", path_.string());
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    DI_CHECK(n > 0, "writing '{}' failed: {}", writing_path_.string(), n < 0 ? errno_text() : "no progress");
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void OutputFile::commit() {
+  DI_CHECK(fd_ >= 0 && !committed_, "commit of '{}' twice", path_.string());
+  // A pipe or a device cannot be fsynced (EINVAL); only its close can report a failure.
+  DI_CHECK(in_place_ || ::fsync(fd_) == 0, "flushing '{}' to its device failed: {}", writing_path_.string(),
+           errno_text());
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  DI_CHECK(rc == 0, "closing '{}' failed: {}", writing_path_.string(), errno_text());
+  if (!in_place_)
+    DI_CHECK(::rename(writing_path_.c_str(), path_.c_str()) == 0, "renaming '{}' to '{}' failed: {}",
+             writing_path_.string(), path_.string(), errno_text());
+  committed_ = true;
+}
+
+void write_file_whole(const fs::path& path, std::string_view contents) {
+  OutputFile out(path);
+  out.write(contents);
+  out.commit();
+}
+
+void append_to_file(const fs::path& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+  DI_INPUT_CHECK(fd >= 0, "cannot append to '{}': {}", path.string(), errno_text());
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string reason = n < 0 ? errno_text() : "no progress";
+      ::close(fd);
+      DI_CHECK(false, "appending to '{}' failed: {}", path.string(), reason);
+    }
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  DI_CHECK(::close(fd) == 0, "closing '{}' failed: {}", path.string(), errno_text());
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,76 @@
+// Request files: integers are read at their full width and range-checked, so that no id wraps into range.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "src/app/jsonl.h"
+#include "src/core/error.h"
+
+namespace deepinfer {
+namespace {
+
+std::string read_error(const std::string& line) {
+  const auto path = std::filesystem::temp_directory_path() / fmt::format("deepinfer-requests-{}.jsonl", ::getpid());
+  {
+    std::ofstream out(path);
+    out << line << '\n';
+  }
+  std::string error;
+  try {
+    app::read_requests(path);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  std::filesystem::remove(path);
+  return error;
+}
+
+TEST(Requests, TokenIdsAreCheckedAtFullWidth) {
+  struct Case {
+    const char* line;
+    const char* expected;
+  };
+  const Case cases[] = {
+      // 2^32 + 5 once ran as token 5, 2^63 as token 0.
+      {R"({"prompt_token_ids": [1, 4294967301], "max_new_tokens": 1})",
+       "'prompt_token_ids' holds 4294967301, outside [0, 2147483647]"},
+      {R"({"prompt_token_ids": [9223372036854775808], "max_new_tokens": 1})",
+       "'prompt_token_ids' holds 9223372036854775808, outside"},
+      {R"({"prompt_token_ids": [-1], "max_new_tokens": 1})", "'prompt_token_ids' holds -1, outside"},
+      {R"({"prompt_token_ids": [2147483648], "max_new_tokens": 1})", "holds 2147483648, outside"},
+      {R"({"prompt_token_ids": [18446744073709551616], "max_new_tokens": 1})", "not an integer"},
+      {R"({"prompt_token_ids": [1.5], "max_new_tokens": 1})", "holds 1.5, not an integer"},
+      {R"({"prompt_token_ids": [1], "max_new_tokens": 1, "stop_token_ids": [4294967297]})",
+       "'stop_token_ids' holds 4294967297, outside [0, 2147483647]"},
+      {R"({"prompt_token_ids": [1], "max_new_tokens": 1, "stop_token_ids": [-7]})", "'stop_token_ids' holds -7"},
+      {R"({"prompt_token_ids": [1], "max_new_tokens": 18446744073709551615})",
+       "'max_new_tokens' holds 18446744073709551615, outside [1, 9223372036854775807]"},
+      {R"({"prompt_token_ids": [1], "max_new_tokens": 0})", "'max_new_tokens' holds 0, outside"},
+  };
+  for (const Case& test : cases) {
+    const std::string error = read_error(test.line);
+    EXPECT_NE(error.find(test.expected), std::string::npos) << test.line << " -> " << error;
+  }
+}
+
+TEST(Requests, LargestValidValuesAreKept) {
+  const auto path = std::filesystem::temp_directory_path() / fmt::format("deepinfer-requests-ok-{}.jsonl", ::getpid());
+  {
+    std::ofstream out(path);
+    out << R"({"prompt_token_ids": [0, 2147483647], "max_new_tokens": 9223372036854775807, "stop_token_ids": [7]})"
+        << '\n';
+  }
+  const std::vector<Request> requests = app::read_requests(path);
+  std::filesystem::remove(path);
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].prompt_token_ids, (std::vector<int32_t>{0, 2147483647}));
+  EXPECT_EQ(requests[0].max_new_tokens, 9223372036854775807);
+  EXPECT_EQ(requests[0].sampling.stop_token_ids, (std::vector<int32_t>{7}));
+}
+
+}  // namespace
+}  // namespace deepinfer
