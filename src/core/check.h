@@ -18,6 +18,9 @@ namespace deepinfer::detail {
 std::string rank_label();
 [[noreturn]] void throw_check_failure(const char* file, int line, std::string_view statement,
                                       std::string_view detail);
+// The innermost messages of HDF5's error stack (where the system's reason, e.g. "No space left on device",
+// lives), for DI_H5_CHECK; defined beside the HDF5 writers.
+std::string hdf5_error_detail();
 
 }  // namespace deepinfer::detail
 
@@ -51,7 +54,8 @@ std::string rank_label();
   ([&]() {                                                                                          \
     auto di_h5_rc_ = (call);                                                                        \
     if (di_h5_rc_ < 0) [[unlikely]]                                                                 \
-      ::deepinfer::detail::throw_check_failure(__FILE__, __LINE__, #call, "HDF5 call failed");      \
+      ::deepinfer::detail::throw_check_failure(__FILE__, __LINE__, #call,                           \
+                                               ::deepinfer::detail::hdf5_error_detail());           \
     return di_h5_rc_;                                                                               \
   }())
 

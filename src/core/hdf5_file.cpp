@@ -4,10 +4,47 @@
 
 namespace deepinfer {
 
+namespace detail {
+
+std::string hdf5_error_detail() {
+  // HDF5 prints its whole stack to stderr by default; the engine reports one message instead, made here from
+  // the stack's innermost entries (the system call's errno text is in the sec2 driver's description).
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD,
+           [](unsigned n, const H5E_error2_t* entry, void* out) -> herr_t {
+             auto& text = *static_cast<std::string*>(out);
+             if (n >= 2 || entry->desc == nullptr) return 0;
+             std::string desc = entry->desc;
+             // The sec2 driver's entry reads "file write failed: time = ..., error message = '<strerror>', ...".
+             const size_t quote = desc.find("error message = '");
+             if (quote != std::string::npos) {
+               const size_t begin = quote + 17, end = desc.find('\'', begin);
+               desc = desc.substr(0, desc.find(':')) + ": " + desc.substr(begin, end - begin);
+             }
+             text += (text.empty() ? "" : "; ") + desc;
+             return 0;
+           },
+           &detail);
+  H5Eclear2(H5E_DEFAULT);
+  return detail.empty() ? "HDF5 call failed" : "HDF5: " + detail;
+}
+
+}  // namespace detail
+
+void silence_hdf5_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
 H5Writer::H5Writer(std::filesystem::path path)
-    : path_(std::filesystem::absolute(path).lexically_normal()), tmp_path_(temporary_path_for(path_)) {
+    : path_(std::filesystem::exists(path) ? std::filesystem::canonical(path)
+                                          : std::filesystem::absolute(path).lexically_normal()),
+      tmp_path_(temporary_path_for(path_)) {
+  silence_hdf5_error_printing();
   const hid_t id = H5Fcreate(tmp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  DI_INPUT_CHECK(id >= 0, "cannot create HDF5 file '{}'", tmp_path_.string());
+  if (id < 0) {
+    const std::string reason = detail::hdf5_error_detail();
+    std::error_code ignored;
+    std::filesystem::remove(tmp_path_, ignored);  // H5Fcreate may leave the empty file it made
+    DI_CHECK(false, "cannot create HDF5 file '{}': {}", tmp_path_.string(), reason);
+  }
   file_ = H5Id(id, H5Fclose);
 }
 
@@ -48,7 +85,8 @@ void H5Writer::set_attribute(const std::string& name, int64_t value, hid_t objec
 }
 
 void H5Writer::commit() {
-  DI_CHECK(file_.close() >= 0, "closing HDF5 file '{}' failed (its data could not be written)", tmp_path_.string());
+  DI_CHECK(file_.close() >= 0, "closing HDF5 file '{}' failed (its data could not be written): {}",
+           tmp_path_.string(), detail::hdf5_error_detail());
   sync_file(tmp_path_);
   std::error_code ec;
   std::filesystem::rename(tmp_path_, path_, ec);

@@ -46,6 +46,9 @@ class H5Id {
   Closer closer_ = nullptr;
 };
 
+// Turns off HDF5's printing of its error stack (every failure is reported once, through DI_H5_CHECK's message).
+void silence_hdf5_error_printing();
+
 class H5Writer {
  public:
   explicit H5Writer(std::filesystem::path path);

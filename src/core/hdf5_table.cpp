@@ -67,8 +67,9 @@ void H5Table::append(const std::vector<double>& values) {
 }
 
 H5IncrementalFile::H5IncrementalFile(const std::string& path) : path_(path) {
+  silence_hdf5_error_printing();
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  DI_INPUT_CHECK(id >= 0, "cannot create HDF5 file '{}'", path);
+  DI_CHECK(id >= 0, "cannot create HDF5 file '{}': {}", path, detail::hdf5_error_detail());
   file_ = H5Id(id, H5Fclose);
 }
 
@@ -88,7 +89,8 @@ void H5IncrementalFile::flush() { DI_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GL
 void H5IncrementalFile::close() {
   // Flushed first: the tables' datasets may still be open, and with them HDF5 closes the file only later.
   flush();
-  DI_CHECK(file_.close() >= 0, "closing HDF5 file '{}' failed (its data could not be written)", path_);
+  DI_CHECK(file_.close() >= 0, "closing HDF5 file '{}' failed (its data could not be written): {}", path_,
+           detail::hdf5_error_detail());
   sync_file(path_);
 }
 

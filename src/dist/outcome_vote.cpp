@@ -149,9 +149,11 @@ std::optional<Outcome> OutcomeVote::collect_on_root(int code, const std::string&
 std::optional<Outcome> OutcomeVote::report_to_root(int code, const std::string& message, double timeout_s,
                                                    const std::string& phase, bool log_timeout) {
   const auto start = Clock::now();
-  // Ranks above 1 wait a little longer, so that when rank 0 is the one missing, rank 1 alone reports it and
-  // its abort ends the others before they speak.
-  const double patience_s = timeout_s + (rank_ > 1 ? std::min(5.0, timeout_s) : 0.0);
+  // Rank 0 knows who is missing, so the others wait longer than it does and its report is the one printed; when
+  // rank 0 itself is missing, rank 1 reports it, and the rest wait longer still so that its abort ends them
+  // before they speak.
+  const double margin_s = std::min(5.0, timeout_s);
+  const double patience_s = timeout_s + (rank_ == 1 ? margin_s : 2 * margin_s);
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(patience_s));
   const std::array<int, 2> header = {code, static_cast<int>(message.size())};
   std::array<int, 3> verdict = {0, -1, 0};
