@@ -7,6 +7,16 @@
 ROOT=${DEEPINFER_ROOT:-${SLURM_SUBMIT_DIR:-$PWD}}
 BIN=${DEEPINFER_BIN:-$ROOT/build/deepinfer}
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+# The result files tell the truth whatever the launcher returns (srun without --kill-on-bad-exit, or mpirun
+# --enable-recovery, can exit 0 after every rank exited 1): a JSONL result exists only when it is whole, and a
+# sweep's HDF5 file has the root attribute complete = 1 only when every point is in. The jobs check both.
+require_result() {
+  [ -f "$1" ] || { echo "deepinfer: $1 was not written: the run failed (see the log above)" >&2; exit 1; }
+}
+require_complete_sweep() {
+  "${PYTHON:-python3}" -c 'import h5py, sys; sys.exit(h5py.File(sys.argv[1], "r").attrs.get("complete", 0) != 1)' \
+    "$1" 2>/dev/null || { echo "deepinfer: $1 is missing or incomplete (complete != 1): the sweep failed" >&2; exit 1; }
+}
 launch() {
   case "${DEEPINFER_LAUNCHER:-srun}" in
     srun) srun --mpi=pmix --cpu-bind=none --kill-on-bad-exit=1 "$@" ;;
