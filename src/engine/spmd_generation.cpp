@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <deque>
 #include <list>
 #include <thread>
 
-#include "src/dist/mpi_communicator.h"
+#include "src/dist/mailbox.h"
+#include "src/dist/outcome_vote.h"
 #include "src/moe/expert_parallel.h"
 
 namespace deepinfer {
@@ -24,54 +26,17 @@ constexpr int kTagDone = 301;           // world rank 0 -> decode ranks: every r
 
 using Clock = std::chrono::steady_clock;
 
-// Non-blocking sends whose buffers stay alive until MPI is done with them.
-class PendingSends {
- public:
-  void send(std::shared_ptr<const void> owner, const void* data, int count, MPI_Datatype type, int dest, int tag) {
-    Entry entry{std::move(owner), MPI_REQUEST_NULL, dest, tag};
-    DI_MPI_CHECK(MPI_Isend(data, count, type, dest, tag, MPI_COMM_WORLD, &entry.request));
-    entries_.push_back(std::move(entry));
-  }
-  void poll() {
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      int done = 0;
-      DI_MPI_CHECK(MPI_Test(&it->request, &done, MPI_STATUS_IGNORE));
-      it = done ? entries_.erase(it) : std::next(it);
-    }
-  }
-  void wait_all(double timeout_s) {
-    for (Entry& e : entries_)
-      wait_or_abort(e.request, MPI_COMM_WORLD, timeout_s, fmt::format("send with tag {} to world rank {}", e.tag, e.dest));
-    entries_.clear();
-  }
-
- private:
-  struct Entry {
-    std::shared_ptr<const void> owner;
-    MPI_Request request;
-    int dest;
-    int tag;
-  };
-  std::list<Entry> entries_;
-};
-
-void send_result(const RequestResult& result, PendingSends& sends) {
+void send_result(const RequestResult& result, Mailbox& mail) {
   auto text = std::make_shared<std::string>(result_to_json(result).dump());
-  sends.send(text, text->data(), static_cast<int>(text->size()), MPI_CHAR, 0, kTagResult);
-}
-
-// Blocking receive of a message already announced by a probe, bounded by the timeout.
-void receive(void* data, int count, MPI_Datatype type, int source, int tag, double timeout_s, const char* what) {
-  MPI_Request request;
-  DI_MPI_CHECK(MPI_Irecv(data, count, type, source, tag, MPI_COMM_WORLD, &request));
-  wait_or_abort(request, MPI_COMM_WORLD, timeout_s, fmt::format("{} from world rank {}", what, source));
+  mail.post(text, text->data(), static_cast<int64_t>(text->size()), DType::kU8, 0, kTagResult);
 }
 
 // World rank 0's view of the results and of the decode ranks' load.
 class ResultCollector {
  public:
-  ResultCollector(int64_t num_requests, int num_decode_ranks)
-      : results_(num_requests), have_(num_requests, false), active_(num_decode_ranks, 0), kv_(num_decode_ranks, 0) {}
+  ResultCollector(Mailbox& mail, int64_t num_requests, int num_decode_ranks)
+      : mail_(mail), results_(num_requests), have_(num_requests, false), active_(num_decode_ranks, 0),
+        kv_(num_decode_ranks, 0) {}
 
   void add(RequestResult result) {
     DI_CHECK(result.index >= 0 && result.index < static_cast<int64_t>(results_.size()) && !have_[result.index],
@@ -87,15 +52,9 @@ class ResultCollector {
   }
   // Receives every result message that has arrived.
   void poll() {
-    for (;;) {
-      int flag = 0;
-      MPI_Status status;
-      DI_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kTagResult, MPI_COMM_WORLD, &flag, &status));
-      if (!flag) return;
-      int len = 0;
-      MPI_Get_count(&status, MPI_CHAR, &len);
-      std::string text(len, '\0');
-      DI_MPI_CHECK(MPI_Recv(text.data(), len, MPI_CHAR, status.MPI_SOURCE, kTagResult, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    while (const std::optional<Mailbox::Arrival> arrival = mail_.probe(kTagResult, DType::kU8)) {
+      std::string text(arrival->count, '\0');
+      mail_.receive(text.data(), arrival->count, DType::kU8, arrival->source, kTagResult, "a result");
       add(result_from_json(nlohmann::json::parse(text)));
       last_progress_ = Clock::now();
     }
@@ -118,8 +77,7 @@ class ResultCollector {
       if (std::chrono::duration<double>(Clock::now() - last_progress_).count() > timeout_s) {
         spdlog::error("world rank 0 waited {:.0f} s for the results of {} more requests; aborting", timeout_s,
                       results_.size() - num_done_);
-        spdlog::default_logger()->flush();
-        MPI_Abort(MPI_COMM_WORLD, kExitRuntimeError);
+        abort_job(kExitRuntimeError);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -127,6 +85,7 @@ class ResultCollector {
   std::vector<RequestResult> take() { return std::move(results_); }
 
  private:
+  Mailbox& mail_;
   std::vector<RequestResult> results_;
   std::vector<bool> have_;
   int64_t num_done_ = 0;
@@ -137,21 +96,18 @@ class ResultCollector {
 };
 
 // Results go to world rank 0: straight into the collector there, by message elsewhere.
-void deliver(std::vector<RequestResult> results, ResultCollector* collector, PendingSends& sends) {
+void deliver(std::vector<RequestResult> results, ResultCollector* collector, Mailbox& mail) {
   for (RequestResult& r : results) {
     if (collector != nullptr) collector->add(std::move(r));
-    else send_result(r, sends);
+    else send_result(r, mail);
   }
 }
 
 // Fault injection for the tests: DEEPINFER_FAULT_EXIT_RANK=R makes world rank R die after its first step, the
-// way a crashed process does (no MPI_Finalize), to check that the job ends instead of hanging.
-void maybe_die_for_test(int64_t steps_done) {
-  static const char* victim = std::getenv("DEEPINFER_FAULT_EXIT_RANK");
-  if (victim == nullptr || steps_done != 1) return;
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (std::atoi(victim) != rank) return;
+// way a crashed process does (no finalize), to check that the job ends instead of hanging.
+void maybe_die_for_test(int rank, int64_t steps_done) {
+  const char* victim = std::getenv("DEEPINFER_FAULT_EXIT_RANK");
+  if (victim == nullptr || steps_done != 1 || std::atoi(victim) != rank) return;
   spdlog::error("fault injection: world rank {} exits abruptly (DEEPINFER_FAULT_EXIT_RANK)", rank);
   spdlog::default_logger()->flush();
   std::_Exit(3);
@@ -163,7 +119,7 @@ int64_t agree_max(Communicator& comm, int64_t value, const char* what) {
 }
 
 void run_prefill_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, const Topology& topo, Communicator& ep_comm, Communicator& role_comm,
-                      ResultCollector* collector, PendingSends& sends, RankReport& report) {
+                      ResultCollector* collector, Mailbox& mail, RankReport& report) {
   const int first_decode_rank = topo.deployment().roles[0].num_ranks;
   for (;;) {
     const int64_t local_work = engine.has_unfinished() ? 1 : 0;
@@ -172,9 +128,9 @@ void run_prefill_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, 
     if (ep_work) {
       engine.step();
       experts.after_step(model);
-      maybe_die_for_test(++report.steps);
+      maybe_die_for_test(mail.rank(), ++report.steps);
     }
-    deliver(engine.take_finished(), collector, sends);  // finished at their first token (EOS, max_new_tokens 1)
+    deliver(engine.take_finished(), collector, mail);  // finished at their first token (EOS, max_new_tokens 1)
 
     // The role agrees where this step's prefilled prompts go: world rank 0 decides, everyone learns.
     std::vector<PrefilledSequence> handoffs = engine.take_handoffs();
@@ -208,53 +164,44 @@ void run_prefill_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, 
       auto header = std::make_shared<std::array<int64_t, 3>>(std::array<int64_t, 3>{
           seq->request_index, static_cast<int64_t>(seq->tokens.size()), static_cast<int64_t>(seq->kv.size())});
       const int dest = first_decode_rank + static_cast<int>(decisions[my_offset + i]);
-      sends.send(header, header->data(), 3, MPI_INT64_T, dest, kTagHandoffHeader);
-      sends.send(seq, seq->tokens.data(), static_cast<int>(seq->tokens.size()), MPI_INT32_T, dest, kTagHandoffTokens);
-      sends.send(seq, seq->kv.data(), static_cast<int>(seq->kv.size()), MPI_FLOAT, dest, kTagHandoffKv);
+      mail.post(header, header->data(), 3, DType::kI64, dest, kTagHandoffHeader);
+      mail.post(seq, seq->tokens.data(), static_cast<int64_t>(seq->tokens.size()), DType::kI32, dest, kTagHandoffTokens);
+      mail.post(seq, seq->kv.data(), static_cast<int64_t>(seq->kv.size()), DType::kF32, dest, kTagHandoffKv);
       report.handoff_bytes += static_cast<int64_t>(3 * sizeof(int64_t) + seq->tokens.size() * sizeof(int32_t) +
                                                    seq->kv.size() * sizeof(float));
       ++report.sequences;
     }
-    sends.poll();
+    mail.progress();
     if (collector != nullptr) collector->poll();
   }
 }
 
-void run_decode_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, const std::vector<Request>& requests, Communicator& ep_comm, PendingSends& sends,
-                     double timeout_s, RankReport& report) {
+void run_decode_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, const std::vector<Request>& requests,
+                     Communicator& ep_comm, Mailbox& mail, RankReport& report) {
   std::deque<PrefilledSequence> arrived;
   bool done = false;
   for (;;) {
     // Take in every sequence whose KV has arrived, then admit as many as the cache holds.
-    for (;;) {
-      int flag = 0;
-      MPI_Status status;
-      DI_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, kTagHandoffHeader, MPI_COMM_WORLD, &flag, &status));
-      if (!flag) break;
+    while (const std::optional<Mailbox::Arrival> arrival = mail.probe(kTagHandoffHeader, DType::kI64)) {
+      const int source = arrival->source;
       std::array<int64_t, 3> header{};
-      receive(header.data(), 3, MPI_INT64_T, status.MPI_SOURCE, kTagHandoffHeader, timeout_s, "handoff header");
+      mail.receive(header.data(), 3, DType::kI64, source, kTagHandoffHeader, "handoff header");
       PrefilledSequence seq;
       seq.request_index = header[0];
       seq.tokens.resize(header[1]);
       seq.kv.resize(header[2]);
-      receive(seq.tokens.data(), static_cast<int>(header[1]), MPI_INT32_T, status.MPI_SOURCE, kTagHandoffTokens,
-              timeout_s, "handoff tokens");
-      receive(seq.kv.data(), static_cast<int>(header[2]), MPI_FLOAT, status.MPI_SOURCE, kTagHandoffKv, timeout_s,
-              "handoff KV");
+      mail.receive(seq.tokens.data(), header[1], DType::kI32, source, kTagHandoffTokens, "handoff tokens");
+      mail.receive(seq.kv.data(), header[2], DType::kF32, source, kTagHandoffKv, "handoff KV");
       arrived.push_back(std::move(seq));
     }
     while (!arrived.empty() && engine.add_prefilled(requests[arrived.front().request_index], arrived.front())) {
       arrived.pop_front();
       ++report.sequences;
     }
-    if (!done) {
-      int flag = 0;
-      DI_MPI_CHECK(MPI_Iprobe(0, kTagDone, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE));
-      if (flag) {
-        int64_t ignored = 0;
-        receive(&ignored, 1, MPI_INT64_T, 0, kTagDone, timeout_s, "stop signal");
-        done = true;
-      }
+    if (!done && mail.probe(kTagDone, DType::kI64, 0)) {
+      int64_t ignored = 0;
+      mail.receive(&ignored, 1, DType::kI64, 0, kTagDone, "stop signal");
+      done = true;
     }
     std::array<int64_t, 2> state = {engine.has_unfinished() || !arrived.empty() ? 1 : 0, done ? 0 : 1};
     ep_comm.all_reduce_max(state.data(), 2, DType::kI64, "decode: EP group has work / awaits stop");
@@ -262,24 +209,24 @@ void run_decode_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, c
     if (state[0] != 0) {
       engine.step();
       experts.after_step(model);
-      maybe_die_for_test(++report.steps);
+      maybe_die_for_test(mail.rank(), ++report.steps);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the whole group idles until KV arrives
     }
-    deliver(engine.take_finished(), nullptr, sends);
-    sends.poll();
+    deliver(engine.take_finished(), nullptr, mail);
+    mail.progress();
   }
 }
 
-void run_colocated_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, Communicator& ep_comm, ResultCollector* collector, PendingSends& sends,
-                        RankReport& report) {
+void run_colocated_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, Communicator& ep_comm,
+                        ResultCollector* collector, Mailbox& mail, RankReport& report) {
   for (;;) {
     if (agree_max(ep_comm, engine.has_unfinished() ? 1 : 0, "colocated: EP group has work") == 0) break;
     engine.step();
     experts.after_step(model);
-    maybe_die_for_test(++report.steps);
-    deliver(engine.take_finished(), collector, sends);
-    sends.poll();
+    maybe_die_for_test(mail.rank(), ++report.steps);
+    deliver(engine.take_finished(), collector, mail);
+    mail.progress();
     if (collector != nullptr) collector->poll();
   }
 }
@@ -312,9 +259,11 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
 
   const bool is_root = topo.world_rank() == 0;
   const RoleSpec* decode = topo.deployment().find(Role::kDecode);
+  Mailbox mail(topo.world(), options.timeout_s);
   std::unique_ptr<ResultCollector> collector;
   if (is_root)
-    collector = std::make_unique<ResultCollector>(static_cast<int64_t>(requests.size()), decode ? decode->num_ranks : 1);
+    collector = std::make_unique<ResultCollector>(mail, static_cast<int64_t>(requests.size()),
+                                                  decode ? decode->num_ranks : 1);
 
   if (topo.role() != Role::kDecode) {
     const std::vector<int> owner = assign_requests_by_prompt_tokens(requests, spec.num_ranks);
@@ -325,16 +274,15 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   RankReport report;
   report.world_rank = topo.world_rank();
   report.role = static_cast<int64_t>(topo.role());
-  PendingSends sends;
   switch (topo.role()) {
     case Role::kPrefill:
-      run_prefill_role(engine, model, experts, topo, ep_comm, role_comm, collector.get(), sends, report);
+      run_prefill_role(engine, model, experts, topo, ep_comm, role_comm, collector.get(), mail, report);
       break;
     case Role::kDecode:
-      run_decode_role(engine, model, experts, requests, ep_comm, sends, options.timeout_s, report);
+      run_decode_role(engine, model, experts, requests, ep_comm, mail, report);
       break;
     case Role::kColocated:
-      run_colocated_role(engine, model, experts, ep_comm, collector.get(), sends, report);
+      run_colocated_role(engine, model, experts, ep_comm, collector.get(), mail, report);
       break;
   }
   if (is_root) {
@@ -342,10 +290,10 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
     if (decode != nullptr) {
       auto stop = std::make_shared<int64_t>(1);
       for (int d = 0; d < decode->num_ranks; ++d)
-        sends.send(stop, stop.get(), 1, MPI_INT64_T, topo.deployment().roles[0].num_ranks + d, kTagDone);
+        mail.post(stop, stop.get(), 1, DType::kI64, topo.deployment().roles[0].num_ranks + d, kTagDone);
     }
   }
-  sends.wait_all(options.timeout_s);
+  mail.drain();
 
   const EngineStats& stats = engine.stats();
   report.prefill_tokens = stats.num_prefill_tokens;
@@ -355,11 +303,10 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
     report.moe_combine_bytes = ep->stats().combine_bytes;
   }
   constexpr int kReportFields = sizeof(RankReport) / sizeof(int64_t);
-  std::vector<RankReport> all(is_root ? topo.world_size() : 0);
-  MPI_Request request;
-  DI_MPI_CHECK(MPI_Igather(&report, kReportFields, MPI_INT64_T, all.data(), kReportFields, MPI_INT64_T, 0,
-                           topo.world(), &request));
-  wait_or_abort(request, topo.world(), options.timeout_s, "the end-of-run reports");
+  const std::vector<int64_t> fields = gather_int64_to_root(topo.world(), reinterpret_cast<const int64_t*>(&report),
+                                                           kReportFields, 0, options.timeout_s, "the end-of-run reports");
+  std::vector<RankReport> all(fields.size() / kReportFields);
+  std::memcpy(static_cast<void*>(all.data()), fields.data(), fields.size() * sizeof(int64_t));
   if (reports != nullptr) *reports = std::move(all);
   return is_root ? collector->take() : std::vector<RequestResult>{};
 }

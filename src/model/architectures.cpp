@@ -253,9 +253,11 @@ std::vector<TensorSpec> deepseek_tensor_specs(const ModelConfig& c) {
 
 const std::map<std::string, Architecture>& registry() {
   static const std::map<std::string, Architecture> kRegistry = {
-      {"deepseek_v2", {"deepseek_v2", parse_deepseek_v2, deepseek_tensor_specs}},
-      {"deepseek_v3", {"deepseek_v3", parse_deepseek_v3, deepseek_tensor_specs}},
-      {"deepseek_v41", {"deepseek_v41", parse_deepseek_v41, v41_tensor_specs}},
+      {"deepseek_v2", {"deepseek_v2", parse_deepseek_v2, deepseek_tensor_specs, nullptr, build_deepseek_model}},
+      {"deepseek_v3", {"deepseek_v3", parse_deepseek_v3, deepseek_tensor_specs, nullptr, build_deepseek_model}},
+      {"deepseek_v41",
+       {"deepseek_v41", parse_deepseek_v41, v41_tensor_specs,
+        [](const std::string& name) { return name.starts_with("mtp."); }, build_deepseek_v41_model}},
   };
   return kRegistry;
 }

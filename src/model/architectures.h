@@ -1,5 +1,6 @@
 // The one registry of model architectures, keyed by config.json's model_type. An architecture knows how to
-// read its config keys and which tensors its checkpoint holds; nothing else in the engine switches on it.
+// read its config keys, which tensors its checkpoint holds and how its model is built on each backend; nothing
+// else in the engine switches on it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "src/core/tensor.h"
+#include "src/model/backend.h"
 #include "src/model/model_config.h"
 
 namespace deepinfer {
@@ -48,6 +50,11 @@ struct Architecture {
   std::string model_type;
   std::function<void(const ConfigReader&, ModelConfig&)> parse_config;
   std::function<std::vector<TensorSpec>(const ModelConfig&)> tensor_specs;
+  // Checkpoint tensors beyond tensor_specs that are loaded under their own names (DeepSeek-V4.1's DSpark draft
+  // layers, `mtp.N.*`, kept for speculative decoding); null when there are none.
+  std::function<bool(const std::string& name)> keeps_extra_tensor;
+  // The model on the chosen backend (an InputError where that backend does not run this architecture).
+  std::function<std::unique_ptr<CausalLm>(ModelConfig, WeightOrigin, Device, int gpu)> build;
 };
 
 // nullptr for an unknown model_type.

@@ -2,6 +2,7 @@
 
 #include "src/core/check.h"
 #include "src/core/device.h"
+#include "src/model/architectures.h"
 #include "src/model/deepseek_model.h"
 #include "src/model/v41_model.h"
 #ifdef DEEPINFER_HAVE_CUDA
@@ -44,11 +45,18 @@ int64_t kv_tokens_for_memory_fraction(const CausalLm& model, double fraction, si
 std::string_view device_name(Device device) { return device == Device::kCuda ? "cuda" : "cpu"; }
 
 std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightOrigin weights, Device device, int gpu) {
-  if (config.model_type == "deepseek_v41") {
-    DI_INPUT_CHECK(device == Device::kCpu, "DeepSeek-V4.1 runs on the CPU reference only so far: use --device cpu");
-    DI_CHECK(weights.host != nullptr, "the CPU model needs host weights");
-    return std::make_unique<DeepseekV41Model>(std::move(config), std::move(*weights.host));
-  }
+  const Architecture* arch = find_architecture(config.model_type);
+  DI_CHECK(arch != nullptr, "no architecture '{}'", config.model_type);
+  return arch->build(std::move(config), std::move(weights), device, gpu);
+}
+
+std::unique_ptr<CausalLm> build_deepseek_v41_model(ModelConfig config, WeightOrigin weights, Device device, int) {
+  DI_INPUT_CHECK(device == Device::kCpu, "DeepSeek-V4.1 runs on the CPU reference only so far: use --device cpu");
+  DI_CHECK(weights.host != nullptr, "the CPU model needs host weights");
+  return std::make_unique<DeepseekV41Model>(std::move(config), std::move(*weights.host));
+}
+
+std::unique_ptr<CausalLm> build_deepseek_model(ModelConfig config, WeightOrigin weights, Device device, int gpu) {
 #ifdef DEEPINFER_HAVE_CUDA
   if (device == Device::kCuda) {
     if (weights.host) return std::make_unique<CudaDeepseekModel>(std::move(config), HostWeightSource(*weights.host), gpu);

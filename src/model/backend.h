@@ -23,8 +23,12 @@ struct WeightOrigin {
   WeightStore::TensorFilter wanted;
 };
 
-// `gpu` is the device index for kCuda (the local rank's GPU).
+// `gpu` is the device index for kCuda (the local rank's GPU). Built as the architecture registry says.
 std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightOrigin weights, Device device, int gpu);
+
+// The registry's builders: DeepSeek V2/V3 (CPU reference or CUDA) and DeepSeek-V4.1 (CPU reference).
+std::unique_ptr<CausalLm> build_deepseek_model(ModelConfig config, WeightOrigin weights, Device device, int gpu);
+std::unique_ptr<CausalLm> build_deepseek_v41_model(ModelConfig config, WeightOrigin weights, Device device, int gpu);
 
 // KV cache tokens that fit when the process may use `fraction` of the current GPU's memory in all, after
 // what is allocated now (the weights) and `reserve_bytes` for step buffers. 0 if nothing fits.

@@ -123,11 +123,11 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
   }
   for (const TensorSpec& spec : specs)
     if (spec.optional_part.empty() || parts.at(spec.optional_part).first > 0) load_tensor(spec.name, &spec.shape);
-  // DeepSeek-V4.1's DSpark draft layers (`mtp.N.*`): kept for speculative decoding under their checkpoint names,
-  // whatever their modules (not built yet) will be.
-  if (config.model_type == "deepseek_v41") {
+  // Tensors the architecture keeps beyond its specs (DeepSeek-V4.1's DSpark draft layers) under their checkpoint
+  // names, whatever their modules (not built yet) will be; their scales travel with them.
+  if (arch->keeps_extra_tensor) {
     for (const std::string& name : checkpoint.names()) {
-      if (!name.starts_with("mtp.") || name.ends_with(".scale") || name.ends_with("_scale_inv")) continue;
+      if (!arch->keeps_extra_tensor(name) || name.ends_with(".scale") || name.ends_with("_scale_inv")) continue;
       if (!wanted || wanted(name)) load_tensor(name, nullptr);
     }
   }
