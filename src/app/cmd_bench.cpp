@@ -22,7 +22,7 @@
 
 namespace deepinfer::app {
 
-int run_bench(const BenchOptions& options, MPI_Comm world) {
+int run_bench(const BenchOptions& options, const World& world) {
   LoadedModel loaded;
   auto prepare = [&] {
     require_single_rank(world, "bench");
@@ -106,16 +106,12 @@ int run_bench(const BenchOptions& options, MPI_Comm world) {
   return run_spmd_command(world, prepare, execute);
 }
 
-int run_bench_dispatch(const DispatchBenchCliOptions& options, MPI_Comm world) {
+int run_bench_dispatch(const DispatchBenchCliOptions& options, const World& world) {
   int gpu = -1;
   auto prepare = [&] {
     // Every rank reaches this split (nothing before it can fail), so the collective is safe in prepare().
-    MPI_Comm local;
-    DI_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
-    int local_size = 1, local_rank = 0;
-    MPI_Comm_size(local, &local_size);
-    MPI_Comm_rank(local, &local_rank);
-    MPI_Comm_free(&local);
+    const World::HostRanks host = world.host_ranks();
+    const int local_size = host.size, local_rank = host.rank;
 #ifndef DEEPINFER_HAVE_CUDA
     throw InputError("bench dispatch needs a build with CUDA and NCCL");
 #endif
@@ -133,9 +129,7 @@ int run_bench_dispatch(const DispatchBenchCliOptions& options, MPI_Comm world) {
 #ifdef DEEPINFER_HAVE_CUDA
     const DispatchBenchOptions o{options.tokens, options.hiddens, options.top_ks, options.warmup, options.iters};
     const std::vector<DispatchBenchRow> rows = run_dispatch_bench(world, gpu, o);
-    int rank = 0;
-    MPI_Comm_rank(world, &rank);
-    if (rank != 0) return;
+    if (world.rank() != 0) return;
     spdlog::info("{:>5} {:>6} {:>6} {:>5} {:>8} {:<13} {:>12} {:>10} {:>8} {:>8}", "ranks", "tokens", "hidden", "top-k",
                  "experts", "op", "size (B)", "time (us)", "algbw", "busbw");
     std::ofstream out;

@@ -12,7 +12,7 @@
 
 namespace deepinfer::app {
 
-int run_eplb_plan(const EplbPlanOptions& options, MPI_Comm world) {
+int run_eplb_plan(const EplbPlanOptions& options, const World& world) {
   std::vector<std::vector<double>> weight;
   EplbPlan plan;
   auto prepare = [&] {
@@ -26,9 +26,7 @@ int run_eplb_plan(const EplbPlanOptions& options, MPI_Comm world) {
     plan = rebalance_experts(weight, options.num_replicas, options.num_groups, options.num_nodes, options.num_gpus);
   };
   auto execute = [&] {
-    int rank = 0;
-    MPI_Comm_rank(world, &rank);
-    if (rank != 0) return;
+    if (world.rank() != 0) return;
     const auto num_experts = static_cast<int64_t>(weight[0].size());
     for (size_t l = 0; l < weight.size(); ++l) {
       // "Before": each expert once, E / gpus per GPU in order (only defined when that divides).

@@ -30,7 +30,7 @@ std::vector<int32_t> parse_tokens(const std::string& text) {
 
 }  // namespace
 
-int run_forward(const ForwardOptions& options, MPI_Comm world) {
+int run_forward(const ForwardOptions& options, const World& world) {
   LoadedModel loaded;
   std::unique_ptr<CausalLm> model;
   std::vector<int32_t> tokens;

@@ -74,7 +74,7 @@ void size_kv_cache_from_memory(const CausalLm& model, const GenerateOptions& opt
 
 }  // namespace
 
-int run_generate(const GenerateOptions& options, MPI_Comm world) {
+int run_generate(const GenerateOptions& options, const World& world) {
   LoadedModel loaded;
   std::vector<Request> requests;
   SpmdSetup spmd;
@@ -133,9 +133,7 @@ int run_generate(const GenerateOptions& options, MPI_Comm world) {
       if (topo.world_rank() == 0) log_rank_reports(reports);
       spmd.finalize();
     }
-    int world_rank = 0;
-    MPI_Comm_rank(world, &world_rank);
-    if (world_rank != 0) return;
+    if (world.rank() != 0) return;
     write_results(options.output_path, results);
     log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::info("wrote {}", options.output_path);

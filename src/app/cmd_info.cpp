@@ -28,23 +28,21 @@ std::string describe(const Deployment& deployment) {
 
 }  // namespace
 
-int run_info(const InfoOptions& options, MPI_Comm world) {
+int run_info(const InfoOptions& options, const World& world) {
   std::optional<Deployment> deployment;
   auto prepare = [&] {
     deployment = Deployment::from_toml_file(options.deploy_path);
-    int world_size = 0;
-    MPI_Comm_size(world, &world_size);
-    Topology::check_world_size(*deployment, world_size);
+    Topology::check_world_size(*deployment, world.size());
   };
   auto execute = [&] {
-    Topology topo = Topology::create(*deployment, world);
+    Topology topo = Topology::create(*deployment, world.comm());
     const RankPlacement& where = topo.placement();
     const std::string row = fmt::format(
         fmt::runtime(kRowFormat), topo.world_rank(), role_name(topo.role()), where.rank_in_role,
         where.ep_group_idx, where.rank_in_ep_group, topo.local_rank(),
         topo.gpu() < 0 ? "none" : fmt::format("cuda:{}", topo.gpu()), topo.host(), topo.world_size(),
         topo.role_comm().size(), topo.ep_comm().size(), topo.local_comm().size());
-    const std::vector<std::string> rows = gather_strings(world, row);
+    const std::vector<std::string> rows = gather_strings(world.comm(), row);
     if (topo.world_rank() == 0) {
       fmt::print("{}\n", describe(*deployment));
       fmt::print(fmt::runtime(kRowFormat), "rank", "role", "role_idx", "ep_group", "ep_rank", "local_rank",

@@ -9,7 +9,7 @@
 
 namespace deepinfer::app {
 
-int run_sweep(const SweepCliOptions& options, MPI_Comm world) {
+int run_sweep(const SweepCliOptions& options, const World& world) {
   SpmdSetup spmd;
   SweepOptions sweep;
   auto prepare = [&] {

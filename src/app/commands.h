@@ -2,7 +2,7 @@
 // (the same on every rank).
 #pragma once
 
-#include <mpi.h>
+#include "src/dist/world.h"
 
 #include <cstdint>
 #include <string>
@@ -13,7 +13,7 @@ namespace deepinfer::app {
 struct InfoOptions {
   std::string deploy_path;
 };
-int run_info(const InfoOptions& options, MPI_Comm world);
+int run_info(const InfoOptions& options, const World& world);
 
 // Where a model comes from: a checkpoint directory (config.json + safetensors) or a bare config .json with
 // --load-format dummy.
@@ -30,7 +30,7 @@ struct ForwardOptions {
   std::string tokens;  // "1,2,3"
   std::string output_path;
 };
-int run_forward(const ForwardOptions& options, MPI_Comm world);
+int run_forward(const ForwardOptions& options, const World& world);
 
 struct GenerateOptions {
   ModelOptions model;
@@ -45,7 +45,7 @@ struct GenerateOptions {
   int64_t eplb_interval = -1;      // -1: the deployment's value
   int64_t redundant_experts = -1;  // -1: the deployment's value
 };
-int run_generate(const GenerateOptions& options, MPI_Comm world);
+int run_generate(const GenerateOptions& options, const World& world);
 
 struct BenchOptions {
   ModelOptions model;
@@ -58,7 +58,7 @@ struct BenchOptions {
   int64_t steps = 10;
   std::string output_path;       // optional JSON lines, one per point
 };
-int run_bench(const BenchOptions& options, MPI_Comm world);
+int run_bench(const BenchOptions& options, const World& world);
 
 struct DispatchBenchCliOptions {
   std::vector<int64_t> tokens = {128, 4096};
@@ -69,7 +69,7 @@ struct DispatchBenchCliOptions {
   std::string output_path;
 };
 // `bench dispatch`: the expert-parallel exchange alone, every rank of the world one EP rank on its own GPU.
-int run_bench_dispatch(const DispatchBenchCliOptions& options, MPI_Comm world);
+int run_bench_dispatch(const DispatchBenchCliOptions& options, const World& world);
 
 struct SweepCliOptions {
   ModelOptions model;
@@ -85,7 +85,7 @@ struct SweepCliOptions {
   int64_t nextn = 0;
   double acceptance = 0.0;
 };
-int run_sweep(const SweepCliOptions& options, MPI_Comm world);
+int run_sweep(const SweepCliOptions& options, const World& world);
 
 struct EplbPlanOptions {
   std::string weights_path;  // {"weight": [[load per logical expert], ...one row per layer]}
@@ -95,6 +95,6 @@ struct EplbPlanOptions {
   int64_t num_gpus = 1;
   std::string output_path;   // {"phy2log", "log2phy", "logcnt"}
 };
-int run_eplb_plan(const EplbPlanOptions& options, MPI_Comm world);
+int run_eplb_plan(const EplbPlanOptions& options, const World& world);
 
 }  // namespace deepinfer::app

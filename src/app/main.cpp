@@ -166,19 +166,20 @@ int main(int argc, char** argv) {
   if (!log_dir.empty()) log_options.log_dir = log_dir;
   deepinfer::init_logging(mpi.world_rank(), log_options);
 
+  const deepinfer::World world = mpi.world();
   int code = 0;
-  if (info_cmd->parsed()) code = deepinfer::app::run_info(info, MPI_COMM_WORLD);
-  else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, MPI_COMM_WORLD);
-  else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, MPI_COMM_WORLD);
-  else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, MPI_COMM_WORLD);
+  if (info_cmd->parsed()) code = deepinfer::app::run_info(info, world);
+  else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, world);
+  else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, world);
+  else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, world);
   else if (sweep_prefill_cmd->parsed() || sweep_decode_cmd->parsed()) {
     sweep.phase = sweep_prefill_cmd->parsed() ? "prefill" : "decode";
-    code = deepinfer::app::run_sweep(sweep, MPI_COMM_WORLD);
+    code = deepinfer::app::run_sweep(sweep, world);
   } else if (bench_dispatch_cmd->parsed()) {
-    code = deepinfer::app::run_bench_dispatch(dispatch, MPI_COMM_WORLD);
+    code = deepinfer::app::run_bench_dispatch(dispatch, world);
   } else if (bench_decode_cmd->parsed() || bench_prefill_cmd->parsed()) {
     bench.phase = bench_decode_cmd->parsed() ? "decode" : "prefill";
-    code = deepinfer::app::run_bench(bench, MPI_COMM_WORLD);
+    code = deepinfer::app::run_bench(bench, world);
   }
   mpi.finalize();
   return code;

@@ -38,9 +38,8 @@ std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu) {
   return make_causal_lm(std::move(loaded.config), std::move(loaded.weights), loaded.device, gpu);
 }
 
-void require_single_rank(MPI_Comm world, const char* command) {
-  int size = 1;
-  MPI_Comm_size(world, &size);
+void require_single_rank(const World& world, const char* command) {
+  const int size = world.size();
   DI_INPUT_CHECK(size == 1, "'{}' runs on one rank for now (got {}); launch it with mpirun -np 1 or without mpirun",
                  command, size);
 }

@@ -21,6 +21,6 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
 std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu);
 
 // Commands that do not yet run across ranks say so instead of silently running N copies.
-void require_single_rank(MPI_Comm world, const char* command);
+void require_single_rank(const World& world, const char* command);
 
 }  // namespace deepinfer::app

@@ -55,9 +55,9 @@ void print_error(int first_failed, const std::string& message) {
 
 }  // namespace
 
-int run_spmd_command(MPI_Comm world, const std::function<void()>& prepare,
+int run_spmd_command(const World& world, const std::function<void()>& prepare,
                      const std::function<void()>& execute) {
-  OutcomeVote vote(world);
+  OutcomeVote vote(world.comm());
   const int rank = vote.rank();
   // The vote's own deadline: an unreadable DEEPINFER_COMM_TIMEOUT_S is bad input like any other, reported
   // through a vote under the default.

@@ -10,16 +10,13 @@
 
 namespace deepinfer::app {
 
-void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& options, MPI_Comm world) {
+void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& options, const World& world) {
   const std::filesystem::path model_path(model.model_path);
   DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
   const ModelConfig config = load_model_config(model_path);
   deployment_ = Deployment::from_toml_file(options.deploy_path);
-  int world_rank = 0, world_size = 0;
-  MPI_Comm_rank(world, &world_rank);
-  MPI_Comm_size(world, &world_size);
-  Topology::check_world_size(*deployment_, world_size);
-  const RankPlacement where = place_rank(*deployment_, world_rank);
+  Topology::check_world_size(*deployment_, world.size());
+  const RankPlacement where = place_rank(*deployment_, world.rank());
   const RoleSpec& spec = deployment_->roles[where.role_spec_idx];
   DI_INPUT_CHECK(config.n_routed_experts > 0, "--deploy needs a MoE model (n_routed_experts > 0)");
   const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
@@ -52,8 +49,8 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
   loaded_ = load_model(model, wanted);
 }
 
-void SpmdSetup::start(MPI_Comm world) {
-  topology_ = Topology::create(*deployment_, world);
+void SpmdSetup::start(const World& world) {
+  topology_ = Topology::create(*deployment_, world.comm());
   const bool on_gpu = loaded_.device == Device::kCuda;
   model_ = build_model(std::move(loaded_), std::max(topology_->gpu(), 0));
   mpi_ep_comm_ = std::make_unique<MpiCommunicator>(topology_->ep_comm().get());

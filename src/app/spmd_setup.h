@@ -27,9 +27,9 @@ struct SpmdSetupOptions {
 class SpmdSetup {
  public:
   // Local: throws InputError for a deployment that does not fit the world, a plan that does not fit, a bad model.
-  void prepare(const ModelOptions& model, const SpmdSetupOptions& options, MPI_Comm world);
+  void prepare(const ModelOptions& model, const SpmdSetupOptions& options, const World& world);
   // Collective over the world.
-  void start(MPI_Comm world);
+  void start(const World& world);
   void finalize();
 
   const Deployment& deployment() const { return *deployment_; }

@@ -19,16 +19,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Median over iterations of the slowest rank's time for `op` (the ranks start together).
-double median_us(MPI_Comm world, int64_t warmup, int64_t iters, const std::function<void()>& op) {
+double median_us(const World& world, int64_t warmup, int64_t iters, const std::function<void()>& op) {
   std::vector<double> times;
   for (int64_t i = 0; i < warmup + iters; ++i) {
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    DI_MPI_CHECK(MPI_Barrier(world));
+    world.barrier("dispatch bench: start together");
     const auto start = Clock::now();
     op();
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    DI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, world));
+    const double us = world.max_over_ranks(std::chrono::duration<double, std::micro>(Clock::now() - start).count(),
+                                           "dispatch bench: slowest rank");
     if (i >= warmup) times.push_back(us);
   }
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
@@ -39,9 +39,9 @@ double median_us(MPI_Comm world, int64_t warmup, int64_t iters, const std::funct
 
 int64_t experts_for_top_k(int64_t top_k) { return top_k == 6 ? 64 : 256; }
 
-std::vector<DispatchBenchRow> run_dispatch_bench(MPI_Comm world, int gpu, const DispatchBenchOptions& o) {
+std::vector<DispatchBenchRow> run_dispatch_bench(const World& world, int gpu, const DispatchBenchOptions& o) {
   DI_CUDA_CHECK(cudaSetDevice(gpu));
-  NcclCommunicator comm(world);
+  NcclCommunicator comm(world.comm());
   const int R = comm.size(), me = comm.rank();
   std::vector<DispatchBenchRow> rows;
   for (int64_t top_k : o.top_ks) {
@@ -78,7 +78,7 @@ std::vector<DispatchBenchRow> run_dispatch_bench(MPI_Comm world, int gpu, const 
         int64_t records = 0;
         for (int32_t c : dispatch.sent()) records += c;
         double sent[2] = {static_cast<double>(records * dispatch.record_bytes()), static_cast<double>(records * H * 2)};
-        DI_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sent, 2, MPI_DOUBLE, MPI_SUM, world));
+        world.sum_over_ranks(sent, 2, "dispatch bench: bytes sent");
         sent[0] /= R, sent[1] /= R;
         auto plain_us = [&](double bytes) {
           const auto per_peer = static_cast<size_t>(bytes / R);

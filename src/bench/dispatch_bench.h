@@ -6,7 +6,7 @@
 // algbw = size / time; busbw = algbw * (ranks - 1) / ranks (nccl-tests' all-to-all convention).
 #pragma once
 
-#include <mpi.h>
+#include "src/dist/world.h"
 
 #include <cstdint>
 #include <string>
@@ -32,6 +32,6 @@ struct DispatchBenchRow {
 // The experts of a top-k: 64 for top-6 (DeepSeek-V2-Lite), 256 otherwise (V3's 256 for top-8).
 int64_t experts_for_top_k(int64_t top_k);
 
-std::vector<DispatchBenchRow> run_dispatch_bench(MPI_Comm world, int gpu, const DispatchBenchOptions& options);
+std::vector<DispatchBenchRow> run_dispatch_bench(const World& world, int gpu, const DispatchBenchOptions& options);
 
 }  // namespace deepinfer

@@ -1,9 +1,10 @@
 #include "src/bench/run_metadata.h"
 
 #include <fmt/format.h>
-#include <mpi.h>
 
 #include <ctime>
+
+#include "src/dist/world.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -12,10 +13,7 @@
 namespace deepinfer {
 
 std::string library_versions() {
-  char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-  int len = 0;
-  MPI_Get_library_version(mpi, &len);
-  std::string text = fmt::format("MPI: {}", std::string(mpi, len).substr(0, std::string(mpi, len).find(',')));
+  std::string text = fmt::format("MPI: {}", mpi_library_version());
 #ifdef DEEPINFER_HAVE_CUDA
   int runtime = 0, nccl = 0;
   cudaRuntimeGetVersion(&runtime);

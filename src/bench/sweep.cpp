@@ -10,6 +10,7 @@
 #include "src/bench/step_bench.h"
 #include "src/core/hdf5_table.h"
 #include "src/dist/mpi_communicator.h"
+#include "src/dist/mailbox.h"
 #include "src/dist/mpi_util.h"
 #include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
 
@@ -91,10 +92,8 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& ex
       mine_stats = {1, r.median_ms, r.p90_ms, static_cast<double>(experts.stats().tokens_received - before),
                     static_cast<double>(topo.role())};
     }
-    std::vector<double> all(is_root ? 5 * topo.world_size() : 0);
-    MPI_Request request;
-    DI_MPI_CHECK(MPI_Igather(mine_stats.data(), 5, MPI_DOUBLE, all.data(), 5, MPI_DOUBLE, 0, topo.world(), &request));
-    wait_or_abort(request, topo.world(), default_comm_timeout_s(), fmt::format("sweep point {} results", point));
+    const std::vector<double> all = gather_f64_to_root(topo.world(), mine_stats.data(), 5, 0, default_comm_timeout_s(),
+                                                       fmt::format("sweep point {} results", point).c_str());
     if (!is_root) continue;
 
     double step_ms = 0, p90_ms = 0, max_tokens = 0, sum_tokens = 0;

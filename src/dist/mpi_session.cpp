@@ -4,6 +4,21 @@
 
 namespace deepinfer {
 
+namespace detail {
+
+std::string rank_label() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return "rank ?";
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return fmt::format("rank {}", rank);
+}
+
+}  // namespace detail
+
 MpiSession::MpiSession(int* argc, char*** argv) {
   int provided = 0;
   DI_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));

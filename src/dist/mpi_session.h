@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include "src/dist/world.h"
+
 namespace deepinfer {
 
 class MpiSession {
@@ -15,6 +17,7 @@ class MpiSession {
   ~MpiSession();
 
   int world_rank() const { return world_rank_; }
+  World world() const { return World(MPI_COMM_WORLD); }
   int world_size() const { return world_size_; }
   void finalize();
 
