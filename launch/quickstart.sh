@@ -5,7 +5,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/launch/setup.sh"
-"$root/launch/build.sh"
+"$root/launch/build.sh" -DDEEPINFER_WERROR=ON  # the same configuration as launch/test.sh: one build for both
 source "$root/launch/mpi_env.sh"
 model=${MODEL:-$root/tests/fixtures/tiny-v3-bf16}
 deploy=${DEPLOY:-$root/configs/deploy/2p2d.toml}

@@ -47,6 +47,15 @@ void maybe_stop_for_test(int rank) {
   std::raise(SIGSTOP);
 }
 
+// DEEPINFER_FAULT_FAIL_IN_EXECUTE=all|R makes every rank, or world rank R, fail as its collective work begins,
+// the way a failure after start-up does (the same bad state everywhere, or one rank's own trouble).
+void maybe_fail_for_test(int rank) {
+  const char* who = std::getenv("DEEPINFER_FAULT_FAIL_IN_EXECUTE");
+  if (who == nullptr || (std::string(who) != "all" && std::string(who) != std::to_string(rank))) return;
+  throw Error(fmt::format("fault injection: the work after start-up failed (DEEPINFER_FAULT_FAIL_IN_EXECUTE={})",
+                          who));
+}
+
 void print_error(int first_failed, const std::string& message) {
   const std::string origin = first_failed <= 0 ? "" : fmt::format(" (on rank {})", first_failed);
   fmt::print(stderr, "deepinfer: error{}: {}\n", origin, message);
@@ -75,7 +84,10 @@ int run_spmd_command(const World& world, const std::function<void()>& prepare,
     return agreed->code;
   }
 
-  std::tie(code, message) = capture(execute);
+  std::tie(code, message) = capture([&] {
+    maybe_fail_for_test(rank);
+    execute();
+  });
   if (code == 0) return 0;
   // Peers may be waiting for this rank inside a collective: unless every rank failed too (then rank 0 prints
   // the first failure once and every rank returns its code), this rank reports itself and ends the job.
