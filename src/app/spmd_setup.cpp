@@ -2,7 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
+
 
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/moe/nccl_expert_dispatch.h"
@@ -34,19 +34,8 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
                                                    config.n_routed_experts + redundant)
                    : ExpertPlacement::from_plan_file(options.expert_plan_path, num_moe_layers, config.n_routed_experts,
                                                      spec.ep_size);
-  // The attention and dense weights, and only the routed experts this rank's slots hold. Called again in
-  // start() when the weights are generated on the GPU, so it captures no locals.
-  auto wanted = [placement = &placement_, ep_rank = where.rank_in_ep_group, num_layers = config.num_hidden_layers,
-                 first_moe = config.first_k_dense_replace](const std::string& name) {
-    int layer = -1, expert = -1;
-    // V2/V3 (model.layers.N.mlp.experts.E.) and V4.1 (layers.N.ffn.experts.E.) routed experts.
-    if (std::sscanf(name.c_str(), "model.layers.%d.mlp.experts.%d.", &layer, &expert) != 2 &&
-        std::sscanf(name.c_str(), "layers.%d.ffn.experts.%d.", &layer, &expert) != 2)
-      return true;
-    if (layer >= num_layers) return true;  // MTP layers: kept whole for speculative decoding
-    return (*placement)->rank_holds(ep_rank, layer - first_moe, expert);
-  };
-  loaded_ = load_model(model, wanted);
+  // The attention and dense weights, and only the routed experts this rank's slots hold.
+  loaded_ = load_model(model, weights_held_by(*placement_, where.rank_in_ep_group, config));
 }
 
 void SpmdSetup::start(const World& world) {

@@ -2,6 +2,7 @@
 
 #include "src/model/v41_config.h"
 
+#include <cstdio>
 #include <limits>
 #include <map>
 
@@ -251,13 +252,29 @@ std::vector<TensorSpec> deepseek_tensor_specs(const ModelConfig& c) {
   return specs;
 }
 
+// "model.layers.N.mlp.experts.E." (DeepSeek V2/V3) or "layers.N.ffn.experts.E." (DeepSeek-V4.1).
+std::optional<std::pair<int64_t, int64_t>> routed_expert_in(const std::string& name, const char* pattern) {
+  int layer = -1, expert = -1;
+  if (std::sscanf(name.c_str(), pattern, &layer, &expert) != 2) return std::nullopt;
+  return std::pair<int64_t, int64_t>{layer, expert};
+}
+std::optional<std::pair<int64_t, int64_t>> deepseek_routed_expert(const std::string& name) {
+  return routed_expert_in(name, "model.layers.%d.mlp.experts.%d.");
+}
+std::optional<std::pair<int64_t, int64_t>> v41_routed_expert(const std::string& name) {
+  return routed_expert_in(name, "layers.%d.ffn.experts.%d.");
+}
+
 const std::map<std::string, Architecture>& registry() {
   static const std::map<std::string, Architecture> kRegistry = {
-      {"deepseek_v2", {"deepseek_v2", parse_deepseek_v2, deepseek_tensor_specs, nullptr, build_deepseek_model}},
-      {"deepseek_v3", {"deepseek_v3", parse_deepseek_v3, deepseek_tensor_specs, nullptr, build_deepseek_model}},
+      {"deepseek_v2",
+       {"deepseek_v2", parse_deepseek_v2, deepseek_tensor_specs, nullptr, deepseek_routed_expert, build_deepseek_model}},
+      {"deepseek_v3",
+       {"deepseek_v3", parse_deepseek_v3, deepseek_tensor_specs, nullptr, deepseek_routed_expert, build_deepseek_model}},
       {"deepseek_v41",
        {"deepseek_v41", parse_deepseek_v41, v41_tensor_specs,
-        [](const std::string& name) { return name.starts_with("mtp."); }, build_deepseek_v41_model}},
+        [](const std::string& name) { return name.starts_with("mtp."); }, v41_routed_expert,
+        build_deepseek_v41_model}},
   };
   return kRegistry;
 }

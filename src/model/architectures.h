@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,8 @@ struct Architecture {
   // Checkpoint tensors beyond tensor_specs that are loaded under their own names (DeepSeek-V4.1's DSpark draft
   // layers, `mtp.N.*`, kept for speculative decoding); null when there are none.
   std::function<bool(const std::string& name)> keeps_extra_tensor;
+  // The (layer, expert) of a routed expert's tensor, by the checkpoint's naming; nullopt for every other tensor.
+  std::function<std::optional<std::pair<int64_t, int64_t>>(const std::string& name)> routed_expert_of;
   // The model on the chosen backend (an InputError where that backend does not run this architecture).
   std::function<std::unique_ptr<CausalLm>(ModelConfig, WeightOrigin, Device, int gpu)> build;
 };

@@ -6,6 +6,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/model/architectures.h"
 
 namespace deepinfer {
 
@@ -44,6 +45,19 @@ ExpertPlacement ExpertPlacement::from_phy2log(std::vector<std::vector<int32_t>> 
   }
   p.phy2log_ = std::move(phy2log);
   return p;
+}
+
+std::function<bool(const std::string& name)> weights_held_by(const ExpertPlacement& placement, int ep_rank,
+                                                             const ModelConfig& config) {
+  const Architecture* arch = find_architecture(config.model_type);
+  DI_CHECK(arch != nullptr && arch->routed_expert_of, "no expert naming for '{}'", config.model_type);
+  // Captures by value: the filter runs again when dummy weights are generated on the GPU, after this returns.
+  return [placement, ep_rank, naming = arch->routed_expert_of, num_layers = config.num_hidden_layers,
+          first_moe = config.first_k_dense_replace](const std::string& name) {
+    const std::optional<std::pair<int64_t, int64_t>> expert = naming(name);
+    if (!expert || expert->first >= num_layers) return true;
+    return placement.rank_holds(ep_rank, expert->first - first_moe, expert->second);
+  };
 }
 
 ExpertPlacement ExpertPlacement::from_plan_file(const std::filesystem::path& path, int64_t num_layers,

@@ -6,7 +6,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <string>
 #include <vector>
+
+#include "src/model/model_config.h"
 
 namespace deepinfer {
 
@@ -45,5 +49,11 @@ class ExpertPlacement {
   std::vector<std::vector<int32_t>> phy2log_;               // [layer][slot]
   std::vector<std::vector<std::vector<int32_t>>> log2phy_;  // [layer][expert] -> slots
 };
+
+// The weights `ep_rank` loads under `placement`: every tensor but the routed experts, and of those only the ones
+// its slots hold; the draft (MTP) layers' experts, past the main layers, are kept whole for speculative
+// decoding. Tensor names are read through the architecture registry.
+std::function<bool(const std::string& name)> weights_held_by(const ExpertPlacement& placement, int ep_rank,
+                                                             const ModelConfig& config);
 
 }  // namespace deepinfer
