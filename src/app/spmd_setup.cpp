@@ -2,8 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-
-
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/moe/nccl_expert_dispatch.h"
 #endif
