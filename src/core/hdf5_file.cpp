@@ -31,29 +31,26 @@ std::string hdf5_error_detail() {
 
 }  // namespace detail
 
-void silence_hdf5_error_printing() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void prepare_hdf5() {
+  // Before any other HDF5 call: no clean-up at exit. After an I/O failure (a full disk) HDF5 1.10 keeps a file
+  // it could not close in its tables and crashes closing it again at exit; the engine closes what it writes
+  // itself, checking each close.
+  H5dont_atexit();
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
-H5Writer::H5Writer(std::filesystem::path path)
-    : path_(std::filesystem::exists(path) ? std::filesystem::canonical(path)
-                                          : std::filesystem::absolute(path).lexically_normal()),
-      tmp_path_(temporary_path_for(path_)) {
-  silence_hdf5_error_printing();
-  const hid_t id = H5Fcreate(tmp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (id < 0) {
-    const std::string reason = detail::hdf5_error_detail();
-    std::error_code ignored;
-    std::filesystem::remove(tmp_path_, ignored);  // H5Fcreate may leave the empty file it made
-    DI_CHECK(false, "cannot create HDF5 file '{}': {}", tmp_path_.string(), reason);
-  }
+H5Writer::H5Writer(std::filesystem::path path) : path_(std::move(path)) {
+  prepare_hdf5();
+  // In memory (the core driver, no backing store): commit() writes the finished image through OutputFile,
+  // so every disk write is checked and a failed one leaves no file, and HDF5 itself never sees an I/O error.
+  H5Id fapl(DI_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)), H5Pclose);
+  DI_H5_CHECK(H5Pset_fapl_core(fapl.get(), size_t{1} << 20, /*backing_store=*/0));
+  const hid_t id = H5Fcreate(path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
+  DI_CHECK(id >= 0, "cannot create the HDF5 image of '{}': {}", path_.string(), detail::hdf5_error_detail());
   file_ = H5Id(id, H5Fclose);
 }
 
-H5Writer::~H5Writer() {
-  if (committed_) return;
-  file_.reset();
-  std::error_code ignored;
-  std::filesystem::remove(tmp_path_, ignored);
-}
+H5Writer::~H5Writer() = default;
 
 void H5Writer::write_dataset(const std::string& name, const Tensor& tensor) {
   std::vector<hsize_t> dims(tensor.shape().begin(), tensor.shape().end());
@@ -85,12 +82,13 @@ void H5Writer::set_attribute(const std::string& name, int64_t value, hid_t objec
 }
 
 void H5Writer::commit() {
-  DI_CHECK(file_.close() >= 0, "closing HDF5 file '{}' failed (its data could not be written): {}",
-           tmp_path_.string(), detail::hdf5_error_detail());
-  sync_file(tmp_path_);
-  std::error_code ec;
-  std::filesystem::rename(tmp_path_, path_, ec);
-  DI_CHECK(!ec, "renaming '{}' to '{}' failed: {}", tmp_path_.string(), path_.string(), ec.message());
+  DI_CHECK(!committed_, "commit of '{}' twice", path_.string());
+  DI_H5_CHECK(H5Fflush(file_.get(), H5F_SCOPE_GLOBAL));
+  const ssize_t size = DI_H5_CHECK(H5Fget_file_image(file_.get(), nullptr, 0));
+  std::string image(static_cast<size_t>(size), '\0');
+  DI_H5_CHECK(H5Fget_file_image(file_.get(), image.data(), image.size()));
+  DI_H5_CHECK(file_.close());
+  write_file_whole(path_, image);
   committed_ = true;
 }
 

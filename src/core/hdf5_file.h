@@ -1,6 +1,6 @@
 // HDF5 output through the C API, with every handle owned (RAII) and every file written whole or not at all:
-// data goes to a temporary beside <path> (temporary_path_for), which commit() closes (checking the close:
-// HDF5 writes its buffered data there, and a full disk shows only then), flushes to the device and renames.
+// H5Writer builds the file in memory and commit() writes the image through OutputFile (a temporary beside the
+// path, every write, the fsync and the close checked, then the rename).
 #pragma once
 
 #include <hdf5.h>
@@ -46,13 +46,14 @@ class H5Id {
   Closer closer_ = nullptr;
 };
 
-// Turns off HDF5's printing of its error stack (every failure is reported once, through DI_H5_CHECK's message).
-void silence_hdf5_error_printing();
+// Called before the first HDF5 call of a writer: turns off HDF5's printing of its error stack (every failure is
+// reported once, through DI_H5_CHECK's message) and its exit-time clean-up (see hdf5_file.cpp).
+void prepare_hdf5();
 
 class H5Writer {
  public:
   explicit H5Writer(std::filesystem::path path);
-  ~H5Writer();  // without commit(), the temporary file is removed
+  ~H5Writer();  // without commit(), nothing is written
 
   hid_t file() const { return file_.get(); }
   // A float32 dataset holding the tensor (which must be f32).
@@ -63,7 +64,6 @@ class H5Writer {
 
  private:
   std::filesystem::path path_;
-  std::filesystem::path tmp_path_;
   H5Id file_;
   bool committed_ = false;
 };

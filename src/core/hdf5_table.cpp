@@ -67,7 +67,7 @@ void H5Table::append(const std::vector<double>& values) {
 }
 
 H5IncrementalFile::H5IncrementalFile(const std::string& path) : path_(path) {
-  silence_hdf5_error_printing();
+  prepare_hdf5();
   const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   DI_CHECK(id >= 0, "cannot create HDF5 file '{}': {}", path, detail::hdf5_error_detail());
   file_ = H5Id(id, H5Fclose);

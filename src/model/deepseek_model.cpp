@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/ops.h"
+#include "src/model/deepseek_layers.h"
 
 namespace deepinfer {
 
@@ -130,21 +131,43 @@ Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, Expe
   std::vector<float> cos(T * half), sin(T * half);
   rotary_.fill(positions.data(), T, cos.data(), sin.data());
 
-  std::vector<float> x(T * H), normed(T * H), delta(T * H);
-  cpu::embedding(embed_, batch.token_ids.data(), x.data(), T, H);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const Layer& layer = layers_[l];
-    cpu::rms_norm(x.data(), layer.input_norm, normed.data(), T, H, c.rms_norm_eps);
-    attention(l, layer.attention, batch, positions.data(), cos.data(), sin.data(), normed.data(), delta.data(), cache);
-    cpu::axpy(1.0f, delta.data(), x.data(), T * H);
-    cpu::rms_norm(x.data(), layer.post_attention_norm, normed.data(), T, H, c.rms_norm_eps);
-    if (layer.is_moe) moe(l - c.first_k_dense_replace, layer.moe, normed.data(), delta.data(), T, executor);
-    else dense_mlp(layer.mlp, normed.data(), delta.data(), T);
-    cpu::axpy(1.0f, delta.data(), x.data(), T * H);
-  }
+  // The CPU blocks of the shared layer loop (deepseek_layers.h). The final norm is left to the head, which
+  // normalises only the rows whose logits are wanted.
+  struct CpuBlocks {
+    const DeepseekModel& model;
+    const ForwardBatch& batch;
+    const int32_t* positions;
+    const float* cos;
+    const float* sin;
+    MlaKvCache& cache;
+    ExpertExecutor& executor;
+    int64_t T, H;
+    std::vector<float> x = std::vector<float>(T * H), h = std::vector<float>(T * H), delta = std::vector<float>(T * H);
 
-  // Only the rows whose logits are wanted go through the final norm and the LM head.
-  return cpu_final_logits(batch, x.data(), final_norm_, lm_head_, H, c.vocab_size, c.rms_norm_eps);
+    const ModelConfig& c() const { return model.config_; }
+    void embed() { cpu::embedding(model.embed_, batch.token_ids.data(), x.data(), T, H); }
+    void begin_layer(int64_t) {}
+    void add_norm(bool add_delta, NormSite site) {
+      if (add_delta) cpu::axpy(1.0f, delta.data(), x.data(), T * H);
+      if (site.kind == NormSite::kFinal) return;
+      const DeepseekModel::Layer& layer = model.layers_[site.layer];
+      const float* w = site.kind == NormSite::kInput ? layer.input_norm : layer.post_attention_norm;
+      cpu::rms_norm(x.data(), w, h.data(), T, H, c().rms_norm_eps);
+    }
+    void attention(int64_t l) {
+      model.attention(l, model.layers_[l].attention, batch, positions, cos, sin, h.data(), delta.data(), cache);
+    }
+    bool moe(int64_t l, NormSite) {
+      model.moe(l - c().first_k_dense_replace, model.layers_[l].moe, h.data(), delta.data(), T, executor);
+      return false;
+    }
+    void mlp(int64_t l) { model.dense_mlp(model.layers_[l].mlp, h.data(), delta.data(), T); }
+    Tensor head() {
+      return cpu_final_logits(batch, x.data(), model.final_norm_, model.lm_head_, H, c().vocab_size, c().rms_norm_eps);
+    }
+  };
+  CpuBlocks blocks{*this, batch, positions.data(), cos.data(), sin.data(), cache, executor, T, H};
+  return run_deepseek_layers(c, blocks);
 }
 
 }  // namespace deepinfer

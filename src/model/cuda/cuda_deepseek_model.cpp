@@ -1,5 +1,7 @@
 #include "src/model/cuda/cuda_deepseek_model.h"
 
+#include "src/model/deepseek_layers.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -586,39 +588,70 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   const int32_t* row_ids = device_copy(scratch, rows);
   *num_rows = R;
 
-  // Everything from here is device work on this thread's stream, whose inputs were uploaded above.
-  auto run = [&]() -> float* {
-    auto* x = scratch.alloc<Bf16>(T * H);      // the residual stream
-    auto* h = scratch.alloc<Bf16>(T * H);      // its normalised copy
-    auto* delta = scratch.alloc<Bf16>(T * H);  // a sub-layer's output
-    profiler_.mark("start");
-    cuda::embedding(embed_, token_ids, x, T, H, nullptr);
-    profiler_.mark("host plan+embedding");
-    const ScratchPool::Mark step_buffers = scratch.mark();
-    bool normed = false;  // whether the previous layer's last kernel already added delta into x and normalised h
-    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-      scratch.rewind(step_buffers);  // stream order: the previous layer's kernels that read these are queued first
-      const Layer& layer = layers_[l];
-      if (!normed) cuda::add_rms_norm(l == 0 ? nullptr : delta, x, layer.input_norm, h, T, H, c.rms_norm_eps, nullptr);
-      attention(l, layer.attention, plan, static_cast<Bf16*>(cache->layer_data(l)), h, delta, scratch);
-      cuda::add_rms_norm(delta, x, layer.post_attention_norm, h, T, H, c.rms_norm_eps, nullptr);
-      profiler_.mark("norms");
-      if (layer.is_moe) {
-        const Bf16* next_norm = l + 1 < c.num_hidden_layers ? layers_[l + 1].input_norm : final_norm_;
-        normed = moe(l - c.first_k_dense_replace, layer.moe, h, delta, T, experts, scratch, {x, next_norm, h});
-      } else {
-        mlp(layer.mlp, h, delta, T, scratch, main_lane());
-        normed = false;
-      }
-      profiler_.mark(layer.is_moe ? "moe:after" : "dense mlp");
+  // The CUDA blocks of the shared layer loop (deepseek_layers.h): device work on this thread's stream, whose
+  // inputs were uploaded above. The MoE's last kernel may add its output into x and apply the next norm (one
+  // launch less a MoE layer); the loop then skips that norm.
+  struct CudaBlocks {
+    const CudaDeepseekModel& model;
+    const StepPlan& plan;
+    CudaMlaKvCache& cache;
+    ExpertExecutor* experts;
+    ScratchPool& scratch;
+    const int32_t* token_ids;
+    const int32_t* row_ids;
+    int64_t T, H, R;
+    Bf16* x = nullptr;      // the residual stream
+    Bf16* h = nullptr;      // its normalised copy
+    Bf16* delta = nullptr;  // a sub-layer's output
+    ScratchPool::Mark step_buffers{};
+
+    const ModelConfig& c() const { return model.config_; }
+    const Bf16* norm_of(NormSite site) const {
+      if (site.kind == NormSite::kFinal) return model.final_norm_;
+      const Layer& layer = model.layers_[site.layer];
+      return site.kind == NormSite::kInput ? layer.input_norm : layer.post_attention_norm;
     }
-    if (!normed) cuda::add_rms_norm(T > 0 ? delta : nullptr, x, final_norm_, h, T, H, c.rms_norm_eps, nullptr);
-    auto* selected = scratch.alloc<Bf16>(R * H);
-    cuda::embedding(h, row_ids, selected, R, H, nullptr);  // a row gather
-    auto* logits = scratch.alloc<float>(R * c.vocab_size);
-    linear(selected, lm_head_, logits, true, R, c.vocab_size, H);
-    profiler_.mark("final norm+lm head");
-    return logits;
+    void embed() {
+      x = scratch.alloc<Bf16>(T * H);
+      h = scratch.alloc<Bf16>(T * H);
+      delta = scratch.alloc<Bf16>(T * H);
+      model.profiler_.mark("start");
+      cuda::embedding(model.embed_, token_ids, x, T, H, nullptr);
+      model.profiler_.mark("host plan+embedding");
+      step_buffers = scratch.mark();
+    }
+    // Stream order: the previous layer's kernels that read these buffers are queued first.
+    void begin_layer(int64_t) { scratch.rewind(step_buffers); }
+    void add_norm(bool add_delta, NormSite site) {
+      const bool add = add_delta && (site.kind != NormSite::kFinal || T > 0);
+      cuda::add_rms_norm(add ? delta : nullptr, x, norm_of(site), h, T, H, c().rms_norm_eps, nullptr);
+      if (site.kind == NormSite::kPostAttention) model.profiler_.mark("norms");
+    }
+    void attention(int64_t l) {
+      model.attention(l, model.layers_[l].attention, plan, static_cast<Bf16*>(cache.layer_data(l)), h, delta, scratch);
+    }
+    bool moe(int64_t l, NormSite next) {
+      const bool fused = model.moe(l - c().first_k_dense_replace, model.layers_[l].moe, h, delta, T, experts, scratch,
+                                   {x, norm_of(next), h});
+      model.profiler_.mark("moe:after");
+      return fused;
+    }
+    void mlp(int64_t l) {
+      model.mlp(model.layers_[l].mlp, h, delta, T, scratch, model.main_lane());
+      model.profiler_.mark("dense mlp");
+    }
+    float* head() {
+      auto* selected = scratch.alloc<Bf16>(R * H);
+      cuda::embedding(h, row_ids, selected, R, H, nullptr);  // a row gather
+      auto* logits = scratch.alloc<float>(R * c().vocab_size);
+      model.linear(selected, model.lm_head_, logits, true, R, c().vocab_size, H);
+      model.profiler_.mark("final norm+lm head");
+      return logits;
+    }
+  };
+  auto run = [&]() -> float* {
+    CudaBlocks blocks{*this, plan, *cache, experts, scratch, token_ids, row_ids, T, H, R};
+    return run_deepseek_layers(c, blocks);
   };
 
   // Decode steps whose experts need no host round trip replay a CUDA graph of `run`, captured the second time
