@@ -162,7 +162,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
       const __nv_bfloat16* src =
           cache + (static_cast<int64_t>(block) * kMlaBlockSize + (valid ? j % kMlaBlockSize : 0)) * kDim;
       __nv_bfloat16* dst = buffer + (warp + kWarps * i) * kStride;
-      if (j == skipped_key) continue;
+      // The newest entry is left for the plain copy after the wait, but only where it is one of this split's
+      // keys: past the split's end (a split before the last) its row must be zero-filled like any key past the
+      // end, or the stale shared memory there (NaN, say) reaches the output through P . V despite its zero P.
+      if (j == skipped_key && valid) continue;
 #pragma unroll
       for (int v = 0; v < (kPieces + 31) / 32; ++v) {
         const int piece = lane + 32 * v;

@@ -25,6 +25,15 @@ else
   echo "compute-sanitizer not found"; status=1
 fi
 
+echo "== compute-sanitizer synccheck and initcheck on the decode attention (stale shared memory shows there)"
+if command -v compute-sanitizer >/dev/null; then
+  for tool in synccheck initcheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 $build/tests/gpu_tests --gtest_filter='*MlaDecode*' --gtest_brief=1 \
+      --gtest_color=no > "$out/$tool.log" 2>&1 || status=1
+    grep -E "FAILED|Failure|SUMMARY|PASSED" "$out/$tool.log" | head -4
+  done
+fi
+
 echo "== NCCL communicator vs MPI (one rank: the only NCCL run one GPU allows)"
 mpirun -np 1 $build/tests/mp_tests --gtest_filter='Nccl*' --gtest_color=no 2>&1 | grep -E "OK|FAILED|SKIPPED|PASSED" | tee -a "$out/e2e.log"
 grep -q "FAILED" "$out/e2e.log" && status=1
