@@ -118,114 +118,166 @@ int64_t agree_max(Communicator& comm, int64_t value, const char* what) {
   return value;
 }
 
-void run_prefill_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, const Topology& topo, Communicator& ep_comm, Communicator& role_comm,
-                      ResultCollector* collector, Mailbox& mail, RankReport& report) {
-  const int first_decode_rank = topo.deployment().roles[0].num_ranks;
-  for (;;) {
-    const int64_t local_work = engine.has_unfinished() ? 1 : 0;
-    const int64_t ep_work = agree_max(ep_comm, local_work, "prefill: EP group has work");
-    if (agree_max(role_comm, local_work, "prefill: role has work") == 0) break;
-    if (ep_work) {
-      engine.step();
-      experts.after_step(model);
-      maybe_die_for_test(mail.rank(), ++report.steps);
-    }
-    deliver(engine.take_finished(), collector, mail);  // finished at their first token (EOS, max_new_tokens 1)
+// What a role adds to the one loop every rank runs (run_role_loop): what comes in before a step, how the ranks
+// it steps with agree whether to step and when to stop, and what goes out after the step. The collectives a
+// policy calls happen in the same order on every rank of its group, step after step.
+class RolePolicy {
+ public:
+  struct Turn {
+    bool step = false;  // run Engine::step() now (a rank with no work of its own still joins its group's step)
+    bool done = false;  // every rank this one waits for is finished: leave the loop
+  };
+  virtual ~RolePolicy() = default;
+  virtual void take_in(Engine&) {}
+  virtual Turn agree(const Engine& engine) = 0;
+  virtual void hand_out(Engine&) {}
+  virtual void idle() {}
+};
 
-    // The role agrees where this step's prefilled prompts go: world rank 0 decides, everyone learns.
+// Prefill: the EP group steps while any of its ranks has a prompt; the role ends when none has. After each step
+// the role agrees where its prefilled prompts go (world rank 0 decides, everyone learns) and sends their KV.
+class PrefillPolicy final : public RolePolicy {
+ public:
+  PrefillPolicy(const Topology& topo, Communicator& ep_comm, Communicator& role_comm, ResultCollector* collector,
+                Mailbox& mail, RankReport& report)
+      : first_decode_rank_(topo.deployment().roles[0].num_ranks), ep_comm_(ep_comm), role_comm_(role_comm),
+        collector_(collector), mail_(mail), report_(report) {}
+
+  Turn agree(const Engine& engine) override {
+    const int64_t local_work = engine.has_unfinished() ? 1 : 0;
+    const int64_t ep_work = agree_max(ep_comm_, local_work, "prefill: EP group has work");
+    const int64_t role_work = agree_max(role_comm_, local_work, "prefill: role has work");
+    return {ep_work != 0, role_work == 0};
+  }
+
+  void hand_out(Engine& engine) override {
     std::vector<PrefilledSequence> handoffs = engine.take_handoffs();
-    std::vector<int64_t> counts(role_comm.size());
+    std::vector<int64_t> counts(role_comm_.size());
     const auto my_count = static_cast<int64_t>(handoffs.size());
-    role_comm.all_gather(&my_count, counts.data(), 1, DType::kI64, "prefill: handoff counts");
+    role_comm_.all_gather(&my_count, counts.data(), 1, DType::kI64, "prefill: handoff counts");
     int64_t max_count = 0, total = 0, my_offset = 0;
-    for (int r = 0; r < role_comm.size(); ++r) {
-      if (r < role_comm.rank()) my_offset += counts[r];
+    for (int r = 0; r < role_comm_.size(); ++r) {
+      if (r < role_comm_.rank()) my_offset += counts[r];
       max_count = std::max(max_count, counts[r]);
       total += counts[r];
     }
-    if (total == 0) continue;
-    std::vector<int64_t> mine(2 * max_count, -1), all(2 * max_count * role_comm.size());
+    if (total == 0) return;
+    std::vector<int64_t> mine(2 * max_count, -1), all(2 * max_count * role_comm_.size());
     for (int64_t i = 0; i < my_count; ++i) {
       mine[2 * i] = handoffs[i].request_index;
       mine[2 * i + 1] = static_cast<int64_t>(handoffs[i].tokens.size());
     }
-    role_comm.all_gather(mine.data(), all.data(), 2 * max_count, DType::kI64, "prefill: handoff requests");
+    role_comm_.all_gather(mine.data(), all.data(), 2 * max_count, DType::kI64, "prefill: handoff requests");
     std::vector<int64_t> decisions(total, -1);
-    if (collector != nullptr) {
-      collector->poll();
+    if (collector_ != nullptr) {
+      collector_->poll();
       int64_t k = 0;
-      for (int r = 0; r < role_comm.size(); ++r)
+      for (int r = 0; r < role_comm_.size(); ++r)
         for (int64_t i = 0; i < counts[r]; ++i, ++k)
-          decisions[k] = collector->assign(all[2 * (r * max_count + i)], all[2 * (r * max_count + i) + 1]);
+          decisions[k] = collector_->assign(all[2 * (r * max_count + i)], all[2 * (r * max_count + i) + 1]);
     }
-    role_comm.broadcast(decisions.data(), total, DType::kI64, 0, "prefill: handoff decode ranks");
+    role_comm_.broadcast(decisions.data(), total, DType::kI64, 0, "prefill: handoff decode ranks");
     for (int64_t i = 0; i < my_count; ++i) {
       auto seq = std::make_shared<PrefilledSequence>(std::move(handoffs[i]));
       auto header = std::make_shared<std::array<int64_t, 3>>(std::array<int64_t, 3>{
           seq->request_index, static_cast<int64_t>(seq->tokens.size()), static_cast<int64_t>(seq->kv.size())});
-      const int dest = first_decode_rank + static_cast<int>(decisions[my_offset + i]);
-      mail.post(header, header->data(), 3, DType::kI64, dest, kTagHandoffHeader);
-      mail.post(seq, seq->tokens.data(), static_cast<int64_t>(seq->tokens.size()), DType::kI32, dest, kTagHandoffTokens);
-      mail.post(seq, seq->kv.data(), static_cast<int64_t>(seq->kv.size()), DType::kF32, dest, kTagHandoffKv);
-      report.handoff_bytes += static_cast<int64_t>(3 * sizeof(int64_t) + seq->tokens.size() * sizeof(int32_t) +
-                                                   seq->kv.size() * sizeof(float));
-      ++report.sequences;
+      const int dest = first_decode_rank_ + static_cast<int>(decisions[my_offset + i]);
+      mail_.post(header, header->data(), 3, DType::kI64, dest, kTagHandoffHeader);
+      mail_.post(seq, seq->tokens.data(), static_cast<int64_t>(seq->tokens.size()), DType::kI32, dest,
+                 kTagHandoffTokens);
+      mail_.post(seq, seq->kv.data(), static_cast<int64_t>(seq->kv.size()), DType::kF32, dest, kTagHandoffKv);
+      report_.handoff_bytes += static_cast<int64_t>(3 * sizeof(int64_t) + seq->tokens.size() * sizeof(int32_t) +
+                                                    seq->kv.size() * sizeof(float));
+      ++report_.sequences;
     }
-    mail.progress();
-    if (collector != nullptr) collector->poll();
   }
-}
 
-void run_decode_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, const std::vector<Request>& requests,
-                     Communicator& ep_comm, Mailbox& mail, RankReport& report) {
-  std::deque<PrefilledSequence> arrived;
-  bool done = false;
-  for (;;) {
-    // Take in every sequence whose KV has arrived, then admit as many as the cache holds.
-    while (const std::optional<Mailbox::Arrival> arrival = mail.probe(kTagHandoffHeader, DType::kI64)) {
+ private:
+  int first_decode_rank_;
+  Communicator& ep_comm_;
+  Communicator& role_comm_;
+  ResultCollector* collector_;
+  Mailbox& mail_;
+  RankReport& report_;
+};
+
+// Decode: takes in every prefilled sequence whose KV has arrived and admits as many as the cache holds; the EP
+// group steps while any of its ranks has work, and ends once world rank 0 has said every result is in.
+class DecodePolicy final : public RolePolicy {
+ public:
+  DecodePolicy(const std::vector<Request>& requests, Communicator& ep_comm, Mailbox& mail, RankReport& report)
+      : requests_(requests), ep_comm_(ep_comm), mail_(mail), report_(report) {}
+
+  void take_in(Engine& engine) override {
+    while (const std::optional<Mailbox::Arrival> arrival = mail_.probe(kTagHandoffHeader, DType::kI64)) {
       const int source = arrival->source;
       std::array<int64_t, 3> header{};
-      mail.receive(header.data(), 3, DType::kI64, source, kTagHandoffHeader, "handoff header");
+      mail_.receive(header.data(), 3, DType::kI64, source, kTagHandoffHeader, "handoff header");
       PrefilledSequence seq;
       seq.request_index = header[0];
       seq.tokens.resize(header[1]);
       seq.kv.resize(header[2]);
-      mail.receive(seq.tokens.data(), header[1], DType::kI32, source, kTagHandoffTokens, "handoff tokens");
-      mail.receive(seq.kv.data(), header[2], DType::kF32, source, kTagHandoffKv, "handoff KV");
-      arrived.push_back(std::move(seq));
+      mail_.receive(seq.tokens.data(), header[1], DType::kI32, source, kTagHandoffTokens, "handoff tokens");
+      mail_.receive(seq.kv.data(), header[2], DType::kF32, source, kTagHandoffKv, "handoff KV");
+      arrived_.push_back(std::move(seq));
     }
-    while (!arrived.empty() && engine.add_prefilled(requests[arrived.front().request_index], arrived.front())) {
-      arrived.pop_front();
-      ++report.sequences;
+    while (!arrived_.empty() && engine.add_prefilled(requests_[arrived_.front().request_index], arrived_.front())) {
+      arrived_.pop_front();
+      ++report_.sequences;
     }
-    if (!done && mail.probe(kTagDone, DType::kI64, 0)) {
+    if (!stop_received_ && mail_.probe(kTagDone, DType::kI64, 0)) {
       int64_t ignored = 0;
-      mail.receive(&ignored, 1, DType::kI64, 0, kTagDone, "stop signal");
-      done = true;
+      mail_.receive(&ignored, 1, DType::kI64, 0, kTagDone, "stop signal");
+      stop_received_ = true;
     }
-    std::array<int64_t, 2> state = {engine.has_unfinished() || !arrived.empty() ? 1 : 0, done ? 0 : 1};
-    ep_comm.all_reduce_max(state.data(), 2, DType::kI64, "decode: EP group has work / awaits stop");
-    if (state[0] == 0 && state[1] == 0) break;
-    if (state[0] != 0) {
+  }
+
+  Turn agree(const Engine& engine) override {
+    std::array<int64_t, 2> state = {engine.has_unfinished() || !arrived_.empty() ? 1 : 0, stop_received_ ? 0 : 1};
+    ep_comm_.all_reduce_max(state.data(), 2, DType::kI64, "decode: EP group has work / awaits stop");
+    return {state[0] != 0, state[0] == 0 && state[1] == 0};
+  }
+
+  void idle() override { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }  // the group waits for KV
+
+ private:
+  const std::vector<Request>& requests_;
+  Communicator& ep_comm_;
+  Mailbox& mail_;
+  RankReport& report_;
+  std::deque<PrefilledSequence> arrived_;
+  bool stop_received_ = false;
+};
+
+// Colocated: prefill and decode on the same ranks; the EP group steps until none of its ranks has work.
+class ColocatedPolicy final : public RolePolicy {
+ public:
+  explicit ColocatedPolicy(Communicator& ep_comm) : ep_comm_(ep_comm) {}
+  Turn agree(const Engine& engine) override {
+    const bool any = agree_max(ep_comm_, engine.has_unfinished() ? 1 : 0, "colocated: EP group has work") != 0;
+    return {any, !any};
+  }
+
+ private:
+  Communicator& ep_comm_;
+};
+
+// The loop of every role: take in, agree, step (or idle), deliver what finished, hand out.
+void run_role_loop(Engine& engine, CausalLm& model, ExpertExecutor& experts, RolePolicy& role,
+                   ResultCollector* collector, Mailbox& mail, RankReport& report) {
+  for (;;) {
+    role.take_in(engine);
+    const RolePolicy::Turn turn = role.agree(engine);
+    if (turn.done) break;
+    if (turn.step) {
       engine.step();
       experts.after_step(model);
       maybe_die_for_test(mail.rank(), ++report.steps);
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the whole group idles until KV arrives
+      role.idle();
     }
-    deliver(engine.take_finished(), nullptr, mail);
-    mail.progress();
-  }
-}
-
-void run_colocated_role(Engine& engine, CausalLm& model, ExpertExecutor& experts, Communicator& ep_comm,
-                        ResultCollector* collector, Mailbox& mail, RankReport& report) {
-  for (;;) {
-    if (agree_max(ep_comm, engine.has_unfinished() ? 1 : 0, "colocated: EP group has work") == 0) break;
-    engine.step();
-    experts.after_step(model);
-    maybe_die_for_test(mail.rank(), ++report.steps);
     deliver(engine.take_finished(), collector, mail);
+    role.hand_out(engine);
     mail.progress();
     if (collector != nullptr) collector->poll();
   }
@@ -274,17 +326,19 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   RankReport report;
   report.world_rank = topo.world_rank();
   report.role = static_cast<int64_t>(topo.role());
+  std::unique_ptr<RolePolicy> policy;
   switch (topo.role()) {
     case Role::kPrefill:
-      run_prefill_role(engine, model, experts, topo, ep_comm, role_comm, collector.get(), mail, report);
+      policy = std::make_unique<PrefillPolicy>(topo, ep_comm, role_comm, collector.get(), mail, report);
       break;
     case Role::kDecode:
-      run_decode_role(engine, model, experts, requests, ep_comm, mail, report);
+      policy = std::make_unique<DecodePolicy>(requests, ep_comm, mail, report);
       break;
     case Role::kColocated:
-      run_colocated_role(engine, model, experts, ep_comm, collector.get(), mail, report);
+      policy = std::make_unique<ColocatedPolicy>(ep_comm);
       break;
   }
+  run_role_loop(engine, model, experts, *policy, collector.get(), mail, report);
   if (is_root) {
     collector->wait_complete(options.timeout_s);
     if (decode != nullptr) {
