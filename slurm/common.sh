@@ -14,7 +14,7 @@ require_result() {
   [ -f "$1" ] || { echo "deepinfer: $1 was not written: the run failed (see the log above)" >&2; exit 1; }
 }
 require_complete_sweep() {
-  "${PYTHON:-python3}" -c 'import h5py, sys; sys.exit(h5py.File(sys.argv[1], "r").attrs.get("complete", 0) != 1)' \
+  "${PYTHON:-python3}" -c 'import h5py, sys; sys.exit(0 if int(h5py.File(sys.argv[1], "r").attrs.get("complete", 0)) == 1 else 1)' \
     "$1" 2>/dev/null || { echo "deepinfer: $1 is missing or incomplete (complete != 1): the sweep failed" >&2; exit 1; }
 }
 launch() {
