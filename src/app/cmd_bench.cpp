@@ -34,7 +34,7 @@ int run_bench(const BenchOptions& options, const World& world) {
     const int64_t max_positions = loaded.config.max_position_embeddings;
     if (options.phase == "decode") {
       for (int64_t context : options.contexts)
-        DI_INPUT_CHECK(context + options.warmup + options.steps <= max_positions,
+        DI_INPUT_CHECK(context + options.warmup + options.steps + 2 <= max_positions,
                        "--context {} plus {} warm-up and {} timed steps exceeds the model's {} positions", context,
                        options.warmup, options.steps, max_positions);
     } else {

@@ -28,7 +28,8 @@ constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 Request parse_request(const nlohmann::json& line, const std::string& where, int64_t line_idx) {
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "max_new_tokens", "temperature",
-                                              "top_p", "top_k", "seed", "stop_token_ids"};
+                                              "top_p", "top_k", "seed", "stop_token_ids",
+                                              "ignore_eos"};
   for (const auto& [key, value] : line.items())
     DI_INPUT_CHECK(kKeys.contains(key), "{}: unknown key '{}'", where, key);
   Request r;
@@ -54,6 +55,10 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
   r.sampling.top_p = static_cast<float>(number("top_p", 1e-6, 1.0, 1.0));
   r.sampling.top_k = static_cast<int64_t>(number("top_k", 0, 1e9, 0));
   r.sampling.seed = static_cast<uint64_t>(number("seed", 0, 9.0e15, static_cast<double>(line_idx)));
+  if (line.contains("ignore_eos") && !line["ignore_eos"].is_null()) {
+    DI_INPUT_CHECK(line["ignore_eos"].is_boolean(), "{}: 'ignore_eos' must be true or false", where);
+    r.sampling.ignore_eos = line["ignore_eos"].get<bool>();
+  }
   if (line.contains("stop_token_ids")) {
     DI_INPUT_CHECK(line["stop_token_ids"].is_array(), "{}: 'stop_token_ids' must be an array", where);
     for (const auto& token : line["stop_token_ids"])

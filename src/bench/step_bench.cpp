@@ -8,6 +8,7 @@
 #include "src/bench/roofline.h"
 #include "src/core/check.h"
 #include "src/core/random.h"
+#include "src/engine/engine.h"
 
 namespace deepinfer {
 
@@ -22,28 +23,17 @@ Timing summarize(std::vector<double> ms) {
   return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 9 / 10)], ms.front()};
 }
 
-// One step as the engine runs it: greedy tokens drawn where the logits are, when the backend can.
-void run_step(const CausalLm& model, const ForwardBatch& fb, KvCache& cache, ExpertExecutor* experts) {
-  if (model.samples_on_device()) {
-    model.forward_and_sample(fb, cache, experts, std::vector<SamplingRow>(fb.sequences.size()));
-  } else {
-    model.forward(fb, cache, experts);
-  }
-}
-
 // The host time of each timed step, and the device's idle time before it where the backend measures it.
 struct StepSamples {
   std::vector<double> ms, idle_ms;
 };
 
-// warmup + steps steps, step s running make_batch(s); the first `warmup` are not kept.
-StepSamples run_steps(const CausalLm& model, KvCache& cache, ExpertExecutor* experts, int64_t warmup, int64_t steps,
-                      const std::function<ForwardBatch(int64_t)>& make_batch) {
+// warmup + steps engine steps; the first `warmup` are not kept.
+StepSamples run_steps(const CausalLm& model, Engine& engine, int64_t warmup, int64_t steps) {
   StepSamples samples;
   for (int64_t s = 0; s < warmup + steps; ++s) {
-    const ForwardBatch fb = make_batch(s);
     const auto start = std::chrono::steady_clock::now();
-    run_step(model, fb, cache, experts);
+    engine.step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (s < warmup) continue;
     samples.ms.push_back(ms);
@@ -51,6 +41,17 @@ StepSamples run_steps(const CausalLm& model, KvCache& cache, ExpertExecutor* exp
     if (idle_ms >= 0) samples.idle_ms.push_back(idle_ms);
   }
   return samples;
+}
+
+// A greedy request that no EOS ends.
+Request bench_request(int64_t index, std::vector<int32_t> prompt, int64_t max_new_tokens) {
+  Request r;
+  r.index = index;
+  r.id = index;
+  r.prompt_token_ids = std::move(prompt);
+  r.max_new_tokens = max_new_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
 }
 
 int32_t token_at(const ModelConfig& c, uint64_t i) {
@@ -76,34 +77,35 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
   return r;
 }
 
-// Sequence s owns cache blocks [s * blocks_per_seq, (s + 1) * blocks_per_seq).
-std::vector<std::vector<int32_t>> contiguous_block_tables(int64_t sequences, int64_t blocks_per_seq) {
-  std::vector<std::vector<int32_t>> tables(sequences, std::vector<int32_t>(blocks_per_seq));
-  for (int64_t s = 0; s < sequences; ++s)
-    for (int64_t i = 0; i < blocks_per_seq; ++i) tables[s][i] = static_cast<int32_t>(s * blocks_per_seq + i);
-  return tables;
-}
-
 }  // namespace
 
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
                              ExpertExecutor* experts) {
   const ModelConfig& c = model.config();
-  const int64_t max_len = context + warmup + steps;
+  // A sequence grows to context + 1 (admitted) + warmup + steps tokens, and must not reach its length limit.
+  const int64_t max_len = context + warmup + steps + 2;
   DI_INPUT_CHECK(max_len <= c.max_position_embeddings, "decode context {} + {} steps exceeds the model's {} positions",
                  context, warmup + steps, c.max_position_embeddings);
   const int64_t blocks_per_seq = (max_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
-  std::unique_ptr<KvCache> cache = model.make_kv_cache(batch * blocks_per_seq);
-  cache->fill_random(7);
-  const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(batch, blocks_per_seq);
-  StepSamples samples = run_steps(model, *cache, experts, warmup, steps, [&](int64_t s) {
-    ForwardBatch fb;
-    for (int64_t b = 0; b < batch; ++b) {
-      fb.token_ids.push_back(token_at(c, static_cast<uint64_t>(s * batch + b)));
-      fb.sequences.push_back({context + s, 1, tables[b]});
-    }
-    return fb;
-  });
+  EngineOptions options;
+  options.kv_cache_tokens = batch * blocks_per_seq * KvCache::kBlockSize;
+  options.limits.max_running_sequences = batch;
+  options.limits.max_step_tokens = std::max<int64_t>(batch, 1);
+  options.experts = experts;
+  std::vector<Request> requests;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int32_t> prompt(context);
+    for (int64_t t = 0; t < context; ++t) prompt[t] = token_at(c, static_cast<uint64_t>(b * max_len + t));
+    requests.push_back(bench_request(b, std::move(prompt), warmup + steps + 2));
+  }
+  Engine engine(model, options);
+  engine.fill_cache_random(7);
+  for (const Request& r : requests) {
+    std::vector<int32_t> tokens = r.prompt_token_ids;
+    tokens.push_back(token_at(c, static_cast<uint64_t>(r.index * max_len + context)));
+    DI_CHECK(engine.add_cached(r, std::move(tokens)), "the decode benchmark's cache holds {} sequences", batch);
+  }
+  StepSamples samples = run_steps(model, engine, warmup, steps);
   return make_result("decode", batch, context, batch, std::move(samples),
                      decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3, steps);
 }
@@ -113,18 +115,22 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   const ModelConfig& c = model.config();
   DI_INPUT_CHECK(chunk % prompt_len == 0, "--chunk {} is not a multiple of --prompt-len {}", chunk, prompt_len);
   const int64_t prompts = chunk / prompt_len;
-  const int64_t blocks_per_seq = (prompt_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
-  std::unique_ptr<KvCache> cache = model.make_kv_cache(prompts * blocks_per_seq);
-  const std::vector<std::vector<int32_t>> tables = contiguous_block_tables(prompts, blocks_per_seq);
-  StepSamples samples = run_steps(model, *cache, experts, warmup, steps, [&](int64_t s) {
-    ForwardBatch fb;
-    for (int64_t p = 0; p < prompts; ++p) {
-      for (int64_t t = 0; t < prompt_len; ++t)
-        fb.token_ids.push_back(token_at(c, static_cast<uint64_t>((s * prompts + p) * prompt_len + t)));
-      fb.sequences.push_back({0, prompt_len, tables[p]});
-    }
-    return fb;
-  });
+  // Each prompt's blocks, and one more for its first token; freed when it finishes there.
+  const int64_t blocks_per_seq = (prompt_len + 1 + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
+  EngineOptions options;
+  options.kv_cache_tokens = prompts * blocks_per_seq * KvCache::kBlockSize;
+  options.limits.max_running_sequences = prompts;
+  options.limits.max_step_tokens = chunk;
+  options.experts = experts;
+  std::vector<Request> requests;
+  for (int64_t i = 0; i < (warmup + steps) * prompts; ++i) {
+    std::vector<int32_t> prompt(prompt_len);
+    for (int64_t t = 0; t < prompt_len; ++t) prompt[t] = token_at(c, static_cast<uint64_t>(i * prompt_len + t));
+    requests.push_back(bench_request(i, std::move(prompt), 1));
+  }
+  Engine engine(model, options);
+  for (const Request& r : requests) engine.add_request(r);
+  StepSamples samples = run_steps(model, engine, warmup, steps);
   return make_result("prefill", prompts, prompt_len, chunk, std::move(samples),
                      prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
 }

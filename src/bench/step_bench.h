@@ -1,10 +1,12 @@
 // Single-GPU (or single-CPU) step benchmarks: the median time of a decode or prefill step after warm-up,
 // against its floor (roofline.h).
 //  - decode: `batch` sequences, each with `context` tokens already in the KV cache (fabricated: seeded random
-//    latents), one new token each per step; the context grows by one per step.
-//  - prefill: `chunk` tokens per step, made of chunk / prompt_len fresh prompts of prompt_len tokens.
-// A step is one CausalLm::forward call, from host inputs to host logits, timed on the host clock (forward
-// returns after its logits are copied back, so the device work is inside the interval).
+//    latents, admitted with Engine::add_cached), one new token each per step; the context grows by one per step.
+//  - prefill: `chunk` tokens per step, made of chunk / prompt_len fresh prompts of prompt_len tokens, each
+//    finishing at its first token.
+// A step is one Engine::step() — schedule, the forward with sampling, postprocess — the step `generate` runs,
+// timed on the host clock (it returns once the sampled tokens are back, so the device work is inside it).
+// Greedy sampling with ignore_eos, so no sequence leaves the batch while it is timed.
 #pragma once
 
 #include <cstdint>

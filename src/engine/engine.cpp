@@ -159,18 +159,28 @@ std::vector<PrefilledSequence> Engine::take_handoffs() {
 }
 
 bool Engine::add_prefilled(const Request& request, const PrefilledSequence& prefilled) {
+  const int64_t expected =
+      cache_->num_layers() * (static_cast<int64_t>(prefilled.tokens.size()) - 1) * cache_->entry_dim();
+  DI_CHECK(static_cast<int64_t>(prefilled.kv.size()) == expected, "prefilled KV of request {} has {} floats, expected {}",
+           request.index, prefilled.kv.size(), expected);
+  return admit_cached(request, prefilled.tokens, prefilled.kv.data());
+}
+
+bool Engine::add_cached(const Request& request, std::vector<int32_t> tokens) {
+  return admit_cached(request, std::move(tokens), nullptr);
+}
+
+bool Engine::admit_cached(const Request& request, std::vector<int32_t> tokens, const float* kv) {
+  DI_CHECK(!tokens.empty(), "a cached sequence of request {} without tokens", request.index);
   auto seq = std::make_unique<Sequence>();
   seq->idx = static_cast<int64_t>(sequences_.size());
   seq->request = &request;
-  seq->tokens = prefilled.tokens;
+  seq->tokens = std::move(tokens);
   seq->num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
   seq->num_cached = seq->num_tokens() - 1;
-  const int64_t expected = cache_->num_layers() * seq->num_cached * cache_->entry_dim();
-  DI_CHECK(static_cast<int64_t>(prefilled.kv.size()) == expected, "prefilled KV of request {} has {} floats, expected {}",
-           request.index, prefilled.kv.size(), expected);
   if (!blocks_.can_grow(*seq, seq->num_tokens())) return false;
   blocks_.grow(*seq, seq->num_tokens());
-  cache_->import_entries(seq->block_table, seq->num_cached, prefilled.kv.data());
+  if (kv != nullptr) cache_->import_entries(seq->block_table, seq->num_cached, kv);
   scheduler_.add_running(seq.get());
   sequences_.push_back(std::move(seq));
   return true;

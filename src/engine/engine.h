@@ -53,6 +53,10 @@ class Engine {
   std::vector<PrefilledSequence> take_handoffs();
   // Decode role: admits a sequence prefilled elsewhere, if its blocks fit now (false: try again later).
   bool add_prefilled(const Request& request, const PrefilledSequence& prefilled);
+  // Benchmarks: admits a sequence as if all but the last of `tokens` were prefilled, their KV being whatever
+  // the cache holds there (fill_cache_random first), so that steps run at a chosen context without the prefill.
+  bool add_cached(const Request& request, std::vector<int32_t> tokens);
+  void fill_cache_random(uint64_t seed) { cache_->fill_random(seed); }
   // Results of the sequences finished since the last call.
   std::vector<RequestResult> take_finished();
 
@@ -63,6 +67,9 @@ class Engine {
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
 
  private:
+  // A sequence of `tokens` whose all but last are cached, into the running set if its blocks fit now; its KV
+  // imported from `kv` unless that is null.
+  bool admit_cached(const Request& request, std::vector<int32_t> tokens, const float* kv);
   ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
   std::vector<int32_t> sample(const ScheduledBatch& batch, const Tensor& logits);
 

@@ -15,6 +15,7 @@ struct SamplingParams {
   int64_t top_k = 0;         // 0: no top-k filter
   uint64_t seed = 0;
   std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;  // the model's EOS tokens do not stop the sequence (stop_token_ids still do), as vLLM's
 };
 
 struct Request {

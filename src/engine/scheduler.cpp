@@ -68,8 +68,9 @@ void Scheduler::preempt(Sequence* seq) {
 
 bool Scheduler::is_stop_token(const Sequence& seq, int32_t token) const {
   const auto& stop = seq.request->sampling.stop_token_ids;
-  return std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end() ||
-         std::find(stop.begin(), stop.end(), token) != stop.end();
+  const bool eos = !seq.request->sampling.ignore_eos &&
+                   std::find(eos_token_ids_.begin(), eos_token_ids_.end(), token) != eos_token_ids_.end();
+  return eos || std::find(stop.begin(), stop.end(), token) != stop.end();
 }
 
 void Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled) {

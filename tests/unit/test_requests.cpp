@@ -50,6 +50,7 @@ TEST(Requests, TokenIdsAreCheckedAtFullWidth) {
       {R"({"prompt_token_ids": [1], "max_new_tokens": 18446744073709551615})",
        "'max_new_tokens' holds 18446744073709551615, outside [1, 9223372036854775807]"},
       {R"({"prompt_token_ids": [1], "max_new_tokens": 0})", "'max_new_tokens' holds 0, outside"},
+      {R"({"prompt_token_ids": [1], "max_new_tokens": 1, "ignore_eos": 1})", "'ignore_eos' must be true or false"},
   };
   for (const Case& test : cases) {
     const std::string error = read_error(test.line);

@@ -89,5 +89,25 @@ TEST(Scheduler, PreemptsTheNewestWhenDecodeRunsOutOfBlocks) {
   EXPECT_EQ(b->num_tokens(), 65);  // keeps its generated token; recomputes it later
 }
 
+// ignore_eos (as vLLM's): the model's EOS does not end the sequence, a stop token still does.
+TEST(Scheduler, IgnoreEosKeepsGoingUntilAStopTokenOrTheLength) {
+  for (const bool ignore_eos : {false, true}) {
+    BlockManager blocks(16, 64);
+    Fixture f;
+    f.request.max_new_tokens = 5;
+    f.request.sampling.ignore_eos = ignore_eos;
+    f.request.sampling.stop_token_ids = {9};
+    Scheduler scheduler({.max_running_sequences = 8, .max_step_tokens = 100, .max_model_len = 1000}, blocks, {1});
+    Sequence* a = f.add(scheduler, 4);
+    scheduler.postprocess(scheduler.schedule(), {1});  // the prefill samples EOS
+    EXPECT_EQ(a->finish_reason, ignore_eos ? FinishReason::kNone : FinishReason::kStop) << ignore_eos;
+    if (!ignore_eos) continue;
+    scheduler.postprocess(scheduler.schedule(), {1});
+    EXPECT_EQ(a->finish_reason, FinishReason::kNone);
+    scheduler.postprocess(scheduler.schedule(), {9});  // a stop token still stops
+    EXPECT_EQ(a->finish_reason, FinishReason::kStop);
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer
