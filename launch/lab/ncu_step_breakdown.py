@@ -3,7 +3,7 @@
 
   DEEPINFER_PROFILE=1 ncu --csv --metrics gpu__time_duration.sum --print-units base \
       -k 'regex:^(?!fill_kernel)' --log-file step.csv deepinfer bench decode ... --warmup 0 --steps 1
-  launch/ncu_step_breakdown.py step.csv [N]
+  launch/lab/ncu_step_breakdown.py step.csv [N]
 
 (the filter skips the dummy-weight fill kernels, over 1,700 of them, which would take ncu minutes). Prints the
 last step's kernels summed by kernel name, largest first, then its first N (default 40) kernels in launch order,

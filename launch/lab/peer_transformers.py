@@ -3,7 +3,7 @@
 weights, on the GPU), decode and prefill timed the same way as `deepinfer bench` (median step after warm-up,
 CUDA-synchronised wall clock), for a side-by-side figure on one card.
 
-    python3 launch/peer_transformers.py --config configs/models/deepseek-v2-lite.json \
+    python3 launch/lab/peer_transformers.py --config configs/models/deepseek-v2-lite.json \
         --batch 1,64,256 --context 512 --prefill-prompts 256 --prompt-len 512 --output peer.jsonl
 """
 import argparse

@@ -2,7 +2,7 @@
 # One device call on the H200: deepinfer's decode and prefill benchmarks at DeepSeek-V2-Lite shape (dummy
 # bf16 weights generated on the GPU), then the transformers peer on the same card. Results (HDF5 tables
 # decode/points and prefill/points; the peer's JSON lines) and logs go to $OUT. Binaries from a pack
-# (tests/gpu/run.sh says how): PACK=/tmp/b launch/bench_h200.sh. PROFILE_BATCHES=1,256 adds per-phase profiles
+# (tests/gpu/run.sh says how): PACK=/tmp/b launch/lab/bench_h200.sh. PROFILE_BATCHES=1,256 adds per-phase profiles
 # of those decode batches at context 1024 (DEEPINFER_PROFILE=1) to $OUT/profile.log.
 set -uo pipefail
 pack=${PACK:-/tmp/b}
@@ -21,6 +21,6 @@ for b in $(echo "${PROFILE_BATCHES:-}" | tr ',' ' '); do
     --warmup 2 --steps 2 2>&1 | tail -n 40 >> "$out/profile.log"
 done
 if [ -z "${SKIP_PEER:-}" ]; then
-  PYTHONUNBUFFERED=1 python3 launch/peer_transformers.py --config $model --batch 1,64,256 --context 512 \
+  PYTHONUNBUFFERED=1 python3 launch/lab/peer_transformers.py --config $model --batch 1,64,256 --context 512 \
     --prefill-prompts 256 --prompt-len 512 --output "$out/peer.jsonl" 2>&1 | grep -v Warning | tee "$out/peer.log"
 fi

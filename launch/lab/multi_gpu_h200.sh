@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call on a machine of several H200s (device kind nvidia-h200-x2, -x4, -x8), one rank per GPU,
 # NCCL with NVLink multicast off (NCCL_NVLS_ENABLE=0, as the device README requires). Binaries from a pack
-# (tests/gpu/run.sh says how):   PACK=/tmp/b launch/multi_gpu_h200.sh      logs and results in $OUT
+# (tests/gpu/run.sh says how):   PACK=/tmp/b launch/lab/multi_gpu_h200.sh      logs and results in $OUT
 #  1. the link between the GPUs (nvidia-smi topo -m);
 #  2. the multi-rank NCCL tests (communicator, device dispatch/combine) at one rank per GPU;
 #  3. `bench dispatch`: the engine's dispatch/combine against ncclAlltoAll (nccl-tests-style table);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call on the H200: a prefill and a decode sweep at DeepSeek-V2-Lite shape on one GPU (colocated1),
 # then the Pareto plots beside the official points. Binaries from a pack (tests/gpu/run.sh says how):
-#   PACK=/tmp/b launch/sweep_h200.sh        results and plots in $OUT
+#   PACK=/tmp/b launch/lab/sweep_h200.sh        results and plots in $OUT
 set -uo pipefail
 pack=${PACK:-/tmp/b}
 source "$pack/env.sh"
