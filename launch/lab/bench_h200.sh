@@ -14,7 +14,7 @@ model=configs/models/deepseek-v2-lite.json
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 $di bench decode --model $model --load-format dummy --device cuda --batch ${BATCHES:-1,8,64,256} \
   --context ${CONTEXTS:-512,1024,4096} --warmup 3 --steps ${STEPS:-10} --output "$out/h200-v2lite-decode.h5" 2>&1 | tee "$out/decode.log"
-$di bench prefill --model $model --load-format dummy --device cuda --chunk ${CHUNKS:-4096,16384,65536} --prompt-len 1024 \
+$di bench prefill --model $model --load-format dummy --device cuda --chunk-tokens ${CHUNKS:-4096,16384,65536} --prompt-len 1024 \
   --warmup 1 --steps 3 --output "$out/h200-v2lite-prefill.h5" 2>&1 | tee "$out/prefill.log"
 for b in $(echo "${PROFILE_BATCHES:-}" | tr ',' ' '); do
   DEEPINFER_PROFILE=1 $di bench decode --model $model --load-format dummy --device cuda --batch $b --context 1024 \

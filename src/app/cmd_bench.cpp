@@ -41,7 +41,7 @@ int run_bench(const BenchOptions& options, const World& world) {
       DI_INPUT_CHECK(options.prompt_len <= max_positions, "--prompt-len {} exceeds the model's {} positions",
                      options.prompt_len, max_positions);
       for (int64_t chunk : options.chunks)
-        DI_INPUT_CHECK(chunk % options.prompt_len == 0, "--chunk {} is not a multiple of --prompt-len {}", chunk,
+        DI_INPUT_CHECK(chunk % options.prompt_len == 0, "--chunk-tokens {} is not a multiple of --prompt-len {}", chunk,
                        options.prompt_len);
     }
   };

@@ -80,8 +80,8 @@ int run_generate(const GenerateOptions& options, const World& world) {
   SpmdSetup spmd;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
-  engine_options.limits.max_running_sequences = options.max_running;
-  engine_options.limits.max_step_tokens = options.chunk_tokens;
+  engine_options.limits.max_running = options.max_running;
+  engine_options.limits.chunk_tokens = options.chunk_tokens;
 
   auto prepare = [&] {
     DI_INPUT_CHECK(options.kv_cache_tokens > 0 && options.max_running > 0 && options.chunk_tokens > 0,

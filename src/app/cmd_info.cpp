@@ -21,7 +21,7 @@ std::string describe(const Deployment& deployment) {
     text += fmt::format("{} {} {} ({} EP group{} of {}, chunk {} tokens, {} requests/rank)", idx ? " +" : "",
                         spec.num_ranks, role_name(spec.role), spec.num_ep_groups(),
                         spec.num_ep_groups() == 1 ? "" : "s", spec.ep_size, spec.chunk_tokens,
-                        spec.max_requests);
+                        spec.max_running);
   }
   return text;
 }

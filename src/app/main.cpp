@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_decode_cmd->add_option("--context", bench.contexts, "Tokens already cached per sequence")->delimiter(',')
       ->check(kTokens)->capture_default_str();
-  bench_prefill_cmd->add_option("--chunk", bench.chunks, "Tokens per step")->delimiter(',')->check(kTokens)
+  // --chunk: the name of the recorded commands in results/ before it became --chunk-tokens.
+  bench_prefill_cmd->add_option("--chunk-tokens,--chunk", bench.chunks, "Prefill tokens per step")->delimiter(',')->check(kTokens)
       ->capture_default_str();
   bench_prefill_cmd->add_option("--prompt-len", bench.prompt_len, "Tokens per prompt")->check(kTokens)
       ->capture_default_str();

@@ -89,8 +89,8 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   const int64_t blocks_per_seq = (max_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
   EngineOptions options;
   options.kv_cache_tokens = batch * blocks_per_seq * KvCache::kBlockSize;
-  options.limits.max_running_sequences = batch;
-  options.limits.max_step_tokens = std::max<int64_t>(batch, 1);
+  options.limits.max_running = batch;
+  options.limits.chunk_tokens = std::max<int64_t>(batch, 1);
   options.experts = experts;
   std::vector<Request> requests;
   for (int64_t b = 0; b < batch; ++b) {
@@ -113,14 +113,14 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
                               ExpertExecutor* experts) {
   const ModelConfig& c = model.config();
-  DI_INPUT_CHECK(chunk % prompt_len == 0, "--chunk {} is not a multiple of --prompt-len {}", chunk, prompt_len);
+  DI_INPUT_CHECK(chunk % prompt_len == 0, "--chunk-tokens {} is not a multiple of --prompt-len {}", chunk, prompt_len);
   const int64_t prompts = chunk / prompt_len;
   // Each prompt's blocks, and one more for its first token; freed when it finishes there.
   const int64_t blocks_per_seq = (prompt_len + 1 + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
   EngineOptions options;
   options.kv_cache_tokens = prompts * blocks_per_seq * KvCache::kBlockSize;
-  options.limits.max_running_sequences = prompts;
-  options.limits.max_step_tokens = chunk;
+  options.limits.max_running = prompts;
+  options.limits.chunk_tokens = chunk;
   options.experts = experts;
   std::vector<Request> requests;
   for (int64_t i = 0; i < (warmup + steps) * prompts; ++i) {

@@ -60,17 +60,20 @@ int read_non_negative_int(const toml::table& table, std::string_view key, std::s
 
 RoleSpec read_role(const toml::table& table, Role role, std::string_view source) {
   const std::string where = fmt::format("{} [{}]", source, role_name(role));
-  static const std::set<std::string_view> kKeys = {"ranks", "ep_size", "chunk_tokens", "max_requests",
+  static const std::set<std::string_view> kKeys = {"ranks", "ep_size", "chunk_tokens", "max_running",
                                                    "eplb_interval", "redundant_experts"};
-  for (const auto& [key, node] : table)
+  for (const auto& [key, node] : table) {
+    DI_INPUT_CHECK(key.str() != "max_requests", "{}: 'max_requests' is now 'max_running' (the same name as "
+                   "--max-running)", where);
     DI_INPUT_CHECK(kKeys.contains(key.str()), "{}: unknown key '{}' (known: ranks, ep_size, chunk_tokens, "
-                   "max_requests, eplb_interval, redundant_experts)", where, key.str());
+                   "max_running, eplb_interval, redundant_experts)", where, key.str());
+  }
   RoleSpec spec;
   spec.role = role;
   spec.num_ranks = read_positive_int(table, "ranks", where, std::nullopt);
   spec.ep_size = read_positive_int(table, "ep_size", where, spec.num_ranks);
   spec.chunk_tokens = read_positive_int(table, "chunk_tokens", where, spec.chunk_tokens);
-  spec.max_requests = read_positive_int(table, "max_requests", where, spec.max_requests);
+  spec.max_running = read_positive_int(table, "max_running", where, spec.max_running);
   spec.eplb_interval = read_non_negative_int(table, "eplb_interval", where);
   spec.redundant_experts = read_non_negative_int(table, "redundant_experts", where);
   DI_INPUT_CHECK(spec.num_ranks % spec.ep_size == 0,

@@ -18,7 +18,7 @@ struct RoleSpec {
   int num_ranks = 0;
   int ep_size = 0;               // ranks per expert-parallel group; divides num_ranks
   int chunk_tokens = 4096;       // prefill chunk per step (prefill and colocated roles)
-  int max_requests = 256;        // concurrent sequences per rank (decode and colocated roles)
+  int max_running = 256;        // concurrent sequences per rank (decode and colocated roles)
   int eplb_interval = 0;         // steps between expert rebalances; 0: never
   int redundant_experts = 0;     // extra expert slots per MoE layer in each EP group
 

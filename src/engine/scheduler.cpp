@@ -23,10 +23,10 @@ void Scheduler::add_running(Sequence* seq) {
 
 ScheduledBatch Scheduler::schedule() {
   ScheduledBatch batch;
-  int64_t budget = limits_.max_step_tokens;
+  int64_t budget = limits_.chunk_tokens;
   for (Sequence* seq : waiting_) {
     if (budget == 0) break;
-    if (static_cast<int64_t>(running_.size() + batch.items.size()) >= limits_.max_running_sequences) break;
+    if (static_cast<int64_t>(running_.size() + batch.items.size()) >= limits_.max_running) break;
     const int64_t take = std::min(seq->num_uncached(), budget);
     if (!blocks_.can_grow(*seq, seq->num_cached + take)) break;
     blocks_.grow(*seq, seq->num_cached + take);

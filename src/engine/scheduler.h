@@ -15,8 +15,8 @@
 namespace deepinfer {
 
 struct SchedulerLimits {
-  int64_t max_running_sequences = 256;
-  int64_t max_step_tokens = 4096;  // the prefill chunk: uncached tokens per step
+  int64_t max_running = 256;
+  int64_t chunk_tokens = 4096;  // the prefill chunk: uncached tokens per step
   int64_t max_model_len = 0;       // a sequence stops ("length") when it reaches this many tokens
   bool handoff_after_prefill = false;  // prefill role: a prefilled sequence leaves for a decode rank
 };

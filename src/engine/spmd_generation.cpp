@@ -303,8 +303,8 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   const RoleSpec& spec = topo.role_spec();
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
-  engine_options.limits.max_step_tokens = spec.chunk_tokens;
-  engine_options.limits.max_running_sequences = spec.max_requests;
+  engine_options.limits.chunk_tokens = spec.chunk_tokens;
+  engine_options.limits.max_running = spec.max_running;
   engine_options.limits.handoff_after_prefill = topo.role() == Role::kPrefill;
   engine_options.experts = &experts;
   Engine engine(model, engine_options);

@@ -17,13 +17,13 @@ std::string error_of(std::string_view text) {
 
 TEST(Deployment, ReadsDisaggregatedRolesInRankOrder) {
   const Deployment d = Deployment::from_toml_string(
-      "name = \"x\"\n[decode]\nranks = 64\nep_size = 16\nmax_requests = 8\n[prefill]\nranks = 4\n", "t.toml");
+      "name = \"x\"\n[decode]\nranks = 64\nep_size = 16\nmax_running = 8\n[prefill]\nranks = 4\n", "t.toml");
   EXPECT_EQ(d.name, "x");
   ASSERT_EQ(d.roles.size(), 2u);
   EXPECT_EQ(d.roles[0].role, Role::kPrefill);  // prefill first whatever the file order
   EXPECT_EQ(d.roles[0].ep_size, 4);            // defaults to all ranks of the role
   EXPECT_EQ(d.roles[1].num_ep_groups(), 4);
-  EXPECT_EQ(d.roles[1].max_requests, 8);
+  EXPECT_EQ(d.roles[1].max_running, 8);
   EXPECT_EQ(d.world_size(), 68);
 }
 
@@ -51,6 +51,10 @@ TEST(Deployment, RejectsBadInputWithAClearMessage) {
   EXPECT_NE(error_of("[prefill]\nranks = 4\n[decode]\nranks = 4\nrank = 3\n").find("unknown key 'rank'"),
             std::string::npos);
   EXPECT_NE(error_of("[prefil]\nranks = 4\n").find("unknown key 'prefil'"), std::string::npos);
+  // One name per concept: the running-request limit is max_running, as --max-running.
+  EXPECT_NE(error_of("[prefill]\nranks = 4\nmax_requests = 8\n[decode]\nranks = 4\n")
+                .find("'max_requests' is now 'max_running'"),
+            std::string::npos);
   EXPECT_NE(error_of("[prefill]\nranks = 4\n[decode]\nranks = 6\nep_size = 4\n").find("does not divide"),
             std::string::npos);
   EXPECT_NE(error_of("[prefill]\nranks = 4\n").find("needs both"), std::string::npos);

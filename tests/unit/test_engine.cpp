@@ -40,8 +40,8 @@ TEST_P(GreedyGeneration, EqualsTransformers) {
 
   EngineOptions options;
   options.kv_cache_tokens = setup.kv_cache_tokens;
-  options.limits.max_step_tokens = setup.chunk_tokens;
-  options.limits.max_running_sequences = setup.max_running;
+  options.limits.chunk_tokens = setup.chunk_tokens;
+  options.limits.max_running = setup.max_running;
   Engine engine(model, options);
   for (const Request& r : requests) engine.add_request(r);
   engine.run_to_completion();

@@ -38,7 +38,7 @@ TEST(Scheduler, ChunksPrefillThenDecodes) {
   BlockManager blocks(16, 64);
   Fixture f;
   f.request.max_new_tokens = 3;
-  Scheduler scheduler({.max_running_sequences = 8, .max_step_tokens = 100, .max_model_len = 1000}, blocks, {1});
+  Scheduler scheduler({.max_running = 8, .chunk_tokens = 100, .max_model_len = 1000}, blocks, {1});
   Sequence* a = f.add(scheduler, 150);
   Sequence* b = f.add(scheduler, 20);
 
@@ -76,7 +76,7 @@ TEST(Scheduler, PreemptsTheNewestWhenDecodeRunsOutOfBlocks) {
   BlockManager blocks(2, 64);
   Fixture f;
   f.request.max_new_tokens = 100;
-  Scheduler scheduler({.max_running_sequences = 8, .max_step_tokens = 4096, .max_model_len = 1000}, blocks, {});
+  Scheduler scheduler({.max_running = 8, .chunk_tokens = 4096, .max_model_len = 1000}, blocks, {});
   Sequence* a = f.add(scheduler, 64);
   Sequence* b = f.add(scheduler, 64);
   scheduler.postprocess(scheduler.schedule(), {5, 6});  // both prefilled, one block each, 65 tokens each
@@ -97,7 +97,7 @@ TEST(Scheduler, IgnoreEosKeepsGoingUntilAStopTokenOrTheLength) {
     f.request.max_new_tokens = 5;
     f.request.sampling.ignore_eos = ignore_eos;
     f.request.sampling.stop_token_ids = {9};
-    Scheduler scheduler({.max_running_sequences = 8, .max_step_tokens = 100, .max_model_len = 1000}, blocks, {1});
+    Scheduler scheduler({.max_running = 8, .chunk_tokens = 100, .max_model_len = 1000}, blocks, {1});
     Sequence* a = f.add(scheduler, 4);
     scheduler.postprocess(scheduler.schedule(), {1});  // the prefill samples EOS
     EXPECT_EQ(a->finish_reason, ignore_eos ? FinishReason::kNone : FinishReason::kStop) << ignore_eos;
