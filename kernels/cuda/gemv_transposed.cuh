@@ -43,9 +43,7 @@ inline int64_t gemv_transposed_column_blocks(int64_t n) { return (n + kPiecesT *
 // The block (column block `column_block`, product `product`) of the product above; it calls
 // begin_dependent_kernel() itself. kEarly: the first weight rows load before the dependency wait (the weights
 // must depend on nothing the step writes). At one row that paid (launch.cuh; W_uk's 128 rows are a single
-// batch): batch 1 context 1024 2.210-2.219 -> 2.180-2.205 ms a step, 4096 2.361-2.366 -> 2.348-2.355, 512
-// 2.178-2.201 -> 2.164-2.186; at two rows batch 2 was 0.4% slower (2.965-2.985 against 2.956-2.979), so it
-// waits there.
+// batch); at two rows it was slower, so it waits there (results/h200/design-measurements.md).
 template <int kRows, bool kEarly = kRows == 1>
 __device__ __forceinline__ void gemv_transposed_block(const __nv_bfloat16* x, const __nv_bfloat16* w,
                                                       __nv_bfloat16* y, int k, int n, const GemvLayout& layout,

@@ -22,10 +22,8 @@ __device__ __forceinline__ void begin_dependent_kernel() {
 }
 
 // Grids of more blocks launch plainly (begin_dependent_kernel() then does nothing): a prefill-sized kernel of
-// several waves has nothing to gain from starting early. Prefill does not pay for the dependent launches: 16384
-// tokens on the H200 took 182.6 / 182.3 ms with them and 182.7 / 183.3 with none (this limit at 0), in one call
-// at 1d6b348. (When they came in, an A/B in one call had measured 1.5-2% in favour of none; that did not
-// reproduce, and what caused it is not known.)
+// several waves has nothing to gain from starting early, and prefill measured the same with and without the
+// dependent launches (results/h200/design-measurements.md).
 constexpr unsigned kDependentLaunchMaxBlocks = 2048;
 
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), allowed to start before the previous kernel on the

@@ -29,11 +29,8 @@ void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_
 
 // Where this kernel beats cuBLAS for a Linear of m rows and an [n, k] weight, as measured on the H200
 // (benchmarks/linear_bench: each launch over its own copy of the weight, from memory, not L2; and decode steps
-// at DeepSeek-V2-Lite shape). Up to 32 rows, weights up to 16 MB: o_proj (8 MB) 6.4-7.6 us against cuBLAS's
-// 8.2-11.1, q + kv_a (15 MB) 8.2-9.2 against 8.3-12.3; larger weights stream faster through cuBLAS (dense
-// gate/up, 90 MB: 33-41 against 29-30 us; lm_head). At 33-64 rows only up to 8 MB (o_proj), where a decode step
-// of 64 sequences went from 9.48-9.52 to 9.36-9.41 ms; with the 16 MB rule there it went to 9.58 (q + kv_a, 12.3
-// against 11.1 us alone, and the shared expert's down projection beside the routed experts).
+// at DeepSeek-V2-Lite shape): up to 32 rows for weights up to 16 MB, at 33-64 rows only up to 8 MB; larger
+// weights stream faster through cuBLAS (results/h200/design-measurements.md).
 inline bool linear_skinny_preferred(int64_t m, int64_t n, int64_t k) {
   if (m > kLinearSkinnyMaxRows || k % 8 != 0) return false;
   return n * k <= (m <= 32 ? (int64_t{8} << 20) : (int64_t{4} << 20));

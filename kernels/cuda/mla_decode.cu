@@ -147,8 +147,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
   // Warp w stages keys w, w + 8, ... of tile `tile` with 16-byte asynchronous copies along each entry; keys
   // past the end are zero-filled (their scores are masked below). The warp's lanes look up its keys' cache
   // blocks together first: one block-table latency per tile instead of one per key. (Warp 0 copying whole
-  // entries with the copy engine, cp.async.bulk completing on an mbarrier, was slower: batch 256 12.79 / 12.86
-  // against 12.24 / 12.30 ms a step at context 1024, 20.0 against 18.8 at 4096.)
+  // entries with the copy engine was slower: results/h200/design-measurements.md.)
   auto stage = [&](int tile, int skipped_key = -1) {
     __nv_bfloat16* buffer = kt + (tile % kBuffers) * kKeys * kStride;
     const int first_key = begin + tile * kKeys + warp;
@@ -222,8 +221,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
 
     // S for this score warp's 16 keys (two n-tiles), fragments by ldmatrix, one Q fragment for both; two
     // accumulator chains per n-tile (the MMAs of one chain wait for each other), summed at the end. (8 keys a
-    // warp loaded every Q fragment twice as often: batch 256 14.67 against 14.35 ms a step at context 1024,
-    // 22.09 against 20.53 at 4096.)
+    // warp loaded every Q fragment twice as often, and was slower: results/h200/design-measurements.md.)
     float s[2][4];  // [n-tile][fragment]: keys key0 + 8 n + {0, 1} of rows g and g + 8
     if (scores) {
       float chains[2][2][4] = {};  // [chain][n-tile][fragment]
@@ -378,8 +376,7 @@ __device__ __forceinline__ void split_weights(const float* parts, int64_t latent
 }
 
 // Latent columns d and d + 1 of a (sequence, head), summed over its splits. Eight splits' loads are issued before
-// their sums (the same order of additions): one load after another, a batch-1 combine of 16 splits had taken
-// 17.6 us, one memory latency a split.
+// their sums (the same order of additions): one load after another cost one memory latency a split.
 template <int kInFlight = 8>
 __device__ __forceinline__ float2 combine_pair(const float* parts, int64_t latent, int64_t num_splits,
                                                const float* weight, int64_t d) {
@@ -430,9 +427,8 @@ __global__ void decode_combine_kernel(const float* partial, int64_t heads, int64
 // matrix-vector launch with its own wait is gone.
 constexpr int kProjectWarps = 8, kProjectRowsPerWarp = 4;
 constexpr int kProjectRows = kProjectWarps * kProjectRowsPerWarp;
-// Splits' loads a thread has in flight while combining: at batch 1, 32 against the combine kernel's 8 took
-// context 4096 from 2.397-2.403 to 2.363-2.395 ms a step, 1024 from 2.232-2.259 to 2.210-2.236 (16 spilled
-// registers to the stack and lost 4-9%).
+// Splits' loads a thread has in flight while combining: 32 (more than the combine kernel's 8) paid at batch 1;
+// a 16-load variant spilled registers to the stack (results/h200/design-measurements.md).
 constexpr int kProjectInFlight = 32;
 __global__ void __launch_bounds__(kProjectWarps * 32)
     decode_combine_project_kernel(const float* partial, int64_t heads, int64_t latent, int64_t num_splits,
@@ -485,12 +481,9 @@ __global__ void __launch_bounds__(kProjectWarps * 32)
   }
 }
 
-// Batches up to this size load their first cache tiles before waiting for the previous kernel (see the kernel).
-// Measured on the H200 (decode steps, median of 20 after 3, two runs each): batch 1 context 4096 2.417 / 2.421
-// against 2.472 / 2.477 ms, context 1024 2.245 / 2.259 against 2.276 / 2.286; batch 2 / 1024 2.990 / 2.983
-// against 2.996 / 3.037, batch 4 within 0.5%; batch 8 and 16 unchanged; batch 32 and 64 0.3-0.5% slower (64 /
-// 512: 9.526 / 9.536 against 9.477 / 9.481). Beyond batch 2 the kernel before is cuBLAS's, which does not let
-// this one start early, and loading the cache before the query only delays the query.
+// Batches up to this size load their first cache tiles before waiting for the previous kernel (see the kernel):
+// it pays at batch 1-2 and is neutral to 4; beyond that the kernel before is cuBLAS's, which does not let this
+// one start early, and loading the cache before the query only delays the query.
 constexpr int64_t kEarlyTilesMaxBatch = 4;
 
 template <int kKeys, int kBuffers>
@@ -528,14 +521,8 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
   if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > 64) return;
   if (latent == kMmaLatent && rope == kMmaRope) {
     // The tensor-core kernel, built for DeepSeek's 512 + 64, with 32-key tiles in two buffers (the next tile loads
-    // while this one computes). Measured on the H200 against one 64-key buffer (decode steps, median of 20 after 3,
-    // one call, 2026-11-29): batch 64 / 512 9.353 / 9.291 -> 9.224 / 9.281 ms, 64 / 1024 9.710 -> 9.541, 128 / 1024
-    // 10.862 -> 10.598, 256 / 1024 12.261 / 12.242 -> 12.101 / 12.029, 16 / 4096 8.136 -> 7.911, 64 / 4096 11.445
-    // -> 11.148, 256 / 4096 18.973 -> 18.920; batch 8 and 16 at 1024 within 1%, batch 4 4.301 -> 4.321. (Before this
-    // kernel's 16 keys a score warp, 64-key tiles had measured faster at batch 256, 14.35 against 14.45 ms at 1024;
-    // 48-key single buffers land between the two.)
-    // With one split it writes the output itself: no partials, no combine (at batch 256, context 1024: 11 us a
-    // layer of combine, measured with ncu).
+    // while this one computes), faster than one 64-key buffer above batch 4. With one split it writes the output
+    // itself: no partials, no combine. (Measurements: results/h200/design-measurements.md.)
     launch_mma<32, 2>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
                       out, stream);
     if (num_splits == 1) return;
@@ -556,8 +543,7 @@ void mla_decode_attention_projected(const __nv_bfloat16* q, const __nv_bfloat16*
                                     LatentProjection projection, __nv_bfloat16* attn, cudaStream_t stream) {
   // Preconditions (mla_decode_projected_supports): DeepSeek's 512 + 64, 2 <= num_splits <= 64.
   if (batch == 0 || !mla_decode_projected_supports(latent, rope, num_splits)) return;
-  // One 64-key buffer here: 32-key double buffers measured within noise at batch 1 and 2 (context 4096 2.295 ->
-  // 2.283 ms, batch 2 / 1024 2.950 -> 3.016).
+  // One 64-key buffer here: 32-key double buffers measured within noise at batch 1 and 2.
   launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
                     nullptr, stream);
   const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads),

@@ -59,9 +59,9 @@ __device__ __forceinline__ void cp_async_16(void* shared_dst, const void* global
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src), "r"(valid ? 16 : 0));
 }
 // The same, with the L2 told to fetch the surrounding 256 bytes from memory at once: for data streamed in long
-// runs (benchmarks/moe_grouped_bench's tiled read, as the grouped expert kernels' tensor maps do; it took the
-// cp.async grouped kernels from 14.69 to 14.54 ms a step at batch 256). With it the attention kernel's cache
-// reads got slower at context 4096 (batch 256 21.4 -> 21.7 ms), so they keep the plain copy.
+// runs (benchmarks/moe_grouped_bench's tiled read, as the grouped expert kernels' tensor maps do). With it the
+// attention kernel's cache reads got slower at long contexts, so they keep the plain copy
+// (results/h200/design-measurements.md).
 __device__ __forceinline__ void cp_async_16_stream(void* shared_dst, const void* global_src, bool valid) {
   const uint32_t dst = shared_address(shared_dst);
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(global_src),

@@ -10,9 +10,8 @@ constexpr int kWarps = 8;
 constexpr int kDownRowsPerWarp = 1;  // hidden rows per warp: top_k dot products each, and enough blocks at batch 1
 
 // Loads a lane keeps in flight (kBatch: 16-byte pieces of each of two rows) and gate/up rows a warp takes. One
-// token: 8 pieces (a 2048-wide row in one round trip) and 2 rows a warp; more tokens: 4 and 4. Measured on the
-// H200 at DeepSeek-V2-Lite shape against 4 and 4 everywhere: batch 1 2.38 / 2.42 -> 2.24 / 2.28 ms a step
-// (context 512 / 1024), but batch 2 3.03 -> 3.10 and (8 and 4 rows) batch 8 6.45 -> 6.77.
+// token: 8 pieces (a 2048-wide row in one round trip) and 2 rows a warp; more tokens: 4 and 4, which measured
+// faster above one token (results/h200/design-measurements.md).
 constexpr int kOneTokenBatch = 8, kOneTokenRowsPerWarp = 2, kTokensBatch = 4, kTokensRowsPerWarp = 4;
 
 // Dot products of two bf16 weight rows with two bf16 vectors in shared memory, over `n` (a multiple of 8)

@@ -12,10 +12,8 @@ namespace {
 // engine (one tensor box a stage: 64 gate and the matching 64 up rows, or 128 rows) and the x rows with
 // cp.async, into kStages shared-memory stages that complete on mbarriers; the MMA warps wait on a stage's
 // barrier, compute, and release it on another. Its predecessor copied with cp.async from every thread, a
-// __syncthreads a stage: alone on the DeepSeek-V2-Lite decode shape (256 tokens, benchmarks/moe_grouped_bench)
-// its gate/up kernel took 235 us (3.14 TB/s); without its MMAs 229, without MMAs and fragment loads 215,
-// without its x copies 210, while the same weights read through the same stages by a kernel that does nothing
-// else took 177: the loads' instructions, not the arithmetic, were the cost. This one takes 195-200 us.
+// __syncthreads a stage, and its loads' instructions, not the arithmetic, were the cost
+// (results/h200/design-measurements.md).
 constexpr int kTileK = 64;            // reduction depth of one stage: 128 bytes of a row, the swizzle's width
 constexpr int kMaxRows = 64;          // expert rows of one work item (four 16-row MMA tiles)
 constexpr int kXStride = kTileK + 8;  // x rows padded to 144 bytes: ldmatrix rows land 4 banks apart
@@ -121,9 +119,8 @@ __device__ void wait_for_count(const int32_t* counter, int target, int expert) {
 // One persistent kernel for both projections. The work items are every gate/up item (expert, 64-row pass,
 // 64 act columns: 64 gate and the matching 64 up rows), then every down item (expert, pass, 128 output
 // columns); blocks claim them in that order from an atomic counter, so a block that finishes early takes more
-// and the grid drains once, at the end, rather than once a projection with a launch between (alone at 64
-// tokens the two kernels this replaced took 186.5 + 98.0 us for 1107 MB, 3.89 TB/s; their tails, 5.3 and 3.9
-// items a block at 264 blocks, were the gap to the tiled read's 4.19). A down item needs its expert's act rows
+// and the grid drains once, at the end, rather than once a projection with a launch between (the two kernels
+// this replaced lost their tails to that; results/h200/design-measurements.md). A down item needs its expert's act rows
 // whole: the copy warp waits until all of the expert's gate/up items are written (counted per MMA warp) before
 // it copies them; items are claimed in order, so what it waits for is already running and the wait is short
 // and cannot deadlock, whichever blocks are resident.
@@ -230,13 +227,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
           // The weights as tensors: gate/up [E * 2, inter, hidden] (planes gate, up), one box of this k step's
           // columns of rows [col0, col0 + 64) of both planes; down [E, hidden, inter], rows [col0, col0 + 128).
           // Rows past the end fill zeros, so no box reads into the next expert. (Two 2-D boxes a stage measured
-          // the same: gate/up 195-200 against 194 us alone.)
+          // the same.)
           if (down) tma_load_3d(stage, &down_map, k, item.col0, item.expert, &full[slot]);
           else tma_load_3d(stage, &gate_up_map, k, item.col0, item.expert * 2, &full[slot]);
         }
         // The x rows: 16-byte cp.async pieces (zeros past k), the lanes taking pieces round robin. One bulk copy
-        // a row was slower: 24 rows a stage, 262 against 235 us for the gate/up projection (the copy engine's
-        // cost is per copy, not per byte).
+        // a row was slower (the copy engine's cost is per copy, not per byte).
         const bool valid = k + piece < k_dim;
 #pragma unroll
         for (int i = 0; i < kLaneRows; ++i) {
@@ -352,12 +348,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
   }
 }
 
-// Measured alone at 256 tokens (the gate/up projection as a kernel of its own, us): this shape 195-197; eight
-// MMA warps 200.8; one block an SM with eight stages and 8 / 4 MMA warps 222.1 / 199.7; 64-row items
-// 202.0-214.6. Both projections in this kernel, alone at 256 / 64 tokens: this shape 279-283 / 271-272 us;
-// 256-row items (eight MMA warps, one block an SM) with 5 or 4 stages 285 / 271 and 281 / 270, decode steps
-// within 0.5% of this shape's; 128-row items one block an SM with 8 stages and 8 / 4 MMA warps 299 / 278 and
-// 313 / 282.
+// The item shape: the fastest of the warp, stage and row counts tried (results/h200/design-measurements.md).
 using GroupedShape = Shape<4, 2, 4, 128>;
 
 }  // namespace

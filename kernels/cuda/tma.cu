@@ -31,8 +31,8 @@ CUresult make_bf16_tensor_map(CUtensorMap* map, const void* base, uint64_t plane
   const cuuint64_t strides[2] = {cols * 2, rows * cols * 2};  // bytes between rows, between planes
   const cuuint32_t box[3] = {box_cols, box_rows, box_planes};
   const cuuint32_t element_strides[3] = {1, 1, 1};
-  // The L2 fetches 256 bytes around each 128-byte box row: the next k step's piece of the row is then in the L2.
-  // The grouped expert kernels alone at 256 tokens: gate/up 195.2 us with it, 200.2 without, 206.6 with 128.
+  // The L2 fetches 256 bytes around each 128-byte box row: the next k step's piece of the row is then in the L2
+  // (faster than no promotion or 128 bytes: results/h200/design-measurements.md).
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void*>(base), dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

@@ -267,10 +267,8 @@ bool CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   auto* weights = scratch.alloc<float>(rows * K);
   profiler_.mark("moe:before");
   // Without expert parallelism the shared expert (it needs only h) writes `out` on the side stream while the
-  // router and the routed experts run here; the routed sum is added onto it once both are done. (Measured on
-  // the H200 at context 1024: run before the router on this stream, batch 1 / 64 / 256 2.53 / 10.14 / 12.55
-  // against 2.27 / 9.84 / 12.43 ms a step; started after the router, 2.49 / 9.97 / 12.40 against 2.27 / 9.85 /
-  // 12.32.)
+  // router and the routed experts run here; the routed sum is added onto it once both are done (faster than on
+  // this stream before or after the router: results/h200/design-measurements.md).
   const bool shared_beside = w.has_shared && experts == nullptr;
   if (shared_beside) {
     DI_CUDA_CHECK(cudaEventRecord(shared_start_.get(), cudaStreamPerThread));
@@ -352,10 +350,8 @@ bool CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_
                                             y_perm, expert_sync_.data(), num_sms_, nullptr));
     profiler_.mark("moe:experts (grouped)");
     wait_for(out_ready);
-    // With the next norm in the same launch, one launch less a layer. Measured on the H200 against the two
-    // launches (decode, median of 20 steps after 3, one call, alternating): batch 64 / 512 9.141 / 9.230 against
-    // 9.264 / 9.186 ms, 256 / 1024 11.966 / 11.877 against 11.969 / 11.961, 128 / 1024 10.465 against 10.512,
-    // 32 / 1024 8.976 against 9.000, 16 / 1024 7.528 against 7.511: -0.3 to -0.4% above batch 16.
+    // With the next norm in the same launch, one launch less a layer (-0.3 to -0.4% a step above batch 16:
+    // results/h200/design-measurements.md).
     if (then != nullptr && cuda::moe_unpermute_norm_supports(K, H)) {
       cuda::moe_unpermute_add_rms_norm(y_perm, row_of, weights, rows, K, H, out, then->residual, then->weight,
                                        c.rms_norm_eps, then->normed, nullptr);
@@ -477,11 +473,9 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     profiler_.mark("attn:absorb");
     const Bf16* w_uv = w.kv_b + nope * lora;  // W_uv: each head's last v rows of kv_b, (nope + v) * lora apart
     if (gemv && cuda::mla_decode_projected_supports(lora, rope, splits)) {
-      // A few rows over several splits: W_uv folded into the split combine, one launch less (mla_decode.cuh).
-      // Measured at batch 1 against the combine and batched_gemv: context 4096 2.452 / 2.422 / 2.423 -> 2.446 /
-      // 2.400 / 2.403 ms, 1024 2.245-2.252 -> 2.214-2.232, 512 2.216-2.233 -> 2.167-2.189; batch 2 2.991-3.028 ->
-      // 2.975-2.979. Above the matrix-vector rows it does not pay: batch 8 / 1024 6.168 -> 6.313, 64 / 512 9.242 ->
-      // 10.174 (each block projects one head of one row; W_uv is re-read from L2 for every row).
+      // A few rows over several splits: W_uv folded into the split combine, one launch less (mla_decode.cuh). It
+      // pays at batch 1-2 only: each block projects one head of one row, so W_uv is re-read from L2 for every row
+      // (results/h200/design-measurements.md).
       cuda::mla_decode_attention_projected(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T,
                                            heads, lora, rope, scale, splits, workspace,
                                            {w_uv, v, (nope + v) * lora}, attn, nullptr);
@@ -492,9 +486,8 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
                                  lora, rope, scale, splits, workspace, o_latent, nullptr);
       profiler_.mark("attn:decode kernel");
       // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows,
-      // 3.7-5.3 us for these 2 MB where cuBLAS's batched GEMM took 7.7-10.7 (benchmarks/linear_bench); decode at
-      // batch 8 6.20 -> 6.13 ms a step, at 32 9.23-9.33 -> 9.18-9.19, at 16 and 64 within noise. (The same kernel
-      // for W_uk, the absorb, with ldmatrix.trans B fragments: 4.5 against 10.1 us alone, no gain in the step.)
+      // faster than cuBLAS's batched GEMM for these 2 MB (benchmarks/linear_bench;
+      // results/h200/design-measurements.md).
       const cuda::GemvLayout uv_layout{heads * lora, lora, (nope + v) * lora, heads * v, v, lora};
       if (gemv) {
         cuda::batched_gemv(o_latent, w_uv, attn, heads, T, v, lora, uv_layout, nullptr);
@@ -724,14 +717,10 @@ bool CudaDeepseekModel::experts_stay_on_device(int64_t pairs) const {
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
   // Enough (sequence, split, 16-head group) blocks for one block per SM, each split at least 32 keys long: at
   // batch 1 a long context is spread over many SMs; at large batch the splits' partials (extra traffic) are
-  // avoided. Measured at context 1024 against four blocks per SM: batch 256 15.31 against 15.68 ms a step,
-  // batch 64 12.38 against 12.66; at context 4096 batch 8 8.06 against 8.80. Splits of at least 32 keys against
-  // 64 (half a tile: fewer keys to stage and wait for a block): batch 1 2.57 against 2.63 ms at context 512, 2.61
-  // against 2.63 at 1024, the same at 4096 and at batch 8; 16 keys was slower at 1024 (2.70).
-  // Two blocks per SM (the attention kernel's occupancy) where each split still has at least 256 keys (four
-  // 64-key tiles), so the second block's share of the traffic outweighs its partials: at context 4096 batch 64
-  // 11.24 / 11.24 against 11.82 / 11.77 ms, batch 16 8.28 / 8.27 against 8.50 / 8.50; at shorter splits it did
-  // not pay (batch 16, context 1024, 64 keys a split: 7.92 / 7.83 against 7.73 / 7.73; H200, 2026-11-29).
+  // avoided (better than four blocks per SM; splits of at least 32 keys better than 64 or 16). Two blocks per SM
+  // (the attention kernel's occupancy) where each split still has at least 256 keys (four 64-key tiles), so the
+  // second block's share of the traffic outweighs its partials; at shorter splits it did not pay.
+  // (Measurements: results/h200/design-measurements.md.)
   if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
   const int64_t blocks = num_tokens * head_groups;

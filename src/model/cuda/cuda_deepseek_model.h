@@ -79,13 +79,11 @@ class CudaDeepseekModel final : public CausalLm {
     Moe moe;
   };
   struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
-  // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh):
-  // measured against the grouped kernels at context 1024, batch 2 4.28 against 4.91 ms a step, batch 8 8.32
-  // against 8.96.
+  // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh), which
+  // measured faster there than the grouped kernels (results/h200/design-measurements.md).
   static constexpr int64_t kGemvMaxPairs = 64;
   // Up to this many rows the Linear layers and dense MLPs run as matrix-vector kernels (linear_gemv.cuh), above
-  // through cuBLAS: measured at context 1024, batch 1 3.34 against 3.46 ms a step, batch 2 4.02 against 4.11;
-  // batch 4 5.45 against 5.39 and batch 8 8.07 against 7.63 (cuBLAS better from 4 rows).
+  // through cuBLAS, which measured better from 4 rows (results/h200/design-measurements.md).
   static constexpr int64_t kGemvMaxLinearRows = 2;
   // Below this many pairs the permuted rows run through the device-offset grouped kernels (moe_grouped.cuh):
   // no host round trip, so such steps are graphed too. From it (prefill) each expert's rows are padded to
