@@ -1,5 +1,7 @@
 #include "src/model/v41_model.h"
 
+#include "src/model/v41_layers.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -276,53 +278,70 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
   check_batch(batch, config_.vocab_size);
   const std::vector<int32_t> positions = batch.positions();
 
-  // The residual streams [T, hc, H] start as hc copies of the embedding; the first collapse takes stream 0.
-  std::vector<float> embedded(T * H), streams(T * hc * H), pre(T * hc, 0.0f);
-  cpu::embedding(embed_, batch.token_ids.data(), embedded.data(), T, H);
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t j = 0; j < hc; ++j) std::copy_n(embedded.data() + t * H, H, streams.data() + (t * hc + j) * H);
-    pre[t * hc] = 1.0f;
-  }
-  auto collapse = [&](const std::vector<float>& weights, std::vector<float>& out) {
-    std::fill(out.begin(), out.end(), 0.0f);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t j = 0; j < hc; ++j)
-        cpu::axpy(weights[t * hc + j], streams.data() + (t * hc + j) * H, out.data() + t * H, H);
-  };
-  // streams_k <- post_k * y + sum_j comb[j, k] * streams_j
-  auto expand = [&](const std::vector<float>& y, const std::vector<float>& post, const std::vector<float>& comb) {
-    std::vector<float> mixed(hc * H);
-    for (int64_t t = 0; t < T; ++t) {
-      float* s = streams.data() + t * hc * H;
-      std::fill(mixed.begin(), mixed.end(), 0.0f);
-      for (int64_t k = 0; k < hc; ++k) {
-        for (int64_t j = 0; j < hc; ++j) cpu::axpy(comb[(t * hc + j) * hc + k], s + j * H, mixed.data() + k * H, H);
-        cpu::axpy(post[t * hc + k], y.data() + t * H, mixed.data() + k * H, H);
+  // The CPU blocks of the shared layer loop (v41_layers.h).
+  struct CpuBlocks {
+    const DeepseekV41Model& model;
+    const ForwardBatch& batch;
+    const std::vector<int32_t>& positions;
+    MlaKvCache& cache;
+    ExpertExecutor& executor;
+    int64_t T, H, hc;
+    std::vector<float> streams = std::vector<float>(T * hc * H);  // [T, hc, H]
+    // The collapse weights of the next pre (the previous site's mixes; the first collapse takes stream 0), and
+    // the current site's own, which the site after it uses.
+    std::vector<float> pre = std::vector<float>(T * hc, 0.0f), next_pre = std::vector<float>(T * hc);
+    std::vector<float> post = std::vector<float>(T * hc), comb = std::vector<float>(T * hc * hc);
+    std::vector<float> collapsed = std::vector<float>(T * H), h = std::vector<float>(T * H);
+    std::vector<float> out = std::vector<float>(T * H);
+    std::vector<SequenceState> states = std::vector<SequenceState>(batch.sequences.size());
+
+    void embed() {
+      std::vector<float> embedded(T * H);
+      cpu::embedding(model.embed_, batch.token_ids.data(), embedded.data(), T, H);
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t j = 0; j < hc; ++j) std::copy_n(embedded.data() + t * H, H, streams.data() + (t * hc + j) * H);
+        pre[t * hc] = 1.0f;
       }
-      std::copy(mixed.begin(), mixed.end(), s);
+    }
+    void collapse() {
+      std::fill(collapsed.begin(), collapsed.end(), 0.0f);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t j = 0; j < hc; ++j)
+          cpu::axpy(pre[t * hc + j], streams.data() + (t * hc + j) * H, collapsed.data() + t * H, H);
+    }
+    void hc_pre(int64_t l, HyperSite site) {
+      const Layer& layer = model.layers_[l];
+      const bool attn = site == HyperSite::kAttention;
+      model.hyper_mixes(attn ? layer.hc_attn : layer.hc_ffn, streams.data(), T, next_pre.data(), post.data(),
+                        comb.data());
+      collapse();
+      cpu::rms_norm(collapsed.data(), attn ? layer.attn_norm : layer.ffn_norm, h.data(), T, H,
+                    model.config_.rms_norm_eps);
+      std::swap(pre, next_pre);
+    }
+    void attention(int64_t l) { model.attention(l, batch, positions, h.data(), out.data(), cache, states); }
+    void moe(int64_t l) { model.moe(l, h.data(), out.data(), T, executor); }
+    // streams_k <- post_k * out + sum_j comb[j, k] * streams_j
+    void hc_post() {
+      std::vector<float> mixed(hc * H);
+      for (int64_t t = 0; t < T; ++t) {
+        float* s = streams.data() + t * hc * H;
+        std::fill(mixed.begin(), mixed.end(), 0.0f);
+        for (int64_t k = 0; k < hc; ++k) {
+          for (int64_t j = 0; j < hc; ++j) cpu::axpy(comb[(t * hc + j) * hc + k], s + j * H, mixed.data() + k * H, H);
+          cpu::axpy(post[t * hc + k], out.data() + t * H, mixed.data() + k * H, H);
+        }
+        std::copy(mixed.begin(), mixed.end(), s);
+      }
+    }
+    Tensor head() {
+      collapse();
+      return cpu_final_logits(batch, collapsed.data(), model.final_norm_, model.head_, H, model.config_.vocab_size,
+                              model.config_.rms_norm_eps);
     }
   };
-
-  std::vector<SequenceState> states(batch.sequences.size());
-  std::vector<float> collapsed(T * H), normed(T * H), out(T * H);
-  std::vector<float> attn_pre(T * hc), post(T * hc), comb(T * hc * hc);
-  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
-    const Layer& layer = layers_[l];
-    hyper_mixes(layer.hc_attn, streams.data(), T, attn_pre.data(), post.data(), comb.data());
-    collapse(pre, collapsed);
-    cpu::rms_norm(collapsed.data(), layer.attn_norm, normed.data(), T, H, config_.rms_norm_eps);
-    attention(l, batch, positions, normed.data(), out.data(), *host_cache, states);
-    expand(out, post, comb);
-
-    hyper_mixes(layer.hc_ffn, streams.data(), T, pre.data(), post.data(), comb.data());
-    collapse(attn_pre, collapsed);
-    cpu::rms_norm(collapsed.data(), layer.ffn_norm, normed.data(), T, H, config_.rms_norm_eps);
-    moe(l, normed.data(), out.data(), T, executor);
-    expand(out, post, comb);
-  }
-  collapse(pre, collapsed);
-
-  return cpu_final_logits(batch, collapsed.data(), final_norm_, head_, H, config_.vocab_size, config_.rms_norm_eps);
+  CpuBlocks blocks{*this, batch, positions, *host_cache, executor, T, H, hc};
+  return run_v41_layers(v, blocks);
 }
 
 }  // namespace deepinfer
