@@ -13,10 +13,13 @@ namespace deepinfer {
 
 namespace {
 
-constexpr int kTagReport = 1;         // int [code, message length]
-constexpr int kTagReportText = 2;     // the message
-constexpr int kTagVerdict = 3;        // int [code, first failed rank, message length]
-constexpr int kTagVerdictText = 4;    // the message
+// Tags of their own on the world communicator (the Mailbox's are 101-301; MPI guarantees tags up to 32767).
+// Point to point only, so a vote needs no collective, not even a communicator duplicate at start-up that a
+// stopped rank could block.
+constexpr int kTagReport = 32001;      // int [code, message length]
+constexpr int kTagReportText = 32002;  // the message
+constexpr int kTagVerdict = 32003;     // int [code, first failed rank, message length]
+constexpr int kTagVerdictText = 32004; // the message
 
 using Clock = std::chrono::steady_clock;
 
@@ -57,14 +60,9 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 }  // namespace
 
-OutcomeVote::OutcomeVote(MPI_Comm world) {
-  DI_MPI_CHECK(MPI_Comm_dup(world, &comm_));
+OutcomeVote::OutcomeVote(MPI_Comm world) : comm_(world) {
   DI_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   DI_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-}
-
-OutcomeVote::~OutcomeVote() {
-  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
 std::optional<Outcome> OutcomeVote::agree(int code, const std::string& message, double timeout_s,

@@ -2,9 +2,9 @@
 // deadline, so that a rank that is stopped, stuck or dead never leaves the others waiting forever.
 //
 // Every rank reports (code, message) to rank 0 and waits for rank 0's verdict: the highest code and the message
-// of the lowest failing rank. Point to point on a communicator of its own, so a vote never matches another
-// message. Rank 0 knows who has reported, so when the deadline passes it names the ranks it waited for; a rank
-// that waits for rank 0's verdict names rank 0.
+// of the lowest failing rank. Point to point with tags of its own, so a vote never matches another message and
+// needs no collective. Rank 0 knows who has reported, so when the deadline passes it names the ranks it waited
+// for; a rank that waits for rank 0's verdict names rank 0.
 #pragma once
 
 #include <mpi.h>
@@ -22,8 +22,7 @@ struct Outcome {
 
 class OutcomeVote {
  public:
-  explicit OutcomeVote(MPI_Comm world);  // collective (duplicates the communicator)
-  ~OutcomeVote();
+  explicit OutcomeVote(MPI_Comm world);  // not collective; does not own `world`
   OutcomeVote(const OutcomeVote&) = delete;
   OutcomeVote& operator=(const OutcomeVote&) = delete;
 
@@ -42,7 +41,7 @@ class OutcomeVote {
   std::optional<Outcome> report_to_root(int code, const std::string& message, double timeout_s,
                                         const std::string& phase, bool log_timeout);
 
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
 };
