@@ -102,5 +102,43 @@ TEST(Engine, RejectsRequestsItCannotServe) {
   EXPECT_THROW(engine.validate(r), InputError);
 }
 
+// Benchmarks admit sequences at a chosen context without their prefill (Engine::add_cached): each step then
+// decodes one token of every such sequence, none leaves the batch while ignore_eos holds, and admission refuses
+// what the cache cannot hold.
+TEST(Engine, CachedSequencesDecodeFromTheirContext) {
+  const auto dir = testing::fixture_dir("tiny-v2-fp32");
+  ModelConfig config = load_model_config(dir);
+  DeepseekModel model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  EngineOptions options;
+  options.kv_cache_tokens = 4 * 64;  // four blocks
+  Engine engine(model, options);
+  engine.fill_cache_random(7);
+  std::vector<Request> requests(3);
+  for (int64_t i = 0; i < 3; ++i) {
+    requests[i].index = i;
+    requests[i].id = i;
+    requests[i].prompt_token_ids.assign(100, static_cast<int32_t>(5 + i));  // 100 + 1 tokens: two blocks each
+    requests[i].max_new_tokens = 8;
+    requests[i].sampling.ignore_eos = true;
+  }
+  auto tokens_of = [](const Request& r) {
+    std::vector<int32_t> tokens = r.prompt_token_ids;
+    tokens.push_back(7);  // the token after the cached context
+    return tokens;
+  };
+  ASSERT_TRUE(engine.add_cached(requests[0], tokens_of(requests[0])));
+  ASSERT_TRUE(engine.add_cached(requests[1], tokens_of(requests[1])));
+  EXPECT_FALSE(engine.add_cached(requests[2], tokens_of(requests[2])));  // no blocks left
+  for (int step = 0; step < 3; ++step) engine.step();
+  EXPECT_EQ(engine.stats().num_decode_tokens, 2 * 3);
+  EXPECT_EQ(engine.stats().num_prefill_tokens, 0);
+  const std::vector<RequestResult> results = engine.results();
+  ASSERT_EQ(results.size(), 2u);
+  for (const RequestResult& r : results) {
+    EXPECT_EQ(r.output_token_ids.size(), 1u + 3u);  // the admitted token and one a step
+    EXPECT_EQ(r.finish_reason, FinishReason::kNone);
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer
