@@ -75,7 +75,6 @@ void size_kv_cache_from_memory(const CausalLm& model, const GenerateOptions& opt
 }  // namespace
 
 int run_generate(const GenerateOptions& options, const World& world) {
-  LoadedModel loaded;
   std::vector<Request> requests;
   SpmdSetup spmd;
   EngineOptions engine_options;
@@ -96,43 +95,32 @@ int run_generate(const GenerateOptions& options, const World& world) {
     requests = read_requests(options.input_path);
     const ModelConfig config = load_model_config(model_path);
     for (const Request& request : requests) Engine::validate(config, engine_options, request);
+    // Without --deploy: the one-rank case of the same SPMD path.
+    SpmdSetupOptions setup{options.deploy_path, std::nullopt, options.expert_plan_path, options.eplb_interval,
+                           options.redundant_experts};
     if (options.deploy_path.empty()) {
       require_single_rank(world, "generate without --deploy");
-      loaded = load_model(options.model);
-      return;
+      setup.deployment = Deployment::single_rank(static_cast<int>(options.chunk_tokens),
+                                                 static_cast<int>(options.max_running));
     }
-    spmd.prepare(options.model, {options.deploy_path, options.expert_plan_path, options.eplb_interval,
-                                 options.redundant_experts}, world);
+    spmd.prepare(options.model, setup, world);
   };
 
   auto execute = [&] {
     const auto start = std::chrono::steady_clock::now();
     std::vector<RequestResult> results;
-    if (options.deploy_path.empty()) {
-      const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
-      size_kv_cache_from_memory(*model, options, requests, engine_options);
-      Engine engine(*model, engine_options);
-      for (const Request& request : requests) engine.add_request(request);
-      engine.run_to_completion();
-      results = engine.results();
-      const EngineStats& s = engine.stats();
-      spdlog::info("prefill {:.1f} tok/s, decode {:.1f} tok/s over {} steps, {} preemptions",
-                   s.num_prefill_tokens / std::max(s.prefill_s, 1e-9), s.num_decode_tokens / std::max(s.decode_s, 1e-9),
-                   s.num_steps, engine.num_preemptions());
-    } else {
-      spmd.start(world);
-      Topology& topo = spmd.topology();
-      CausalLm& model = spmd.model();
-      size_kv_cache_from_memory(model, options, requests, engine_options);
-      SpmdGenerationOptions generation;
-      generation.kv_cache_tokens = engine_options.kv_cache_tokens;
-      generation.timeout_s = default_comm_timeout_s();
-      std::vector<RankReport> reports;
-      results = generate_spmd(model, topo, spmd.ep_comm(), spmd.role_comm(), spmd.experts(), requests, generation,
-                              &reports);
-      if (topo.world_rank() == 0) log_rank_reports(reports);
-      spmd.finalize();
-    }
+    spmd.start(world);
+    Topology& topo = spmd.topology();
+    CausalLm& model = spmd.model();
+    size_kv_cache_from_memory(model, options, requests, engine_options);
+    SpmdGenerationOptions generation;
+    generation.kv_cache_tokens = engine_options.kv_cache_tokens;
+    generation.timeout_s = default_comm_timeout_s();
+    std::vector<RankReport> reports;
+    results = generate_spmd(model, topo, spmd.ep_comm(), spmd.role_comm(), spmd.experts(), requests, generation,
+                            &reports);
+    if (topo.world_rank() == 0) log_rank_reports(reports);
+    spmd.finalize();
     if (world.rank() != 0) return;
     write_results(options.output_path, results);
     log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -25,7 +25,7 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
       if (!path.empty()) inputs.emplace_back(path);
     check_output_path(options.output_path, "--output", inputs, /*allow_special=*/false);
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
-    spmd.prepare(options.model, {options.deploy_path, options.expert_plan_path, 0, -1}, world);
+    spmd.prepare(options.model, {options.deploy_path, std::nullopt, options.expert_plan_path, 0, -1}, world);
     const int64_t longest = options.phase == "decode" ? options.context + options.warmup + options.steps + 2
                                                       : std::min(options.prompt_len, *std::max_element(
                                                                                          options.points.begin(),

@@ -12,11 +12,11 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
   const std::filesystem::path model_path(model.model_path);
   DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
   const ModelConfig config = load_model_config(model_path);
-  deployment_ = Deployment::from_toml_file(options.deploy_path);
+  deployment_ = options.deploy_path.empty() ? *options.deployment : Deployment::from_toml_file(options.deploy_path);
   Topology::check_world_size(*deployment_, world.size());
   const RankPlacement where = place_rank(*deployment_, world.rank());
   const RoleSpec& spec = deployment_->roles[where.role_spec_idx];
-  DI_INPUT_CHECK(config.n_routed_experts > 0, "--deploy needs a MoE model (n_routed_experts > 0)");
+  DI_INPUT_CHECK(config.n_routed_experts > 0, "the engine serves MoE models (n_routed_experts > 0)");
   const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
   const int64_t redundant = options.redundant_experts >= 0 ? options.redundant_experts : spec.redundant_experts;
   // A replica beyond one copy of every expert on every rank of the group holds nothing new, and each costs an

@@ -18,7 +18,8 @@
 namespace deepinfer::app {
 
 struct SpmdSetupOptions {
-  std::string deploy_path;
+  std::string deploy_path;  // empty: `deployment` below
+  std::optional<Deployment> deployment;
   std::string expert_plan_path;
   int64_t eplb_interval = -1;      // -1: the deployment's
   int64_t redundant_experts = -1;  // -1: the deployment's

@@ -122,6 +122,16 @@ Deployment Deployment::from_toml_string(std::string_view text, std::string_view 
   return deployment;
 }
 
+Deployment Deployment::single_rank(int chunk_tokens, int max_running) {
+  RoleSpec spec;
+  spec.role = Role::kColocated;
+  spec.num_ranks = 1;
+  spec.ep_size = 1;
+  spec.chunk_tokens = chunk_tokens;
+  spec.max_running = max_running;
+  return Deployment{"one rank", {spec}};
+}
+
 Deployment Deployment::from_toml_file(const std::filesystem::path& path) {
   std::error_code ec;
   DI_INPUT_CHECK(std::filesystem::exists(path, ec), "cannot open deployment file '{}': it does not exist",

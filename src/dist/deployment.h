@@ -18,7 +18,7 @@ struct RoleSpec {
   int num_ranks = 0;
   int ep_size = 0;               // ranks per expert-parallel group; divides num_ranks
   int chunk_tokens = 4096;       // prefill chunk per step (prefill and colocated roles)
-  int max_running = 256;        // concurrent sequences per rank (decode and colocated roles)
+  int max_running = 256;         // concurrent sequences per rank (decode and colocated roles)
   int eplb_interval = 0;         // steps between expert rebalances; 0: never
   int redundant_experts = 0;     // extra expert slots per MoE layer in each EP group
 
@@ -34,6 +34,8 @@ struct Deployment {
 
   // Throws InputError naming the file and the offending key or value.
   static Deployment from_toml_file(const std::filesystem::path& path);
+  // One colocated rank (EP 1): what `generate` runs without --deploy.
+  static Deployment single_rank(int chunk_tokens, int max_running);
   static Deployment from_toml_string(std::string_view text, std::string_view source_name);
 };
 

@@ -306,7 +306,8 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   engine_options.limits.chunk_tokens = spec.chunk_tokens;
   engine_options.limits.max_running = spec.max_running;
   engine_options.limits.handoff_after_prefill = topo.role() == Role::kPrefill;
-  engine_options.experts = &experts;
+  // An EP group of one rank needs no exchange: its experts run on the model's own (device) path.
+  engine_options.experts = spec.ep_size > 1 ? &experts : nullptr;
   Engine engine(model, engine_options);
 
   const bool is_root = topo.world_rank() == 0;
