@@ -208,6 +208,12 @@ void HostStagedCommunicator::broadcast(void* data, int64_t count, DType dtype, i
 }
 
 Transport choose_transport(MPI_Comm group, int my_gpu, const std::string& host, std::string* reason) {
+  int size = 1;
+  DI_MPI_CHECK(MPI_Comm_size(group, &size));
+  if (size == 1) {  // nothing to exchange: no NCCL communicator to set up (its start-up costs a good part of a second)
+    if (reason != nullptr) *reason = "a group of one rank exchanges nothing";
+    return Transport::kMpi;
+  }
   const std::vector<std::string> all = gather_strings(group, fmt::format("{}#{}", host, my_gpu));
   int rank = 0;
   MPI_Comm_rank(group, &rank);

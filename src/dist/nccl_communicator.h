@@ -90,8 +90,8 @@ class HostStagedCommunicator final : public Communicator {
 };
 
 enum class Transport { kMpi, kNccl };
-// kNccl when this build has NCCL, every rank of `group` has a GPU, and no two of them share one; otherwise
-// kMpi. Collective over `group`. `reason` says why.
+// kNccl when this build has NCCL, the group has more than one rank, every rank of it has a GPU, and no two of
+// them share one; otherwise kMpi. Collective over `group`. `reason` says why.
 Transport choose_transport(MPI_Comm group, int my_gpu, const std::string& host, std::string* reason);
 
 }  // namespace deepinfer
