@@ -1,5 +1,5 @@
 // `deepinfer generate --model M --input prompts.jsonl --output out.jsonl [--deploy D]`: offline generation,
-// on one rank, or across the roles of a deployment under mpirun.
+// across the roles of a deployment under mpirun, or without --deploy on a deployment of one colocated rank.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
