@@ -28,7 +28,7 @@ int run_bench(const BenchOptions& options, const World& world) {
     require_single_rank(world, "bench");
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
     if (!options.output_path.empty())
-      check_output_path(options.output_path, "--output", model_input_files(options.model.model_path),
+      check_output_path(options.output_path, "--output", input_files(options.model.model_path),
                         /*allow_special=*/!options.output_path.ends_with(".h5"));
     loaded = load_model(options.model);
     const int64_t max_positions = loaded.config.max_position_embeddings;

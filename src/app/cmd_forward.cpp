@@ -36,7 +36,7 @@ int run_forward(const ForwardOptions& options, const World& world) {
   std::vector<int32_t> tokens;
   auto prepare = [&] {
     require_single_rank(world, "forward");
-    check_output_path(options.output_path, "--output", model_input_files(options.model.model_path),
+    check_output_path(options.output_path, "--output", input_files(options.model.model_path),
                       /*allow_special=*/false);
     tokens = parse_tokens(options.tokens);
     loaded = load_model(options.model);

@@ -88,10 +88,8 @@ int run_generate(const GenerateOptions& options, const World& world) {
     const std::filesystem::path model_path(options.model.model_path);
     DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
     // Before any work: an output that cannot be written, or that would replace an input, is refused now.
-    std::vector<std::filesystem::path> inputs = model_input_files(model_path);
-    for (const std::string& path : {options.input_path, options.deploy_path, options.expert_plan_path})
-      if (!path.empty()) inputs.emplace_back(path);
-    check_output_path(options.output_path, "--output", inputs);
+    check_output_path(options.output_path, "--output",
+                      input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path}));
     requests = read_requests(options.input_path);
     const ModelConfig config = load_model_config(model_path);
     for (const Request& request : requests) Engine::validate(config, engine_options, request);

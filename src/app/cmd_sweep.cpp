@@ -20,10 +20,9 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
     for (int64_t p : options.points)
       DI_INPUT_CHECK(p > 0 && p <= max_point, "--points: {} is outside [1, {}] ({} per {} rank)", p, max_point,
                      options.phase == "decode" ? "requests" : "tokens a step", options.phase);
-    std::vector<std::filesystem::path> inputs = model_input_files(options.model.model_path);
-    for (const std::string& path : {options.deploy_path, options.expert_plan_path})
-      if (!path.empty()) inputs.emplace_back(path);
-    check_output_path(options.output_path, "--output", inputs, /*allow_special=*/false);
+    check_output_path(options.output_path, "--output",
+                      input_files(options.model.model_path, {options.deploy_path, options.expert_plan_path}),
+                      /*allow_special=*/false);
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
     spmd.prepare(options.model, {options.deploy_path, std::nullopt, options.expert_plan_path, 0, -1}, world);
     const int64_t longest = options.phase == "decode" ? options.context + options.warmup + options.steps + 2

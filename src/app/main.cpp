@@ -20,6 +20,7 @@ const CLI::Range kSteps{int64_t{1}, int64_t{1000000}};
 const CLI::Range kWarmup{int64_t{0}, int64_t{1000000}};
 const CLI::Range kTokens{int64_t{1}, int64_t{1} << 24};  // per prompt, chunk or context: 16 M
 const CLI::Range kBatch{int64_t{1}, int64_t{65536}};     // sequences in one step on one rank
+const CLI::Range kCount{int64_t{1}, int64_t{1} << 20};   // EPLB's replicas, groups, nodes and GPUs
 
 }  // namespace
 
@@ -144,12 +145,12 @@ int main(int argc, char** argv) {
   CLI::App* eplb_plan_cmd = eplb_cmd->add_subcommand("plan", "Compute a placement plan from expert loads");
   eplb_plan_cmd->add_option("--weights", eplb.weights_path, "JSON {\"weight\": [[...], ...]}, one row per layer")->required();
   eplb_plan_cmd->add_option("--num-replicas", eplb.num_replicas, "Physical expert slots per layer")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->required();
-  eplb_plan_cmd->add_option("--num-groups", eplb.num_groups, "Expert groups")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->check(kCount)->required();
+  eplb_plan_cmd->add_option("--num-groups", eplb.num_groups, "Expert groups")->check(kCount)
       ->capture_default_str();
-  eplb_plan_cmd->add_option("--num-nodes", eplb.num_nodes, "Nodes")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+  eplb_plan_cmd->add_option("--num-nodes", eplb.num_nodes, "Nodes")->check(kCount)
       ->capture_default_str();
-  eplb_plan_cmd->add_option("--num-gpus", eplb.num_gpus, "GPUs (EP ranks)")->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+  eplb_plan_cmd->add_option("--num-gpus", eplb.num_gpus, "GPUs (EP ranks)")->check(kCount)
       ->required();
   eplb_plan_cmd->add_option("--output", eplb.output_path, "Plan JSON {phy2log, log2phy, logcnt}")->required();
 

@@ -11,6 +11,7 @@
 
 #include "src/core/check.h"
 #include "src/dist/communicator.h"
+#include "src/dist/mpi_util.h"
 #include "src/dist/outcome_vote.h"
 
 namespace deepinfer::app {

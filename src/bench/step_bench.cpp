@@ -90,7 +90,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   EngineOptions options;
   options.kv_cache_tokens = batch * blocks_per_seq * KvCache::kBlockSize;
   options.limits.max_running = batch;
-  options.limits.chunk_tokens = std::max<int64_t>(batch, 1);
+  options.limits.chunk_tokens = batch;  // one token a sequence a step
   options.experts = experts;
   std::vector<Request> requests;
   for (int64_t b = 0; b < batch; ++b) {

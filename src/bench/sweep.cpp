@@ -10,7 +10,6 @@
 #include "src/bench/step_bench.h"
 #include "src/core/hdf5_table.h"
 #include "src/dist/mpi_communicator.h"
-#include "src/dist/mailbox.h"
 #include "src/dist/mpi_util.h"
 #include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
 

@@ -18,6 +18,8 @@ namespace deepinfer::detail {
 std::string rank_label();
 [[noreturn]] void throw_check_failure(const char* file, int line, std::string_view statement,
                                       std::string_view detail);
+// An MPI call's failure: its error string, from dist/ (src/dist/mpi_session.cpp), which owns every MPI call.
+[[noreturn]] void throw_mpi_failure(const char* file, int line, std::string_view statement, int mpi_code);
 // The innermost messages of HDF5's error stack (where the system's reason, e.g. "No space left on device",
 // lives), for DI_H5_CHECK; defined beside the HDF5 writers.
 std::string hdf5_error_detail();
@@ -37,16 +39,12 @@ std::string hdf5_error_detail();
       throw ::deepinfer::InputError(::fmt::format(__VA_ARGS__));                                    \
   } while (0)
 
+// MPI_SUCCESS is 0 by the standard (static_assert in src/dist/mpi_session.cpp).
 #define DI_MPI_CHECK(call)                                                                          \
   do {                                                                                              \
-    int di_mpi_rc_ = (call);                                                                        \
-    if (di_mpi_rc_ != MPI_SUCCESS) [[unlikely]] {                                                   \
-      char di_mpi_msg_[MPI_MAX_ERROR_STRING];                                                       \
-      int di_mpi_len_ = 0;                                                                          \
-      MPI_Error_string(di_mpi_rc_, di_mpi_msg_, &di_mpi_len_);                                      \
-      ::deepinfer::detail::throw_check_failure(__FILE__, __LINE__, #call,                           \
-                                               std::string_view(di_mpi_msg_, di_mpi_len_));         \
-    }                                                                                               \
+    const int di_mpi_rc_ = (call);                                                                  \
+    if (di_mpi_rc_ != 0) [[unlikely]]                                                               \
+      ::deepinfer::detail::throw_mpi_failure(__FILE__, __LINE__, #call, di_mpi_rc_);                \
   } while (0)
 
 // HDF5 calls return a negative herr_t or hid_t on failure.

@@ -44,6 +44,29 @@ fs::path resolved_output(const fs::path& path) {
 
 std::string errno_text() { return std::strerror(errno); }
 
+// A device, a pipe or a process stream: written in place, never replaced (what OutputFile does and
+// check_output_path allows or refuses).
+bool writes_in_place(const fs::path& path, const fs::file_status& status) {
+  return status.type() != fs::file_type::not_found &&
+         (status.type() != fs::file_type::regular || is_process_stream_path(path));
+}
+
+// The temporary a regular output is written under until it is whole: "<path>.tmp.<pid>" in the same directory
+// (same file system, so the rename is atomic; the pid keeps concurrent writers apart).
+fs::path temporary_path_for(const fs::path& path) {
+  return fs::path(fmt::format("{}.tmp.{}", path.string(), ::getpid()));
+}
+
+// Writes all of `bytes` to `fd` (EINTR and short writes retried); Error naming `path` and the system's reason.
+void write_all(int fd, std::string_view bytes, const fs::path& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    DI_CHECK(n > 0, "writing '{}' failed: {}", path.string(), n < 0 ? errno_text() : "no progress");
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
 }  // namespace
 
 void require_regular_file(const fs::path& path, std::string_view what) {
@@ -73,17 +96,19 @@ std::string read_text_file(const fs::path& path, std::string_view what) {
   }
 }
 
-std::vector<fs::path> model_input_files(const fs::path& model_path) {
+std::vector<fs::path> input_files(const fs::path& model_path, std::initializer_list<std::string_view> others) {
   std::vector<fs::path> files;
   std::error_code ec;
   if (!fs::is_directory(model_path, ec)) {
     files.push_back(model_path);
-    return files;
+  } else {
+    for (const fs::directory_entry& entry : fs::directory_iterator(model_path, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.ends_with(".json") || name.ends_with(".safetensors")) files.push_back(entry.path());
+    }
   }
-  for (const fs::directory_entry& entry : fs::directory_iterator(model_path, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.ends_with(".json") || name.ends_with(".safetensors")) files.push_back(entry.path());
-  }
+  for (const std::string_view other : others)
+    if (!other.empty()) files.emplace_back(other);
   return files;
 }
 
@@ -95,8 +120,7 @@ OutputKind check_output_path(const fs::path& path, std::string_view option,
   const bool exists = status.type() != fs::file_type::not_found;
   DI_INPUT_CHECK(status.type() != fs::file_type::directory, "{} '{}' is a directory; name a file", option,
                  path.string());
-  const bool special = exists && (status.type() != fs::file_type::regular || is_process_stream_path(path));
-  if (special) {
+  if (writes_in_place(path, status)) {
     DI_INPUT_CHECK(allow_special, "{} '{}' is {}; this output must be a regular file", option, path.string(),
                    status.type() == fs::file_type::regular ? "a process stream" : describe_kind(status));
     return OutputKind::kSpecial;
@@ -116,10 +140,6 @@ OutputKind check_output_path(const fs::path& path, std::string_view option,
   return OutputKind::kRegular;
 }
 
-fs::path temporary_path_for(const fs::path& path) {
-  return fs::path(fmt::format("{}.tmp.{}", path.string(), ::getpid()));
-}
-
 void sync_file(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   DI_CHECK(fd >= 0, "cannot reopen '{}' to flush it: {}", path.string(), errno_text());
@@ -133,8 +153,7 @@ void sync_file(const fs::path& path) {
 OutputFile::OutputFile(fs::path path) : path_(std::move(path)) {
   std::error_code ec;
   const fs::file_status status = fs::status(path_, ec);
-  in_place_ = status.type() != fs::file_type::not_found &&
-              (status.type() != fs::file_type::regular || is_process_stream_path(path_));
+  in_place_ = writes_in_place(path_, status);
   if (in_place_) {
     writing_path_ = path_;
     fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -153,12 +172,7 @@ OutputFile::~OutputFile() {
 
 void OutputFile::write(std::string_view bytes) {
   DI_CHECK(fd_ >= 0 && !committed_, "write to '{}' after commit", path_.string());
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd_, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    DI_CHECK(n > 0, "writing '{}' failed: {}", writing_path_.string(), n < 0 ? errno_text() : "no progress");
-    bytes.remove_prefix(static_cast<size_t>(n));
-  }
+  write_all(fd_, bytes, writing_path_);
 }
 
 void OutputFile::commit() {
@@ -184,15 +198,11 @@ void write_file_whole(const fs::path& path, std::string_view contents) {
 void append_to_file(const fs::path& path, std::string_view text) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
   DI_INPUT_CHECK(fd >= 0, "cannot append to '{}': {}", path.string(), errno_text());
-  while (!text.empty()) {
-    const ssize_t n = ::write(fd, text.data(), text.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string reason = n < 0 ? errno_text() : "no progress";
-      ::close(fd);
-      DI_CHECK(false, "appending to '{}' failed: {}", path.string(), reason);
-    }
-    text.remove_prefix(static_cast<size_t>(n));
+  try {
+    write_all(fd, text, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
   DI_CHECK(::close(fd) == 0, "closing '{}' failed: {}", path.string(), errno_text());
 }

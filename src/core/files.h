@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,9 +21,10 @@ void require_regular_file(const std::filesystem::path& path, std::string_view wh
 // The whole file as text (a regular file only).
 std::string read_text_file(const std::filesystem::path& path, std::string_view what);
 
-// Every regular file a model path reads: the config file, or a checkpoint directory's config.json, index and
-// shards. For check_output_path's list of inputs.
-std::vector<std::filesystem::path> model_input_files(const std::filesystem::path& model_path);
+// Every regular file a command reads: those of the model path (the config file, or a checkpoint directory's
+// .json and .safetensors files) and the `others` that are not empty. For check_output_path's list of inputs.
+std::vector<std::filesystem::path> input_files(const std::filesystem::path& model_path,
+                                               std::initializer_list<std::string_view> others = {});
 
 enum class OutputKind {
   kRegular,  // a regular file (new or replaced) through a temporary and a rename
@@ -47,20 +49,14 @@ class OutputFile {
 
   void write(std::string_view bytes);
   void commit();
-  // Where the bytes go until commit(): the temporary, or the special file itself.
-  const std::filesystem::path& writing_path() const { return writing_path_; }
 
  private:
   std::filesystem::path path_;
-  std::filesystem::path writing_path_;
+  std::filesystem::path writing_path_;  // until commit(): the temporary beside path_, or the special file itself
   int fd_ = -1;
   bool in_place_ = false;
   bool committed_ = false;
 };
-
-// The temporary a regular output is written under until it is whole: "<path>.tmp.<pid>" in the same directory
-// (same file system, so the rename is atomic; the pid keeps concurrent writers apart).
-std::filesystem::path temporary_path_for(const std::filesystem::path& path);
 
 // Flushes a closed file's data to its device (fsync), so that a delayed write error (a full disk on a file
 // system that allocates late) is seen before the file is renamed into place. Error on failure.

@@ -36,10 +36,7 @@ class H5Id {
     id_ = H5I_INVALID_HID;
     return rc;
   }
-  void reset() {
-    if (id_ >= 0 && closer_ != nullptr) closer_(id_);
-    id_ = H5I_INVALID_HID;
-  }
+  void reset() { (void)close(); }
 
  private:
   hid_t id_ = H5I_INVALID_HID;

@@ -57,32 +57,4 @@ void Mailbox::receive(void* data, int64_t count, DType dtype, int source, int ta
   wait_or_abort(request, comm_, timeout_s_, fmt::format("{} from rank {}", what, source));
 }
 
-namespace {
-
-template <typename T>
-std::vector<T> gather_to_root(MPI_Comm comm, const T* mine, int64_t count, MPI_Datatype type, int root,
-                              double timeout_s, const char* what) {
-  int rank = 0, size = 0;
-  DI_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  DI_MPI_CHECK(MPI_Comm_size(comm, &size));
-  std::vector<T> all(rank == root ? count * size : 0);
-  MPI_Request request;
-  DI_MPI_CHECK(MPI_Igather(mine, element_count(count), type, all.data(), element_count(count), type, root, comm,
-                           &request));
-  wait_or_abort(request, comm, timeout_s, what);
-  return all;
-}
-
-}  // namespace
-
-std::vector<int64_t> gather_int64_to_root(MPI_Comm comm, const int64_t* mine, int64_t count, int root,
-                                          double timeout_s, const char* what) {
-  return gather_to_root(comm, mine, count, MPI_INT64_T, root, timeout_s, what);
-}
-
-std::vector<double> gather_f64_to_root(MPI_Comm comm, const double* mine, int64_t count, int root, double timeout_s,
-                                       const char* what) {
-  return gather_to_root(comm, mine, count, MPI_DOUBLE, root, timeout_s, what);
-}
-
 }  // namespace deepinfer

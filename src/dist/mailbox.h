@@ -56,10 +56,4 @@ class Mailbox {
   std::list<PendingSend> sends_;
 };
 
-// Every rank's `count` values, in rank order, on `root` (empty elsewhere), waiting at most `timeout_s`.
-std::vector<int64_t> gather_int64_to_root(MPI_Comm comm, const int64_t* mine, int64_t count, int root,
-                                          double timeout_s, const char* what);
-std::vector<double> gather_f64_to_root(MPI_Comm comm, const double* mine, int64_t count, int root, double timeout_s,
-                                       const char* what);
-
 }  // namespace deepinfer

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/dist/mpi_util.h"
 
 namespace deepinfer {
 
@@ -50,8 +51,7 @@ void wait_or_abort(MPI_Request& request, MPI_Comm comm, double timeout_s, const 
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);
       spdlog::error("rank {} waited {:.0f} s for {}: giving up and aborting the job (DEEPINFER_COMM_TIMEOUT_S)",
                     rank, waited, what);
-      spdlog::default_logger()->flush();
-      MPI_Abort(MPI_COMM_WORLD, kExitRuntimeError);
+      abort_job(kExitRuntimeError);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(spin < 2000 ? 20 : 200));
   }

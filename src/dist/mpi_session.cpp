@@ -17,6 +17,15 @@ std::string rank_label() {
   return fmt::format("rank {}", rank);
 }
 
+static_assert(MPI_SUCCESS == 0, "DI_MPI_CHECK (src/core/check.h) takes 0 for success");
+
+void throw_mpi_failure(const char* file, int line, std::string_view statement, int mpi_code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(mpi_code, text, &len);
+  throw_check_failure(file, line, statement, std::string_view(text, len));
+}
+
 }  // namespace detail
 
 MpiSession::MpiSession(int* argc, char*** argv) {

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,5 +14,14 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
 
 // `root`'s string on every rank.
 std::string broadcast_string(MPI_Comm comm, const std::string& value, int root);
+
+// Every rank's `count` values, in rank order, on `root` (empty elsewhere), waiting at most `timeout_s`.
+std::vector<int64_t> gather_int64_to_root(MPI_Comm comm, const int64_t* mine, int64_t count, int root,
+                                          double timeout_s, const char* what);
+std::vector<double> gather_f64_to_root(MPI_Comm comm, const double* mine, int64_t count, int root, double timeout_s,
+                                       const char* what);
+
+// Ends every rank of the job now with `code` (MPI_Abort), after the log is flushed.
+[[noreturn]] void abort_job(int code);
 
 }  // namespace deepinfer

@@ -186,11 +186,4 @@ std::optional<Outcome> OutcomeVote::report_to_root(int code, const std::string& 
   return outcome;
 }
 
-void abort_job(int code) {
-  spdlog::default_logger()->flush();
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, code);
-  std::abort();  // MPI_Abort does not return
-}
-
 }  // namespace deepinfer

@@ -46,7 +46,4 @@ class OutcomeVote {
   int size_ = 1;
 };
 
-// Ends every rank of the job now with `code` (MPI_Abort), after the log is flushed.
-[[noreturn]] void abort_job(int code);
-
 }  // namespace deepinfer

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "src/dist/mailbox.h"
-#include "src/dist/outcome_vote.h"
+#include "src/dist/mpi_util.h"
 #include "src/moe/expert_parallel.h"
 
 namespace deepinfer {
