@@ -58,11 +58,12 @@ void SpmdSetup::start(const World& world) {
 #endif
   if (topology_->world_rank() == 0)
     spdlog::info("expert-parallel transport: {} ({})", nccl ? "NCCL" : "MPI over host memory", reason);
-  experts_ = std::make_unique<ExpertParallelExecutor>(*ep_comm_, *placement_, eplb_);
+  const ModelConfig& c = model_->config();
+  experts_ = std::make_unique<ExpertParallelDispatcher>(*ep_comm_, *placement_, c.hidden_size, c.num_experts_per_tok,
+                                                        eplb_);
 #ifdef DEEPINFER_HAVE_CUDA
   // Routed rows go GPU to GPU; the host-staged communicator still carries EPLB's expert moves.
   if (nccl) {
-    const ModelConfig& c = model_->config();
     experts_->attach_device(
         std::make_unique<NcclExpertDispatch>(*nccl_ep_comm_, c.n_routed_experts, c.hidden_size, c.num_experts_per_tok));
   }

@@ -1,7 +1,7 @@
 // What `generate --deploy` and `sweep` share: in prepare() (local), the deployment, this rank's expert
 // placement and its share of the weights; in execute() (collective), the topology, the model on this rank's
 // GPU, the EP communicator (NCCL when every rank of the group has a GPU of its own, else MPI) and the
-// expert-parallel executor. finalize() tears the collective parts down in order.
+// expert-parallel dispatcher. finalize() tears the collective parts down in order.
 #pragma once
 
 #include <memory>
@@ -39,7 +39,7 @@ class SpmdSetup {
   CausalLm& model() { return *model_; }
   Communicator& ep_comm() { return *ep_comm_; }
   Communicator& role_comm() { return *role_comm_; }
-  ExpertParallelExecutor& experts() { return *experts_; }
+  ExpertParallelDispatcher& experts() { return *experts_; }
 
  private:
   std::optional<Deployment> deployment_;
@@ -55,7 +55,7 @@ class SpmdSetup {
   std::unique_ptr<HostStagedCommunicator> staged_ep_comm_;
 #endif
   Communicator* ep_comm_ = nullptr;
-  std::unique_ptr<ExpertParallelExecutor> experts_;
+  std::unique_ptr<ExpertParallelDispatcher> experts_;
 };
 
 }  // namespace deepinfer::app

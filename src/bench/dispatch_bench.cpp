@@ -67,12 +67,12 @@ std::vector<DispatchBenchRow> run_dispatch_bench(const World& world, int gpu, co
         auto ids_dev = DeviceArray<int32_t>::from_host(ids);
         auto weights_dev = DeviceArray<float>::from_host(weights);
 
-        NcclExpertDispatch::Received received{};
+        DeviceDispatch received{};
         const double dispatch_us = median_us(world, o.warmup, o.iters, [&] {
-          received = dispatch.dispatch(0, x_dev.data(), ids_dev.data(), weights_dev.data(), T, nullptr);
+          received = dispatch.dispatch_on(0, x_dev.data(), ids_dev.data(), weights_dev.data(), T, nullptr);
         });
         DI_CUDA_CHECK(cudaMemset(received.y, 0, std::max<int64_t>(received.rows, 1) * H * sizeof(__nv_bfloat16)));
-        const double combine_us = median_us(world, o.warmup, o.iters, [&] { dispatch.combine(out_dev.data(), nullptr); });
+        const double combine_us = median_us(world, o.warmup, o.iters, [&] { dispatch.combine_on(out_dev.data(), nullptr); });
 
         // The bytes each rank sent, averaged over ranks, for the plain all-to-all of the same volume.
         int64_t records = 0;

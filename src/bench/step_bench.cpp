@@ -80,7 +80,7 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
 }  // namespace
 
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
-                             ExpertExecutor* experts) {
+                             ExpertDispatcher* experts) {
   const ModelConfig& c = model.config();
   // A sequence grows to context + 1 (admitted) + warmup + steps tokens, and must not reach its length limit.
   const int64_t max_len = context + warmup + steps + 2;
@@ -111,7 +111,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
 }
 
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
-                              ExpertExecutor* experts) {
+                              ExpertDispatcher* experts) {
   const ModelConfig& c = model.config();
   DI_INPUT_CHECK(chunk % prompt_len == 0, "--chunk-tokens {} is not a multiple of --prompt-len {}", chunk, prompt_len);
   const int64_t prompts = chunk / prompt_len;

@@ -33,8 +33,8 @@ struct StepBenchResult {
 // `experts`: how routed experts are reached (null: all local). Every rank of an expert-parallel group must call
 // with the same warmup + steps, so that the exchanges of each step match.
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
-                             ExpertExecutor* experts = nullptr);
+                             ExpertDispatcher* experts = nullptr);
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
-                              ExpertExecutor* experts = nullptr);
+                              ExpertDispatcher* experts = nullptr);
 
 }  // namespace deepinfer

@@ -63,7 +63,7 @@ struct SweepFile {
 
 }  // namespace
 
-void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& experts, const SweepOptions& o) {
+void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& experts, const SweepOptions& o) {
   const bool mine = takes_part(topo.role(), o.phase);
   const bool is_root = topo.world_rank() == 0;
   const std::vector<std::string> hosts = gather_strings(topo.world(), topo.host());
@@ -83,11 +83,11 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& ex
     if (mine) {
       const int64_t before = experts.stats().tokens_received;
       // An EP group of one rank needs no exchange: its experts run on the model's own (device) path.
-      ExpertExecutor* executor = experts.placement().ep_size() > 1 ? &experts : nullptr;
+      ExpertDispatcher* dispatcher = experts.placement().ep_size() > 1 ? &experts : nullptr;
       const StepBenchResult r =
           o.phase == "prefill"
-              ? bench_prefill(model, point, std::min(o.prompt_len, point), o.warmup, o.steps, executor)
-              : bench_decode(model, point, o.context, o.warmup, o.steps, executor);
+              ? bench_prefill(model, point, std::min(o.prompt_len, point), o.warmup, o.steps, dispatcher)
+              : bench_decode(model, point, o.context, o.warmup, o.steps, dispatcher);
       mine_stats = {1, r.median_ms, r.p90_ms, static_cast<double>(experts.stats().tokens_received - before),
                     static_cast<double>(topo.role())};
     }

@@ -1,6 +1,6 @@
 // Pareto sweeps across a deployment (collective over the world): for each point, the ranks of the swept role
 // run warm-up and measured steps in lockstep with their EP groups (bench_decode / bench_prefill with the
-// expert-parallel executor); world rank 0 gathers every rank's median and p90 step time and routed-token count,
+// expert-parallel dispatcher); world rank 0 gathers every rank's median and p90 step time and routed-token count,
 // and appends one row per point (and one per rank) to the HDF5 file, flushed as it goes.
 //  - prefill points: tokens per step per prefill rank (chunks of prompt_len-token prompts);
 //  - decode points: concurrent requests per decode rank, each with `context` tokens cached.
@@ -30,6 +30,6 @@ struct SweepOptions {
   std::string attributes_json;  // the effective configuration, stored as a root attribute
 };
 
-void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelExecutor& experts, const SweepOptions& options);
+void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& experts, const SweepOptions& options);
 
 }  // namespace deepinfer

@@ -57,7 +57,7 @@ class NcclCommunicator final : public Communicator {
 };
 
 // Forwards host buffers through a device Communicator (copies in, exchanges, copies out), so that host-side
-// code (the expert-parallel executor) runs over NCCL unchanged.
+// code (the expert-parallel dispatcher) runs over NCCL unchanged.
 class HostStagedCommunicator final : public Communicator {
  public:
   explicit HostStagedCommunicator(NcclCommunicator& device_comm) : device_(device_comm) {}

@@ -16,7 +16,7 @@ namespace deepinfer {
 struct EngineOptions {
   int64_t kv_cache_tokens = 16384;  // KV cache capacity, rounded up to whole blocks
   SchedulerLimits limits;
-  ExpertExecutor* experts = nullptr;  // null: every expert local
+  ExpertDispatcher* experts = nullptr;  // null: every expert local
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled

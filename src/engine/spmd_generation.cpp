@@ -263,7 +263,7 @@ class ColocatedPolicy final : public RolePolicy {
 };
 
 // The loop of every role: take in, agree, step (or idle), deliver what finished, hand out.
-void run_role_loop(Engine& engine, CausalLm& model, ExpertExecutor& experts, RolePolicy& role,
+void run_role_loop(Engine& engine, CausalLm& model, ExpertDispatcher& experts, RolePolicy& role,
                    ResultCollector* collector, Mailbox& mail, RankReport& report) {
   for (;;) {
     role.take_in(engine);
@@ -271,7 +271,7 @@ void run_role_loop(Engine& engine, CausalLm& model, ExpertExecutor& experts, Rol
     if (turn.done) break;
     if (turn.step) {
       engine.step();
-      experts.after_step(model);
+      experts.after_step(model.experts());
       maybe_die_for_test(mail.rank(), ++report.steps);
     } else {
       role.idle();
@@ -297,7 +297,7 @@ std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& re
 }
 
 std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, Communicator& ep_comm,
-                                         Communicator& role_comm, ExpertExecutor& experts,
+                                         Communicator& role_comm, ExpertDispatcher& experts,
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,
                                          std::vector<RankReport>* reports) {
   const RoleSpec& spec = topo.role_spec();
@@ -353,7 +353,7 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   const EngineStats& stats = engine.stats();
   report.prefill_tokens = stats.num_prefill_tokens;
   report.decode_tokens = stats.num_decode_tokens;
-  if (auto* ep = dynamic_cast<ExpertParallelExecutor*>(&experts)) {
+  if (auto* ep = dynamic_cast<ExpertParallelDispatcher*>(&experts)) {
     report.moe_dispatch_bytes = ep->stats().dispatch_bytes;
     report.moe_combine_bytes = ep->stats().combine_bytes;
   }

@@ -41,9 +41,9 @@ struct RankReport {
 std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& requests, int num_ranks);
 
 // Returns every result, in input order, on world rank 0; an empty vector elsewhere. `experts` is this rank's
-// expert-parallel executor over its EP group. Fills `reports` (one per world rank) on world rank 0.
+// expert-parallel dispatcher over its EP group. Fills `reports` (one per world rank) on world rank 0.
 std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, Communicator& ep_comm,
-                                         Communicator& role_comm, ExpertExecutor& experts,
+                                         Communicator& role_comm, ExpertDispatcher& experts,
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,
                                          std::vector<RankReport>* reports);
 

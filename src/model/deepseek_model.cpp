@@ -8,8 +8,15 @@
 namespace deepinfer {
 
 DeepseekModel::DeepseekModel(ModelConfig config, WeightStore weights)
-    : config_(std::move(config)), weights_(std::move(weights)), rotary_(config_) {
+    : config_(std::move(config)), weights_(std::move(weights)), rotary_(config_),
+      experts_(config_.num_hidden_layers - config_.first_k_dense_replace, config_.n_routed_experts,
+               config_.hidden_size, config_.moe_intermediate_size, /*swiglu_limit=*/0.0f) {
   const ModelConfig& c = config_;
+  // Under expert parallelism a rank loaded only the experts it owns.
+  experts_.take_from(weights_, [&](int64_t moe_layer, int64_t e) {
+    const std::string p = fmt::format("model.layers.{}.mlp.experts.{}.", moe_layer + c.first_k_dense_replace, e);
+    return HostExpertStore::TensorNames{p + "gate_proj.weight", p + "up_proj.weight", p + "down_proj.weight"};
+  });
   embed_ = weights_.data("model.embed_tokens.weight");
   final_norm_ = weights_.data("model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_ : weights_.data("lm_head.weight");
@@ -38,13 +45,6 @@ DeepseekModel::DeepseekModel(ModelConfig config, WeightStore weights)
     if (layer.is_moe) {
       layer.moe.router = weights_.data(p + "mlp.gate.weight");
       layer.moe.correction_bias = weights_.data_or_null(p + "mlp.gate.e_score_correction_bias");
-      // Under expert parallelism a rank loads only the experts it owns; the others stay unresolved.
-      for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-        const std::string prefix = fmt::format("{}mlp.experts.{}", p, e);
-        layer.moe.experts.push_back(weights_.data_or_null(prefix + ".gate_proj.weight") != nullptr
-                                        ? resolve_mlp(prefix, c.moe_intermediate_size)
-                                        : Mlp{});
-      }
       layer.moe.has_shared = c.n_shared_experts > 0;
       if (layer.moe.has_shared)
         layer.moe.shared = resolve_mlp(p + "mlp.shared_experts", c.moe_intermediate_size * c.n_shared_experts);
@@ -72,56 +72,10 @@ std::unique_ptr<KvCache> DeepseekModel::make_kv_cache(int64_t num_blocks) const 
                                       config_.qk_rope_head_dim);
 }
 
-bool DeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const {
-  return layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert].gate != nullptr;
-}
-
-void DeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const {
-  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not loaded on this rank", expert,
-           moe_layer_idx);
-  dense_mlp(layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert], x, out, n);
-}
-
-std::vector<float> DeepseekModel::export_expert(int64_t moe_layer_idx, int64_t expert) const {
-  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not on this rank", expert, moe_layer_idx);
-  const Mlp& w = layers_[moe_layer_idx + config_.first_k_dense_replace].moe.experts[expert];
-  const int64_t n = config_.moe_intermediate_size * config_.hidden_size;
-  std::vector<float> out(3 * n);
-  std::copy_n(w.gate, n, out.begin());
-  std::copy_n(w.up, n, out.begin() + n);
-  std::copy_n(w.down, n, out.begin() + 2 * n);
-  return out;
-}
-
-void DeepseekModel::import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) {
-  const int64_t layer = moe_layer_idx + config_.first_k_dense_replace;
-  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
-  DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats, expected {}", weights.size(),
-           3 * I * H);
-  const std::string prefix = fmt::format("model.layers.{}.mlp.experts.{}", layer, expert);
-  const char* names[3] = {".gate_proj.weight", ".up_proj.weight", ".down_proj.weight"};
-  const Shape shapes[3] = {{I, H}, {I, H}, {H, I}};
-  for (int i = 0; i < 3; ++i) {
-    Tensor t = Tensor::zeros(shapes[i]);
-    std::copy_n(weights.data() + i * I * H, I * H, t.data<float>());
-    weights_.set(prefix + names[i], std::move(t));
-  }
-  layers_[layer].moe.experts[expert] = resolve_mlp(prefix, I);
-}
-
-void DeepseekModel::drop_expert(int64_t moe_layer_idx, int64_t expert) {
-  const int64_t layer = moe_layer_idx + config_.first_k_dense_replace;
-  const std::string prefix = fmt::format("model.layers.{}.mlp.experts.{}", layer, expert);
-  layers_[layer].moe.experts[expert] = Mlp{};
-  for (const char* name : {".gate_proj.weight", ".up_proj.weight", ".down_proj.weight"}) weights_.erase(prefix + name);
-}
-
-Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
+Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts) const {
   auto* host_cache = dynamic_cast<MlaKvCache*>(&kv_cache);
   DI_CHECK(host_cache != nullptr, "the CPU model needs a host MLA cache");
   MlaKvCache& cache = *host_cache;
-  LocalExpertExecutor local_experts;
-  ExpertExecutor& executor = experts != nullptr ? *experts : local_experts;
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   const int64_t H = c.hidden_size;
@@ -140,7 +94,7 @@ Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, Expe
     const float* cos;
     const float* sin;
     MlaKvCache& cache;
-    ExpertExecutor& executor;
+    ExpertDispatcher* dispatcher;
     int64_t T, H;
     std::vector<float> x = std::vector<float>(T * H), h = std::vector<float>(T * H), delta = std::vector<float>(T * H);
 
@@ -158,7 +112,7 @@ Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, Expe
       model.attention(l, model.layers_[l].attention, batch, positions, cos, sin, h.data(), delta.data(), cache);
     }
     bool moe(int64_t l, NormSite) {
-      model.moe(l - c().first_k_dense_replace, model.layers_[l].moe, h.data(), delta.data(), T, executor);
+      model.moe(l - c().first_k_dense_replace, model.layers_[l].moe, h.data(), delta.data(), T, dispatcher);
       return false;
     }
     void mlp(int64_t l) { model.dense_mlp(model.layers_[l].mlp, h.data(), delta.data(), T); }
@@ -166,7 +120,7 @@ Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, Expe
       return cpu_final_logits(batch, x.data(), model.final_norm_, model.lm_head_, H, c().vocab_size, c().rms_norm_eps);
     }
   };
-  CpuBlocks blocks{*this, batch, positions.data(), cos.data(), sin.data(), cache, executor, T, H};
+  CpuBlocks blocks{*this, batch, positions.data(), cos.data(), sin.data(), cache, experts, T, H};
   return run_deepseek_layers(c, blocks);
 }
 

@@ -7,7 +7,8 @@
 
 #include "src/core/tensor.h"
 #include "src/model/causal_lm.h"
-#include "src/model/expert_executor.h"
+#include "src/model/expert_dispatch.h"
+#include "src/model/host_expert_store.h"
 #include "src/model/forward_batch.h"
 #include "src/model/mla_kv_cache.h"
 #include "src/model/model_config.h"
@@ -24,14 +25,10 @@ class DeepseekModel final : public CausalLm {
   // A host cache shaped for this model's main layers.
   std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
 
-  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const override;
-  // The expert's weights must have been loaded on this rank.
-  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
-  bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
+  ExpertStore& experts() override { return experts_; }
+  const ExpertStore& experts() const override { return experts_; }
   size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 4; }
-  std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const override;
-  void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) override;
-  void drop_expert(int64_t moe_layer_idx, int64_t expert) override;
 
  private:
   struct Mlp {
@@ -59,7 +56,6 @@ class DeepseekModel final : public CausalLm {
   struct Moe {
     const float* router = nullptr;
     const float* correction_bias = nullptr;
-    std::vector<Mlp> experts;
     Mlp shared;
     bool has_shared = false;
   };
@@ -80,11 +76,12 @@ class DeepseekModel final : public CausalLm {
   // ffn.cpp
   void dense_mlp(const Mlp& w, const float* x, float* out, int64_t num_tokens) const;
   void moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,
-           ExpertExecutor& experts) const;
+           ExpertDispatcher* experts) const;
 
   ModelConfig config_;
   WeightStore weights_;
   RotaryTable rotary_;
+  HostExpertStore experts_;  // the routed experts, out of weights_
   std::vector<Layer> layers_;
   const float* embed_ = nullptr;
   const float* final_norm_ = nullptr;

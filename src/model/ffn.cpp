@@ -20,7 +20,7 @@ void DeepseekModel::dense_mlp(const Mlp& w, const float* x, float* out, int64_t 
 }
 
 void DeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,
-                        ExpertExecutor& experts) const {
+                        ExpertDispatcher* experts) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size;
   const int64_t E = c.n_routed_experts;
@@ -36,7 +36,7 @@ void DeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const float* x, flo
 
   if (w.has_shared) dense_mlp(w.shared, x, out, num_tokens);
   else std::fill_n(out, num_tokens * H, 0.0f);
-  experts.run(*this, moe_layer_idx, x, topk_ids.data(), topk_weights.data(), num_tokens, out);
+  add_routed_experts(experts_, experts, moe_layer_idx, x, topk_ids.data(), topk_weights.data(), num_tokens, K, out);
 }
 
 }  // namespace deepinfer

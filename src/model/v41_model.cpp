@@ -40,8 +40,15 @@ ModelConfig rope_config(const V41TextConfig& v, bool compress) {
 
 DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     : config_(std::move(config)), weights_(std::move(weights)), main_rope_(rope_config(config_.v41, false)),
-      compress_rope_(rope_config(config_.v41, true)) {
+      compress_rope_(rope_config(config_.v41, true)),
+      experts_(config_.v41.num_hidden_layers, config_.v41.n_routed_experts, config_.hidden_size,
+               config_.moe_intermediate_size, static_cast<float>(config_.v41.swiglu_limit)) {
   const V41TextConfig& v = config_.v41;
+  // Under expert parallelism a rank loaded only the experts it owns. w1 is the gate, w3 the up projection.
+  experts_.take_from(weights_, [](int64_t layer, int64_t e) {
+    const std::string p = fmt::format("layers.{}.ffn.experts.{}.", layer, e);
+    return HostExpertStore::TensorNames{p + "w1.weight", p + "w3.weight", p + "w2.weight"};
+  });
   DI_INPUT_CHECK(v.engram_layer_ids.empty(),
                  "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
                  v.engram_layer_ids.size());
@@ -91,11 +98,6 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     }
     layer.router = weights_.data(p + "ffn.gate.weight");
     layer.router_bias = weights_.data(p + "ffn.gate.bias");
-    // Under expert parallelism a rank loads only the experts it owns; the others stay unresolved.
-    for (int64_t e = 0; e < v.n_routed_experts; ++e) {
-      const std::string prefix = fmt::format("{}ffn.experts.{}", p, e);
-      layer.experts.push_back(weights_.data_or_null(prefix + ".w1.weight") ? resolve_expert(prefix) : Expert{});
-    }
     layer.shared = resolve_expert(p + "ffn.shared_experts");
     layers_.push_back(std::move(layer));
   }
@@ -114,63 +116,9 @@ std::unique_ptr<KvCache> DeepseekV41Model::make_kv_cache(int64_t num_blocks) con
   return std::make_unique<MlaKvCache>(config_.num_hidden_layers, num_blocks, entry_dim_, 0);
 }
 
-bool DeepseekV41Model::has_expert(int64_t moe_layer_idx, int64_t expert) const {
-  return layers_[moe_layer_idx].experts[expert].w1 != nullptr;
-}
-
 void DeepseekV41Model::expert_forward(const Expert& w, const float* x, int64_t n, float* out) const {
-  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size;
-  const auto limit = static_cast<float>(config_.v41.swiglu_limit);
-  std::vector<float> gate(n * I), up(n * I);
-  cpu::linear(x, w.w1, nullptr, gate.data(), n, I, H);
-  cpu::linear(x, w.w3, nullptr, up.data(), n, I, H);
-  if (limit > 0.0f) {
-    for (int64_t i = 0; i < n * I; ++i) {
-      up[i] = std::clamp(up[i], -limit, limit);
-      gate[i] = std::min(gate[i], limit);
-    }
-  }
-  cpu::silu_mul(gate.data(), up.data(), gate.data(), n * I);
-  cpu::linear(gate.data(), w.w2, nullptr, out, n, H, I);
-}
-
-void DeepseekV41Model::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n,
-                                      float* out) const {
-  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of layer {} is not loaded on this rank", expert,
-           moe_layer_idx);
-  expert_forward(layers_[moe_layer_idx].experts[expert], x, n, out);
-}
-
-std::vector<float> DeepseekV41Model::export_expert(int64_t moe_layer_idx, int64_t expert) const {
-  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of layer {} is not on this rank", expert, moe_layer_idx);
-  const Expert& w = layers_[moe_layer_idx].experts[expert];
-  const int64_t n = config_.moe_intermediate_size * config_.hidden_size;
-  std::vector<float> out(3 * n);  // gate, up, down: the CausalLm exchange order
-  std::copy_n(w.w1, n, out.begin());
-  std::copy_n(w.w3, n, out.begin() + n);
-  std::copy_n(w.w2, n, out.begin() + 2 * n);
-  return out;
-}
-
-void DeepseekV41Model::import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) {
-  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
-  DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats, expected {}",
-           weights.size(), 3 * I * H);
-  const std::string prefix = fmt::format("layers.{}.ffn.experts.{}", moe_layer_idx, expert);
-  const char* names[3] = {".w1.weight", ".w3.weight", ".w2.weight"};
-  const Shape shapes[3] = {{I, H}, {I, H}, {H, I}};
-  for (int i = 0; i < 3; ++i) {
-    Tensor t = Tensor::zeros(shapes[i]);
-    std::copy_n(weights.data() + i * I * H, I * H, t.data<float>());
-    weights_.set(prefix + names[i], std::move(t));
-  }
-  layers_[moe_layer_idx].experts[expert] = resolve_expert(prefix);
-}
-
-void DeepseekV41Model::drop_expert(int64_t moe_layer_idx, int64_t expert) {
-  const std::string prefix = fmt::format("layers.{}.ffn.experts.{}", moe_layer_idx, expert);
-  layers_[moe_layer_idx].experts[expert] = Expert{};
-  for (const char* name : {".w1.weight", ".w2.weight", ".w3.weight"}) weights_.erase(prefix + name);
+  swiglu_expert_forward(w.w1, w.w3, w.w2, x, n, config_.hidden_size, config_.moe_intermediate_size,
+                        static_cast<float>(config_.v41.swiglu_limit), out);
 }
 
 void DeepseekV41Model::rotate(float* x, int64_t num_positions, int64_t rows_per_position, int64_t stride,
@@ -234,7 +182,8 @@ void DeepseekV41Model::hyper_mixes(const HyperMix& w, const float* streams, int6
   }
 }
 
-void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_t T, ExpertExecutor& experts) const {
+void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_t T,
+                           ExpertDispatcher* dispatcher) const {
   const V41TextConfig& v = config_.v41;
   const Layer& layer = layers_[layer_idx];
   const int64_t H = config_.hidden_size, E = v.n_routed_experts, K = v.num_experts_per_tok;
@@ -265,14 +214,12 @@ void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_
     }
   }
   expert_forward(layer.shared, x, T, out);
-  experts.run(*this, layer_idx, x, ids.data(), weights.data(), T, out);
+  add_routed_experts(experts_, dispatcher, layer_idx, x, ids.data(), weights.data(), T, K, out);
 }
 
-Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts) const {
+Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* dispatcher) const {
   auto* host_cache = dynamic_cast<MlaKvCache*>(&kv_cache);
   DI_CHECK(host_cache != nullptr && host_cache->entry_dim() == entry_dim_, "the V4.1 model needs its own host cache");
-  LocalExpertExecutor local_experts;
-  ExpertExecutor& executor = experts != nullptr ? *experts : local_experts;
   const V41TextConfig& v = config_.v41;
   const int64_t T = batch.num_tokens(), H = config_.hidden_size, hc = v.hc_mult;
   check_batch(batch, config_.vocab_size);
@@ -284,7 +231,7 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     const ForwardBatch& batch;
     const std::vector<int32_t>& positions;
     MlaKvCache& cache;
-    ExpertExecutor& executor;
+    ExpertDispatcher* dispatcher;
     int64_t T, H, hc;
     std::vector<float> streams = std::vector<float>(T * hc * H);  // [T, hc, H]
     // The collapse weights of the next pre (the previous site's mixes; the first collapse takes stream 0), and
@@ -320,7 +267,7 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
       std::swap(pre, next_pre);
     }
     void attention(int64_t l) { model.attention(l, batch, positions, h.data(), out.data(), cache, states); }
-    void moe(int64_t l) { model.moe(l, h.data(), out.data(), T, executor); }
+    void moe(int64_t l) { model.moe(l, h.data(), out.data(), T, dispatcher); }
     // streams_k <- post_k * out + sum_j comb[j, k] * streams_j
     void hc_post() {
       std::vector<float> mixed(hc * H);
@@ -340,7 +287,7 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
                               model.config_.rms_norm_eps);
     }
   };
-  CpuBlocks blocks{*this, batch, positions, *host_cache, executor, T, H, hc};
+  CpuBlocks blocks{*this, batch, positions, *host_cache, dispatcher, T, H, hc};
   return run_v41_layers(v, blocks);
 }
 

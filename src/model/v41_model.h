@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "src/model/causal_lm.h"
+#include "src/model/host_expert_store.h"
 #include "src/model/mla_kv_cache.h"
 #include "src/model/rope.h"
 #include "src/model/weights.h"
@@ -33,13 +34,10 @@ class DeepseekV41Model final : public CausalLm {
 
   const ModelConfig& config() const override { return config_; }
   std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
-  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const override;
-  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
-  bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* dispatcher = nullptr) const override;
+  ExpertStore& experts() override { return experts_; }
+  const ExpertStore& experts() const override { return experts_; }
   size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * entry_dim_ * sizeof(float); }
-  std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const override;
-  void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) override;
-  void drop_expert(int64_t moe_layer_idx, int64_t expert) override;
 
   // Floats cached per token and layer: the window K=V, then the compressor inputs (KV-source layers).
   int64_t entry_dim() const { return entry_dim_; }
@@ -66,7 +64,6 @@ class DeepseekV41Model final : public CausalLm {
     const float *compressor_wkv = nullptr, *compressor_wgate = nullptr, *compressor_norm = nullptr;
     const float *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
     const float *router = nullptr, *router_bias = nullptr;
-    std::vector<Expert> experts;
     Expert shared;
   };
   // What the layers of one forward pass publish to the later layers, for one sequence (transformers' `shared`).
@@ -93,7 +90,7 @@ class DeepseekV41Model final : public CausalLm {
   // The indexer of layer `layer_idx` for one sequence's new tokens (rows [first, first + seq.num_new)).
   void run_indexer(int64_t layer_idx, const SequenceChunk& seq, int64_t first, const int32_t* positions,
                    const float* x, const float* q_residual, SequenceState& state) const;
-  void moe(int64_t layer_idx, const float* x, float* out, int64_t T, ExpertExecutor& experts) const;
+  void moe(int64_t layer_idx, const float* x, float* out, int64_t T, ExpertDispatcher* dispatcher) const;
   void expert_forward(const Expert& w, const float* x, int64_t n, float* out) const;
   // RoPE on the last qk_rope_head_dim channels of rows `stride` floats apart; `rows_per_position` consecutive
   // rows (the heads of one token) share each of the `num_positions` positions. inverse: rotate back.
@@ -103,6 +100,7 @@ class DeepseekV41Model final : public CausalLm {
   ModelConfig config_;
   WeightStore weights_;
   RotaryTable main_rope_, compress_rope_;
+  HostExpertStore experts_;  // the routed experts, out of weights_
   std::vector<Layer> layers_;
   const float *embed_, *final_norm_, *head_;
   int64_t entry_dim_ = 0;

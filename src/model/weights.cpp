@@ -142,6 +142,14 @@ const Tensor& WeightStore::get(const std::string& name) const {
   return it->second;
 }
 
+Tensor WeightStore::take(const std::string& name) {
+  auto it = tensors_.find(name);
+  DI_CHECK(it != tensors_.end(), "weight '{}' was not loaded", name);
+  Tensor t = std::move(it->second);
+  tensors_.erase(it);
+  return t;
+}
+
 const float* WeightStore::data_or_null(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : it->second.data<float>();

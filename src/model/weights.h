@@ -27,7 +27,8 @@ class WeightStore {
 
   const Tensor& get(const std::string& name) const;
   void set(const std::string& name, Tensor tensor) { tensors_[name] = std::move(tensor); }
-  void erase(const std::string& name) { tensors_.erase(name); }
+  // Moves the tensor out of the store (the caller owns it from now on).
+  Tensor take(const std::string& name);
   const float* data(const std::string& name) const { return get(name).data<float>(); }
   const float* data_or_null(const std::string& name) const;
   size_t num_tensors() const { return tensors_.size(); }

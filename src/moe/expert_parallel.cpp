@@ -8,7 +8,6 @@
 #include <tuple>
 
 #include "kernels/cpu/ops.h"
-#include "src/model/causal_lm.h"
 
 namespace deepinfer {
 
@@ -24,8 +23,9 @@ struct RecordLayout {
 
 }  // namespace
 
-ExpertParallelExecutor::ExpertParallelExecutor(Communicator& ep_comm, ExpertPlacement placement, EplbOptions eplb)
-    : comm_(ep_comm), placement_(std::move(placement)), eplb_(eplb),
+ExpertParallelDispatcher::ExpertParallelDispatcher(Communicator& ep_comm, ExpertPlacement placement, int64_t hidden,
+                                                   int64_t top_k, EplbOptions eplb)
+    : comm_(ep_comm), placement_(std::move(placement)), hidden_(hidden), top_k_(top_k), eplb_(eplb),
       window_counts_(placement_.num_layers() * placement_.num_experts(), 0) {
   DI_CHECK(placement_.ep_size() == ep_comm.size(), "placement for {} EP ranks on a group of {}", placement_.ep_size(),
            ep_comm.size());
@@ -42,23 +42,23 @@ double rank_imbalance(const ExpertPlacement& placement, int64_t layer, const std
   return sum > 0.0 ? max / (sum / static_cast<double>(load.size())) : 1.0;
 }
 
-ExchangeStats ExpertParallelExecutor::stats() const {
+ExchangeStats ExpertParallelDispatcher::stats() const {
   ExchangeStats total = stats_;
   if (device_) total += device_->stats();
   return total;
 }
 
-void ExpertParallelExecutor::attach_device(std::unique_ptr<DeviceExpertExecutor> device) {
+void ExpertParallelDispatcher::attach_device(std::unique_ptr<DeviceExpertDispatcher> device) {
   device_ = std::move(device);
   if (device_) device_->set_placement(placement_.phy2log(), placement_.slots_per_rank());
 }
 
-void ExpertParallelExecutor::after_step(CausalLm& model) {
+void ExpertParallelDispatcher::after_step(ExpertStore& experts) {
   ++steps_;
-  if (eplb_.interval_steps > 0 && steps_ % eplb_.interval_steps == 0) rebalance(model);
+  if (eplb_.interval_steps > 0 && steps_ % eplb_.interval_steps == 0) rebalance(experts);
 }
 
-void ExpertParallelExecutor::rebalance(CausalLm& model) {
+void ExpertParallelDispatcher::rebalance(ExpertStore& experts) {
   const auto start = std::chrono::steady_clock::now();
   const int64_t L = placement_.num_layers(), E = placement_.num_experts();
   const int me = comm_.rank(), num_ranks = comm_.size();
@@ -74,7 +74,7 @@ void ExpertParallelExecutor::rebalance(CausalLm& model) {
   ExpertPlacement next = ExpertPlacement::from_phy2log(plan.phy2log, E, num_ranks);
 
   // Which experts each rank newly needs, and who sends them (the lowest rank holding one now).
-  const int64_t floats = model.expert_floats();
+  const int64_t floats = experts.expert_floats();
   std::vector<std::vector<float>> outgoing(num_ranks);
   std::vector<int64_t> send_counts(num_ranks, 0), recv_counts(num_ranks, 0);
   std::vector<std::tuple<int64_t, int64_t, int>> incoming;  // (layer, expert, source), in receive order per source
@@ -85,7 +85,7 @@ void ExpertParallelExecutor::rebalance(CausalLm& model) {
         int source = 0;
         while (!placement_.rank_holds(source, l, e)) ++source;
         if (source == me) {
-          const std::vector<float> w = model.export_expert(l, e);
+          const std::vector<float> w = experts.export_weights(l, e);
           outgoing[r].insert(outgoing[r].end(), w.begin(), w.end());
           send_counts[r] += floats;
         }
@@ -104,12 +104,12 @@ void ExpertParallelExecutor::rebalance(CausalLm& model) {
   recv.resize(recv_total);
   comm_.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts, DType::kF32, "eplb: expert weights");
   for (const auto& [l, e, source] : incoming) {
-    model.import_expert(l, e, std::span<const float>(recv.data() + recv_offset[source], floats));
+    experts.import_weights(l, e, std::span<const float>(recv.data() + recv_offset[source], floats));
     recv_offset[source] += floats;
   }
   for (int64_t l = 0; l < L; ++l)
     for (int64_t e = 0; e < E; ++e)
-      if (placement_.rank_holds(me, l, e) && !next.rank_holds(me, l, e)) model.drop_expert(l, e);
+      if (placement_.rank_holds(me, l, e) && !next.rank_holds(me, l, e)) experts.drop(l, e);
 
   RebalanceReport report;
   report.step = steps_;
@@ -134,20 +134,20 @@ void ExpertParallelExecutor::rebalance(CausalLm& model) {
   rebalances_.push_back(std::move(report));
 }
 
-void ExpertParallelExecutor::run(const CausalLm& model, int64_t moe_layer_idx, const float* x,
-                                 const int32_t* topk_ids, const float* topk_weights, int64_t num_tokens, float* out) {
+HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
+                                               const float* topk_weights, int64_t num_tokens) {
   const int num_ranks = comm_.size();
   const int me = comm_.rank();
-  const RecordLayout rec{model.config().hidden_size, model.config().num_experts_per_tok};
+  const RecordLayout rec{hidden_, top_k_};
   const int64_t H = rec.hidden;
   const int64_t K = rec.top_k;
   const int64_t S = placement_.slots_per_rank();
 
   // Layout: the destination rank and local slot of every (token, k).
   std::vector<int32_t> dest(num_tokens * K), local_slot(num_tokens * K);
-  std::vector<int64_t> send_counts(num_ranks, 0);
+  send_counts_.assign(num_ranks, 0);
   std::vector<int64_t> token_dests;  // per token, its distinct destinations in ascending order, flattened
-  std::vector<int64_t> token_dest_begin(num_tokens + 1, 0);
+  token_dest_begin_.assign(num_tokens + 1, 0);
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t k = 0; k < K; ++k) {
       ++window_counts_[moe_layer_idx * placement_.num_experts() + topk_ids[t * K + k]];
@@ -160,22 +160,22 @@ void ExpertParallelExecutor::run(const CausalLm& model, int64_t moe_layer_idx, c
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
     for (int32_t d : mine) {
       token_dests.push_back(d);
-      ++send_counts[d];
+      ++send_counts_[d];
     }
-    token_dest_begin[t + 1] = static_cast<int64_t>(token_dests.size());
+    token_dest_begin_[t + 1] = static_cast<int64_t>(token_dests.size());
   }
 
   // Dispatch: records grouped by destination, tokens ascending within each group.
   std::vector<int64_t> offset(num_ranks + 1, 0);
-  for (int r = 0; r < num_ranks; ++r) offset[r + 1] = offset[r] + send_counts[r];
+  for (int r = 0; r < num_ranks; ++r) offset[r + 1] = offset[r] + send_counts_[r];
   std::vector<float> send_records(offset[num_ranks] * rec.floats());
   std::vector<int64_t> cursor(offset.begin(), offset.end() - 1);
-  std::vector<int64_t> record_of(token_dests.size());  // send position of each (token, destination)
+  record_of_.assign(token_dests.size(), 0);  // send position of each (token, destination)
   for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int64_t i = token_dest_begin[t]; i < token_dest_begin[t + 1]; ++i) {
+    for (int64_t i = token_dest_begin_[t]; i < token_dest_begin_[t + 1]; ++i) {
       const int64_t d = token_dests[i];
       const int64_t r = cursor[d]++;
-      record_of[i] = r;
+      record_of_[i] = r;
       float* record = send_records.data() + r * rec.floats();
       std::copy_n(x + t * H, H, record);
       for (int64_t k = 0; k < K; ++k) {
@@ -185,64 +185,62 @@ void ExpertParallelExecutor::run(const CausalLm& model, int64_t moe_layer_idx, c
       }
     }
   }
-  std::vector<int64_t> recv_counts(num_ranks, 0);
-  comm_.all_to_all_v(send_counts.data(), std::vector<int64_t>(num_ranks, 1), recv_counts.data(),
+  recv_counts_.assign(num_ranks, 0);
+  comm_.all_to_all_v(send_counts_.data(), std::vector<int64_t>(num_ranks, 1), recv_counts_.data(),
                      std::vector<int64_t>(num_ranks, 1), DType::kI64, "moe dispatch counts");
   int64_t num_received = 0;
-  for (int64_t c : recv_counts) num_received += c;
+  for (int64_t c : recv_counts_) num_received += c;
   std::vector<float> recv_records(num_received * rec.floats());
   std::vector<int64_t> send_floats(num_ranks), recv_floats(num_ranks);
   for (int r = 0; r < num_ranks; ++r) {
-    send_floats[r] = send_counts[r] * rec.floats();
-    recv_floats[r] = recv_counts[r] * rec.floats();
+    send_floats[r] = send_counts_[r] * rec.floats();
+    recv_floats[r] = recv_counts_[r] * rec.floats();
   }
   comm_.all_to_all_v(send_records.data(), send_floats, recv_records.data(), recv_floats, DType::kF32,
                      "moe dispatch tokens");
 
-  // Compute: per local slot, the received tokens that chose it; weighted outputs summed per record.
-  std::vector<std::vector<std::pair<int64_t, float>>> by_slot(S);
+  // The received records as rows for the block: ids are this rank's local slots (-1: served elsewhere).
+  recv_x_.resize(num_received * H);
+  recv_ids_.resize(num_received * K);
+  recv_weights_.resize(num_received * K);
   for (int64_t r = 0; r < num_received; ++r) {
     const float* record = recv_records.data() + r * rec.floats();
-    for (int64_t k = 0; k < K; ++k) {
-      int32_t slot = -1;
-      std::memcpy(&slot, record + H + k, sizeof(slot));
-      if (slot >= 0) by_slot[slot].emplace_back(r, record[H + K + k]);
-    }
+    std::copy_n(record, H, recv_x_.data() + r * H);
+    std::memcpy(recv_ids_.data() + r * K, record + H, K * sizeof(int32_t));
+    std::copy_n(record + H + K, K, recv_weights_.data() + r * K);
   }
-  std::vector<float> partial(num_received * H, 0.0f), inputs, outputs;
-  for (int64_t s = 0; s < S; ++s) {
-    if (by_slot[s].empty()) continue;
-    const int64_t expert = placement_.logical_of_slot(moe_layer_idx, me * S + s);
-    const auto n = static_cast<int64_t>(by_slot[s].size());
-    inputs.resize(n * H);
-    outputs.resize(n * H);
-    for (int64_t i = 0; i < n; ++i)
-      std::copy_n(recv_records.data() + by_slot[s][i].first * rec.floats(), H, inputs.data() + i * H);
-    model.compute_expert(moe_layer_idx, expert, inputs.data(), n, outputs.data());
-    for (int64_t i = 0; i < n; ++i)
-      cpu::axpy(by_slot[s][i].second, outputs.data() + i * H, partial.data() + by_slot[s][i].first * H, H);
-  }
-
-  // Combine: partial sums return in the order they came; each adds into its token's output.
-  std::vector<float> returned(offset[num_ranks] * H);
-  std::vector<int64_t> back_send(num_ranks), back_recv(num_ranks);
-  for (int r = 0; r < num_ranks; ++r) {
-    back_send[r] = recv_counts[r] * H;
-    back_recv[r] = send_counts[r] * H;
-  }
-  comm_.all_to_all_v(partial.data(), back_send, returned.data(), back_recv, DType::kF32, "moe combine");
-  for (int64_t t = 0; t < num_tokens; ++t)
-    for (int64_t i = token_dest_begin[t]; i < token_dest_begin[t + 1]; ++i)
-      cpu::axpy(1.0f, returned.data() + record_of[i] * H, out + t * H, H);
+  expert_of_slot_.resize(S);
+  for (int64_t s = 0; s < S; ++s) expert_of_slot_[s] = placement_.logical_of_slot(moe_layer_idx, me * S + s);
+  partial_.assign(num_received * H, 0.0f);
 
   ++stats_.num_exchanges;
   for (int r = 0; r < num_ranks; ++r) {
     if (r == me) continue;
-    stats_.dispatch_bytes += send_counts[r] * rec.floats() * static_cast<int64_t>(sizeof(float));
-    stats_.combine_bytes += recv_counts[r] * H * static_cast<int64_t>(sizeof(float));
-    stats_.tokens_sent += send_counts[r];
+    stats_.dispatch_bytes += send_counts_[r] * rec.floats() * static_cast<int64_t>(sizeof(float));
+    stats_.combine_bytes += recv_counts_[r] * H * static_cast<int64_t>(sizeof(float));
+    stats_.tokens_sent += send_counts_[r];
   }
   stats_.tokens_received += num_received;
+  return {recv_x_.data(), recv_ids_.data(), recv_weights_.data(), expert_of_slot_, num_received, partial_.data()};
+}
+
+void ExpertParallelDispatcher::combine(float* out) {
+  // Partial sums return in the order they came; each adds into its token's output, destinations ascending.
+  const int num_ranks = comm_.size();
+  const int64_t H = hidden_;
+  const auto num_tokens = static_cast<int64_t>(token_dest_begin_.size()) - 1;
+  int64_t num_sent = 0;
+  std::vector<int64_t> back_send(num_ranks), back_recv(num_ranks);
+  for (int r = 0; r < num_ranks; ++r) {
+    back_send[r] = recv_counts_[r] * H;
+    back_recv[r] = send_counts_[r] * H;
+    num_sent += send_counts_[r];
+  }
+  std::vector<float> returned(num_sent * H);
+  comm_.all_to_all_v(partial_.data(), back_send, returned.data(), back_recv, DType::kF32, "moe combine");
+  for (int64_t t = 0; t < num_tokens; ++t)
+    for (int64_t i = token_dest_begin_[t]; i < token_dest_begin_[t + 1]; ++i)
+      cpu::axpy(1.0f, returned.data() + record_of_[i] * H, out + t * H, H);
 }
 
 }  // namespace deepinfer

@@ -2,8 +2,8 @@
 //   layout   each token's top-k logical experts -> slots (ExpertPlacement::pick_slot) -> owning EP ranks;
 //   dispatch each token goes once to each distinct destination rank, with its top-k slot ids (-1 where the
 //            slot is elsewhere) and weights; counts first, then the records, in one all-to-all each;
-//   compute  each rank runs its local slots' experts over the tokens it received, summing the weighted
-//            outputs per received token;
+//   compute  (the MoE block, between the two calls) each rank runs its local slots' experts over the tokens
+//            it received, summing the weighted outputs per received token;
 //   combine  the partial sums go back (one all-to-all) and are added at each token's source position.
 // Ranks with no tokens still take part in every exchange.
 #pragma once
@@ -13,7 +13,8 @@
 #include <vector>
 
 #include "src/dist/communicator.h"
-#include "src/model/expert_executor.h"
+#include "src/model/expert_dispatch.h"
+#include "src/model/expert_store.h"
 #include "src/moe/eplb.h"
 #include "src/moe/expert_placement.h"
 
@@ -39,33 +40,42 @@ struct RebalanceReport {
   double seconds = 0.0;
 };
 
-class ExpertParallelExecutor final : public ExpertExecutor {
+class ExpertParallelDispatcher final : public ExpertDispatcher {
  public:
-  ExpertParallelExecutor(Communicator& ep_comm, ExpertPlacement placement, EplbOptions eplb = {});
+  // hidden and top_k: the rows' width and the entries routed per token.
+  ExpertParallelDispatcher(Communicator& ep_comm, ExpertPlacement placement, int64_t hidden, int64_t top_k,
+                           EplbOptions eplb = {});
 
-  void run(const CausalLm& model, int64_t moe_layer_idx, const float* x, const int32_t* topk_ids,
-           const float* topk_weights, int64_t num_tokens, float* out) override;
-  void after_step(CausalLm& model) override;
-  DeviceExpertExecutor* device() override { return device_.get(); }
+  HostDispatch dispatch(int64_t moe_layer_idx, const float* x, const int32_t* topk_ids, const float* topk_weights,
+                        int64_t num_tokens) override;
+  void combine(float* out) override;
+  void after_step(ExpertStore& experts) override;
+  DeviceExpertDispatcher* device() override { return device_.get(); }
   // From now on the model exchanges through `device` (GPU to GPU); placement changes reach it too.
-  void attach_device(std::unique_ptr<DeviceExpertExecutor> device);
+  void attach_device(std::unique_ptr<DeviceExpertDispatcher> device);
 
   // Host exchanges plus those of the device path.
   ExchangeStats stats() const;
   const ExpertPlacement& placement() const { return placement_; }
   const std::vector<RebalanceReport>& rebalances() const { return rebalances_; }
   // Rebalances now (collective over the group), from the loads counted since the last rebalance.
-  void rebalance(CausalLm& model);
+  void rebalance(ExpertStore& experts);
 
  private:
   Communicator& comm_;
   ExpertPlacement placement_;
+  int64_t hidden_, top_k_;
   EplbOptions eplb_;
   ExchangeStats stats_;
   int64_t steps_ = 0;
   std::vector<int64_t> window_counts_;  // [moe layer][logical expert]: tokens this rank routed there
   std::vector<RebalanceReport> rebalances_;
-  std::unique_ptr<DeviceExpertExecutor> device_;
+  std::unique_ptr<DeviceExpertDispatcher> device_;
+  // The last dispatch, kept for its combine: per-rank record counts, each (token, destination)'s send
+  // position (CSR over tokens), the received rows unpacked, their partial sums, this rank's slot -> expert.
+  std::vector<int64_t> send_counts_, recv_counts_, token_dest_begin_, record_of_;
+  std::vector<float> recv_x_, recv_weights_, partial_;
+  std::vector<int32_t> recv_ids_, expert_of_slot_;
 };
 
 // max/mean over EP ranks of the tokens each rank serves for one layer, under `placement` (an expert's tokens

@@ -68,9 +68,8 @@ void NcclExpertDispatch::drain_routed_counts(std::span<int64_t> counts) {
   DI_CUDA_CHECK(cudaMemset(routed_counts_.data(), 0, mine.size() * sizeof(unsigned long long)));
 }
 
-NcclExpertDispatch::Received NcclExpertDispatch::dispatch(int64_t moe_layer_idx, const __nv_bfloat16* x,
-                                                          const int32_t* topk_ids, const float* topk_weights,
-                                                          int64_t num_tokens, cudaStream_t stream) {
+DeviceDispatch NcclExpertDispatch::dispatch_on(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids,
+                                               const float* topk_weights, int64_t num_tokens, cudaStream_t stream) {
   DI_CHECK(moe_layer_idx >= 0 && moe_layer_idx < num_layers_, "MoE layer {} of {} placed", moe_layer_idx, num_layers_);
   const int R = comm_.size(), me = comm_.rank();
   const int64_t E = num_experts_, K = top_k_, H = hidden_;
@@ -106,7 +105,7 @@ NcclExpertDispatch::Received NcclExpertDispatch::dispatch(int64_t moe_layer_idx,
 
   void* send = at_least(send_records_, std::max<int64_t>(total_sent, 1) * record_bytes_);
   void* recv = at_least(recv_records_, std::max<int64_t>(total_received, 1) * record_bytes_);
-  cuda::ep_pack(x, topk_ids, topk_weights, entry_rank, token_pos, counts_.data(), num_tokens, K, H, R, record_bytes_,
+  cuda::ep_pack(static_cast<const __nv_bfloat16*>(x), topk_ids, topk_weights, entry_rank, token_pos, counts_.data(), num_tokens, K, H, R, record_bytes_,
                 send, stream);
   comm_.wait_for(stream);
   comm_.all_to_all_v(send, send_bytes, recv, recv_bytes, DType::kU8, "moe dispatch tokens");
@@ -119,7 +118,7 @@ NcclExpertDispatch::Received NcclExpertDispatch::dispatch(int64_t moe_layer_idx,
   return {x_recv, ids_recv, weights_recv, total_received, at_least(y_recv_, rows * H)};
 }
 
-void NcclExpertDispatch::combine(__nv_bfloat16* out, cudaStream_t stream) {
+void NcclExpertDispatch::combine_on(void* out, cudaStream_t stream) {
   const int R = comm_.size();
   const int64_t H = hidden_;
   std::vector<int64_t> back_send(R), back_recv(R);
@@ -132,15 +131,8 @@ void NcclExpertDispatch::combine(__nv_bfloat16* out, cudaStream_t stream) {
   __nv_bfloat16* returned = at_least(returned_, std::max<int64_t>(total_sent, 1) * H);
   comm_.wait_for(stream);
   comm_.all_to_all_v(y_recv_.data(), back_send, returned, back_recv, DType::kBF16, "moe combine");
-  cuda::ep_combine(returned, token_pos_.data(), counts_.data(), num_tokens_, H, R, out, stream);
-}
-
-void NcclExpertDispatch::run(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids, const float* topk_weights,
-                             int64_t num_tokens, void* out, const LocalExperts& local_experts) {
-  const Received mine = dispatch(moe_layer_idx, static_cast<const __nv_bfloat16*>(x), topk_ids, topk_weights,
-                                 num_tokens, nullptr);
-  if (mine.rows > 0) local_experts(mine.x, mine.ids, mine.weights, mine.rows, mine.y);
-  combine(static_cast<__nv_bfloat16*>(out), nullptr);
+  cuda::ep_combine(returned, token_pos_.data(), counts_.data(), num_tokens_, H, R, static_cast<__nv_bfloat16*>(out),
+                   stream);
 }
 
 }  // namespace deepinfer

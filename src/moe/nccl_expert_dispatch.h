@@ -1,9 +1,9 @@
 // Expert parallelism GPU to GPU: DeepEP's normal-mode dispatch and combine (kernels/cuda/ep_dispatch.cuh)
-// around NCCL all-to-alls, with the placement semantics of ExpertParallelExecutor (same slot choice, same
+// around NCCL all-to-alls, with the placement semantics of ExpertParallelDispatcher (same slot choice, same
 // replicas). Per MoE layer:
 //   dispatch  layout kernel -> all-to-all of the per-rank counts -> one host sync to size the buffers ->
 //             pack kernel -> all-to-all of the token records -> unpack into rows for the local experts;
-//   compute   the model's own routed-expert pass over the received rows (LocalExperts);
+//   compute   the MoE block's own routed-expert kernels over the received rows (between the two calls);
 //   combine   all-to-all of the bf16 partial sums back -> combine kernel adds them in rank order.
 // Buffers grow to the largest step seen and are kept; nothing else allocates.
 #pragma once
@@ -12,32 +12,27 @@
 
 #include "src/core/device_array.h"
 #include "src/dist/nccl_communicator.h"
-#include "src/model/expert_executor.h"
+#include "src/model/expert_dispatch.h"
 
 namespace deepinfer {
 
-class NcclExpertDispatch final : public DeviceExpertExecutor {
+class NcclExpertDispatch final : public DeviceExpertDispatcher {
  public:
   NcclExpertDispatch(NcclCommunicator& comm, int64_t num_experts, int64_t hidden, int64_t top_k);
 
-  void run(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids, const float* topk_weights, int64_t num_tokens,
-           void* out, const LocalExperts& local_experts) override;
+  DeviceDispatch dispatch(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids, const float* topk_weights,
+                          int64_t num_tokens) override {
+    return dispatch_on(moe_layer_idx, x, topk_ids, topk_weights, num_tokens, nullptr);
+  }
+  void combine(void* out) override { combine_on(out, nullptr); }
   void set_placement(const std::vector<std::vector<int32_t>>& phy2log, int64_t slots_per_rank) override;
   void drain_routed_counts(std::span<int64_t> counts) override;
   const ExchangeStats& stats() const override { return stats_; }
 
-  // run()'s halves, apart for the benchmark. dispatch() returns the rows this rank computes; the caller fills
-  // `y` with their partial sums; combine() sends them back and adds them into `out` [num_tokens, hidden].
-  struct Received {
-    const __nv_bfloat16* x;
-    const int32_t* ids;  // num_experts where the entry is served elsewhere
-    const float* weights;
-    int64_t rows;
-    __nv_bfloat16* y;
-  };
-  Received dispatch(int64_t moe_layer_idx, const __nv_bfloat16* x, const int32_t* topk_ids, const float* topk_weights,
-                    int64_t num_tokens, cudaStream_t stream);
-  void combine(__nv_bfloat16* out, cudaStream_t stream);
+  // The two calls on a given stream (the benchmark times them apart).
+  DeviceDispatch dispatch_on(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids,
+                             const float* topk_weights, int64_t num_tokens, cudaStream_t stream);
+  void combine_on(void* out, cudaStream_t stream);
 
   int64_t record_bytes() const { return record_bytes_; }
   // Per-rank counts of the last dispatch: records sent to / received from each rank.

@@ -72,7 +72,7 @@ TEST(EplbOnline, SkewedRoutingRebalancesLiveWithIdenticalOutputs) {
   DeepseekModel model(config, skewed_weights(config, path, wanted));
   MpiCommunicator ep_comm(topo.ep_comm().get(), 120.0);
   MpiCommunicator role_comm(topo.role_comm().get(), 120.0);
-  ExpertParallelExecutor experts(ep_comm, placement, {.interval_steps = 3, .num_groups = config.n_group, .num_nodes = 1});
+  ExpertParallelDispatcher experts(ep_comm, placement, config.hidden_size, config.num_experts_per_tok, {.interval_steps = 3, .num_groups = config.n_group, .num_nodes = 1});
   SpmdGenerationOptions spmd;
   spmd.timeout_s = 120.0;
   const std::vector<RequestResult> got = generate_spmd(model, topo, ep_comm, role_comm, experts, requests, spmd, nullptr);

@@ -1,4 +1,4 @@
-// Dispatch/combine against the naive reference (every expert computed locally), on random routing, random
+// Dispatch/combine against the local reference (every expert computed on this rank), on random routing, random
 // token counts (some ranks with none) and placements with and without replicas.
 #include <algorithm>
 #include <cmath>
@@ -38,8 +38,7 @@ void check_against_local(const ExpertPlacement& placement, uint32_t seed) {
   const DeepseekModel& model = tiny_model();
   const ModelConfig& c = model.config();
   MpiCommunicator comm(MPI_COMM_WORLD, 120.0);
-  ExpertParallelExecutor parallel(comm, placement);
-  LocalExpertExecutor local;
+  ExpertParallelDispatcher parallel(comm, placement, c.hidden_size, c.num_experts_per_tok);
   std::mt19937 rng(seed + 7919 * comm.rank());
   const int64_t H = c.hidden_size, K = c.num_experts_per_tok, E = c.n_routed_experts;
   for (int round = 0; round < 3; ++round) {
@@ -58,8 +57,8 @@ void check_against_local(const ExpertPlacement& placement, uint32_t seed) {
     }
     for (int64_t layer = 0; layer < model.num_moe_layers(); ++layer) {
       std::vector<float> want(T * H, 0.5f), got(T * H, 0.5f);  // both add onto the same base
-      local.run(model, layer, x.data(), ids.data(), weights.data(), T, want.data());
-      parallel.run(model, layer, x.data(), ids.data(), weights.data(), T, got.data());
+      add_routed_experts(model.experts(), nullptr, layer, x.data(), ids.data(), weights.data(), T, K, want.data());
+      add_routed_experts(model.experts(), &parallel, layer, x.data(), ids.data(), weights.data(), T, K, got.data());
       double diff = 0, norm = 0;
       for (int64_t i = 0; i < T * H; ++i) {
         diff += (got[i] - want[i]) * (got[i] - want[i]);

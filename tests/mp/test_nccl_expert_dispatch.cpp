@@ -57,8 +57,7 @@ TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
     auto x_dev = upload(x), out_dev = upload(base);
     auto ids_dev = upload(ids);
     auto weights_dev = upload(weights);
-    const NcclExpertDispatch::Received got = dispatch.dispatch(layer, x_dev.data(), ids_dev.data(), weights_dev.data(),
-                                                               T, nullptr);
+    const DeviceDispatch got = dispatch.dispatch(layer, x_dev.data(), ids_dev.data(), weights_dev.data(), T);
     // The local experts, on the host: every entry received here must be one this rank holds.
     std::vector<__nv_bfloat16> rx(got.rows * H), y(got.rows * H);
     std::vector<int32_t> rids(got.rows * K);
@@ -78,7 +77,7 @@ TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
     }
     if (got.rows > 0)
       DI_CUDA_CHECK(cudaMemcpy(got.y, y.data(), y.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice));
-    dispatch.combine(out_dev.data(), nullptr);
+    dispatch.combine(out_dev.data());
     const std::vector<__nv_bfloat16> out = out_dev.to_host();
     int64_t bad = 0;
     for (int64_t t = 0; t < T; ++t) {

@@ -24,25 +24,13 @@
 #include "kernels/cuda/silu_mul.cuh"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
+#include "src/model/cuda/cuda_mlp.h"
 #include "src/model/rope.h"
 #include "src/model/router_params.h"
 
 namespace deepinfer {
 
 namespace {
-
-std::vector<uint16_t> to_bf16_bits(const float* data, int64_t n) {
-  std::vector<uint16_t> bits(n);
-  for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16(data[i]);
-  return bits;
-}
-
-template <class T>
-T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
-  T* ptr = scratch.alloc<T>(host.size());
-  if (!host.empty()) DI_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return ptr;
-}
 
 // The model's stream waits for `event` (if any) before what it runs next.
 void wait_for(cudaEvent_t event) {
@@ -94,10 +82,12 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
   attention_factor_ = rotary.attention_factor();
 
+  experts_ = std::make_unique<CudaExpertStore>(c.num_hidden_layers - c.first_k_dense_replace, c.n_routed_experts,
+                                               c.hidden_size, c.moe_intermediate_size, arena_, num_sms_);
   embed_ = upload(weights, "model.embed_tokens.weight");
   final_norm_ = upload(weights, "model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights, "lm_head.weight");
-  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
+  const int64_t I = c.moe_intermediate_size, E = c.n_routed_experts;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     Layer layer;
@@ -133,17 +123,15 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
         weights.fill_f32(p + "mlp.gate.e_score_correction_bias", {E}, dst);
         m.correction_bias = dst;
       }
-      m.experts_gate_up = static_cast<Bf16*>(arena_.take(E * 2 * I * H * sizeof(Bf16)));
-      m.experts_down = static_cast<Bf16*>(arena_.take(E * H * I * sizeof(Bf16)));
-      m.loaded.assign(E, false);
+      const int64_t moe_layer = l - c.first_k_dense_replace;
       for (int64_t e = 0; e < E; ++e) {
         const std::string prefix = fmt::format("{}mlp.experts.{}.", p, e);
         if (!weights.has(prefix + "gate_proj.weight")) continue;  // another EP rank's
-        weights.fill_bf16(prefix + "gate_proj.weight", {I, H}, m.experts_gate_up + e * 2 * I * H);
-        weights.fill_bf16(prefix + "up_proj.weight", {I, H}, m.experts_gate_up + e * 2 * I * H + I * H);
-        weights.fill_bf16(prefix + "down_proj.weight", {H, I}, m.experts_down + e * H * I);
-        m.loaded[e] = true;
+        experts_->load(moe_layer, e, weights, prefix + "gate_proj.weight", prefix + "up_proj.weight",
+                       prefix + "down_proj.weight");
       }
+      m.experts_gate_up = experts_->gate_up(moe_layer);
+      m.experts_down = experts_->down(moe_layer);
       m.has_shared = c.n_shared_experts > 0;
       if (m.has_shared) m.shared = upload_mlp(weights, p + "mlp.shared_experts", I * c.n_shared_experts);
     } else {
@@ -163,7 +151,7 @@ CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& wei
   return dst;
 }
 
-CudaDeepseekModel::Mlp CudaDeepseekModel::upload_mlp(const DeviceWeightSource& weights, const std::string& prefix,
+DeviceMlp CudaDeepseekModel::upload_mlp(const DeviceWeightSource& weights, const std::string& prefix,
                                                      int64_t inter) {
   const int64_t H = config_.hidden_size;
   Mlp mlp;
@@ -181,85 +169,13 @@ std::unique_ptr<KvCache> CudaDeepseekModel::make_kv_cache(int64_t num_blocks) co
   return std::make_unique<CudaMlaKvCache>(config_.num_hidden_layers, num_blocks, config_.kv_entry_dim());
 }
 
-// Device layout per expert: gate_up [2I, H] (gate rows then up rows) and down [H, I] — the same order as the
-// exported [gate | up | down].
-std::vector<float> CudaDeepseekModel::export_expert(int64_t moe_layer_idx, int64_t expert) const {
-  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not on this rank", expert, moe_layer_idx);
-  const Moe& m = layers_[moe_layer_idx + config_.first_k_dense_replace].moe;
-  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
-  std::vector<uint16_t> bits(3 * I * H);
-  DI_CUDA_CHECK(cudaMemcpy(bits.data(), m.experts_gate_up + expert * 2 * I * H, 2 * I * H * sizeof(Bf16), cudaMemcpyDeviceToHost));
-  DI_CUDA_CHECK(cudaMemcpy(bits.data() + 2 * I * H, m.experts_down + expert * H * I, H * I * sizeof(Bf16), cudaMemcpyDeviceToHost));
-  std::vector<float> out(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
-  return out;
-}
-
-void CudaDeepseekModel::import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) {
-  Moe& m = layers_[moe_layer_idx + config_.first_k_dense_replace].moe;
-  const int64_t I = config_.moe_intermediate_size, H = config_.hidden_size;
-  DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats", weights.size());
-  const std::vector<uint16_t> bits = to_bf16_bits(weights.data(), 3 * I * H);
-  DI_CUDA_CHECK(cudaMemcpy(m.experts_gate_up + expert * 2 * I * H, bits.data(), 2 * I * H * sizeof(Bf16), cudaMemcpyHostToDevice));
-  DI_CUDA_CHECK(cudaMemcpy(m.experts_down + expert * H * I, bits.data() + 2 * I * H, H * I * sizeof(Bf16), cudaMemcpyHostToDevice));
-  m.loaded[expert] = true;
-}
-
-void CudaDeepseekModel::drop_expert(int64_t moe_layer_idx, int64_t expert) {
-  // The slot stays allocated (experts live in one [E, ...] array per layer); it is only marked free.
-  layers_[moe_layer_idx + config_.first_k_dense_replace].moe.loaded[expert] = false;
-}
-
-bool CudaDeepseekModel::has_expert(int64_t moe_layer_idx, int64_t expert) const {
-  return layers_[moe_layer_idx + config_.first_k_dense_replace].moe.loaded[expert];
-}
-
 void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                                int64_t k) const {
-  linear_on(main_lane(), x, w, y, y_fp32, m, n, k);
-}
-
-void CudaDeepseekModel::linear_on(Lane lane, const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
-                                  int64_t k) const {
-  if (m <= kGemvMaxLinearRows && k % 8 == 0) return cuda::linear_gemv(x, w, y, y_fp32, m, n, k, lane.stream);
-  if (cuda::linear_skinny_preferred(m, n, k))
-    return cuda::linear_skinny(x, w, y, y_fp32, m, n, k, num_sms_, lane.stream);
-  DI_CUBLAS_CHECK(cuda::linear_bf16(lane.blas, x, w, y, y_fp32, m, n, k));
-}
-
-void CudaDeepseekModel::mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch,
-                            Lane lane) const {
-  const int64_t H = config_.hidden_size;
-  auto* act = scratch.alloc<Bf16>(rows * w.inter);
-  if (rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0) {  // a few rows: matrix-vector kernels
-    cuda::swiglu_gemv(h, w.gate_up, act, rows, w.inter, H, lane.stream);
-    cuda::linear_gemv(act, w.down, out, false, rows, H, w.inter, lane.stream);
-    return;
-  }
-  auto* gate_up = scratch.alloc<Bf16>(rows * 2 * w.inter);
-  linear_on(lane, h, w.gate_up, gate_up, false, rows, 2 * w.inter, H);
-  cuda::silu_mul(gate_up, act, rows, w.inter, lane.stream);
-  linear_on(lane, act, w.down, out, false, rows, H, w.inter);
-}
-
-void CudaDeepseekModel::compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n,
-                                       float* out) const {
-  DI_CHECK(has_expert(moe_layer_idx, expert), "expert {} of MoE layer {} is not loaded on this rank", expert, moe_layer_idx);
-  const Moe& m = layers_[moe_layer_idx + config_.first_k_dense_replace].moe;
-  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size;
-  ScratchPool& scratch = expert_scratch_;  // called from inside forward(), so not the step pool
-  scratch.reset();
-  Bf16* x_dev = reinterpret_cast<Bf16*>(device_copy(scratch, to_bf16_bits(x, n * H)));
-  auto* y = scratch.alloc<Bf16>(n * H);
-  auto* y32 = scratch.alloc<float>(n * H);
-  mlp({m.experts_gate_up + expert * 2 * I * H, m.experts_down + expert * H * I, I}, x_dev, y, n, scratch,
-      main_lane());
-  cuda::bf16_to_f32(y, y32, n * H, nullptr);
-  DI_CUDA_CHECK(cudaMemcpy(out, y32, n * H * sizeof(float), cudaMemcpyDeviceToHost));
+  device_linear(main_lane(), x, w, y, y_fp32, m, n, k, num_sms_);
 }
 
 bool CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows,
-                            ExpertExecutor* experts, ScratchPool& scratch, const ResidualNorm& then) const {
+                            ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm& then) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
   auto* logits = scratch.alloc<float>(rows * E);
@@ -269,11 +185,11 @@ bool CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
   // Without expert parallelism the shared expert (it needs only h) writes `out` on the side stream while the
   // router and the routed experts run here; the routed sum is added onto it once both are done (faster than on
   // this stream before or after the router: results/h200/design-measurements.md).
-  const bool shared_beside = w.has_shared && experts == nullptr;
+  const bool shared_beside = w.has_shared && dispatcher == nullptr;
   if (shared_beside) {
     DI_CUDA_CHECK(cudaEventRecord(shared_start_.get(), cudaStreamPerThread));
     DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), shared_start_.get()));
-    mlp(w.shared, h, out, rows, scratch, {side_stream_.get(), side_cublas_.get()});
+    device_mlp({side_stream_.get(), side_cublas_.get()}, w.shared, h, out, rows, H, scratch, num_sms_);
     DI_CUDA_CHECK(cudaEventRecord(shared_done_.get(), side_stream_.get()));
   }
   linear(h, w.router, logits, true, rows, E, H);
@@ -287,23 +203,26 @@ bool CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
     profiler_.mark("moe:routed experts + shared beside");
     return done_then;
   }
-  if (w.has_shared) mlp(w.shared, h, out, rows, scratch, main_lane());
+  if (w.has_shared) device_mlp(main_lane(), w.shared, h, out, rows, H, scratch, num_sms_);
   else DI_CUDA_CHECK(cudaMemsetAsync(out, 0, rows * H * sizeof(Bf16)));
   profiler_.mark("moe:shared");
 
-  if (experts != nullptr && experts->device() != nullptr) {
-    // Expert parallelism GPU to GPU: the executor exchanges; the received rows run through routed_experts.
-    auto local = [&](const void* x, const int32_t* local_ids, const float* local_weights, int64_t n, void* y) {
-      DI_CUDA_CHECK(cudaMemsetAsync(y, 0, n * H * sizeof(Bf16)));
-      routed_experts(w, static_cast<const Bf16*>(x), local_ids, local_weights, n, E + 1, static_cast<Bf16*>(y),
-                     scratch);
-    };
-    experts->device()->run(moe_layer_idx, h, ids, weights, rows, out, local);
+  if (dispatcher != nullptr && dispatcher->device() != nullptr) {
+    // Expert parallelism GPU to GPU: the received rows run through routed_experts between dispatch and combine.
+    DeviceExpertDispatcher& ep = *dispatcher->device();
+    const DeviceDispatch mine = ep.dispatch(moe_layer_idx, h, ids, weights, rows);
+    if (mine.rows > 0) {
+      DI_CUDA_CHECK(cudaMemsetAsync(mine.y, 0, mine.rows * H * sizeof(Bf16)));
+      routed_experts(w, static_cast<const Bf16*>(mine.x), mine.ids, mine.weights, mine.rows, E + 1,
+                     static_cast<Bf16*>(mine.y), scratch);
+    }
+    ep.combine(out);
     profiler_.mark("moe:experts (expert parallel)");
     return false;
   }
-  if (experts != nullptr) {
-    // Expert parallelism over host memory: the executor exchanges and computes; its sum comes back here.
+  if (dispatcher != nullptr) {
+    // Expert parallelism over host memory: dispatched, computed by the store and combined on the host; the
+    // routed sum comes back here.
     std::vector<float> h_host(rows * H), routed(rows * H, 0.0f), w_host(rows * K);
     std::vector<int32_t> ids_host(rows * K);
     auto* h32 = scratch.alloc<float>(rows * H);
@@ -311,7 +230,8 @@ bool CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, 
     DI_CUDA_CHECK(cudaMemcpy(h_host.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
     DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
     DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
-    experts->run(*this, moe_layer_idx, h_host.data(), ids_host.data(), w_host.data(), rows, routed.data());
+    add_routed_experts(*experts_, dispatcher, moe_layer_idx, h_host.data(), ids_host.data(), w_host.data(), rows, K,
+                       routed.data());
     cuda::add_f32_into_bf16(device_copy(scratch, routed), out, rows * H, nullptr);
     return false;
   }
@@ -514,7 +434,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   profiler_.mark("attn:unabsorb+o_proj");
 }
 
-float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertExecutor* experts,
+float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,
                                         int64_t* num_rows) const {
   auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr, "the CUDA model needs a device MLA cache");
@@ -588,7 +508,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     const CudaDeepseekModel& model;
     const StepPlan& plan;
     CudaMlaKvCache& cache;
-    ExpertExecutor* experts;
+    ExpertDispatcher* experts;
     ScratchPool& scratch;
     const int32_t* token_ids;
     const int32_t* row_ids;
@@ -630,7 +550,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
       return fused;
     }
     void mlp(int64_t l) {
-      model.mlp(model.layers_[l].mlp, h, delta, T, scratch, model.main_lane());
+      device_mlp(model.main_lane(), model.layers_[l].mlp, h, delta, T, H, scratch, model.num_sms_);
       model.profiler_.mark("dense mlp");
     }
     float* head() {
@@ -731,7 +651,7 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
 }
 
 
-Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts) const {
+Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts) const {
   int64_t rows = 0;
   const float* logits = run_to_logits(batch, cache, experts, &rows);
   Tensor out = Tensor::zeros({rows, config_.vocab_size});
@@ -745,7 +665,7 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, Exp
 }
 
 std::vector<int32_t> CudaDeepseekModel::forward_and_sample(const ForwardBatch& batch, KvCache& cache,
-                                                           ExpertExecutor* experts, std::span<const SamplingRow> rows) const {
+                                                           ExpertDispatcher* experts, std::span<const SamplingRow> rows) const {
   int64_t num_rows = 0;
   const float* logits = run_to_logits(batch, cache, experts, &num_rows);
   DI_CHECK(static_cast<int64_t>(rows.size()) == num_rows, "{} sampling rows for {} logits rows", rows.size(), num_rows);

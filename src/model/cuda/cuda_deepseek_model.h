@@ -4,18 +4,21 @@
 // Routed experts run on the device: a few tokens as matrix-vector kernels straight from the routing; decode
 // batches as permute, the device-offset grouped kernels (each expert's weights streamed once), unpermute;
 // prefill as permute, cuBLAS GEMMs batched over 256-row chunks of each expert's rows, unpermute. With expert
-// parallelism the rows go GPU to GPU through the executor's device path (NCCL), or are staged through host
+// parallelism the rows go GPU to GPU through the dispatcher's device path (NCCL), or are staged through host
 // memory (MPI transport); without expert parallelism the shared experts run on a side stream meanwhile. Decode
 // steps replay CUDA graphs (run_to_logits).
 #pragma once
 
 #include <compare>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "src/core/device_array.h"
 #include "src/model/causal_lm.h"
+#include "src/model/cuda/cuda_expert_store.h"
+#include "src/model/cuda/cuda_mlp.h"
 #include "src/model/cuda/device_memory.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
@@ -30,27 +33,20 @@ class CudaDeepseekModel final : public CausalLm {
 
   const ModelConfig& config() const override { return config_; }
   std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
-  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts = nullptr) const override;
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
   bool samples_on_device() const override { return true; }
-  std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts,
+  std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                           std::span<const SamplingRow> rows) const override;
-  void compute_expert(int64_t moe_layer_idx, int64_t expert, const float* x, int64_t n, float* out) const override;
-  bool has_expert(int64_t moe_layer_idx, int64_t expert) const override;
+  ExpertStore& experts() override { return *experts_; }
+  const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 2; }
-  std::vector<float> export_expert(int64_t moe_layer_idx, int64_t expert) const override;
-  void import_expert(int64_t moe_layer_idx, int64_t expert, std::span<const float> weights) override;
-  void drop_expert(int64_t moe_layer_idx, int64_t expert) override;
   // Off: every step runs eagerly (no CUDA graph capture or replay).
   void set_cuda_graphs(bool enabled) { graphs_enabled_ = enabled; }
   double device_idle_before_last_step_ms() const override { return idle_ms_; }
 
  private:
   using Bf16 = __nv_bfloat16;
-  struct Mlp {
-    const Bf16* gate_up = nullptr;  // [2 * inter, hidden]: gate rows, then up rows
-    const Bf16* down = nullptr;     // [hidden, inter]
-    int64_t inter = 0;
-  };
+  using Mlp = DeviceMlp;
   struct Attention {
     const Bf16* q_a = nullptr;
     const Bf16* q_a_norm = nullptr;
@@ -64,9 +60,8 @@ class CudaDeepseekModel final : public CausalLm {
   struct Moe {
     const Bf16* router = nullptr;
     const float* correction_bias = nullptr;
-    Bf16* experts_gate_up = nullptr;  // [E, 2 * inter, hidden]
-    Bf16* experts_down = nullptr;     // [E, hidden, inter]
-    std::vector<bool> loaded;
+    const Bf16* experts_gate_up = nullptr;  // [E, 2 * inter, hidden], in the expert store
+    const Bf16* experts_down = nullptr;     // [E, hidden, inter]
     Mlp shared;
     bool has_shared = false;
   };
@@ -82,9 +77,6 @@ class CudaDeepseekModel final : public CausalLm {
   // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh), which
   // measured faster there than the grouped kernels (results/h200/design-measurements.md).
   static constexpr int64_t kGemvMaxPairs = 64;
-  // Up to this many rows the Linear layers and dense MLPs run as matrix-vector kernels (linear_gemv.cuh), above
-  // through cuBLAS, which measured better from 4 rows (results/h200/design-measurements.md).
-  static constexpr int64_t kGemvMaxLinearRows = 2;
   // Below this many pairs the permuted rows run through the device-offset grouped kernels (moe_grouped.cuh):
   // no host round trip, so such steps are graphed too. From it (prefill) each expert's rows are padded to
   // 256-row chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
@@ -95,7 +87,7 @@ class CudaDeepseekModel final : public CausalLm {
 
   // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps below
   // kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
-  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertExecutor* experts, int64_t* rows) const;
+  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
   // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
   int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
 
@@ -134,18 +126,10 @@ class CudaDeepseekModel final : public CausalLm {
 
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
                  Bf16* out, ScratchPool& scratch) const;
-  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream: matrix-vector kernels for a few rows,
-  // the skinny tensor-core kernel where it beats cuBLAS (cuda::linear_skinny_preferred), cuBLAS otherwise.
+  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream (device_linear).
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
-  // Where a piece of the step runs: the model's stream (the per-thread default) or the side stream.
-  struct Lane {
-    cudaStream_t stream;
-    cublasHandle_t blas;
-  };
+  // The model's stream (the per-thread default); the shared experts may run on the side stream instead.
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get()}; }
-  void linear_on(Lane lane, const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
-                 int64_t k) const;
-  void mlp(const Mlp& w, const Bf16* h, Bf16* out, int64_t rows, ScratchPool& scratch, Lane lane) const;
   // What comes after a sub-layer: its output added to the residual stream, which is normalised with `weight`
   // into `normed` (the next layer's input norm, or the final one).
   struct ResidualNorm {
@@ -154,8 +138,8 @@ class CudaDeepseekModel final : public CausalLm {
     Bf16* normed;
   };
   // Returns whether it also did `then` (its last kernel can, on the decode path); if not, `out` holds the output.
-  bool moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows, ExpertExecutor* experts,
-           ScratchPool& scratch, const ResidualNorm& then) const;
+  bool moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows,
+           ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm& then) const;
   // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids in [0, num_ids), and
   // ids >= n_routed_experts are entries to leave out (num_ids = n_routed_experts + 1 for expert parallelism).
   // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
@@ -175,6 +159,7 @@ class CudaDeepseekModel final : public CausalLm {
   CudaStream side_stream_;
   CublasHandle side_cublas_{side_stream_.get()};
   CudaEvent shared_start_, shared_done_;
+  std::unique_ptr<CudaExpertStore> experts_;
   std::vector<Layer> layers_;
   const Bf16* embed_ = nullptr;
   const Bf16* final_norm_ = nullptr;
@@ -185,7 +170,6 @@ class CudaDeepseekModel final : public CausalLm {
   float attention_factor_ = 1.0f;
   // Step buffers, reused across steps. forward() is const but not reentrant: one step at a time per model.
   mutable ScratchPool scratch_;
-  mutable ScratchPool expert_scratch_;
   mutable StepProfiler profiler_;
   mutable std::map<GraphKey, CapturedStep> graphs_;
   bool graphs_enabled_ = true;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/core/device_array.h"
+#include "src/core/tensor.h"
 
 namespace deepinfer {
 
@@ -69,6 +70,20 @@ class ScratchPool {
   size_t chunk_idx_ = 0;
   size_t offset_ = 0;
 };
+
+// A host vector copied into step scratch (synchronously: the host may reuse `host` at once).
+template <class T>
+T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
+  T* ptr = scratch.alloc<T>(host.size());
+  if (!host.empty()) DI_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return ptr;
+}
+
+inline std::vector<uint16_t> to_bf16_bits(const float* data, int64_t n) {
+  std::vector<uint16_t> bits(n);
+  for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16(data[i]);
+  return bits;
+}
 
 // A CUDA event that records timing (RAII).
 class CudaEvent {

@@ -1,0 +1,39 @@
+// The CUDA backend's Linear layers and SwiGLU MLPs, picked by shape: matrix-vector kernels for a few rows,
+// the skinny tensor-core kernel where it beats cuBLAS (cuda::linear_skinny_preferred), cuBLAS otherwise.
+// Shared by the model's blocks and its expert store.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "src/model/cuda/device_memory.h"
+
+namespace deepinfer {
+
+// Up to this many rows the Linear layers and dense MLPs run as matrix-vector kernels (linear_gemv.cuh), above
+// through cuBLAS, which measured better from 4 rows (results/h200/design-measurements.md).
+inline constexpr int64_t kGemvMaxLinearRows = 2;
+
+// Where a piece of a step runs: a stream and the cuBLAS handle bound to it.
+struct Lane {
+  cudaStream_t stream;
+  cublasHandle_t blas;
+};
+
+struct DeviceMlp {
+  const __nv_bfloat16* gate_up = nullptr;  // [2 * inter, hidden]: gate rows, then up rows
+  const __nv_bfloat16* down = nullptr;     // [hidden, inter]
+  int64_t inter = 0;
+};
+
+// y[m, n] = x[m, k] . w[n, k]^T, y bf16 or fp32.
+void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m,
+                   int64_t n, int64_t k, int num_sms);
+// out [rows, hidden] = down(silu(gate h) * (up h)), temporaries from `scratch`.
+void device_mlp(Lane lane, const DeviceMlp& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,
+                int64_t hidden, ScratchPool& scratch, int num_sms);
+
+}  // namespace deepinfer
