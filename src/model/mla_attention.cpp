@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/mla_attention.h"
 #include "kernels/cpu/ops.h"
 #include "src/model/deepseek_model.h"
 
@@ -61,71 +62,62 @@ void DeepseekModel::attention(int64_t layer_idx, const Attention& w, const Forwa
   }
 
   std::vector<float> attn(T * heads * d_v);
-  const bool absorbed = use_absorbed(batch);
-  int64_t first_row = 0;
-  for (const SequenceChunk& seq : batch.sequences) {
-    const int64_t context = seq.num_cached + seq.num_new;
-    // The sequence's whole cache, gathered contiguous [context, d_entry].
-    std::vector<float> entries(context * d_entry);
-    for (int64_t j = 0; j < context; ++j)
-      std::copy_n(cache.entry(layer_idx, seq.block_table, j), d_entry, entries.data() + j * d_entry);
-
-    std::vector<float> kv_expanded;  // [context, heads, d_nope + d_v]
-    if (!absorbed) {
-      // Decompress latents into per-head keys and values, once for all the chunk's queries.
-      std::vector<float> latents(context * d_latent);
-      for (int64_t j = 0; j < context; ++j)
-        std::copy_n(entries.data() + j * d_entry, d_latent, latents.data() + j * d_latent);
-      kv_expanded.resize(context * heads * (d_nope + d_v));
-      cpu::linear(latents.data(), w.kv_b, nullptr, kv_expanded.data(), context, heads * (d_nope + d_v), d_latent);
-    }
-
-#pragma omp parallel for collapse(2) schedule(static) if (seq.num_new * heads * context > 4096)
-    for (int64_t i = 0; i < seq.num_new; ++i) {
+  if (use_absorbed(batch)) {
+    // Absorbed: each head's query folded into the latent space (W_uk^T q_nope | q_pe), attention over the paged
+    // latent entries, then W_uv back out of it. Row r sees positions [0, its own].
+    std::vector<float> q_abs(T * heads * d_entry), o_latent(T * heads * d_latent);
+    for (int64_t r = 0; r < T; ++r)
       for (int64_t h = 0; h < heads; ++h) {
-        const int64_t row = first_row + i;
-        const int64_t visible = seq.num_cached + i + 1;  // causal: positions [0, own position]
-        const float* q_nope = q.data() + (row * heads + h) * d_qk;
-        const float* q_pe = q_nope + d_nope;
-        float* o = attn.data() + (row * heads + h) * d_v;
-        std::vector<float> scores(visible);
-        // Rows of kv_b for this head: d_nope rows of W_uk (latent -> key), then d_v rows of W_uv (latent -> value).
-        const float* w_uk = w.kv_b + h * (d_nope + d_v) * d_latent;
-        const float* w_uv = w_uk + d_nope * d_latent;
-        if (absorbed) {
-          std::vector<float> q_latent(d_latent, 0.0f), o_latent(d_latent, 0.0f);
-          for (int64_t n = 0; n < d_nope; ++n) cpu::axpy(q_nope[n], w_uk + n * d_latent, q_latent.data(), d_latent);
-          for (int64_t j = 0; j < visible; ++j) {
-            const float* e = entries.data() + j * d_entry;
-            float s = 0.0f;
-            for (int64_t k = 0; k < d_latent; ++k) s += q_latent[k] * e[k];
-            for (int64_t k = 0; k < d_rope; ++k) s += q_pe[k] * e[d_latent + k];
-            scores[j] = s * scale;
-          }
-          cpu::softmax(scores.data(), visible);
-          for (int64_t j = 0; j < visible; ++j) cpu::axpy(scores[j], entries.data() + j * d_entry, o_latent.data(), d_latent);
-          for (int64_t v = 0; v < d_v; ++v) {
-            float s = 0.0f;
-            for (int64_t k = 0; k < d_latent; ++k) s += w_uv[v * d_latent + k] * o_latent[k];
-            o[v] = s;
-          }
-        } else {
-          for (int64_t j = 0; j < visible; ++j) {
-            const float* k_nope = kv_expanded.data() + (j * heads + h) * (d_nope + d_v);
-            const float* k_pe = entries.data() + j * d_entry + d_latent;
-            float s = 0.0f;
-            for (int64_t k = 0; k < d_nope; ++k) s += q_nope[k] * k_nope[k];
-            for (int64_t k = 0; k < d_rope; ++k) s += q_pe[k] * k_pe[k];
-            scores[j] = s * scale;
-          }
-          cpu::softmax(scores.data(), visible);
-          std::fill_n(o, d_v, 0.0f);
-          for (int64_t j = 0; j < visible; ++j)
-            cpu::axpy(scores[j], kv_expanded.data() + (j * heads + h) * (d_nope + d_v) + d_nope, o, d_v);
+        const float* q_nope = q.data() + (r * heads + h) * d_qk;
+        const float* w_uk = w.kv_b + h * (d_nope + d_v) * d_latent;  // kv_b rows: d_nope of W_uk, d_v of W_uv
+        float* qa = q_abs.data() + (r * heads + h) * d_entry;
+        std::fill_n(qa, d_latent, 0.0f);
+        for (int64_t n = 0; n < d_nope; ++n) cpu::axpy(q_nope[n], w_uk + n * d_latent, qa, d_latent);
+        std::copy_n(q_nope + d_nope, d_rope, qa + d_latent);
+      }
+    int64_t max_blocks = 1;
+    for (const SequenceChunk& seq : batch.sequences)
+      max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(seq.block_table.size()));
+    std::vector<int32_t> tables(T * max_blocks, 0), lens(T);
+    int64_t row = 0;
+    for (const SequenceChunk& seq : batch.sequences)
+      for (int64_t i = 0; i < seq.num_new; ++i, ++row) {
+        std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + row * max_blocks);
+        lens[row] = static_cast<int32_t>(seq.num_cached + i + 1);
+      }
+    cpu::mla_decode_attention(q_abs.data(), cache.layer_entries(layer_idx), tables.data(), max_blocks, lens.data(), T,
+                              heads, d_latent, d_rope, scale, o_latent.data());
+    for (int64_t r = 0; r < T; ++r)
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* w_uv = w.kv_b + (h * (d_nope + d_v) + d_nope) * d_latent;
+        const float* ol = o_latent.data() + (r * heads + h) * d_latent;
+        for (int64_t v = 0; v < d_v; ++v) {
+          float s = 0.0f;
+          for (int64_t k = 0; k < d_latent; ++k) s += w_uv[v * d_latent + k] * ol[k];
+          attn[(r * heads + h) * d_v + v] = s;
         }
       }
+  } else {
+    // Expanded: per sequence, the latents decompressed into per-head keys and values once for all the chunk's
+    // queries, then causal attention over them.
+    int64_t first_row = 0;
+    for (const SequenceChunk& seq : batch.sequences) {
+      const int64_t context = seq.num_cached + seq.num_new;
+      std::vector<float> entries(context * d_entry), latents(context * d_latent);
+      for (int64_t j = 0; j < context; ++j) {
+        std::copy_n(cache.entry(layer_idx, seq.block_table, j), d_entry, entries.data() + j * d_entry);
+        std::copy_n(entries.data() + j * d_entry, d_latent, latents.data() + j * d_latent);
+      }
+      std::vector<float> kv_expanded(context * heads * (d_nope + d_v));  // [context, heads, d_nope + d_v]
+      cpu::linear(latents.data(), w.kv_b, nullptr, kv_expanded.data(), context, heads * (d_nope + d_v), d_latent);
+      const std::vector<int32_t> q_seq(seq.num_new, 0), cu_k = {0, static_cast<int32_t>(context)};
+      std::vector<int32_t> q_pos(seq.num_new);
+      for (int64_t i = 0; i < seq.num_new; ++i) q_pos[i] = static_cast<int32_t>(seq.num_cached + i);
+      cpu::mla_prefill_attention(q.data() + first_row * heads * d_qk, kv_expanded.data(), entries.data() + d_latent,
+                                 d_entry, q_seq.data(), q_pos.data(), cu_k.data(), seq.num_new, heads, d_nope, d_rope,
+                                 d_v, scale, attn.data() + first_row * heads * d_v);
+      first_row += seq.num_new;
     }
-    first_row += seq.num_new;
   }
   cpu::linear(attn.data(), w.o, w.o_bias, out, T, H, heads * d_v);
 }

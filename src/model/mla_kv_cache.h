@@ -26,6 +26,10 @@ class MlaKvCache final : public KvCache {
   void import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) override;
   void fill_random(uint64_t seed) override;
 
+  // Layer `layer`'s entries, [num_blocks * kBlockSize, entry_dim], physical block b at row b * kBlockSize.
+  const float* layer_entries(int64_t layer) const {
+    return storage_.data() + static_cast<size_t>(layer * num_blocks_ * kBlockSize * entry_dim());
+  }
   float* entry(int64_t layer, std::span<const int32_t> block_table, int64_t position) {
     return storage_.data() + offset(layer, block_table, position);
   }
