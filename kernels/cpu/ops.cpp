@@ -42,6 +42,12 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int
   }
 }
 
+void add_rms_norm(const float* x, float* residual, const float* weight, float* out, int64_t rows, int64_t dim,
+                  float eps) {
+  if (x != nullptr) axpy(1.0f, x, residual, rows * dim);
+  rms_norm(residual, weight, out, rows, dim, eps);
+}
+
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
@@ -83,6 +89,41 @@ void rope(float* x, int64_t rows, int64_t row_stride, int64_t rope_dim, const fl
 void axpy(float alpha, const float* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * n;
+    out[r] = static_cast<int32_t>(std::max_element(row, row + n) - row);  // the first maximum
+  }
+}
+
+void write_kv_entries(const float* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens, int64_t dim,
+                      float* cache) {
+  for (int64_t t = 0; t < num_tokens; ++t) std::copy_n(src + t * src_stride, dim, cache + slots[t] * dim);
+}
+
+void gather_kv_entries(const float* cache, const int64_t* slots, int64_t num_tokens, int64_t dim, float* out) {
+  for (int64_t t = 0; t < num_tokens; ++t) std::copy_n(cache + slots[t] * dim, dim, out + t * dim);
+}
+
+void batched_gemv(const float* x, const float* w, float* y, int64_t batch, int64_t m, int64_t n, int64_t k,
+                  GemvLayout l) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t i = 0; i < n; ++i)
+        y[b * l.y_batch + t * l.y_row + i] = dot(x + b * l.x_batch + t * l.x_row, w + b * l.w_batch + i * k, k);
+}
+
+void batched_gemv_transposed(const float* x, const float* w, float* y, int64_t batch, int64_t m, int64_t n, int64_t k,
+                             GemvLayout l) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        for (int64_t i = 0; i < k; ++i) sum += x[b * l.x_batch + t * l.x_row + i] * w[b * l.w_batch + i * l.w_row + j];
+        y[b * l.y_batch + t * l.y_row + j] = sum;
+      }
 }
 
 }  // namespace deepinfer::cpu

@@ -12,6 +12,10 @@ void linear(const float* x, const float* w, const float* bias, float* y, int64_t
 // out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight   (out may alias x)
 void rms_norm(const float* x, const float* weight, float* out, int64_t rows, int64_t dim, float eps);
 
+// residual[r, :] += x[r, :] (x may be null: no add); out[r, :] = rms_norm(residual[r, :]) * weight.
+void add_rms_norm(const float* x, float* residual, const float* weight, float* out, int64_t rows, int64_t dim,
+                  float eps);
+
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 
@@ -32,5 +36,25 @@ void rope(float* x, int64_t rows, int64_t row_stride, int64_t rope_dim, const fl
 
 // y[i] += alpha * x[i]
 void axpy(float alpha, const float* x, float* y, int64_t n);
+
+// Per row, the index of the largest value (ties to the lowest index, as torch.argmax).
+void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);
+
+// One layer of a paged KV cache ([slots, dim]), by flat slot: cache[slots[t], :] = src[t * src_stride, 0:dim], and
+// out[t, :] = cache[slots[t], :].
+void write_kv_entries(const float* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens, int64_t dim,
+                      float* cache);
+void gather_kv_entries(const float* cache, const int64_t* slots, int64_t num_tokens, int64_t dim, float* out);
+
+// Per-head products, as kernels/cuda/linear_gemv.cuh's batched_gemv (w[b] [n, k]) and batched_gemv_transposed
+// (w[b] [k, n]); product b reads x + b * x_batch (row t at + t * x_row), w + b * w_batch and writes y + b * y_batch
+// (row t at + t * y_row); w_row is the row stride of w[b] ([k, n]: n values a row, or more).
+struct GemvLayout {
+  int64_t x_row, x_batch, w_batch, y_row, y_batch, w_row;
+};
+void batched_gemv(const float* x, const float* w, float* y, int64_t batch, int64_t m, int64_t n, int64_t k,
+                  GemvLayout layout);
+void batched_gemv_transposed(const float* x, const float* w, float* y, int64_t batch, int64_t m, int64_t n, int64_t k,
+                             GemvLayout layout);
 
 }  // namespace deepinfer::cpu

@@ -28,7 +28,7 @@ fi
 echo "== compute-sanitizer synccheck and initcheck on the decode attention (stale shared memory shows there)"
 if command -v compute-sanitizer >/dev/null; then
   for tool in synccheck initcheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 $build/tests/gpu_tests --gtest_filter='*MlaDecode*' --gtest_brief=1 \
+    compute-sanitizer --tool $tool --error-exitcode 9 $build/tests/gpu_tests --gtest_filter='*mla_decode*' --gtest_brief=1 \
       --gtest_color=no > "$out/$tool.log" 2>&1 || status=1
     grep -E "FAILED|Failure|SUMMARY|PASSED" "$out/$tool.log" | head -4
   done
