@@ -20,6 +20,53 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// One warp's attention for one query row, one key at a time, in the lane-strided layout (register i holds
+// element lane + 32 i): the query in registers, an online softmax over the scores the caller computes, and the
+// softmax-weighted sum of the values (the scalar forms of the MLA kernels).
+template <int kQRegs, int kAccRegs>
+struct WarpOnlineAttention {
+  float q[kQRegs], acc[kAccRegs];
+  float running_max = -INFINITY, running_sum = 0.0f;
+
+  // q = row[0, n) (zeros past n, and everywhere for an inactive warp); acc = 0.
+  __device__ __forceinline__ void start(const __nv_bfloat16* row, int64_t n, int lane, bool active) {
+#pragma unroll
+    for (int i = 0; i < kQRegs; ++i) {
+      const int64_t d = lane + 32 * i;
+      q[i] = active && d < n ? to_float(row[d]) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < kAccRegs; ++i) acc[i] = 0.0f;
+  }
+  // The query's dot product with one key (the same on every lane): key[d] for d < split, key[d + gap] for
+  // split <= d < n (a key whose second part is stored `gap` further on).
+  __device__ __forceinline__ float dot(const __nv_bfloat16* key, int64_t n, int lane, int64_t split,
+                                       int64_t gap) const {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kQRegs; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < split) sum += q[i] * to_float(key[d]);
+      else if (d < n) sum += q[i] * to_float(key[gap + d]);
+    }
+    return warp_sum(sum);
+  }
+  // One key's score (the same on every lane) and its value row [0, n): the running maximum moves, what was
+  // summed so far is rescaled, and the value is added with weight exp(score - max).
+  __device__ __forceinline__ void add(float score, const __nv_bfloat16* value, int64_t n, int lane) {
+    const float new_max = fmaxf(running_max, score);
+    const float correction = expf(running_max - new_max);
+    const float p = expf(score - new_max);
+    running_sum = running_sum * correction + p;
+#pragma unroll
+    for (int i = 0; i < kAccRegs; ++i) {
+      const int64_t d = lane + 32 * i;
+      if (d < n) acc[i] = acc[i] * correction + p * to_float(value[d]);
+    }
+    running_max = new_max;
+  }
+};
+
 // One RoPE rotation of the pair (x0, x1) by an angle whose cosine and sine are c and s, with every product
 // rounded on its own (no fused multiply-add): the kernels that rotate (rope, mla_prepare) then agree bit for
 // bit whatever the compiler would contract in each.

@@ -30,16 +30,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
   const int64_t per_split = (len + num_splits - 1) / num_splits;
   const int64_t begin = split * per_split, end = min(len, begin + per_split);
 
-  float q_reg[kMaxDimRegs];
-  float acc[kMaxLatentRegs];
-#pragma unroll
-  for (int i = 0; i < kMaxDimRegs; ++i) {
-    const int64_t d = lane + 32 * i;
-    q_reg[i] = active && d < dim ? to_float(q[(b * heads + h) * dim + d]) : 0.0f;
-  }
-#pragma unroll
-  for (int i = 0; i < kMaxLatentRegs; ++i) acc[i] = 0.0f;
-  float running_max = -INFINITY, running_sum = 0.0f;
+  WarpOnlineAttention<kMaxDimRegs, kMaxLatentRegs> attn;
+  attn.start(q + (b * heads + h) * dim, dim, lane, active);
 
   for (int64_t tile_begin = begin; tile_begin < end; tile_begin += kTileKeys) {
     const int64_t tile_len = min(static_cast<int64_t>(kTileKeys), end - tile_begin);
@@ -62,23 +54,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
     if (!active) continue;
     for (int64_t t = 0; t < tile_len; ++t) {
       const __nv_bfloat16* entry = tile + t * dim;
-      float dot = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kMaxDimRegs; ++i) {
-        const int64_t d = lane + 32 * i;
-        if (d < dim) dot += q_reg[i] * to_float(entry[d]);
-      }
-      const float score = warp_sum(dot) * scale;
-      const float new_max = fmaxf(running_max, score);
-      const float correction = expf(running_max - new_max);
-      const float p = expf(score - new_max);
-      running_sum = running_sum * correction + p;
-#pragma unroll
-      for (int i = 0; i < kMaxLatentRegs; ++i) {
-        const int64_t d = lane + 32 * i;
-        if (d < latent) acc[i] = acc[i] * correction + p * to_float(entry[d]);
-      }
-      running_max = new_max;
+      attn.add(attn.dot(entry, dim, lane, dim, 0) * scale, entry, latent, lane);
     }
   }
   if (!active) return;
@@ -86,11 +62,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
 #pragma unroll
   for (int i = 0; i < kMaxLatentRegs; ++i) {
     const int64_t d = lane + 32 * i;
-    if (d < latent) out[d] = acc[i];
+    if (d < latent) out[d] = attn.acc[i];
   }
   if (lane == 0) {
-    out[latent] = running_max;
-    out[latent + 1] = running_sum;
+    out[latent] = attn.running_max;
+    out[latent + 1] = attn.running_sum;
   }
 }
 

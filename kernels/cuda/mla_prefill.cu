@@ -28,15 +28,8 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(
   const int64_t tile_keys = q_pos[row_end - 1] + 1;  // the tile's last row sees the most keys
   const int64_t qk = nope + rope, width = nope + v_dim + rope;
 
-  float q_reg[kMaxQkRegs], acc[kMaxVRegs];
-#pragma unroll
-  for (int i = 0; i < kMaxQkRegs; ++i) {
-    const int64_t d = lane + 32 * i;
-    q_reg[i] = active && d < qk ? to_float(q[(r * heads + h) * qk + d]) : 0.0f;
-  }
-#pragma unroll
-  for (int i = 0; i < kMaxVRegs; ++i) acc[i] = 0.0f;
-  float running_max = -INFINITY, running_sum = 0.0f;
+  WarpOnlineAttention<kMaxQkRegs, kMaxVRegs> attn;
+  attn.start(q + (r * heads + h) * qk, qk, lane, active);
 
   for (int64_t base = 0; base < tile_keys; base += kTileKeys) {
     const int64_t count = min(static_cast<int64_t>(kTileKeys), tile_keys - base);
@@ -51,32 +44,15 @@ __global__ void __launch_bounds__(kThreads) prefill_kernel(
     __syncthreads();
     const int64_t mine = min(count, visible - base);  // causal: this row's keys within the tile
     for (int64_t t = 0; t < mine; ++t) {
-      const __nv_bfloat16* k = keys + t * width;
-      float dot = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kMaxQkRegs; ++i) {
-        const int64_t d = lane + 32 * i;
-        if (d < nope) dot += q_reg[i] * to_float(k[d]);
-        else if (d < qk) dot += q_reg[i] * to_float(k[v_dim + d]);  // k_pe sits after v
-      }
-      const float score = warp_sum(dot) * scale;
-      const float new_max = fmaxf(running_max, score);
-      const float correction = expf(running_max - new_max);
-      const float p = expf(score - new_max);
-      running_sum = running_sum * correction + p;
-#pragma unroll
-      for (int i = 0; i < kMaxVRegs; ++i) {
-        const int64_t d = lane + 32 * i;
-        if (d < v_dim) acc[i] = acc[i] * correction + p * to_float(k[nope + d]);
-      }
-      running_max = new_max;
+      const __nv_bfloat16* k = keys + t * width;  // [k_nope | v | k_pe]: k_pe sits after v
+      attn.add(attn.dot(k, qk, lane, nope, v_dim) * scale, k + nope, v_dim, lane);
     }
   }
   if (!active) return;
 #pragma unroll
   for (int i = 0; i < kMaxVRegs; ++i) {
     const int64_t d = lane + 32 * i;
-    if (d < v_dim) out[(r * heads + h) * v_dim + d] = to_bf16(acc[i] / running_sum);
+    if (d < v_dim) out[(r * heads + h) * v_dim + d] = to_bf16(attn.acc[i] / attn.running_sum);
   }
 }
 

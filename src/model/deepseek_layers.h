@@ -32,6 +32,17 @@ struct NormSite {
   static NormSite final_norm() { return {kFinal, -1}; }
 };
 
+// One decoder layer's weights, for a backend's own norm type and attention / MLP / MoE weight structs.
+template <class Norm, class Attention, class Mlp, class Moe>
+struct DeepseekLayerWeights {
+  const Norm* input_norm = nullptr;
+  const Norm* post_attention_norm = nullptr;
+  Attention attention;
+  bool is_moe = false;
+  Mlp mlp;  // the dense layers'
+  Moe moe;  // the MoE layers'
+};
+
 template <typename Blocks>
 auto run_deepseek_layers(const ModelConfig& c, Blocks& blocks) {
   blocks.embed();

@@ -8,9 +8,8 @@
 namespace deepinfer {
 
 DeepseekModel::DeepseekModel(ModelConfig config, WeightStore weights)
-    : config_(std::move(config)), weights_(std::move(weights)), rotary_(config_),
-      experts_(config_.num_hidden_layers - config_.first_k_dense_replace, config_.n_routed_experts,
-               config_.hidden_size, config_.moe_intermediate_size, /*swiglu_limit=*/0.0f) {
+    : HostCausalLm(std::move(config), std::move(weights)), rotary_(config_) {
+  set_cache_entry(config_.kv_lora_rank, config_.qk_rope_head_dim);
   const ModelConfig& c = config_;
   // Under expert parallelism a rank loaded only the experts it owns.
   experts_.take_from(weights_, [&](int64_t moe_layer, int64_t e) {
@@ -28,19 +27,16 @@ DeepseekModel::DeepseekModel(ModelConfig config, WeightStore weights)
     Attention& a = layer.attention;
     const std::string s = p + "self_attn.";
     if (c.q_lora_rank > 0) {
-      a.q_a = weights_.data(s + "q_a_proj.weight");
-      a.q_a_bias = weights_.data_or_null(s + "q_a_proj.bias");
+      a.q_a = linear(s + "q_a_proj");
       a.q_a_norm = weights_.data(s + "q_a_layernorm.weight");
-      a.q_b = weights_.data(s + "q_b_proj.weight");
+      a.q_b = linear(s + "q_b_proj");
     } else {
-      a.q = weights_.data(s + "q_proj.weight");
+      a.q = linear(s + "q_proj");
     }
-    a.kv_a = weights_.data(s + "kv_a_proj_with_mqa.weight");
-    a.kv_a_bias = weights_.data_or_null(s + "kv_a_proj_with_mqa.bias");
+    a.kv_a = linear(s + "kv_a_proj_with_mqa");
     a.kv_a_norm = weights_.data(s + "kv_a_layernorm.weight");
-    a.kv_b = weights_.data(s + "kv_b_proj.weight");
-    a.o = weights_.data(s + "o_proj.weight");
-    a.o_bias = weights_.data_or_null(s + "o_proj.bias");
+    a.kv_b = linear(s + "kv_b_proj");
+    a.o = linear(s + "o_proj");
     layer.is_moe = c.is_moe_layer(l);
     if (layer.is_moe) {
       layer.moe.router = weights_.data(p + "mlp.gate.weight");
@@ -55,27 +51,16 @@ DeepseekModel::DeepseekModel(ModelConfig config, WeightStore weights)
   }
 }
 
-DeepseekModel::Mlp DeepseekModel::resolve_mlp(const std::string& prefix, int64_t intermediate) const {
-  Mlp mlp;
-  mlp.gate = weights_.data(prefix + ".gate_proj.weight");
-  mlp.gate_bias = weights_.data_or_null(prefix + ".gate_proj.bias");
-  mlp.up = weights_.data(prefix + ".up_proj.weight");
-  mlp.up_bias = weights_.data_or_null(prefix + ".up_proj.bias");
-  mlp.down = weights_.data(prefix + ".down_proj.weight");
-  mlp.down_bias = weights_.data_or_null(prefix + ".down_proj.bias");
-  mlp.intermediate = intermediate;
-  return mlp;
+DeepseekModel::Linear DeepseekModel::linear(const std::string& prefix) const {
+  return {weights_.data(prefix + ".weight"), weights_.data_or_null(prefix + ".bias")};
 }
 
-std::unique_ptr<KvCache> DeepseekModel::make_kv_cache(int64_t num_blocks) const {
-  return std::make_unique<MlaKvCache>(config_.num_hidden_layers, num_blocks, config_.kv_lora_rank,
-                                      config_.qk_rope_head_dim);
+DeepseekModel::Mlp DeepseekModel::resolve_mlp(const std::string& prefix, int64_t intermediate) const {
+  return {linear(prefix + ".gate_proj"), linear(prefix + ".up_proj"), linear(prefix + ".down_proj"), intermediate};
 }
 
 Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts) const {
-  auto* host_cache = dynamic_cast<MlaKvCache*>(&kv_cache);
-  DI_CHECK(host_cache != nullptr, "the CPU model needs a host MLA cache");
-  MlaKvCache& cache = *host_cache;
+  MlaKvCache& cache = host_cache(kv_cache);
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens();
   const int64_t H = c.hidden_size;

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "src/core/tensor.h"
-#include "src/model/causal_lm.h"
+#include "src/model/host_causal_lm.h"
+#include "src/model/deepseek_layers.h"
 #include "src/model/expert_dispatch.h"
-#include "src/model/host_expert_store.h"
 #include "src/model/forward_batch.h"
 #include "src/model/mla_kv_cache.h"
 #include "src/model/model_config.h"
@@ -17,57 +17,33 @@
 
 namespace deepinfer {
 
-class DeepseekModel final : public CausalLm {
+class DeepseekModel final : public HostCausalLm {
  public:
   DeepseekModel(ModelConfig config, WeightStore weights);
 
-  const ModelConfig& config() const override { return config_; }
-  // A host cache shaped for this model's main layers.
-  std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
-
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
-  ExpertStore& experts() override { return experts_; }
-  const ExpertStore& experts() const override { return experts_; }
-  size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 4; }
 
  private:
+  struct Linear {  // a projection [out, in] and its bias (null where the checkpoint has none)
+    const float* weight = nullptr;
+    const float* bias = nullptr;
+  };
   struct Mlp {
-    const float* gate = nullptr;
-    const float* gate_bias = nullptr;
-    const float* up = nullptr;
-    const float* up_bias = nullptr;
-    const float* down = nullptr;
-    const float* down_bias = nullptr;
+    Linear gate, up, down;
     int64_t intermediate = 0;
   };
   struct Attention {
-    const float* q_a = nullptr;
-    const float* q_a_bias = nullptr;
-    const float* q_a_norm = nullptr;
-    const float* q_b = nullptr;
-    const float* q = nullptr;
-    const float* kv_a = nullptr;
-    const float* kv_a_bias = nullptr;
-    const float* kv_a_norm = nullptr;
-    const float* kv_b = nullptr;
-    const float* o = nullptr;
-    const float* o_bias = nullptr;
+    Linear q_a, q_b, q, kv_a, kv_b, o;  // q_a and q_b with a query LoRA (q_lora_rank > 0), q without
+    const float *q_a_norm = nullptr, *kv_a_norm = nullptr;
   };
   struct Moe {
-    const float* router = nullptr;
-    const float* correction_bias = nullptr;
+    const float *router = nullptr, *correction_bias = nullptr;
     Mlp shared;
     bool has_shared = false;
   };
-  struct Layer {
-    const float* input_norm = nullptr;
-    const float* post_attention_norm = nullptr;
-    Attention attention;
-    bool is_moe = false;
-    Mlp mlp;
-    Moe moe;
-  };
+  using Layer = DeepseekLayerWeights<float, Attention, Mlp, Moe>;
 
+  Linear linear(const std::string& prefix) const;  // prefix.weight and, if present, prefix.bias
   Mlp resolve_mlp(const std::string& prefix, int64_t intermediate) const;
 
   // x [T, hidden] -> out [T, hidden]. mla_attention.cpp
@@ -78,10 +54,7 @@ class DeepseekModel final : public CausalLm {
   void moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,
            ExpertDispatcher* experts) const;
 
-  ModelConfig config_;
-  WeightStore weights_;
   RotaryTable rotary_;
-  HostExpertStore experts_;  // the routed experts, out of weights_
   std::vector<Layer> layers_;
   const float* embed_ = nullptr;
   const float* final_norm_ = nullptr;

@@ -9,6 +9,13 @@
 
 namespace deepinfer {
 
+size_t ExpertStore::index(int64_t moe_layer, int64_t expert) const {
+  DI_CHECK(moe_layer >= 0 && moe_layer < num_moe_layers() && expert >= 0 && expert < num_experts(),
+           "expert {} of MoE layer {} outside {} layers x {} experts", expert, moe_layer, num_moe_layers(),
+           num_experts());
+  return static_cast<size_t>(moe_layer * num_experts() + expert);
+}
+
 void run_routed_experts(const ExpertStore& store, int64_t moe_layer, const float* x, const int32_t* ids,
                         const float* weights, int64_t rows, int64_t top_k, std::span<const int32_t> expert_of_id,
                         float* y) {

@@ -5,6 +5,7 @@
 // as host fp32, one after the other (3 * I * H floats).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -15,12 +16,19 @@ class ExpertDispatcher;
 
 class ExpertStore {
  public:
+  struct Dims {
+    int64_t num_moe_layers = 0;
+    int64_t num_experts = 0;  // logical routed experts per MoE layer
+    int64_t hidden = 0;
+    int64_t intermediate = 0;
+  };
+  explicit ExpertStore(Dims dims) : dims_(dims) {}
   virtual ~ExpertStore() = default;
 
-  virtual int64_t num_moe_layers() const = 0;
-  virtual int64_t num_experts() const = 0;  // logical routed experts per MoE layer
-  virtual int64_t hidden() const = 0;
-  virtual int64_t intermediate() const = 0;
+  int64_t num_moe_layers() const { return dims_.num_moe_layers; }
+  int64_t num_experts() const { return dims_.num_experts; }
+  int64_t hidden() const { return dims_.hidden; }
+  int64_t intermediate() const { return dims_.intermediate; }
   int64_t expert_floats() const { return 3 * intermediate() * hidden(); }
 
   virtual bool holds(int64_t moe_layer, int64_t expert) const = 0;
@@ -30,6 +38,13 @@ class ExpertStore {
   virtual void import_weights(int64_t moe_layer, int64_t expert, std::span<const float> weights) = 0;
   // Frees an expert this rank no longer holds.
   virtual void drop(int64_t moe_layer, int64_t expert) = 0;
+
+ protected:
+  // (moe_layer, expert) as a flat index, checked against the dimensions.
+  size_t index(int64_t moe_layer, int64_t expert) const;
+
+ private:
+  Dims dims_;
 };
 
 // The routed part of an MoE layer over host rows:

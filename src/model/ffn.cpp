@@ -13,10 +13,10 @@ void DeepseekModel::dense_mlp(const Mlp& w, const float* x, float* out, int64_t 
   const int64_t H = config_.hidden_size;
   const int64_t I = w.intermediate;
   std::vector<float> gate(num_tokens * I), up(num_tokens * I);
-  cpu::linear(x, w.gate, w.gate_bias, gate.data(), num_tokens, I, H);
-  cpu::linear(x, w.up, w.up_bias, up.data(), num_tokens, I, H);
+  cpu::linear(x, w.gate.weight, w.gate.bias, gate.data(), num_tokens, I, H);
+  cpu::linear(x, w.up.weight, w.up.bias, up.data(), num_tokens, I, H);
   cpu::silu_mul(gate.data(), up.data(), gate.data(), num_tokens * I);
-  cpu::linear(gate.data(), w.down, w.down_bias, out, num_tokens, H, I);
+  cpu::linear(gate.data(), w.down.weight, w.down.bias, out, num_tokens, H, I);
 }
 
 void DeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,

@@ -23,26 +23,13 @@ void swiglu_expert_forward(const float* gate_w, const float* up_w, const float* 
   cpu::linear(gate.data(), down_w, nullptr, out, n, H, I);
 }
 
-HostExpertStore::HostExpertStore(int64_t num_moe_layers, int64_t num_experts, int64_t hidden, int64_t intermediate,
-                                 float swiglu_limit)
-    : num_moe_layers_(num_moe_layers), num_experts_(num_experts), hidden_(hidden), intermediate_(intermediate),
-      swiglu_limit_(swiglu_limit), experts_(num_moe_layers * num_experts) {}
-
-HostExpertStore::Expert& HostExpertStore::at(int64_t moe_layer, int64_t expert) {
-  DI_CHECK(moe_layer >= 0 && moe_layer < num_moe_layers_ && expert >= 0 && expert < num_experts_,
-           "expert {} of MoE layer {} outside {} layers x {} experts", expert, moe_layer, num_moe_layers_,
-           num_experts_);
-  return experts_[moe_layer * num_experts_ + expert];
-}
-
-const HostExpertStore::Expert& HostExpertStore::at(int64_t moe_layer, int64_t expert) const {
-  return const_cast<HostExpertStore*>(this)->at(moe_layer, expert);
-}
+HostExpertStore::HostExpertStore(Dims dims, float swiglu_limit)
+    : ExpertStore(dims), swiglu_limit_(swiglu_limit), experts_(dims.num_moe_layers * dims.num_experts) {}
 
 void HostExpertStore::take_from(WeightStore& weights,
                                 const std::function<TensorNames(int64_t moe_layer, int64_t expert)>& names) {
-  for (int64_t l = 0; l < num_moe_layers_; ++l)
-    for (int64_t e = 0; e < num_experts_; ++e) {
+  for (int64_t l = 0; l < num_moe_layers(); ++l)
+    for (int64_t e = 0; e < num_experts(); ++e) {
       const TensorNames n = names(l, e);
       if (weights.data_or_null(n[0]) == nullptr) continue;
       at(l, e) = {weights.take(n[0]), weights.take(n[1]), weights.take(n[2])};
@@ -54,14 +41,14 @@ bool HostExpertStore::holds(int64_t moe_layer, int64_t expert) const { return at
 void HostExpertStore::compute(int64_t moe_layer, int64_t expert, const float* x, int64_t n, float* out) const {
   DI_CHECK(holds(moe_layer, expert), "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
   const Expert& w = at(moe_layer, expert);
-  swiglu_expert_forward(w.gate.data<float>(), w.up.data<float>(), w.down.data<float>(), x, n, hidden_, intermediate_,
-                        swiglu_limit_, out);
+  swiglu_expert_forward(w.gate.data<float>(), w.up.data<float>(), w.down.data<float>(), x, n, hidden(),
+                        intermediate(), swiglu_limit_, out);
 }
 
 std::vector<float> HostExpertStore::export_weights(int64_t moe_layer, int64_t expert) const {
   DI_CHECK(holds(moe_layer, expert), "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
   const Expert& w = at(moe_layer, expert);
-  const int64_t n = intermediate_ * hidden_;
+  const int64_t n = intermediate() * hidden();
   std::vector<float> out(3 * n);
   std::copy_n(w.gate.data<float>(), n, out.begin());
   std::copy_n(w.up.data<float>(), n, out.begin() + n);
@@ -70,7 +57,7 @@ std::vector<float> HostExpertStore::export_weights(int64_t moe_layer, int64_t ex
 }
 
 void HostExpertStore::import_weights(int64_t moe_layer, int64_t expert, std::span<const float> weights) {
-  const int64_t I = intermediate_, H = hidden_;
+  const int64_t I = intermediate(), H = hidden();
   DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats, expected {}",
            weights.size(), 3 * I * H);
   const Shape shapes[3] = {{I, H}, {I, H}, {H, I}};

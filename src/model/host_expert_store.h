@@ -23,16 +23,11 @@ class HostExpertStore final : public ExpertStore {
   using TensorNames = std::array<std::string, 3>;
   // swiglu_limit > 0 applies DeepSeek-V4.1's clamp before the activation: up to [-limit, limit], gate to
   // at most limit. 0 is the plain SwiGLU of V2/V3.
-  HostExpertStore(int64_t num_moe_layers, int64_t num_experts, int64_t hidden, int64_t intermediate,
-                  float swiglu_limit);
+  HostExpertStore(Dims dims, float swiglu_limit);
 
   // Moves every routed expert present in `weights` here (under expert parallelism a rank loaded only its own).
   void take_from(WeightStore& weights, const std::function<TensorNames(int64_t moe_layer, int64_t expert)>& names);
 
-  int64_t num_moe_layers() const override { return num_moe_layers_; }
-  int64_t num_experts() const override { return num_experts_; }
-  int64_t hidden() const override { return hidden_; }
-  int64_t intermediate() const override { return intermediate_; }
   bool holds(int64_t moe_layer, int64_t expert) const override;
   void compute(int64_t moe_layer, int64_t expert, const float* x, int64_t n, float* out) const override;
   std::vector<float> export_weights(int64_t moe_layer, int64_t expert) const override;
@@ -43,10 +38,9 @@ class HostExpertStore final : public ExpertStore {
   struct Expert {
     Tensor gate, up, down;  // [I, H], [I, H], [H, I]; undefined when not held
   };
-  Expert& at(int64_t moe_layer, int64_t expert);
-  const Expert& at(int64_t moe_layer, int64_t expert) const;
+  Expert& at(int64_t moe_layer, int64_t expert) { return experts_[index(moe_layer, expert)]; }
+  const Expert& at(int64_t moe_layer, int64_t expert) const { return experts_[index(moe_layer, expert)]; }
 
-  int64_t num_moe_layers_, num_experts_, hidden_, intermediate_;
   float swiglu_limit_;
   std::vector<Expert> experts_;  // [moe layer][expert]
 };

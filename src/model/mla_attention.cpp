@@ -41,17 +41,17 @@ void DeepseekModel::attention(int64_t layer_idx, const Attention& w, const Forwa
   std::vector<float> q(T * heads * d_qk);
   if (c.q_lora_rank > 0) {
     std::vector<float> q_latent(T * c.q_lora_rank);
-    cpu::linear(x, w.q_a, w.q_a_bias, q_latent.data(), T, c.q_lora_rank, H);
+    cpu::linear(x, w.q_a.weight, w.q_a.bias, q_latent.data(), T, c.q_lora_rank, H);
     cpu::rms_norm(q_latent.data(), w.q_a_norm, q_latent.data(), T, c.q_lora_rank, c.rms_norm_eps);
-    cpu::linear(q_latent.data(), w.q_b, nullptr, q.data(), T, heads * d_qk, c.q_lora_rank);
+    cpu::linear(q_latent.data(), w.q_b.weight, nullptr, q.data(), T, heads * d_qk, c.q_lora_rank);
   } else {
-    cpu::linear(x, w.q, nullptr, q.data(), T, heads * d_qk, H);
+    cpu::linear(x, w.q.weight, nullptr, q.data(), T, heads * d_qk, H);
   }
   cpu::rope(q.data() + d_nope, T * heads, d_qk, d_rope, cos, sin, heads, rope_layout(c));
 
   // This step's cache entries: normalised latent, then the RoPE'd shared key.
   std::vector<float> kv(T * d_entry);
-  cpu::linear(x, w.kv_a, w.kv_a_bias, kv.data(), T, d_entry, H);
+  cpu::linear(x, w.kv_a.weight, w.kv_a.bias, kv.data(), T, d_entry, H);
   for (int64_t t = 0; t < T; ++t) cpu::rms_norm(kv.data() + t * d_entry, w.kv_a_norm, kv.data() + t * d_entry, 1, d_latent, c.rms_norm_eps);
   cpu::rope(kv.data() + d_latent, T, d_entry, d_rope, cos, sin, 1, rope_layout(c));
   {
@@ -69,7 +69,7 @@ void DeepseekModel::attention(int64_t layer_idx, const Attention& w, const Forwa
     for (int64_t r = 0; r < T; ++r)
       for (int64_t h = 0; h < heads; ++h) {
         const float* q_nope = q.data() + (r * heads + h) * d_qk;
-        const float* w_uk = w.kv_b + h * (d_nope + d_v) * d_latent;  // kv_b rows: d_nope of W_uk, d_v of W_uv
+        const float* w_uk = w.kv_b.weight + h * (d_nope + d_v) * d_latent;  // kv_b rows: d_nope of W_uk, d_v of W_uv
         float* qa = q_abs.data() + (r * heads + h) * d_entry;
         std::fill_n(qa, d_latent, 0.0f);
         for (int64_t n = 0; n < d_nope; ++n) cpu::axpy(q_nope[n], w_uk + n * d_latent, qa, d_latent);
@@ -89,7 +89,7 @@ void DeepseekModel::attention(int64_t layer_idx, const Attention& w, const Forwa
                               heads, d_latent, d_rope, scale, o_latent.data());
     for (int64_t r = 0; r < T; ++r)
       for (int64_t h = 0; h < heads; ++h) {
-        const float* w_uv = w.kv_b + (h * (d_nope + d_v) + d_nope) * d_latent;
+        const float* w_uv = w.kv_b.weight + (h * (d_nope + d_v) + d_nope) * d_latent;
         const float* ol = o_latent.data() + (r * heads + h) * d_latent;
         for (int64_t v = 0; v < d_v; ++v) {
           float s = 0.0f;
@@ -109,7 +109,7 @@ void DeepseekModel::attention(int64_t layer_idx, const Attention& w, const Forwa
         std::copy_n(entries.data() + j * d_entry, d_latent, latents.data() + j * d_latent);
       }
       std::vector<float> kv_expanded(context * heads * (d_nope + d_v));  // [context, heads, d_nope + d_v]
-      cpu::linear(latents.data(), w.kv_b, nullptr, kv_expanded.data(), context, heads * (d_nope + d_v), d_latent);
+      cpu::linear(latents.data(), w.kv_b.weight, nullptr, kv_expanded.data(), context, heads * (d_nope + d_v), d_latent);
       const std::vector<int32_t> q_seq(seq.num_new, 0), cu_k = {0, static_cast<int32_t>(context)};
       std::vector<int32_t> q_pos(seq.num_new);
       for (int64_t i = 0; i < seq.num_new; ++i) q_pos[i] = static_cast<int32_t>(seq.num_cached + i);
@@ -119,7 +119,7 @@ void DeepseekModel::attention(int64_t layer_idx, const Attention& w, const Forwa
       first_row += seq.num_new;
     }
   }
-  cpu::linear(attn.data(), w.o, w.o_bias, out, T, H, heads * d_v);
+  cpu::linear(attn.data(), w.o.weight, w.o.bias, out, T, H, heads * d_v);
 }
 
 }  // namespace deepinfer

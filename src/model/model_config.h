@@ -76,6 +76,7 @@ struct ModelConfig {
   int64_t n_group = 1;
   int64_t topk_group = 1;
   double routed_scaling_factor = 1.0;
+  double swiglu_limit = 0.0;  // > 0: the experts clamp their SwiGLU inputs (DeepSeek-V4.1); 0: plain SwiGLU
   bool norm_topk_prob = false;
   RouterScoring scoring = RouterScoring::kSoftmax;
   GroupScore group_score = GroupScore::kNone;

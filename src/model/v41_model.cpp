@@ -39,10 +39,8 @@ ModelConfig rope_config(const V41TextConfig& v, bool compress) {
 }  // namespace
 
 DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
-    : config_(std::move(config)), weights_(std::move(weights)), main_rope_(rope_config(config_.v41, false)),
-      compress_rope_(rope_config(config_.v41, true)),
-      experts_(config_.v41.num_hidden_layers, config_.v41.n_routed_experts, config_.hidden_size,
-               config_.moe_intermediate_size, static_cast<float>(config_.v41.swiglu_limit)) {
+    : HostCausalLm(std::move(config), std::move(weights)),
+      main_rope_(rope_config(config_.v41, false)), compress_rope_(rope_config(config_.v41, true)) {
   const V41TextConfig& v = config_.v41;
   // Under expert parallelism a rank loaded only the experts it owns. w1 is the gate, w3 the up projection.
   experts_.take_from(weights_, [](int64_t layer, int64_t e) {
@@ -105,6 +103,7 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
   final_norm_ = weights_.data("norm.weight");
   head_ = weights_.data("head.weight");
   entry_dim_ = hd * (pooled_source ? 3 : any_source ? 2 : 1);
+  set_cache_entry(entry_dim_, 0);
 }
 
 DeepseekV41Model::Expert DeepseekV41Model::resolve_expert(const std::string& prefix) const {
@@ -112,13 +111,9 @@ DeepseekV41Model::Expert DeepseekV41Model::resolve_expert(const std::string& pre
           weights_.data(prefix + ".w3.weight")};
 }
 
-std::unique_ptr<KvCache> DeepseekV41Model::make_kv_cache(int64_t num_blocks) const {
-  return std::make_unique<MlaKvCache>(config_.num_hidden_layers, num_blocks, entry_dim_, 0);
-}
-
 void DeepseekV41Model::expert_forward(const Expert& w, const float* x, int64_t n, float* out) const {
   swiglu_expert_forward(w.w1, w.w3, w.w2, x, n, config_.hidden_size, config_.moe_intermediate_size,
-                        static_cast<float>(config_.v41.swiglu_limit), out);
+                        static_cast<float>(config_.swiglu_limit), out);
 }
 
 void DeepseekV41Model::rotate(float* x, int64_t num_positions, int64_t rows_per_position, int64_t stride,
@@ -218,8 +213,7 @@ void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_
 }
 
 Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* dispatcher) const {
-  auto* host_cache = dynamic_cast<MlaKvCache*>(&kv_cache);
-  DI_CHECK(host_cache != nullptr && host_cache->entry_dim() == entry_dim_, "the V4.1 model needs its own host cache");
+  MlaKvCache& cache = host_cache(kv_cache);
   const V41TextConfig& v = config_.v41;
   const int64_t T = batch.num_tokens(), H = config_.hidden_size, hc = v.hc_mult;
   check_batch(batch, config_.vocab_size);
@@ -287,7 +281,7 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
                               model.config_.rms_norm_eps);
     }
   };
-  CpuBlocks blocks{*this, batch, positions, *host_cache, dispatcher, T, H, hc};
+  CpuBlocks blocks{*this, batch, positions, cache, dispatcher, T, H, hc};
   return run_v41_layers(v, blocks);
 }
 

@@ -20,24 +20,18 @@
 
 #include <vector>
 
-#include "src/model/causal_lm.h"
-#include "src/model/host_expert_store.h"
+#include "src/model/host_causal_lm.h"
 #include "src/model/mla_kv_cache.h"
 #include "src/model/rope.h"
 #include "src/model/weights.h"
 
 namespace deepinfer {
 
-class DeepseekV41Model final : public CausalLm {
+class DeepseekV41Model final : public HostCausalLm {
  public:
   DeepseekV41Model(ModelConfig config, WeightStore weights);
 
-  const ModelConfig& config() const override { return config_; }
-  std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* dispatcher = nullptr) const override;
-  ExpertStore& experts() override { return experts_; }
-  const ExpertStore& experts() const override { return experts_; }
-  size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * entry_dim_ * sizeof(float); }
 
   // Floats cached per token and layer: the window K=V, then the compressor inputs (KV-source layers).
   int64_t entry_dim() const { return entry_dim_; }
@@ -97,10 +91,7 @@ class DeepseekV41Model final : public CausalLm {
   void rotate(float* x, int64_t num_positions, int64_t rows_per_position, int64_t stride, const int32_t* positions,
               bool compress, bool inverse) const;
 
-  ModelConfig config_;
-  WeightStore weights_;
   RotaryTable main_rope_, compress_rope_;
-  HostExpertStore experts_;  // the routed experts, out of weights_
   std::vector<Layer> layers_;
   const float *embed_, *final_norm_, *head_;
   int64_t entry_dim_ = 0;

@@ -82,8 +82,10 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
   attention_factor_ = rotary.attention_factor();
 
-  experts_ = std::make_unique<CudaExpertStore>(c.num_hidden_layers - c.first_k_dense_replace, c.n_routed_experts,
-                                               c.hidden_size, c.moe_intermediate_size, arena_, num_sms_);
+  experts_ = std::make_unique<CudaExpertStore>(
+      ExpertStore::Dims{c.num_hidden_layers - c.first_k_dense_replace, c.n_routed_experts, c.hidden_size,
+                        c.moe_intermediate_size},
+      arena_, num_sms_);
   embed_ = upload(weights, "model.embed_tokens.weight");
   final_norm_ = upload(weights, "model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights, "lm_head.weight");

@@ -4,27 +4,18 @@
 
 namespace deepinfer {
 
-CudaExpertStore::CudaExpertStore(int64_t num_moe_layers, int64_t num_experts, int64_t hidden, int64_t intermediate,
-                                 DeviceArena& arena, int num_sms)
-    : num_experts_(num_experts), hidden_(hidden), intermediate_(intermediate), num_sms_(num_sms),
-      held_(num_moe_layers * num_experts, false) {
-  const int64_t E = num_experts, H = hidden, I = intermediate;
-  for (int64_t l = 0; l < num_moe_layers; ++l) {
+CudaExpertStore::CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms)
+    : ExpertStore(dims), num_sms_(num_sms), held_(dims.num_moe_layers * dims.num_experts, false) {
+  const int64_t E = dims.num_experts, H = dims.hidden, I = dims.intermediate;
+  for (int64_t l = 0; l < dims.num_moe_layers; ++l) {
     gate_up_.push_back(static_cast<__nv_bfloat16*>(arena.take(E * 2 * I * H * sizeof(__nv_bfloat16))));
     down_.push_back(static_cast<__nv_bfloat16*>(arena.take(E * H * I * sizeof(__nv_bfloat16))));
   }
 }
 
-size_t CudaExpertStore::index(int64_t moe_layer, int64_t expert) const {
-  DI_CHECK(moe_layer >= 0 && moe_layer < num_moe_layers() && expert >= 0 && expert < num_experts_,
-           "expert {} of MoE layer {} outside {} layers x {} experts", expert, moe_layer, num_moe_layers(),
-           num_experts_);
-  return static_cast<size_t>(moe_layer * num_experts_ + expert);
-}
-
 void CudaExpertStore::load(int64_t moe_layer, int64_t expert, const DeviceWeightSource& weights,
                            const std::string& gate, const std::string& up, const std::string& down) {
-  const int64_t H = hidden_, I = intermediate_;
+  const int64_t H = hidden(), I = intermediate();
   __nv_bfloat16* gate_up = gate_up_[moe_layer] + expert * 2 * I * H;
   weights.fill_bf16(gate, {I, H}, gate_up);
   weights.fill_bf16(up, {I, H}, gate_up + I * H);
@@ -36,7 +27,7 @@ bool CudaExpertStore::holds(int64_t moe_layer, int64_t expert) const { return he
 
 void CudaExpertStore::compute(int64_t moe_layer, int64_t expert, const float* x, int64_t n, float* out) const {
   DI_CHECK(holds(moe_layer, expert), "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
-  const int64_t H = hidden_, I = intermediate_;
+  const int64_t H = hidden(), I = intermediate();
   scratch_.reset();
   auto* x_dev = reinterpret_cast<__nv_bfloat16*>(device_copy(scratch_, to_bf16_bits(x, n * H)));
   auto* y = scratch_.alloc<__nv_bfloat16>(n * H);
@@ -50,7 +41,7 @@ void CudaExpertStore::compute(int64_t moe_layer, int64_t expert, const float* x,
 // The device layout [gate | up] then down is the exchange order already.
 std::vector<float> CudaExpertStore::export_weights(int64_t moe_layer, int64_t expert) const {
   DI_CHECK(holds(moe_layer, expert), "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
-  const int64_t I = intermediate_, H = hidden_;
+  const int64_t I = intermediate(), H = hidden();
   std::vector<uint16_t> bits(3 * I * H);
   DI_CUDA_CHECK(cudaMemcpy(bits.data(), gate_up_[moe_layer] + expert * 2 * I * H, 2 * I * H * sizeof(uint16_t),
                            cudaMemcpyDeviceToHost));
@@ -62,7 +53,7 @@ std::vector<float> CudaExpertStore::export_weights(int64_t moe_layer, int64_t ex
 }
 
 void CudaExpertStore::import_weights(int64_t moe_layer, int64_t expert, std::span<const float> weights) {
-  const int64_t I = intermediate_, H = hidden_;
+  const int64_t I = intermediate(), H = hidden();
   DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats, expected {}",
            weights.size(), 3 * I * H);
   const size_t i = index(moe_layer, expert);

@@ -17,8 +17,7 @@ namespace deepinfer {
 class CudaExpertStore final : public ExpertStore {
  public:
   // Allocates the arrays in `arena` (on the current device).
-  CudaExpertStore(int64_t num_moe_layers, int64_t num_experts, int64_t hidden, int64_t intermediate,
-                  DeviceArena& arena, int num_sms);
+  CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms);
 
   // Fills one expert from the checkpoint's gate, up and down tensors.
   void load(int64_t moe_layer, int64_t expert, const DeviceWeightSource& weights, const std::string& gate,
@@ -26,10 +25,6 @@ class CudaExpertStore final : public ExpertStore {
   const __nv_bfloat16* gate_up(int64_t moe_layer) const { return gate_up_[moe_layer]; }
   const __nv_bfloat16* down(int64_t moe_layer) const { return down_[moe_layer]; }
 
-  int64_t num_moe_layers() const override { return static_cast<int64_t>(gate_up_.size()); }
-  int64_t num_experts() const override { return num_experts_; }
-  int64_t hidden() const override { return hidden_; }
-  int64_t intermediate() const override { return intermediate_; }
   bool holds(int64_t moe_layer, int64_t expert) const override;
   // Host rows through the device (expert parallelism over host memory): upload, the MLP kernels, download.
   void compute(int64_t moe_layer, int64_t expert, const float* x, int64_t n, float* out) const override;
@@ -38,9 +33,6 @@ class CudaExpertStore final : public ExpertStore {
   void drop(int64_t moe_layer, int64_t expert) override;
 
  private:
-  size_t index(int64_t moe_layer, int64_t expert) const;
-
-  int64_t num_experts_, hidden_, intermediate_;
   int num_sms_;
   std::vector<__nv_bfloat16*> gate_up_, down_;  // per MoE layer, in the arena
   std::vector<bool> held_;                       // [moe layer][expert]
