@@ -67,6 +67,22 @@ class CudaDeepseekModel final : public CausalLm {
     bool has_shared = false;
   };
   using Layer = DeepseekLayerWeights<Bf16, Attention, Mlp, Moe>;
+  struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
+  // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh), which
+  // measured faster there than the grouped kernels (results/h200/design-measurements.md).
+  static constexpr int64_t kGemvMaxPairs = 64;
+  // Below this many pairs the permuted rows run through the device-offset grouped kernels (moe_grouped.cuh):
+  // no host round trip, so such steps are graphed too. From it (prefill) each expert's rows are padded to
+  // 256-row chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
+  static constexpr int64_t kGroupedMaxPairs = 4096;
+  static constexpr int64_t kExpertChunk = 256;
+  // Whether the routed experts of `pairs` (token, expert) pairs run without reading anything back to the host.
+  bool experts_stay_on_device(int64_t pairs) const;
+
+  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps below
+  // kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
+  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
+  // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
   int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
 
   class GraphExec {  // an instantiated CUDA graph (RAII)
