@@ -164,10 +164,6 @@ void parse_deepseek_common(const ConfigReader& r, ModelConfig& c) {
     }
     c.quantization.ue8m0_scales = qr.get_string("scale_fmt", "") == "ue8m0";
   }
-
-  c.layers.assign(c.num_hidden_layers, LayerSpec{});
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    c.layers[l].ffn = c.is_moe_layer(l) ? FfnKind::kMoe : FfnKind::kDense;
 }
 
 void parse_deepseek_v2(const ConfigReader& r, ModelConfig& c) {

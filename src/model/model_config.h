@@ -12,15 +12,8 @@
 
 namespace deepinfer {
 
-enum class AttentionKind { kMla };             // V4.1 adds its sliding-window/compressed kinds here
-enum class FfnKind { kDense, kMoe };
 enum class RouterScoring { kSoftmax, kSigmoid };
 enum class GroupScore { kNone, kMax, kTop2Sum };  // how a group of experts is scored for group-limited top-k
-
-struct LayerSpec {
-  AttentionKind attention = AttentionKind::kMla;
-  FfnKind ffn = FfnKind::kDense;
-};
 
 struct RopeConfig {
   bool yarn = false;
@@ -84,7 +77,6 @@ struct ModelConfig {
 
   int64_t num_nextn_predict_layers = 0;  // MTP layers stored after the main layers
   std::vector<int64_t> eos_token_ids;
-  std::vector<LayerSpec> layers;  // one per main layer
   V41TextConfig v41;              // model_type deepseek_v41 only: the whole text configuration
 
   int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }

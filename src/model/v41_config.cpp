@@ -196,7 +196,6 @@ void parse_deepseek_v41(const ConfigReader& root, ModelConfig& c) {
     c.eos_token_ids = root.json().at("eos_token_id").is_array()
                           ? root.get_int_list("eos_token_id", 0, v.vocab_size - 1)
                           : std::vector<int64_t>{root.get_int("eos_token_id", 0, v.vocab_size - 1)};
-  c.layers.assign(c.num_hidden_layers, LayerSpec{AttentionKind::kMla, FfnKind::kMoe});
   if (v.quantization.method == "fp8") {  // FP8 projections (UE8M0 block scales); FP4 experts when expert_dtype says
     c.quantization.fp8 = true;
     c.quantization.block_rows = v.quantization.block_rows;

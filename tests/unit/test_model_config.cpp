@@ -31,8 +31,8 @@ TEST(ModelConfig, ReadsThePublicShapes) {
   EXPECT_EQ(v2.num_experts_per_tok, 6);
   EXPECT_EQ(v2.group_score, GroupScore::kNone);
   EXPECT_EQ(v2.kv_entry_dim(), 576);
-  EXPECT_EQ(v2.layers[0].ffn, FfnKind::kDense);
-  EXPECT_EQ(v2.layers[1].ffn, FfnKind::kMoe);
+  EXPECT_FALSE(v2.is_moe_layer(0));  // first_k_dense_replace 1
+  EXPECT_TRUE(v2.is_moe_layer(1));
   EXPECT_TRUE(v2.rope.yarn);
   // mscale_all_dim 0.707 at factor 40: scale = 192^-0.5 * (0.1 * 0.707 * ln 40 + 1)^2
   const double m = 0.1 * 0.707 * std::log(40.0) + 1.0;
@@ -44,8 +44,8 @@ TEST(ModelConfig, ReadsThePublicShapes) {
   EXPECT_TRUE(v3.has_correction_bias);
   EXPECT_EQ(v3.n_group, 8);
   EXPECT_EQ(v3.num_nextn_predict_layers, 1);
-  EXPECT_EQ(v3.layers[2].ffn, FfnKind::kDense);
-  EXPECT_EQ(v3.layers[3].ffn, FfnKind::kMoe);
+  EXPECT_FALSE(v3.is_moe_layer(2));  // first_k_dense_replace 3
+  EXPECT_TRUE(v3.is_moe_layer(3));
 }
 
 TEST(ModelConfig, ReadsTransformersRopeParameters) {
