@@ -91,13 +91,6 @@ void axpy(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = x + r * n;
-    out[r] = static_cast<int32_t>(std::max_element(row, row + n) - row);  // the first maximum
-  }
-}
-
 void write_kv_entries(const float* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens, int64_t dim,
                       float* cache) {
   for (int64_t t = 0; t < num_tokens; ++t) std::copy_n(src + t * src_stride, dim, cache + slots[t] * dim);

@@ -37,9 +37,6 @@ void rope(float* x, int64_t rows, int64_t row_stride, int64_t rope_dim, const fl
 // y[i] += alpha * x[i]
 void axpy(float alpha, const float* x, float* y, int64_t n);
 
-// Per row, the index of the largest value (ties to the lowest index, as torch.argmax).
-void argmax_rows(const float* x, int64_t rows, int64_t n, int32_t* out);
-
 // One layer of a paged KV cache ([slots, dim]), by flat slot: cache[slots[t], :] = src[t * src_stride, 0:dim], and
 // out[t, :] = cache[slots[t], :].
 void write_kv_entries(const float* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens, int64_t dim,

@@ -1,9 +1,9 @@
 // Sampling from fp32 logits [rows, vocab]:
 //   argmax_rows: greedy (ties to the lowest index, as torch.argmax).
-//   sample_rows: per row, greedy when temperature <= 0; otherwise the CPU sampler's rule (engine/sampler.cpp):
+//   sample_rows: per row, greedy when temperature <= 0; otherwise the CPU form's rule (kernels/cpu/sampling.h):
 //     sort descending (stable), keep top_k (0: all), p_i ~ exp((l_i - l_max) / temperature), keep the smallest
 //     prefix whose mass reaches top_p, and pick the first token whose cumulative mass exceeds u * mass with
-//     u = Philox4x32-10 uniform at (seed, position): the same per-request stream as the CPU.
+//     u = philox_uniform(seed, position) (kernels/philox.h): the same per-request stream as the CPU.
 // Workspace: sample_workspace_bytes(rows, vocab) bytes from the caller.
 #pragma once
 

@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "src/engine/sampler.h"
 
 namespace deepinfer {
 
@@ -70,21 +69,22 @@ void Engine::step() {
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
   const ForwardBatch forward = build_forward_batch(batch);
-  if (model_.samples_on_device()) {
-    // Only the sampled tokens come back from the device (the logits stay there).
-    std::vector<SamplingRow> rows;
-    for (const ScheduledSequence& item : batch.items) {
-      const SamplingParams& p = item.seq->request->sampling;
-      rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, item.seq->num_tokens()});
-    }
-    std::vector<int32_t> drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows);
-    std::vector<int32_t> sampled;
-    for (size_t i = 0; i < batch.items.size(); ++i)
-      if (batch.items[i].samples) sampled.push_back(drawn[i]);
-    scheduler_.postprocess(batch, sampled);
-  } else {
-    scheduler_.postprocess(batch, sample(batch, model_.forward(forward, *cache_, options_.experts)));
+  // One row per sequence; the sampled token lands at position num_tokens(), which indexes the request's stream.
+  std::vector<SamplingRow> rows;
+  for (const ScheduledSequence& item : batch.items) {
+    const SamplingParams& p = item.seq->request->sampling;
+    rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, item.seq->num_tokens()});
   }
+  std::vector<int32_t> drawn(rows.size());
+  if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
+    drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows);
+  } else if (const Tensor logits = model_.forward(forward, *cache_, options_.experts); !rows.empty()) {
+    cpu::sample_rows(logits.data<float>(), logits.size(0), model_.config().vocab_size, rows.data(), drawn.data());
+  }
+  std::vector<int32_t> sampled;
+  for (size_t i = 0; i < batch.items.size(); ++i)
+    if (batch.items[i].samples) sampled.push_back(drawn[i]);
+  scheduler_.postprocess(batch, sampled);
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++stats_.num_steps;
@@ -107,19 +107,6 @@ ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch) const {
     forward.sequences.push_back({seq.num_cached, item.num_new, seq.block_table});
   }
   return forward;
-}
-
-std::vector<int32_t> Engine::sample(const ScheduledBatch& batch, const Tensor& logits) {
-  std::vector<int32_t> tokens;
-  const int64_t vocab = model_.config().vocab_size;
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    const ScheduledSequence& item = batch.items[i];
-    if (!item.samples) continue;
-    // The sampled token lands at position num_tokens(): that indexes the request's random stream.
-    tokens.push_back(sample_token(logits.data<float>() + static_cast<int64_t>(i) * vocab, vocab,
-                                  item.seq->request->sampling, item.seq->num_tokens(), sampler_scratch_));
-  }
-  return tokens;
 }
 
 RequestResult Engine::result_of(const Sequence& seq) {

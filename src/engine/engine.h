@@ -71,7 +71,6 @@ class Engine {
   // imported from `kv` unless that is null.
   bool admit_cached(const Request& request, std::vector<int32_t> tokens, const float* kv);
   ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
-  std::vector<int32_t> sample(const ScheduledBatch& batch, const Tensor& logits);
 
   const CausalLm& model_;
   EngineOptions options_;
@@ -79,7 +78,6 @@ class Engine {
   BlockManager blocks_;
   Scheduler scheduler_;
   std::vector<std::unique_ptr<Sequence>> sequences_;
-  std::vector<float> sampler_scratch_;
   EngineStats stats_;
 };
 

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/sampling.h"
 #include "src/core/tensor.h"
 #include "src/model/expert_dispatch.h"
 #include "src/model/expert_store.h"
@@ -36,13 +37,7 @@ class KvCache {
 
 // How to draw one token from one row of a step's logits (the engine's SamplingParams, flattened): greedy when
 // temperature <= 0; `position` is where the token will land, which indexes the request's Philox stream.
-struct SamplingRow {
-  float temperature = 0.0f;
-  float top_p = 1.0f;
-  int64_t top_k = 0;
-  uint64_t seed = 0;
-  int64_t position = 0;
-};
+using SamplingRow = cpu::SamplingRow;
 
 class CausalLm {
  public:

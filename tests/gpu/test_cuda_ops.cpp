@@ -1,6 +1,6 @@
 // Every CUDA op against its CPU form, table-driven (as ggml's test-backend-ops): one row per op x sizes x output
 // dtype, each with the tolerance its outputs are held to. The CPU forms live in kernels/cpu under the CUDA
-// launchers' names (ops.h, router.h, mla_attention.h, moe.h); the sampler's is engine/sampler.cpp. A row draws
+// launchers' names (ops.h, router.h, mla_attention.h, moe.h, sampling.h). A row draws
 // fresh random inputs (never zeros), rounds them to bf16 before the CPU form sees them, so a tolerance covers
 // only the op's own rounding and summation order, and poisons every output first, so unwritten elements show as
 // NaN. Tolerances are relative L2 errors: bf16 outputs 1e-2, fp32 outputs 2e-3, indices and copies exact; rows
@@ -22,6 +22,7 @@
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
@@ -43,7 +44,6 @@
 #include "src/core/device.h"
 #include "src/core/device_array.h"
 #include "src/core/tensor.h"
-#include "src/engine/sampler.h"
 #include "src/model/weights.h"
 
 namespace deepinfer {
@@ -1003,11 +1003,11 @@ void argmax_rows(OpRun& r) {
   cuda::argmax_rows(d.data(), rows, vocab, out.data(), nullptr);
   sync();
   std::vector<int32_t> want(rows);
-  cpu::argmax_rows(logits.data(), rows, vocab, want.data());
+  cpu::argmax_rows(logits.data(), rows, vocab, want.data());  // kernels/cpu/sampling.h
   r.exact("tokens", out.to_host(), want);
 }
 
-// Against engine/sampler.cpp on the same logits and Philox streams. Both sum the kept probabilities in different
+// Against cpu::sample_rows on the same logits and Philox streams. Both sum the kept probabilities in different
 // orders, so a draw landing within rounding of a boundary may pick the neighbour: at least 99.5% of draws must
 // agree, and every greedy, top_k = 1 and tiny-top_p draw exactly.
 void sample_rows(OpRun& r) {
@@ -1032,18 +1032,16 @@ void sample_rows(OpRun& r) {
                     out.data(), workspace.data(), workspace.size(), nullptr);
   sync();
   const std::vector<int32_t> got = out.to_host();
-  std::vector<float> scratch;
+  std::vector<cpu::SamplingRow> cpu_params(rows);
+  for (int64_t i = 0; i < rows; ++i)
+    cpu_params[i] = {params[i].temperature, params[i].top_p, params[i].top_k, params[i].seed, params[i].position};
+  std::vector<int32_t> want(rows);
+  cpu::sample_rows(logits.data(), rows, vocab, cpu_params.data(), want.data());
   std::vector<int32_t> got_exact, want_exact;
   int64_t agree = 0;
   for (int64_t i = 0; i < rows; ++i) {
-    SamplingParams p;
-    p.temperature = params[i].temperature;
-    p.top_p = params[i].top_p;
-    p.top_k = params[i].top_k;
-    p.seed = params[i].seed;
-    const int32_t want = sample_token(logits.data() + i * vocab, vocab, p, params[i].position, scratch);
-    agree += got[i] == want;
-    if (i % 6 == 0 || i % 6 == 4 || i % 6 == 5) got_exact.push_back(got[i]), want_exact.push_back(want);
+    agree += got[i] == want[i];
+    if (i % 6 == 0 || i % 6 == 4 || i % 6 == 5) got_exact.push_back(got[i]), want_exact.push_back(want[i]);
   }
   r.exact("greedy, top-1 and tiny top-p draws", got_exact, want_exact);
   EXPECT_GE(agree, rows * 995 / 1000) << agree << " of " << rows << " draws agree";

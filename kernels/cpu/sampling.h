@@ -1,0 +1,25 @@
+// Sampling from fp32 logits [rows, vocab] on the CPU, the reference forms of kernels/cuda/sampling.cuh under the
+// same names (less workspace and stream):
+//   argmax_rows: greedy (ties to the lowest index, as torch.argmax).
+//   sample_rows: per row, greedy when temperature <= 0; otherwise sort descending (stable), keep top_k (0: all),
+//     p_i ~ exp((l_i - l_max) / temperature), keep the smallest prefix whose mass reaches top_p, and pick the
+//     first token whose cumulative mass exceeds u * mass, u = philox_uniform(seed, position) (kernels/philox.h).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::cpu {
+
+// One row's parameters; the layout of cuda::SamplingRow.
+struct SamplingRow {
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
+  int64_t position = 0;  // where the token will land: it indexes the request's random stream
+};
+
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out);
+void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out);
+
+}  // namespace deepinfer::cpu
