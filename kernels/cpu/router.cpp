@@ -31,14 +31,18 @@ void route_topk(const float* logits, int64_t num_tokens, const RouterParams& p, 
 
   for (int64_t t = 0; t < num_tokens; ++t) {
     const float* row = logits + t * E;
+    for (int64_t e = 0; e < E; ++e) scores[e] = row[e] / p.temperature;
     if (p.scoring == RouterParams::Scoring::kSoftmax) {
-      float max_value = row[0];
-      for (int64_t e = 1; e < E; ++e) max_value = std::max(max_value, row[e]);
+      float max_value = scores[0];
+      for (int64_t e = 1; e < E; ++e) max_value = std::max(max_value, scores[e]);
       float sum = 0.0f;
-      for (int64_t e = 0; e < E; ++e) sum += scores[e] = std::exp(row[e] - max_value);
+      for (int64_t e = 0; e < E; ++e) sum += scores[e] = std::exp(scores[e] - max_value);
       for (int64_t e = 0; e < E; ++e) scores[e] /= sum;
-    } else {
-      for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-row[e]));
+    } else if (p.scoring == RouterParams::Scoring::kSigmoid) {
+      for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-scores[e]));
+    } else {  // torch's softplus (beta 1, threshold 20), then the square root
+      for (int64_t e = 0; e < E; ++e)
+        scores[e] = std::sqrt(scores[e] > 20.0f ? scores[e] : std::log1p(std::exp(scores[e])));
     }
     for (int64_t e = 0; e < E; ++e) choice[e] = scores[e] + (p.correction_bias ? p.correction_bias[e] : 0.0f);
 
@@ -58,7 +62,7 @@ void route_topk(const float* logits, int64_t num_tokens, const RouterParams& p, 
         if (g >= 0) group_taken[g] = 1;  // g < 0 only if topk_groups > num_groups, which configs reject
       }
       // Experts of unselected groups cannot be chosen: V3 masks them to -inf, V2 to 0 (scores are >= 0).
-      const float masked = p.scoring == RouterParams::Scoring::kSigmoid ? kNegInf : 0.0f;
+      const float masked = p.scoring == RouterParams::Scoring::kSoftmax ? 0.0f : kNegInf;
       for (int64_t e = 0; e < E; ++e)
         if (!group_taken[e / per_group]) choice[e] = masked;
     }

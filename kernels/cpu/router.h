@@ -1,6 +1,7 @@
 // MoE routing: from router logits to each token's top-k experts and their combine weights, as DeepSeek
-// V2 (softmax; greedy or group-limited by the best expert of each group) and V3 (sigmoid plus a correction
-// bias used for selection only; groups scored by the sum of their top-2) define it.
+// V2 (softmax; greedy or group-limited by the best expert of each group), V3 (sigmoid plus a correction
+// bias used for selection only; groups scored by the sum of their top-2) and V4.1 (sqrt(softplus) of the
+// logits over a temperature, with the selection bias) define it.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@ namespace deepinfer::cpu {
 struct RouterParams {
   static constexpr int64_t kMaxExperts = 4096;  // per-token flags live on the stack
   static constexpr int64_t kMaxGroups = 1024;
-  enum class Scoring { kSoftmax, kSigmoid } scoring = Scoring::kSoftmax;
+  enum class Scoring { kSoftmax, kSigmoid, kSqrtSoftplus } scoring = Scoring::kSoftmax;
   enum class GroupScore { kNone, kMax, kTop2Sum } group_score = GroupScore::kNone;
   int64_t num_experts = 0;
   int64_t top_k = 0;
@@ -19,6 +20,7 @@ struct RouterParams {
   const float* correction_bias = nullptr;  // [num_experts] or null
   bool normalize = false;                  // divide the k weights by their sum (+1e-20)
   float scaling = 1.0f;                    // routed_scaling_factor
+  float temperature = 1.0f;                // logits are divided by it before scoring (V4.1's gate_temp)
 };
 
 // logits [tokens, num_experts] -> ids [tokens, top_k], weights [tokens, top_k]. Ties go to the lower index.

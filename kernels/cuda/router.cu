@@ -39,7 +39,7 @@ __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, 
 #pragma unroll
   for (int j = 0; j < kMaxExpertsPerLane; ++j) {
     const int e = lane + 32 * j;
-    logit[j] = e < E ? row[e] : -INFINITY;
+    logit[j] = e < E ? row[e] / p.temperature : -INFINITY;
     bias[j] = e < E && p.correction_bias != nullptr ? p.correction_bias[e] : 0.0f;
   }
   float max_logit = -INFINITY;
@@ -52,7 +52,10 @@ __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, 
 #pragma unroll
   for (int j = 0; j < kMaxExpertsPerLane; ++j) {
     if (lane + 32 * j >= E) continue;
-    logit[j] = softmax ? expf(logit[j] - max_logit) : 1.0f / (1.0f + expf(-logit[j]));  // now the score
+    const float x = logit[j];  // now the score:
+    logit[j] = softmax                                   ? expf(x - max_logit)
+               : p.scoring == Params::Scoring::kSigmoid ? 1.0f / (1.0f + expf(-x))
+                                                        : sqrtf(x > 20.0f ? x : log1pf(expf(x)));  // sqrt(softplus)
     total += logit[j];
   }
   if (softmax) total = warp_sum(total);

@@ -12,7 +12,7 @@
 
 namespace deepinfer {
 
-enum class RouterScoring { kSoftmax, kSigmoid };
+enum class RouterScoring { kSoftmax, kSigmoid, kSqrtSoftplus };
 enum class GroupScore { kNone, kMax, kTop2Sum };  // how a group of experts is scored for group-limited top-k
 
 struct RopeConfig {
@@ -72,6 +72,7 @@ struct ModelConfig {
   double swiglu_limit = 0.0;  // > 0: the experts clamp their SwiGLU inputs (DeepSeek-V4.1); 0: plain SwiGLU
   bool norm_topk_prob = false;
   RouterScoring scoring = RouterScoring::kSoftmax;
+  double router_temperature = 1.0;  // the router's logits are divided by it before scoring (V4.1's gate_temp)
   GroupScore group_score = GroupScore::kNone;
   bool has_correction_bias = false;  // V3: e_score_correction_bias, used for selection only
 

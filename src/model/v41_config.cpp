@@ -188,6 +188,10 @@ void parse_deepseek_v41(const ConfigReader& root, ModelConfig& c) {
   c.num_experts_per_tok = v.num_experts_per_tok;
   c.routed_scaling_factor = v.routed_scaling_factor;
   c.swiglu_limit = v.swiglu_limit;
+  c.scoring = v.scoring_func == "softmax"   ? RouterScoring::kSoftmax
+              : v.scoring_func == "sigmoid" ? RouterScoring::kSigmoid
+                                            : RouterScoring::kSqrtSoftplus;
+  c.router_temperature = v.gate_temp;
   c.norm_topk_prob = v.norm_topk_prob;
   c.first_k_dense_replace = 0;  // every layer is MoE
   c.num_nextn_predict_layers = v.num_nextn_predict_layers;

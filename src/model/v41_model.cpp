@@ -6,18 +6,16 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/cpu/hyper_connections.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/router.h"
+#include "src/model/router_params.h"
 
 namespace deepinfer {
 
 namespace {
 
 bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
-
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
-// torch.nn.functional.softplus (beta 1, threshold 20), then the square root.
-float sqrt_softplus(float x) { return std::sqrt(x > 20.0f ? x : std::log1p(std::exp(x))); }
 
 // The two RoPE tables of V4.1: `main` (plain, rope_theta) and `compress` (compress_rope_theta, YaRN from
 // rope_scaling, attention factor 1).
@@ -133,81 +131,23 @@ void DeepseekV41Model::hyper_mixes(const HyperMix& w, const float* streams, int6
                                    float* comb) const {
   const V41TextConfig& v = config_.v41;
   const int64_t hc = v.hc_mult, D = hc * config_.hidden_size, M = (2 + hc) * hc;
-  const auto eps = static_cast<float>(v.hc_eps);
   std::vector<float> flat(T * D), mixes(T * M);
-  for (int64_t t = 0; t < T; ++t) {  // RMS over the whole flattened stream, no weight
-    const float* x = streams + t * D;
-    double sum = 0.0;
-    for (int64_t i = 0; i < D; ++i) sum += static_cast<double>(x[i]) * x[i];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(sum / static_cast<double>(D)) + config_.rms_norm_eps);
-    for (int64_t i = 0; i < D; ++i) flat[t * D + i] = x[i] * inv;
-  }
+  cpu::hc_flat_rms_norm(streams, T, D, config_.rms_norm_eps, flat.data());
   cpu::linear(flat.data(), w.fn, nullptr, mixes.data(), T, M, D);
-  for (int64_t t = 0; t < T; ++t) {
-    const float* m = mixes.data() + t * M;
-    for (int64_t j = 0; j < hc; ++j) {
-      pre[t * hc + j] = sigmoid(m[j] * w.scale[0] + w.base[j]) + eps;
-      post[t * hc + j] = 2.0f * sigmoid(m[hc + j] * w.scale[1] + w.base[hc + j]);
-    }
-    float* c = comb + t * hc * hc;  // c[j * hc + k]: from stream j into stream k
-    for (int64_t i = 0; i < hc * hc; ++i) c[i] = m[2 * hc + i] * w.scale[2] + w.base[2 * hc + i];
-    auto normalize_rows = [&] {
-      for (int64_t j = 0; j < hc; ++j) {
-        float sum = 0.0f;
-        for (int64_t k = 0; k < hc; ++k) sum += c[j * hc + k];
-        for (int64_t k = 0; k < hc; ++k) c[j * hc + k] /= sum + eps;
-      }
-    };
-    auto normalize_columns = [&] {
-      for (int64_t k = 0; k < hc; ++k) {
-        float sum = 0.0f;
-        for (int64_t j = 0; j < hc; ++j) sum += c[j * hc + k];
-        for (int64_t j = 0; j < hc; ++j) c[j * hc + k] /= sum + eps;
-      }
-    };
-    for (int64_t j = 0; j < hc; ++j) {
-      cpu::softmax(c + j * hc, hc);
-      for (int64_t k = 0; k < hc; ++k) c[j * hc + k] += eps;
-    }
-    normalize_columns();
-    for (int64_t it = 0; it + 1 < v.hc_sinkhorn_iters; ++it) {
-      normalize_rows();
-      normalize_columns();
-    }
-  }
+  cpu::hc_mixes(mixes.data(), w.base, w.scale, T, hc, static_cast<float>(v.hc_eps), v.hc_sinkhorn_iters, pre, post,
+                comb);
 }
 
 void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_t T,
                            ExpertDispatcher* dispatcher) const {
-  const V41TextConfig& v = config_.v41;
   const Layer& layer = layers_[layer_idx];
-  const int64_t H = config_.hidden_size, E = v.n_routed_experts, K = v.num_experts_per_tok;
-  std::vector<float> scores(T * E);
-  cpu::linear(x, layer.router, nullptr, scores.data(), T, E, H);
+  const int64_t H = config_.hidden_size, E = config_.n_routed_experts, K = config_.num_experts_per_tok;
+  std::vector<float> logits(T * E), weights(T * K), scratch(2 * E + 1);
   std::vector<int32_t> ids(T * K);
-  std::vector<float> weights(T * K);
-  std::vector<int32_t> order(E);
-  for (int64_t t = 0; t < T; ++t) {
-    float* s = scores.data() + t * E;
-    for (int64_t e = 0; e < E; ++e) s[e] /= static_cast<float>(v.gate_temp);
-    if (v.scoring_func == "softmax") cpu::softmax(s, E);
-    else
-      for (int64_t e = 0; e < E; ++e) s[e] = v.scoring_func == "sigmoid" ? sigmoid(s[e]) : sqrt_softplus(s[e]);
-    // Selection by the biased scores; the weights are the unbiased ones.
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int32_t a, int32_t b) {
-      const float sa = s[a] + layer.router_bias[a], sb = s[b] + layer.router_bias[b];
-      return sa > sb || (sa == sb && a < b);
-    });
-    float sum = 0.0f;
-    for (int64_t k = 0; k < K; ++k) sum += s[order[k]];
-    for (int64_t k = 0; k < K; ++k) {
-      ids[t * K + k] = order[k];
-      float w = s[order[k]];
-      if (v.norm_topk_prob && K > 1) w /= sum + 1e-20f;
-      weights[t * K + k] = w * static_cast<float>(v.routed_scaling_factor);
-    }
-  }
+  cpu::linear(x, layer.router, nullptr, logits.data(), T, E, H);
+  // Selection by the biased scores; the weights are the unbiased ones.
+  cpu::route_topk(logits.data(), T, router_params(config_, layer.router_bias), ids.data(), weights.data(),
+                  scratch.data());
   expert_forward(layer.shared, x, T, out);
   add_routed_experts(experts_, dispatcher, layer_idx, x, ids.data(), weights.data(), T, K, out);
 }
@@ -244,39 +184,21 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
         pre[t * hc] = 1.0f;
       }
     }
-    void collapse() {
-      std::fill(collapsed.begin(), collapsed.end(), 0.0f);
-      for (int64_t t = 0; t < T; ++t)
-        for (int64_t j = 0; j < hc; ++j)
-          cpu::axpy(pre[t * hc + j], streams.data() + (t * hc + j) * H, collapsed.data() + t * H, H);
-    }
     void hc_pre(int64_t l, HyperSite site) {
       const Layer& layer = model.layers_[l];
       const bool attn = site == HyperSite::kAttention;
       model.hyper_mixes(attn ? layer.hc_attn : layer.hc_ffn, streams.data(), T, next_pre.data(), post.data(),
                         comb.data());
-      collapse();
-      cpu::rms_norm(collapsed.data(), attn ? layer.attn_norm : layer.ffn_norm, h.data(), T, H,
-                    model.config_.rms_norm_eps);
+      cpu::hc_collapse_rms_norm(streams.data(), pre.data(), attn ? layer.attn_norm : layer.ffn_norm, T, hc, H,
+                                model.config_.rms_norm_eps, h.data());
       std::swap(pre, next_pre);
     }
     void attention(int64_t l) { model.attention(l, batch, positions, h.data(), out.data(), cache, states); }
     void moe(int64_t l) { model.moe(l, h.data(), out.data(), T, dispatcher); }
     // streams_k <- post_k * out + sum_j comb[j, k] * streams_j
-    void hc_post() {
-      std::vector<float> mixed(hc * H);
-      for (int64_t t = 0; t < T; ++t) {
-        float* s = streams.data() + t * hc * H;
-        std::fill(mixed.begin(), mixed.end(), 0.0f);
-        for (int64_t k = 0; k < hc; ++k) {
-          for (int64_t j = 0; j < hc; ++j) cpu::axpy(comb[(t * hc + j) * hc + k], s + j * H, mixed.data() + k * H, H);
-          cpu::axpy(post[t * hc + k], out.data() + t * H, mixed.data() + k * H, H);
-        }
-        std::copy(mixed.begin(), mixed.end(), s);
-      }
-    }
+    void hc_post() { cpu::hc_post(streams.data(), out.data(), post.data(), comb.data(), T, hc, H); }
     Tensor head() {
-      collapse();
+      cpu::hc_collapse(streams.data(), pre.data(), T, hc, H, collapsed.data());
       return cpu_final_logits(batch, collapsed.data(), model.final_norm_, model.head_, H, model.config_.vocab_size,
                               model.config_.rms_norm_eps);
     }

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/cpu/hyper_connections.h"
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
@@ -27,6 +28,7 @@
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
@@ -1047,6 +1049,79 @@ void sample_rows(OpRun& r) {
   EXPECT_GE(agree, rows * 995 / 1000) << agree << " of " << rows << " draws agree";
 }
 
+// DeepSeek-V4.1's hyper-connections (hc streams of `hidden` values a token, fp32 on the device).
+void hc_flat_rms_norm(OpRun& r) {
+  const int64_t tokens = r["tokens"], d = r["hc"] * r["hidden"];
+  std::vector<float> streams(tokens * d);
+  std::normal_distribution<float> normal;
+  for (float& v : streams) v = normal(r.rng());
+  auto d_streams = DeviceArray<float>::from_host(streams);
+  DeviceArray<Bf16> flat(tokens * d);
+  flat.poison();
+  cuda::hc_flat_rms_norm(d_streams.data(), tokens, d, 1e-6f, bf(flat), nullptr);
+  sync();
+  std::vector<float> want(tokens * d);
+  cpu::hc_flat_rms_norm(streams.data(), tokens, d, 1e-6f, want.data());
+  r.close("normalised streams", to_float(flat.to_host()), want);
+}
+
+void hc_mixes(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], iters = r["sinkhorn_iters"], M = (2 + hc) * hc;
+  std::normal_distribution<float> normal;
+  std::vector<float> mixes(tokens * M), base(M), scale(3);
+  for (float& v : mixes) v = normal(r.rng());
+  for (float& v : base) v = 0.5f * normal(r.rng());
+  for (float& v : scale) v = 0.5f + std::abs(normal(r.rng()));
+  auto d_mixes = DeviceArray<float>::from_host(mixes), d_base = DeviceArray<float>::from_host(base);
+  auto d_scale = DeviceArray<float>::from_host(scale);
+  DeviceArray<float> pre(tokens * hc), post(tokens * hc), comb(tokens * hc * hc);
+  pre.poison();
+  post.poison();
+  comb.poison();
+  cuda::hc_mixes(d_mixes.data(), d_base.data(), d_scale.data(), tokens, hc, 1e-6f, iters, pre.data(), post.data(),
+                 comb.data(), nullptr);
+  sync();
+  std::vector<float> want_pre(tokens * hc), want_post(tokens * hc), want_comb(tokens * hc * hc);
+  cpu::hc_mixes(mixes.data(), base.data(), scale.data(), tokens, hc, 1e-6f, iters, want_pre.data(), want_post.data(),
+                want_comb.data());
+  r.close("pre", pre.to_host(), want_pre);
+  r.close("post", post.to_host(), want_post);
+  r.close("comb", comb.to_host(), want_comb);
+}
+
+void hc_collapse_rms_norm(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"];
+  std::normal_distribution<float> normal;
+  std::vector<float> streams(tokens * hc * hidden), pre(tokens * hc), w_f;
+  for (float& v : streams) v = normal(r.rng());
+  for (float& v : pre) v = std::uniform_real_distribution<float>(0.0f, 1.0f)(r.rng());
+  auto weight = DeviceArray<Bf16>::from_host(r.random_bf16(hidden, w_f));
+  auto d_streams = DeviceArray<float>::from_host(streams), d_pre = DeviceArray<float>::from_host(pre);
+  DeviceArray<Bf16> h(tokens * hidden);
+  h.poison();
+  cuda::hc_collapse_rms_norm(d_streams.data(), d_pre.data(), bf(weight), tokens, hc, hidden, 1e-6f, bf(h), nullptr);
+  sync();
+  std::vector<float> want(tokens * hidden);
+  cpu::hc_collapse_rms_norm(streams.data(), pre.data(), w_f.data(), tokens, hc, hidden, 1e-6f, want.data());
+  r.close("sublayer inputs", to_float(h.to_host()), want);
+}
+
+void hc_post(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"];
+  std::normal_distribution<float> normal;
+  std::vector<float> streams(tokens * hc * hidden), post(tokens * hc), comb(tokens * hc * hc), out_f;
+  for (float& v : streams) v = normal(r.rng());
+  for (float& v : post) v = 2.0f * std::uniform_real_distribution<float>(0.0f, 1.0f)(r.rng());
+  for (float& v : comb) v = std::uniform_real_distribution<float>(0.0f, 0.5f)(r.rng());
+  auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, out_f));
+  auto d_streams = DeviceArray<float>::from_host(streams), d_post = DeviceArray<float>::from_host(post);
+  auto d_comb = DeviceArray<float>::from_host(comb);
+  cuda::hc_post(d_streams.data(), bf(out), d_post.data(), d_comb.data(), tokens, hc, hidden, nullptr);
+  sync();
+  cpu::hc_post(streams.data(), out_f.data(), post.data(), comb.data(), tokens, hc, hidden);
+  r.close("streams", d_streams.to_host(), streams);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The table.
 
@@ -1128,6 +1203,17 @@ std::vector<OpCase> op_table() {
     add("mla_decode_attention_projected", "bf16", {{"splits", splits}}, kBf16, mla_decode_attention_projected);
   add("mla_prefill_attention", "bf16", {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}}, kBf16,
       mla_prefill_attention);
+  // V4.1-Flash's width (hc 4, hidden 5120) and an odd one; 1, 7 and 64 tokens.
+  for (int64_t tokens : {1, 7, 64})
+    for (int64_t hidden : {5120, 200}) {
+      const Sizes s = {{"tokens", tokens}, {"hc", 4}, {"hidden", hidden}};
+      add("hc_flat_rms_norm", "bf16", s, kBf16, hc_flat_rms_norm);
+      add("hc_collapse_rms_norm", "bf16", s, kBf16, hc_collapse_rms_norm);
+      add("hc_post", "f32", s, kF32, hc_post);
+    }
+  for (int64_t iters : {1, 20})
+    for (int64_t hc : {4, 2})
+      add("hc_mixes", "f32", {{"tokens", 300}, {"hc", hc}, {"sinkhorn_iters", iters}}, kF32, hc_mixes);
   add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
   add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
   return t;

@@ -1,0 +1,30 @@
+// DeepSeek-V4.1's hyper-connections on the GPU (the CPU forms, same names: kernels/cpu/hyper_connections.h). The
+// residual streams stay fp32 on the device, [T, hc, H]; the sublayers read bf16.
+//   hc_flat_rms_norm      one block per token: flat[t] = streams[t] / rms over hc * H values, bf16 (the mixes'
+//                         projection then runs as a Linear with fp32 output)
+//   hc_mixes              one thread per token: pre, post and the Sinkhorn-normalised comb from the mixes
+//   hc_collapse_rms_norm  one block per token: h[t] = rms_norm(sum_j pre[t, j] streams[t, j]) * weight, bf16; the
+//                         collapsed row in shared memory (hidden <= kHcMaxHidden)
+//   hc_post               elementwise: streams[t, k] = sum_j comb[t, j, k] streams[t, j] + post[t, k] out[t]
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+constexpr int64_t kHcMaxStreams = 8;
+constexpr int64_t kHcMaxHidden = 12288;  // the collapsed row in 48 KB of shared memory
+
+void hc_flat_rms_norm(const float* streams, int64_t tokens, int64_t d, float eps, __nv_bfloat16* flat,
+                      cudaStream_t stream);
+void hc_mixes(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc, float hc_eps,
+              int64_t sinkhorn_iters, float* pre, float* post, float* comb, cudaStream_t stream);
+void hc_collapse_rms_norm(const float* streams, const float* pre, const __nv_bfloat16* weight, int64_t tokens,
+                          int64_t hc, int64_t hidden, float eps, __nv_bfloat16* h, cudaStream_t stream);
+void hc_post(float* streams, const __nv_bfloat16* out, const float* post, const float* comb, int64_t tokens,
+             int64_t hc, int64_t hidden, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
