@@ -494,17 +494,24 @@ void gemm_bf16(OpRun& r) {
 }
 
 void route_topk(OpRun& r) {
-  const int64_t tokens = r["tokens"];
-  const bool v3 = r["v3"] != 0;
+  // version 2: softmax, groups by their best expert; 3: sigmoid + bias, groups by their top two; 41: V4.1-Flash's
+  // sqrt(softplus) over gate_temp + bias, 384 experts top-6, no groups.
+  const int64_t tokens = r["tokens"], version = r["version"];
+  const bool v3 = version == 3, v41 = version == 41;
   cpu::RouterParams p;
-  p.num_experts = v3 ? 256 : 64;
+  p.num_experts = v41 ? 384 : v3 ? 256 : 64;
   p.top_k = v3 ? 8 : 6;
-  p.num_groups = v3 ? 8 : 4;
-  p.topk_groups = v3 ? 4 : 2;
-  p.scoring = v3 ? cpu::RouterParams::Scoring::kSigmoid : cpu::RouterParams::Scoring::kSoftmax;
-  p.group_score = v3 ? cpu::RouterParams::GroupScore::kTop2Sum : cpu::RouterParams::GroupScore::kMax;
-  p.normalize = v3;
-  p.scaling = v3 ? 2.5f : 1.0f;
+  p.num_groups = v41 ? 1 : v3 ? 8 : 4;
+  p.topk_groups = v41 ? 1 : v3 ? 4 : 2;
+  p.scoring = v41  ? cpu::RouterParams::Scoring::kSqrtSoftplus
+              : v3 ? cpu::RouterParams::Scoring::kSigmoid
+                   : cpu::RouterParams::Scoring::kSoftmax;
+  p.group_score = v41  ? cpu::RouterParams::GroupScore::kNone
+                  : v3 ? cpu::RouterParams::GroupScore::kTop2Sum
+                       : cpu::RouterParams::GroupScore::kMax;
+  p.normalize = v3 || v41;
+  p.scaling = v41 ? 1.5f : v3 ? 2.5f : 1.0f;
+  p.temperature = v41 ? 0.7f : 1.0f;
   std::normal_distribution<float> normal;
   std::vector<float> logits(tokens * p.num_experts), bias(p.num_experts);
   for (float& l : logits) l = normal(r.rng());
@@ -513,9 +520,9 @@ void route_topk(OpRun& r) {
   auto d_bias = DeviceArray<float>::from_host(bias);
   std::vector<int32_t> want_ids(tokens * p.top_k);
   std::vector<float> want_w(tokens * p.top_k), scratch(2 * p.num_experts + p.num_groups);
-  if (v3) p.correction_bias = bias.data();
+  if (v3 || v41) p.correction_bias = bias.data();
   cpu::route_topk(logits.data(), tokens, p, want_ids.data(), want_w.data(), scratch.data());
-  if (v3) p.correction_bias = d_bias.data();
+  if (v3 || v41) p.correction_bias = d_bias.data();
   DeviceArray<int32_t> ids(tokens * p.top_k);
   DeviceArray<float> w(tokens * p.top_k);
   ids.poison();
@@ -1160,7 +1167,8 @@ std::vector<OpCase> op_table() {
     add("linear_bf16", f32 ? "f32" : "bf16", {{"m", 45}, {"n", 1024}, {"k", 2048}, {"f32_out", f32}},
         f32 ? kF32 : kBf16, linear_bf16);
   add("gemm_bf16", "bf16", {{"tokens", 9}, {"heads", 16}, {"nope", 128}, {"latent", 512}}, kBf16, gemm_bf16);
-  for (int64_t v3 : {0, 1}) add("route_topk", "f32", {{"tokens", 300}, {"v3", v3}}, 1e-5, route_topk);
+  for (int64_t version : {2, 3, 41})
+    add("route_topk", "f32", {{"tokens", 300}, {"version", version}}, 1e-5, route_topk);
   add("grouped_gemm_bf16", "bf16", {{"tokens", 123}, {"top_k", 6}, {"experts", 64}, {"hidden", 256}, {"inter", 128}},
       kBf16, grouped_gemm_bf16);
   add("chunked_gemm_bf16", "bf16", {{"chunk", 8}, {"n", 48}, {"k", 64}}, kBf16, chunked_gemm_bf16);
