@@ -34,6 +34,13 @@ if command -v compute-sanitizer >/dev/null; then
   done
 fi
 
+echo "== compute-sanitizer racecheck on the shared-memory kernels of V4.1 (hyper-connections, routing) and the norms"
+if command -v compute-sanitizer >/dev/null; then
+  compute-sanitizer --tool racecheck --error-exitcode 9 $build/tests/gpu_tests --gtest_filter='*hc_*:*route_topk*:*rms_norm*' \
+    --gtest_brief=1 --gtest_color=no > "$out/racecheck.log" 2>&1 || status=1
+  grep -E "FAILED|Failure|SUMMARY|PASSED" "$out/racecheck.log" | head -4
+fi
+
 echo "== NCCL communicator vs MPI (one rank: the only NCCL run one GPU allows)"
 mpirun -np 1 $build/tests/mp_tests --gtest_filter='Nccl*' --gtest_color=no 2>&1 | grep -E "OK|FAILED|SKIPPED|PASSED" | tee -a "$out/e2e.log"
 grep -q "FAILED" "$out/e2e.log" && status=1
