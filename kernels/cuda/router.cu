@@ -90,6 +90,7 @@ __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, 
       picked |= 1u << index;
     }
     const float masked = softmax ? 0.0f : -INFINITY;
+    __syncwarp();  // the group scores above read other lanes' entries before they are masked
     for (int e = lane; e < E; e += 32)
       if (!(picked >> (e / per_group) & 1)) choice[e] = masked;
     __syncwarp();
@@ -105,6 +106,7 @@ __global__ void route_kernel(const float* logits, int64_t num_tokens, Params p, 
     const float score = scores[index];
     sum += score;
     if (lane == k) my_score = score, my_index = index;
+    __syncwarp();  // every lane's reads of choice[] above are done before one lane marks the pick taken
     if (lane == index % 32) choice[index] = -INFINITY;  // taken
     __syncwarp();
   }
