@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/sparse_attention.h"
 #include "src/model/v41_model.h"
 #include "src/model/v41_quant.h"
 
@@ -185,8 +186,14 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
     first += seq.num_new;
   }
 
-  std::vector<float> attn(T * heads * hd, 0.0f);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Per sequence: the compressed entries this layer's group publishes and the indexer's picks; then every query
+  // attends its window plus its picks (cpu::sparse_window_attention), the per-sequence entries side by side.
+  std::vector<int32_t> tables, row_positions(T), extra_offsets(T + 1, 0), extra_ids;
+  std::vector<float> extra;
+  int64_t max_blocks = 1;
+  for (const SequenceChunk& seq : batch.sequences)
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(seq.block_table.size()));
+  tables.assign(T * max_blocks, 0);
   first = 0;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
     const SequenceChunk& seq = batch.sequences[s];
@@ -202,32 +209,25 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
       DI_CHECK(static_cast<int64_t>(state.selected[0].size()) == G,
                "layer {}: the indexer selected over {} compressed entries, the group has {}", layer_idx,
                state.selected[0].size(), G);
-    std::vector<const float*> keys;
-    std::vector<float> logits;
+    const auto base = static_cast<int32_t>(extra.size() / hd);
+    if (have_selection) extra.insert(extra.end(), state.compressed_kv.begin(), state.compressed_kv.begin() + G * hd);
     for (int64_t i = 0; i < seq.num_new; ++i) {
-      const int64_t t = first + i, p = seq.num_cached + i;
-      keys.clear();
-      for (int64_t k = std::max<int64_t>(0, p - window + 1); k <= p; ++k)
-        keys.push_back(cache.entry(layer_idx, seq.block_table, k));
+      const int64_t t = first + i;
+      std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + t * max_blocks);
+      row_positions[t] = static_cast<int32_t>(seq.num_cached + i);
       if (have_selection)
         for (int64_t g = 0; g < G; ++g)
-          if (state.selected[i][g]) keys.push_back(state.compressed_kv.data() + g * hd);
-      logits.resize(keys.size() + 1);
-      for (int64_t h = 0; h < heads; ++h) {
-        const float* qh = q.data() + (t * heads + h) * hd;
-        for (size_t j = 0; j < keys.size(); ++j) {
-          float dot = 0.0f;
-          for (int64_t d = 0; d < hd; ++d) dot += qh[d] * keys[j][d];
-          logits[j] = dot * scale;
-        }
-        logits.back() = layer.attn_sink[h];  // the sink only adds to the denominator
-        cpu::softmax(logits.data(), static_cast<int64_t>(logits.size()));
-        float* o = attn.data() + (t * heads + h) * hd;
-        for (size_t j = 0; j < keys.size(); ++j) cpu::axpy(logits[j], keys[j], o, hd);
-      }
+          if (state.selected[i][g]) extra_ids.push_back(base + static_cast<int32_t>(g));
+      extra_offsets[t + 1] = static_cast<int32_t>(extra_ids.size());
     }
     first += seq.num_new;
   }
+  std::vector<float> attn(T * heads * hd);
+  const cpu::SparseWindowKeys keys{cache.layer_entries(layer_idx), cache.entry_dim(), tables.data(), max_blocks,
+                                   row_positions.data(), window, extra.data(), extra_offsets.data(),
+                                   extra_ids.data()};
+  cpu::sparse_window_attention(q.data(), keys, layer.attn_sink, T, heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
+                               attn.data());
   // K = V carried RoPE: rotate the outputs back, then the grouped low-rank projection.
   rotate(attn.data(), T, heads, hd, positions.data(), compress, true);
   const int64_t groups = v.o_groups, per_group = heads * hd / groups, rank = v.o_lora_rank;

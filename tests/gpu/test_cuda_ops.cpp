@@ -24,6 +24,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
 #include "kernels/cpu/sampling.h"
+#include "kernels/cpu/sparse_attention.h"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
@@ -43,6 +44,7 @@
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/silu_mul.cuh"
+#include "kernels/cuda/sparse_attention.cuh"
 #include "src/core/device.h"
 #include "src/core/device_array.h"
 #include "src/core/tensor.h"
@@ -1129,6 +1131,50 @@ void hc_post(OpRun& r) {
   r.close("streams", d_streams.to_host(), streams);
 }
 
+// V4.1's attention core: rows at positions short of the window (3, 40), across it (130, 700), and with up to
+// `extras` selected compressed entries each (random picks, ascending), the cache entries `stride` apart.
+void sparse_window_attention(OpRun& r) {
+  const int64_t heads = r["heads"], hd = r["head_dim"], window = r["window"], max_extras = r["extras"];
+  const int64_t stride = 2 * hd, num_blocks = 40, max_blocks = 12, num_extra = 600;
+  const std::vector<int32_t> positions = {3, 40, 130, 700, 64, 127};
+  const auto rows = static_cast<int64_t>(positions.size());
+  std::vector<float> q_f, cache_f, extra_f, sinks(heads);
+  auto q = DeviceArray<Bf16>::from_host(r.random_bf16(rows * heads * hd, q_f, 0.05f));
+  auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
+  auto extra = DeviceArray<Bf16>::from_host(r.random_bf16(num_extra * hd, extra_f));
+  for (float& v : sinks) v = std::normal_distribution<float>(0.0f, 2.0f)(r.rng());
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), r.rng());
+  std::vector<int32_t> table(rows * max_blocks), offsets = {0}, ids;
+  for (int64_t i = 0; i < rows * max_blocks; ++i) table[i] = blocks[(i * 7) % num_blocks];
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t n = max_extras == 0 ? 0 : static_cast<int64_t>(r.rng()() % (max_extras + 1));
+    std::vector<int32_t> pick(num_extra);
+    std::iota(pick.begin(), pick.end(), 0);
+    std::shuffle(pick.begin(), pick.end(), r.rng());
+    pick.resize(n);
+    std::sort(pick.begin(), pick.end());
+    ids.insert(ids.end(), pick.begin(), pick.end());
+    offsets.push_back(static_cast<int32_t>(ids.size()));
+  }
+  auto d_table = DeviceArray<int32_t>::from_host(table), d_pos = DeviceArray<int32_t>::from_host(positions);
+  auto d_offsets = DeviceArray<int32_t>::from_host(offsets), d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_sinks = DeviceArray<float>::from_host(sinks);
+  DeviceArray<Bf16> out(rows * heads * hd);
+  out.poison();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const cuda::SparseWindowKeys keys{bf(cache), stride, d_table.data(), max_blocks, d_pos.data(), window, bf(extra),
+                                    max_extras > 0 ? d_offsets.data() : nullptr, d_ids.data()};
+  cuda::sparse_window_attention(bf(q), keys, d_sinks.data(), rows, heads, hd, scale, bf(out), nullptr);
+  sync();
+  std::vector<float> want(rows * heads * hd);
+  const cpu::SparseWindowKeys cpu_keys{cache_f.data(), stride, table.data(), max_blocks, positions.data(), window,
+                                       extra_f.data(), max_extras > 0 ? offsets.data() : nullptr, ids.data()};
+  cpu::sparse_window_attention(q_f.data(), cpu_keys, sinks.data(), rows, heads, hd, scale, want.data());
+  r.close("outputs", to_float(out.to_host()), want);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The table.
 
@@ -1222,6 +1268,12 @@ std::vector<OpCase> op_table() {
   for (int64_t iters : {1, 20})
     for (int64_t hc : {4, 2})
       add("hc_mixes", "f32", {{"tokens", 300}, {"hc", hc}, {"sinkhorn_iters", iters}}, kF32, hc_mixes);
+  // V4.1-Flash: 64 heads of 512, window 128, index top-k 512; and a narrow odd one.
+  for (int64_t extras : {0, 512})
+    add("sparse_window_attention", "bf16", {{"heads", 64}, {"head_dim", 512}, {"window", 128}, {"extras", extras}},
+        kBf16, sparse_window_attention);
+  add("sparse_window_attention", "bf16", {{"heads", 3}, {"head_dim", 200}, {"window", 16}, {"extras", 40}}, kBf16,
+      sparse_window_attention);
   add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
   add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
   return t;

@@ -1,0 +1,33 @@
+// DeepSeek-V4.1's attention core on the GPU (the CPU form, same name and semantics: kernels/cpu/sparse_attention.h):
+// per query row its sliding window of K = V entries from the paged cache plus the compressed entries the indexer
+// selected, a per-head sink in the softmax's denominator. One warp per (row, head), a block per row and up to 8
+// heads, so the heads of a row read each key once from L1/L2 between them; scores and values in fp32 from bf16
+// keys (the FP8 window and FP4 compressed values are exact in bf16). The same kernel serves decode (one row per
+// sequence) and prefill (every new token a row). head_dim <= kSparseMaxHeadDim.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+constexpr int64_t kSparseMaxHeadDim = 512;
+
+struct SparseWindowKeys {
+  const __nv_bfloat16* cache = nullptr;  // one layer: [blocks * 64, entry_stride]
+  int64_t entry_stride = 0;
+  const int32_t* block_table = nullptr;  // [rows, max_blocks]
+  int64_t max_blocks = 0;
+  const int32_t* positions = nullptr;    // [rows]
+  int64_t window = 0;
+  const __nv_bfloat16* extra = nullptr;  // [*, head_dim]
+  const int32_t* extra_offsets = nullptr;  // [rows + 1], or null: no extras
+  const int32_t* extra_ids = nullptr;
+};
+
+void sparse_window_attention(const __nv_bfloat16* q, const SparseWindowKeys& keys, const float* sinks, int64_t rows,
+                             int64_t heads, int64_t head_dim, float scale, __nv_bfloat16* out, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
