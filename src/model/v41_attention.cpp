@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/cpu/indexer.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/sparse_attention.h"
 #include "src/model/v41_model.h"
@@ -52,21 +53,13 @@ void DeepseekV41Model::publish_compressed(int64_t layer_idx, const SequenceChunk
   const int64_t hd = v.head_dim, r = layer.ratio;
   const int64_t groups = (seq.num_cached + seq.num_new) / r;  // a partial last group waits for its tokens
   std::vector<float> latent(groups * hd);
-  std::vector<float> weights(r);
-  for (int64_t g = 0; g < groups; ++g) {
-    float* out = latent.data() + g * hd;
-    if (r == 1) {
-      std::copy_n(cache.entry(layer_idx, seq.block_table, g) + hd, hd, out);  // already normalised
-      continue;
-    }
+  if (r == 1) {
+    for (int64_t g = 0; g < groups; ++g)  // already normalised
+      std::copy_n(cache.entry(layer_idx, seq.block_table, g) + hd, hd, latent.data() + g * hd);
+  } else {
     // Gated pooling: per channel, a softmax over the group's gate values weights its projections.
-    for (int64_t d = 0; d < hd; ++d) {
-      for (int64_t j = 0; j < r; ++j) weights[j] = cache.entry(layer_idx, seq.block_table, g * r + j)[2 * hd + d];
-      cpu::softmax(weights.data(), r);
-      float sum = 0.0f;
-      for (int64_t j = 0; j < r; ++j) sum += weights[j] * cache.entry(layer_idx, seq.block_table, g * r + j)[hd + d];
-      out[d] = sum;
-    }
+    cpu::compress_pool(cache.layer_entries(layer_idx), cache.entry_dim(), seq.block_table.data(), groups, r, hd,
+                       /*kv_offset=*/hd, /*gate_offset=*/2 * hd, latent.data());
   }
   if (r > 1) cpu::rms_norm(latent.data(), layer.compressor_norm, latent.data(), groups, hd, config_.rms_norm_eps);
   std::vector<int32_t> group_positions(groups);
@@ -109,23 +102,17 @@ void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, 
   std::vector<std::vector<char>> selected(n, std::vector<char>(G, 0));
   const bool candidate_mask = layer.uses_candidates && !layer.candidate_source && !state.candidates.empty();
   if (layer.candidate_source) state.candidates.assign(n, {});
+  std::vector<int32_t> visible(n);
+  for (int64_t i = 0; i < n; ++i) visible[i] = static_cast<int32_t>((positions[first + i] + 1) / layer.ratio);
+  std::vector<float> all_scores(n * G);
+  cpu::indexer_scores(q.data(), w.data(), state.index_keys.data(), visible.data(), n, heads, id, G, softmax_scale,
+                      heads_scale, all_scores.data());
   std::vector<float> scores(G);
   std::vector<int64_t> order(G);
   for (int64_t i = 0; i < n; ++i) {
-    const int64_t visible = (static_cast<int64_t>(positions[first + i]) + 1) / layer.ratio;
-    for (int64_t g = 0; g < G; ++g) {
-      float total = 0.0f;
-      for (int64_t h = 0; h < heads; ++h) {
-        const float* qh = q.data() + (i * heads + h) * id;
-        const float* k = state.index_keys.data() + g * id;
-        float dot = 0.0f;
-        for (int64_t d = 0; d < id; ++d) dot += qh[d] * k[d];
-        total += std::max(dot, 0.0f) * softmax_scale * (w[i * heads + h] * heads_scale);
-      }
-      scores[g] = g < visible ? total : kNegInf;
-    }
+    std::copy_n(all_scores.data() + i * G, G, scores.data());
     if (layer.candidate_source) {
-      state.candidates[i] = candidate_blocks(scores, visible, v.candidate_topk_blocks, v.candidate_block_size);
+      state.candidates[i] = candidate_blocks(scores, visible[i], v.candidate_topk_blocks, v.candidate_block_size);
     } else if (candidate_mask) {
       DI_CHECK(static_cast<int64_t>(state.candidates[i].size()) == G,
                "layer {}: candidate mask over {} entries, indexer keys {}", layer_idx, state.candidates[i].size(), G);

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "kernels/cpu/hyper_connections.h"
+#include "kernels/cpu/indexer.h"
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
@@ -30,6 +31,7 @@
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
+#include "kernels/cuda/indexer.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
@@ -1175,6 +1177,59 @@ void sparse_window_attention(OpRun& r) {
   r.close("outputs", to_float(out.to_host()), want);
 }
 
+// V4.1's gated pooling of a KV source's compressor inputs, [K=V | kv | gate] entries from a shuffled paged cache.
+void compress_pool(OpRun& r) {
+  const int64_t groups = r["groups"], ratio = r["ratio"], hd = r["head_dim"], stride = 3 * hd;
+  const int64_t positions = groups * ratio, table_len = (positions + 63) / 64, num_blocks = table_len + 7;
+  std::vector<float> cache_f;
+  auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), r.rng());
+  const std::vector<int32_t> table(blocks.begin(), blocks.begin() + table_len);
+  auto d_table = DeviceArray<int32_t>::from_host(table);
+  DeviceArray<Bf16> out(groups * hd);
+  out.poison();
+  cuda::compress_pool(bf(cache), stride, d_table.data(), groups, ratio, hd, hd, 2 * hd, bf(out), nullptr);
+  sync();
+  std::vector<float> want(groups * hd);
+  cpu::compress_pool(cache_f.data(), stride, table.data(), groups, ratio, hd, hd, 2 * hd, want.data());
+  r.close("pooled entries", to_float(out.to_host()), want);
+}
+
+// V4.1's indexer scores: relu'd per-head dot products weighted per head, summed; rows seeing all, some or none of
+// the compressed keys.
+void indexer_scores(OpRun& r) {
+  const int64_t rows = r["rows"], heads = r["heads"], dim = r["dim"], num_keys = r["keys"];
+  std::vector<float> q_f, k_f, weights(rows * heads);
+  auto q = DeviceArray<Bf16>::from_host(r.random_bf16(rows * heads * dim, q_f));
+  auto keys = DeviceArray<Bf16>::from_host(r.random_bf16(num_keys * dim, k_f));
+  for (float& w : weights) w = std::normal_distribution<float>()(r.rng());
+  std::vector<int32_t> visible(rows);
+  for (int64_t i = 0; i < rows; ++i) visible[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? num_keys : r.rng()() % num_keys);
+  auto d_weights = DeviceArray<float>::from_host(weights);
+  auto d_visible = DeviceArray<int32_t>::from_host(visible);
+  DeviceArray<float> scores(rows * num_keys);
+  scores.poison();
+  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(dim)), heads_scale = 1.0f / std::sqrt(float(heads));
+  cuda::indexer_scores(bf(q), d_weights.data(), bf(keys), d_visible.data(), rows, heads, dim, num_keys, softmax_scale,
+                       heads_scale, scores.data(), nullptr);
+  sync();
+  std::vector<float> want(rows * num_keys);
+  cpu::indexer_scores(q_f.data(), weights.data(), k_f.data(), visible.data(), rows, heads, dim, num_keys,
+                      softmax_scale, heads_scale, want.data());
+  // The -inf entries must match exactly; the finite ones at the row's tolerance.
+  std::vector<float> got = scores.to_host(), got_finite, want_finite;
+  std::vector<int32_t> got_masked, want_masked;
+  for (size_t i = 0; i < want.size(); ++i) {
+    got_masked.push_back(std::isinf(got[i]) ? 1 : 0);
+    want_masked.push_back(std::isinf(want[i]) ? 1 : 0);
+    if (!std::isinf(want[i])) got_finite.push_back(got[i]), want_finite.push_back(want[i]);
+  }
+  r.exact("which entries are masked", got_masked, want_masked);
+  r.close("scores", got_finite, want_finite);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The table.
 
@@ -1274,6 +1329,11 @@ std::vector<OpCase> op_table() {
         kBf16, sparse_window_attention);
   add("sparse_window_attention", "bf16", {{"heads", 3}, {"head_dim", 200}, {"window", 16}, {"extras", 40}}, kBf16,
       sparse_window_attention);
+  for (int64_t ratio : {4, 128})
+    add("compress_pool", "bf16", {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}}, kBf16, compress_pool);
+  add("compress_pool", "bf16", {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}}, kBf16, compress_pool);
+  add("indexer_scores", "f32", {{"rows", 5}, {"heads", 64}, {"dim", 128}, {"keys", 1000}}, kF32, indexer_scores);
+  add("indexer_scores", "f32", {{"rows", 4}, {"heads", 3}, {"dim", 72}, {"keys", 70}}, kF32, indexer_scores);
   add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
   add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
   return t;

@@ -1,0 +1,48 @@
+#include "kernels/cpu/indexer.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace deepinfer::cpu {
+
+namespace {
+constexpr int64_t kBlockSize = 64;  // tokens per cache block, as the engine's caches
+}
+
+void compress_pool(const float* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups, int64_t ratio,
+                   int64_t head_dim, int64_t kv_offset, int64_t gate_offset, float* out) {
+  auto entry = [&](int64_t j) { return cache + (block_table[j / kBlockSize] * kBlockSize + j % kBlockSize) * entry_stride; };
+  std::vector<float> weights(ratio);
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t d = 0; d < head_dim; ++d) {
+      for (int64_t j = 0; j < ratio; ++j) weights[j] = entry(g * ratio + j)[gate_offset + d];
+      softmax(weights.data(), ratio);
+      float sum = 0.0f;
+      for (int64_t j = 0; j < ratio; ++j) sum += weights[j] * entry(g * ratio + j)[kv_offset + d];
+      out[g * head_dim + d] = sum;
+    }
+}
+
+void indexer_scores(const float* q, const float* weights, const float* keys, const int32_t* visible, int64_t rows,
+                    int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale, float heads_scale,
+                    float* scores) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+#pragma omp parallel for schedule(static) if (rows * num_keys > 1024)
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t g = 0; g < num_keys; ++g) {
+      float total = 0.0f;
+      for (int64_t h = 0; h < heads; ++h) {
+        const float* qh = q + (i * heads + h) * dim;
+        const float* k = keys + g * dim;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < dim; ++d) dot += qh[d] * k[d];
+        total += std::max(dot, 0.0f) * softmax_scale * (weights[i * heads + h] * heads_scale);
+      }
+      scores[i * num_keys + g] = g < visible[i] ? total : kNegInf;
+    }
+}
+
+}  // namespace deepinfer::cpu

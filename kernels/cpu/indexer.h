@@ -1,0 +1,22 @@
+// DeepSeek-V4.1's compressed KV and sparse indexer on the CPU, the reference forms of kernels/cuda/indexer.cuh
+// (same names):
+//   compress_pool   gated pooling of a KV-source layer's compressor inputs (compress ratio r > 1): for group g
+//                   (positions [g r, g r + r)) and channel d, out[g, d] = sum_j softmax_j(gate[g r + j, d])
+//                   kv[g r + j, d], kv and gate read from each position's paged cache entry (at kv_offset and
+//                   gate_offset within it; entry j at cache + (block_table[j / 64] * 64 + j % 64) * entry_stride).
+//   indexer_scores  scores[i, g] = sum_h relu(q[i, h] . keys[g]) * softmax_scale * (weights[i, h] * heads_scale)
+//                   for g < visible[i], -inf beyond (the compressed entries row i may not see yet).
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::cpu {
+
+void compress_pool(const float* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups, int64_t ratio,
+                   int64_t head_dim, int64_t kv_offset, int64_t gate_offset, float* out);
+
+void indexer_scores(const float* q, const float* weights, const float* keys, const int32_t* visible, int64_t rows,
+                    int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale, float heads_scale,
+                    float* scores);
+
+}  // namespace deepinfer::cpu

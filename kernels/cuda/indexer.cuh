@@ -1,0 +1,27 @@
+// DeepSeek-V4.1's compressed KV and sparse indexer on the GPU (the CPU forms, same names and semantics:
+// kernels/cpu/indexer.h).
+//   compress_pool   one block per group, a thread per channel: the softmax over the group's r gate values, then
+//                   the weighted sum of its kv values, from the paged bf16 cache; bf16 out.
+//   indexer_scores  a block per (query row, 64 compressed keys), a warp per key, the row's queries in shared memory
+//                   (heads * dim <= kIndexerMaxQueryFloats); fp32 scores, -inf past the row's visible entries.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+constexpr int64_t kIndexerMaxQueryFloats = 12288;  // 48 KB of shared memory
+constexpr int64_t kIndexerMaxDim = 256;
+
+void compress_pool(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups,
+                   int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, __nv_bfloat16* out,
+                   cudaStream_t stream);
+
+void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys, const int32_t* visible,
+                    int64_t rows, int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale,
+                    float heads_scale, float* scores, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
