@@ -5,11 +5,11 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/sparse_attention.h"
 #include "src/model/v41_model.h"
-#include "src/model/v41_quant.h"
 
 namespace deepinfer {
 
@@ -72,12 +72,12 @@ void DeepseekV41Model::publish_compressed(int64_t layer_idx, const SequenceChunk
     cpu::rms_norm(state.index_keys.data(), layer.indexer_k_norm, state.index_keys.data(), groups, id,
                   config_.rms_norm_eps);
     rotate(state.index_keys.data(), groups, 1, id, group_positions.data(), true, false);
-    for (int64_t g = 0; g < groups; ++g) v41::fake_quant_fp4(state.index_keys.data() + g * id, id, 32, false);
+    cpu::fake_quant_fp4(state.index_keys.data(), groups, id, 32, /*e4m3_scales=*/false);
     state.num_index_keys = groups;
     state.has_index_keys = groups > 0;
   }
   rotate(latent.data(), groups, 1, hd, group_positions.data(), true, false);
-  for (int64_t g = 0; g < groups; ++g) v41::fake_quant_fp4(latent.data() + g * hd, hd, 16, true);
+  cpu::fake_quant_fp4(latent.data(), groups, hd, 16, /*e4m3_scales=*/true);
   state.compressed_kv = std::move(latent);
   state.num_compressed = groups;
   state.has_compressed = groups > 0;
@@ -94,7 +94,7 @@ void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, 
   std::vector<float> q(n * heads * id), w(n * heads);
   cpu::linear(q_residual + first * v.q_lora_rank, layer.indexer_wq_b, nullptr, q.data(), n, heads * id, v.q_lora_rank);
   rotate(q.data(), n, heads, id, positions + first, true, false);
-  for (int64_t row = 0; row < n * heads; ++row) v41::fake_quant_fp4(q.data() + row * id, id, 32, false);
+  cpu::fake_quant_fp4(q.data(), n * heads, id, 32, /*e4m3_scales=*/false);
   cpu::linear(x + first * H, layer.indexer_weights, nullptr, w.data(), n, heads, H);
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(id));
   const float heads_scale = 1.0f / std::sqrt(static_cast<float>(heads));
@@ -147,7 +147,7 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
   cpu::linear(x, layer.wkv, nullptr, kv.data(), T, hd, H);
   cpu::rms_norm(kv.data(), layer.kv_norm, kv.data(), T, hd, config_.rms_norm_eps);
   rotate(kv.data(), T, 1, hd, positions.data(), compress, false);
-  for (int64_t t = 0; t < T; ++t) v41::fake_quant_fp8(kv.data() + t * hd, hd, 32);
+  cpu::fake_quant_fp8(kv.data(), T, hd, 32);
 
   // This step's tokens into the cache: the window K=V, and the compressor inputs on a KV source.
   std::vector<float> compressor_kv, compressor_gate;

@@ -18,6 +18,7 @@
 #include <tuple>
 #include <utility>
 
+#include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/hyper_connections.h"
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/mla_attention.h"
@@ -29,6 +30,7 @@
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/fake_quant.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
@@ -1230,6 +1232,27 @@ void indexer_scores(OpRun& r) {
   r.close("scores", got_finite, want_finite);
 }
 
+// V4.1's in-forward quantisation, bf16 rows in place against the CPU on the same values: bit for bit (the formats'
+// code is one for both, kernels/fp_formats.h). Values over a wide range of magnitudes, blocks of tiny ones included.
+void fake_quant(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], block = r["block"], format = r["format"];
+  std::vector<float> x_f;
+  std::vector<Bf16> bits = r.random_bf16(rows * n, x_f);
+  for (int64_t i = 0; i < rows * n; ++i) {  // magnitudes from 2^-20 to 2^10, a block in eight at 2^-12
+    const int shift = static_cast<int>(r.rng()() % 31) - 20;
+    const float v = (i / block) % 8 == 3 ? std::ldexp(x_f[i], -12) : std::ldexp(x_f[i], shift);
+    bits[i] = float_to_bf16(v);
+    x_f[i] = bf16_to_float(bits[i]);
+  }
+  auto x = DeviceArray<Bf16>::from_host(bits);
+  if (format == 8) cuda::fake_quant_fp8(bf(x), rows, n, block, nullptr);
+  else cuda::fake_quant_fp4(bf(x), rows, n, block, format == 4, nullptr);
+  sync();
+  if (format == 8) cpu::fake_quant_fp8(x_f.data(), rows, n, block);
+  else cpu::fake_quant_fp4(x_f.data(), rows, n, block, format == 4);
+  r.exact("dequantised values", to_float(x.to_host()), x_f);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The table.
 
@@ -1334,6 +1357,11 @@ std::vector<OpCase> op_table() {
   add("compress_pool", "bf16", {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}}, kBf16, compress_pool);
   add("indexer_scores", "f32", {{"rows", 5}, {"heads", 64}, {"dim", 128}, {"keys", 1000}}, kF32, indexer_scores);
   add("indexer_scores", "f32", {{"rows", 4}, {"heads", 3}, {"dim", 72}, {"keys", 70}}, kF32, indexer_scores);
+  // format 8: fp8 (window KV, blocks of 32); 4: fp4 with e4m3 scales (compressed KV, 16); 5: fp4 with
+  // power-of-two scales (indexer, 32).
+  add("fake_quant_fp8", "bf16", {{"rows", 33}, {"n", 512}, {"block", 32}, {"format", 8}}, kExact, fake_quant);
+  add("fake_quant_fp4", "bf16", {{"rows", 33}, {"n", 512}, {"block", 16}, {"format", 4}}, kExact, fake_quant);
+  add("fake_quant_fp4", "bf16", {{"rows", 65}, {"n", 128}, {"block", 32}, {"format", 5}}, kExact, fake_quant);
   add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
   add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
   return t;

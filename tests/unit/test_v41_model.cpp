@@ -10,44 +10,45 @@
 #include "src/core/error.h"
 #include "src/model/safetensors.h"
 #include "src/model/v41_model.h"
-#include "src/model/v41_quant.h"
+#include "kernels/cpu/fake_quant.h"
+#include "kernels/fp_formats.h"
 #include "tests/unit/fixtures.h"
 
 namespace deepinfer {
 namespace {
 
 TEST(V41Quant, E4m3RoundsToNearestEven) {
-  EXPECT_FLOAT_EQ(v41::round_e4m3(0.3f), 0.3125f);        // step 2^-5 in [0.25, 0.5)
-  EXPECT_FLOAT_EQ(v41::round_e4m3(1.0625f), 1.0f);        // halfway 1.0 | 1.125: even mantissa
-  EXPECT_FLOAT_EQ(v41::round_e4m3(1.1875f), 1.25f);       // halfway 1.125 | 1.25: even mantissa
-  EXPECT_FLOAT_EQ(v41::round_e4m3(-448.0f), -448.0f);
-  EXPECT_FLOAT_EQ(v41::round_e4m3(std::ldexp(1.0f, -10)), 0.0f);  // half the smallest subnormal 2^-9: to even
-  EXPECT_FLOAT_EQ(v41::round_e4m3(std::ldexp(3.0f, -10)), std::ldexp(1.0f, -8));
+  EXPECT_FLOAT_EQ(round_e4m3(0.3f), 0.3125f);        // step 2^-5 in [0.25, 0.5)
+  EXPECT_FLOAT_EQ(round_e4m3(1.0625f), 1.0f);        // halfway 1.0 | 1.125: even mantissa
+  EXPECT_FLOAT_EQ(round_e4m3(1.1875f), 1.25f);       // halfway 1.125 | 1.25: even mantissa
+  EXPECT_FLOAT_EQ(round_e4m3(-448.0f), -448.0f);
+  EXPECT_FLOAT_EQ(round_e4m3(std::ldexp(1.0f, -10)), 0.0f);  // half the smallest subnormal 2^-9: to even
+  EXPECT_FLOAT_EQ(round_e4m3(std::ldexp(3.0f, -10)), std::ldexp(1.0f, -8));
 }
 
 TEST(V41Quant, E2m1TiesAndPowerOfTwoScales) {
-  EXPECT_FLOAT_EQ(v41::round_e2m1(0.25f), 0.0f);
-  EXPECT_FLOAT_EQ(v41::round_e2m1(0.75f), 1.0f);
-  EXPECT_FLOAT_EQ(v41::round_e2m1(1.25f), 1.0f);
-  EXPECT_FLOAT_EQ(v41::round_e2m1(1.75f), 2.0f);
-  EXPECT_FLOAT_EQ(v41::round_e2m1(2.5f), 2.0f);
-  EXPECT_FLOAT_EQ(v41::round_e2m1(3.5f), 4.0f);
-  EXPECT_FLOAT_EQ(v41::round_e2m1(5.0f), 4.0f);
-  EXPECT_FLOAT_EQ(v41::round_e2m1(-0.8f), -1.0f);
-  EXPECT_FLOAT_EQ(v41::pow2_ceil(3.0f), 4.0f);
-  EXPECT_FLOAT_EQ(v41::pow2_ceil(4.0f), 4.0f);
-  EXPECT_FLOAT_EQ(v41::pow2_ceil(0.3f), 0.5f);
+  EXPECT_FLOAT_EQ(round_e2m1(0.25f), 0.0f);
+  EXPECT_FLOAT_EQ(round_e2m1(0.75f), 1.0f);
+  EXPECT_FLOAT_EQ(round_e2m1(1.25f), 1.0f);
+  EXPECT_FLOAT_EQ(round_e2m1(1.75f), 2.0f);
+  EXPECT_FLOAT_EQ(round_e2m1(2.5f), 2.0f);
+  EXPECT_FLOAT_EQ(round_e2m1(3.5f), 4.0f);
+  EXPECT_FLOAT_EQ(round_e2m1(5.0f), 4.0f);
+  EXPECT_FLOAT_EQ(round_e2m1(-0.8f), -1.0f);
+  EXPECT_FLOAT_EQ(pow2_ceil(3.0f), 4.0f);
+  EXPECT_FLOAT_EQ(pow2_ceil(4.0f), 4.0f);
+  EXPECT_FLOAT_EQ(pow2_ceil(0.3f), 0.5f);
   // A block of 32 with max 6: scale pow2_ceil(6/6) = 1, values snap to the e2m1 grid.
   std::vector<float> x(32, 0.0f);
   x[0] = 6.0f, x[1] = 2.6f, x[2] = -0.3f;
-  v41::fake_quant_fp4(x.data(), 32, 32, false);
+  cpu::fake_quant_fp4(x.data(), 1, 32, 32, false);
   EXPECT_FLOAT_EQ(x[0], 6.0f);
   EXPECT_FLOAT_EQ(x[1], 3.0f);
   EXPECT_FLOAT_EQ(x[2], -0.5f);
   // FP8: block max 100 -> scale pow2_ceil(100 / 448) = 0.25; the scaled values snap to the e4m3 grid.
   std::vector<float> y(32, 0.0f);
   y[0] = 100.0f, y[1] = 1.01f;
-  v41::fake_quant_fp8(y.data(), 32);
+  cpu::fake_quant_fp8(y.data(), 1, 32, 32);
   EXPECT_FLOAT_EQ(y[0], 96.0f);  // 400 is halfway between 384 and 416 (step 32): to the even 384
   EXPECT_FLOAT_EQ(y[1], 1.0f);   // 4.04 -> 4.0 (step 0.5 in [4, 8))
 }

@@ -1,0 +1,36 @@
+#include "kernels/cpu/fake_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/fp_formats.h"
+
+namespace deepinfer::cpu {
+
+namespace {
+
+float block_amax(const float* x, int64_t block) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return amax;
+}
+
+}  // namespace
+
+void fake_quant_fp8(float* x, int64_t rows, int64_t n, int64_t block) {
+  if (n % block != 0) return;
+  for (int64_t b = 0; b < rows * n; b += block) {
+    const float scale = fp8_block_scale(block_amax(x + b, block));
+    for (int64_t i = b; i < b + block; ++i) x[i] = fp8_dequantised(x[i], scale);
+  }
+}
+
+void fake_quant_fp4(float* x, int64_t rows, int64_t n, int64_t block, bool e4m3_scales) {
+  if (n % block != 0) return;
+  for (int64_t b = 0; b < rows * n; b += block) {
+    const float scale = fp4_block_scale(block_amax(x + b, block), e4m3_scales);
+    for (int64_t i = b; i < b + block; ++i) x[i] = fp4_dequantised(x[i], scale);
+  }
+}
+
+}  // namespace deepinfer::cpu

@@ -1,0 +1,73 @@
+// The low-precision formats DeepSeek-V4.1 quantises to, for the host and the device alike (one definition, so the
+// CPU and CUDA fake-quantisation agree bit for bit): float8 e4m3fn, float4 e2m1 and power-of-two (ue8m0) scales,
+// with the reference's rounding and tie rules.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define DEEPINFER_HOST_DEVICE __host__ __device__
+#else
+#define DEEPINFER_HOST_DEVICE
+#endif
+
+namespace deepinfer {
+
+// The nearest float8 e4m3fn value (ties to even), |x| <= 448 expected.
+DEEPINFER_HOST_DEVICE inline float round_e4m3(float x) {
+  const float magnitude = fabsf(x);
+  if (magnitude == 0.0f || x != x) return x;
+  // Spacing of the e4m3 grid at this magnitude: 2^(e - 3), with e at least -6 (subnormals below 2^-6).
+  const int e = ilogbf(magnitude);
+  const float step = ldexpf(1.0f, (e > -6 ? e : -6) - 3);
+  const float rounded = rintf(magnitude / step) * step;  // exact division; ties to even
+  return copysignf(rounded < 448.0f ? rounded : 448.0f, x);
+}
+
+// 2^ceil(log2(t)) for t > 0, from the float's bits as the reference kernel does.
+DEEPINFER_HOST_DEVICE inline float pow2_ceil(float t) {
+#if defined(__CUDA_ARCH__)
+  const uint32_t bits = __float_as_uint(t);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &t, sizeof(bits));
+#endif
+  const int exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + ((bits & 0x7fffff) != 0 ? 1 : 0);
+  return ldexpf(1.0f, exponent);
+}
+
+// The e2m1 value nearest to x in [-6, 6]: grid 0, 0.5, 1, 1.5, 2, 3, 4, 6; a tie at a midpoint goes to the even
+// code (up at 0.75, 1.75 and 3.5, down at 0.25, 1.25, 2.5 and 5).
+DEEPINFER_HOST_DEVICE inline float round_e2m1(float x) {
+  const float m = fabsf(x);
+  const int code = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
+  const float value = code <= 4 ? 0.5f * static_cast<float>(code) : code == 5 ? 3.0f : code == 6 ? 4.0f : 6.0f;
+  return copysignf(value, x);
+}
+
+// One block of the window KV's FP8: e4m3 values with a power-of-two scale, quantised and dequantised in place.
+DEEPINFER_HOST_DEVICE inline float fp8_block_scale(float amax) {
+  return pow2_ceil((amax > 1e-4f ? amax : 1e-4f) * static_cast<float>(1.0 / 448.0));
+}
+DEEPINFER_HOST_DEVICE inline float fp8_dequantised(float x, float scale) {
+  const float v = x / scale;
+  return round_e4m3(v < -448.0f ? -448.0f : v > 448.0f ? 448.0f : v) * scale;
+}
+
+// One block of FP4: e2m1 values with an e4m3 scale (the compressed KV) or a power-of-two one (the indexer's).
+DEEPINFER_HOST_DEVICE inline float fp4_block_scale(float amax, bool e4m3_scales) {
+  if (e4m3_scales) {
+    const float floor = 6.0f * ldexpf(1.0f, -9);
+    return round_e4m3((amax > floor ? amax : floor) / 6.0f);
+  }
+  const float floor = 6.0f * ldexpf(1.0f, -126);
+  return pow2_ceil((amax > floor ? amax : floor) * static_cast<float>(1.0 / 6.0));
+}
+DEEPINFER_HOST_DEVICE inline float fp4_dequantised(float x, float scale) {
+  const float v = x / scale;
+  return round_e2m1(v < -6.0f ? -6.0f : v > 6.0f ? 6.0f : v) * scale;
+}
+
+}  // namespace deepinfer
