@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -43,6 +44,27 @@ void indexer_scores(const float* q, const float* weights, const float* keys, con
       }
       scores[i * num_keys + g] = g < visible[i] ? total : kNegInf;
     }
+}
+
+void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  std::vector<int64_t> order(n);
+  std::vector<char> taken(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = scores + r * n;
+    std::iota(order.begin(), order.end(), 0);
+    const int64_t keep = std::min(k, n);
+    std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
+      return s[a] > s[b] || (s[a] == s[b] && a < b);
+    });
+    std::fill(taken.begin(), taken.end(), 0);
+    for (int64_t j = 0; j < keep; ++j)
+      if (s[order[j]] > kNegInf) taken[order[j]] = 1;
+    int32_t count = 0;
+    for (int64_t g = 0; g < n; ++g)
+      if (taken[g]) ids[r * k + count++] = static_cast<int32_t>(g);
+    counts[r] = count;
+  }
 }
 
 }  // namespace deepinfer::cpu

@@ -6,6 +6,9 @@
 //                   gate_offset within it; entry j at cache + (block_table[j / 64] * 64 + j % 64) * entry_stride).
 //   indexer_scores  scores[i, g] = sum_h relu(q[i, h] . keys[g]) * softmax_scale * (weights[i, h] * heads_scale)
 //                   for g < visible[i], -inf beyond (the compressed entries row i may not see yet).
+//   select_topk     per row of scores [rows, n], the indices of its k largest finite scores (ties to the lower
+//                   index), ascending, into ids[row * k ...]; counts[row] how many (fewer than k where fewer are
+//                   finite).
 #pragma once
 
 #include <cstdint>
@@ -18,5 +21,7 @@ void compress_pool(const float* cache, int64_t entry_stride, const int32_t* bloc
 void indexer_scores(const float* q, const float* weights, const float* keys, const int32_t* visible, int64_t rows,
                     int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale, float heads_scale,
                     float* scores);
+
+void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts);
 
 }  // namespace deepinfer::cpu

@@ -1,3 +1,5 @@
+#include <cub/cub.cuh>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/indexer.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -69,7 +71,81 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const __nv_
   }
 }
 
+constexpr int kSelectThreads = 512;
+
+// Larger floats map to larger unsigned keys; -inf (never selected) to the smallest finite-excluded value.
+__device__ __forceinline__ uint32_t order_key(float x) {
+  const uint32_t bits = __float_as_uint(x);
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+__global__ void __launch_bounds__(kSelectThreads) select_topk_kernel(const float* scores, int64_t n, int64_t k,
+                                                                     int32_t* ids, int32_t* counts) {
+  begin_dependent_kernel();
+  using Scan = cub::BlockScan<int, kSelectThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ int histogram[256];
+  __shared__ int finite_total;
+  const int64_t r = blockIdx.x;
+  const float* s = scores + r * n;
+  // How many finite scores: with k or fewer, every one of them is kept.
+  int finite = 0;
+  for (int64_t i = threadIdx.x; i < n; i += kSelectThreads) finite += s[i] > -INFINITY;
+  const int all_finite = static_cast<int>(block_sum(static_cast<float>(finite)) + 0.5f);
+  if (threadIdx.x == 0) finite_total = all_finite;
+  __syncthreads();
+  // Radix select, 8 bits a pass from the top: the k-th largest key, and how many of the keys equal to it to keep.
+  uint32_t prefix = 0, mask = 0;
+  int remaining = static_cast<int>(k);
+  const bool keep_all = finite_total <= k;
+  for (int shift = 24; shift >= 0 && !keep_all; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += kSelectThreads) histogram[b] = 0;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += kSelectThreads) {
+      const uint32_t key = order_key(s[i]);
+      if (s[i] > -INFINITY && (key & mask) == prefix) atomicAdd(&histogram[(key >> shift) & 0xff], 1);
+    }
+    __syncthreads();
+    // Every thread walks the 256 bins from the top (cheap) to find the digit holding the remaining-th key.
+    int above = 0, digit = 255;
+    for (; digit > 0; --digit) {
+      if (above + histogram[digit] >= remaining) break;
+      above += histogram[digit];
+    }
+    remaining -= above;
+    prefix |= static_cast<uint32_t>(digit) << shift;
+    mask |= 0xffu << shift;
+    __syncthreads();  // the histogram is read by every thread before the next pass clears it
+  }
+  // Keep: finite and (all kept, or key above the threshold, or one of the first `remaining` keys equal to it).
+  int written = 0, equal_seen = 0;
+  for (int64_t base = 0; base < n; base += kSelectThreads) {
+    const int64_t i = base + threadIdx.x;
+    const bool valid = i < n && s[i] > -INFINITY;
+    const uint32_t key = valid ? order_key(s[i]) : 0;
+    const bool equal = valid && !keep_all && key == prefix;
+    int equal_rank = 0, equal_count = 0;
+    Scan(scan_storage).ExclusiveSum(equal ? 1 : 0, equal_rank, equal_count);
+    __syncthreads();
+    const bool take = valid && (keep_all || key > prefix || (equal && equal_seen + equal_rank < remaining));
+    int position = 0, taken = 0;
+    Scan(scan_storage).ExclusiveSum(take ? 1 : 0, position, taken);
+    __syncthreads();
+    if (take) ids[r * k + written + position] = static_cast<int32_t>(i);
+    written += taken;
+    equal_seen += equal_count;
+  }
+  if (threadIdx.x == 0) counts[r] = written;
+}
+
 }  // namespace
+
+void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts,
+                 cudaStream_t stream) {
+  if (rows == 0) return;
+  launch_dependent(select_topk_kernel, static_cast<unsigned>(rows), kSelectThreads, 0, stream, scores, n, k, ids,
+                   counts);
+}
 
 void compress_pool(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups,
                    int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, __nv_bfloat16* out,

@@ -4,6 +4,9 @@
 //                   the weighted sum of its kv values, from the paged bf16 cache; bf16 out.
 //   indexer_scores  a block per (query row, 64 compressed keys), a warp per key, the row's queries in shared memory
 //                   (heads * dim <= kIndexerMaxQueryFloats); fp32 scores, -inf past the row's visible entries.
+//   select_topk     a block per row: a radix select over the scores' order-preserving bits finds the k-th largest
+//                   finite score, then block scans over the row in index order keep every larger score and the
+//                   lowest-index ties, and write the kept indices ascending (the CPU's partial sort's set).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -23,5 +26,8 @@ void compress_pool(const __nv_bfloat16* cache, int64_t entry_stride, const int32
 void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys, const int32_t* visible,
                     int64_t rows, int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale,
                     float heads_scale, float* scores, cudaStream_t stream);
+
+void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts,
+                 cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

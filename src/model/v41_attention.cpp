@@ -108,7 +108,8 @@ void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, 
   cpu::indexer_scores(q.data(), w.data(), state.index_keys.data(), visible.data(), n, heads, id, G, softmax_scale,
                       heads_scale, all_scores.data());
   std::vector<float> scores(G);
-  std::vector<int64_t> order(G);
+  std::vector<int32_t> picked(v.index_topk);
+  int32_t num_picked = 0;
   for (int64_t i = 0; i < n; ++i) {
     std::copy_n(all_scores.data() + i * G, G, scores.data());
     if (layer.candidate_source) {
@@ -119,13 +120,8 @@ void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, 
       for (int64_t g = 0; g < G; ++g)
         if (!state.candidates[i][g]) scores[g] = kNegInf;
     }
-    std::iota(order.begin(), order.end(), 0);
-    const int64_t keep = std::min(v.index_topk, G);
-    std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
-      return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-    });
-    for (int64_t j = 0; j < keep; ++j)
-      if (scores[order[j]] > kNegInf) selected[i][order[j]] = 1;
+    cpu::select_topk(scores.data(), 1, G, v.index_topk, picked.data(), &num_picked);
+    for (int32_t j = 0; j < num_picked; ++j) selected[i][picked[j]] = 1;
   }
   state.selected = std::move(selected);
 }

@@ -1253,6 +1253,34 @@ void fake_quant(OpRun& r) {
   r.exact("dequantised values", to_float(x.to_host()), x_f);
 }
 
+// The indexer's top-k: rows of random scores rounded to a coarse grid (many ties at the threshold), their tails
+// masked to -inf at random points, one row with fewer finite scores than k and one with none.
+void select_topk(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], k = r["k"];
+  std::vector<float> scores(rows * n);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t visible = i == 0 ? n : i == 1 ? k / 2 : i == 2 ? 0 : static_cast<int64_t>(r.rng()() % (n + 1));
+    for (int64_t g = 0; g < n; ++g)
+      scores[i * n + g] = g < visible ? std::round(std::normal_distribution<float>()(r.rng()) * 8.0f) / 8.0f
+                                      : -INFINITY;
+  }
+  auto d_scores = DeviceArray<float>::from_host(scores);
+  DeviceArray<int32_t> ids(rows * k), counts(rows);
+  ids.poison();
+  counts.poison();
+  cuda::select_topk(d_scores.data(), rows, n, k, ids.data(), counts.data(), nullptr);
+  sync();
+  std::vector<int32_t> want_ids(rows * k, 0), want_counts(rows);
+  cpu::select_topk(scores.data(), rows, n, k, want_ids.data(), want_counts.data());
+  const std::vector<int32_t> got_ids = ids.to_host(), got_counts = counts.to_host();
+  r.exact("counts", got_counts, want_counts);
+  std::vector<int32_t> got_kept, want_kept;  // the written ids only (the rest of each row is not the op's)
+  for (int64_t i = 0; i < rows; ++i)
+    for (int32_t j = 0; j < std::min(want_counts[i], got_counts[i]); ++j)
+      got_kept.push_back(got_ids[i * k + j]), want_kept.push_back(want_ids[i * k + j]);
+  r.exact("kept indices, ascending", got_kept, want_kept);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The table.
 
@@ -1362,6 +1390,8 @@ std::vector<OpCase> op_table() {
   add("fake_quant_fp8", "bf16", {{"rows", 33}, {"n", 512}, {"block", 32}, {"format", 8}}, kExact, fake_quant);
   add("fake_quant_fp4", "bf16", {{"rows", 33}, {"n", 512}, {"block", 16}, {"format", 4}}, kExact, fake_quant);
   add("fake_quant_fp4", "bf16", {{"rows", 65}, {"n", 128}, {"block", 32}, {"format", 5}}, kExact, fake_quant);
+  add("select_topk", "i32", {{"rows", 8}, {"n", 5000}, {"k", 512}}, kExact, select_topk);
+  add("select_topk", "i32", {{"rows", 8}, {"n", 100}, {"k", 7}}, kExact, select_topk);
   add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
   add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
   return t;
