@@ -7,11 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define DEEPINFER_HOST_DEVICE __host__ __device__
-#else
-#define DEEPINFER_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace deepinfer {
 
