@@ -67,4 +67,25 @@ void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_
   }
 }
 
+void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows, int64_t n, int64_t topk_blocks,
+                      int64_t block_size, uint8_t* mask) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const int64_t num_blocks = (n + block_size - 1) / block_size;
+  std::vector<float> block_score(num_blocks);
+  std::vector<int32_t> ids(topk_blocks);
+  int32_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::fill(block_score.begin(), block_score.end(), kNegInf);
+    for (int64_t i = 0; i < n; ++i)
+      block_score[i / block_size] = std::max(block_score[i / block_size], scores[r * n + i]);
+    const int64_t v = visible[r];
+    const int64_t last = v > 0 ? (v - 1) / block_size : -1;
+    if (last >= 0 && last < num_blocks) block_score[last] = std::numeric_limits<float>::infinity();
+    select_topk(block_score.data(), 1, num_blocks, topk_blocks, ids.data(), &count);
+    std::fill_n(mask + r * n, n, uint8_t{0});
+    for (int32_t j = 0; j < count; ++j)
+      for (int64_t e = ids[j] * block_size; e < std::min(n, (ids[j] + 1) * block_size); ++e) mask[r * n + e] = 1;
+  }
+}
+
 }  // namespace deepinfer::cpu

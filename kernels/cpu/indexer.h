@@ -9,6 +9,9 @@
 //   select_topk     per row of scores [rows, n], the indices of its k largest finite scores (ties to the lower
 //                   index), ascending, into ids[row * k ...]; counts[row] how many (fewer than k where fewer are
 //                   finite).
+//   candidate_blocks the candidate source's first level: per row, blocks of block_size scores scored by their best
+//                   entry (the block holding the row's newest visible entry always kept: +inf), the topk_blocks
+//                   best blocks by select_topk's rule, as a mask [rows, n] of their entries.
 #pragma once
 
 #include <cstdint>
@@ -23,5 +26,8 @@ void indexer_scores(const float* q, const float* weights, const float* keys, con
                     float* scores);
 
 void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts);
+
+void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows, int64_t n, int64_t topk_blocks,
+                      int64_t block_size, uint8_t* mask);
 
 }  // namespace deepinfer::cpu

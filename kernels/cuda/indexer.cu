@@ -138,7 +138,50 @@ __global__ void __launch_bounds__(kSelectThreads) select_topk_kernel(const float
   if (threadIdx.x == 0) counts[r] = written;
 }
 
+__global__ void candidate_block_scores_kernel(const float* scores, const int32_t* visible, int64_t n,
+                                             int64_t block_size, int64_t num_blocks, float* block_scores) {
+  begin_dependent_kernel();
+  const int64_t r = blockIdx.y, b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (b >= num_blocks) return;
+  float best = -INFINITY;
+  for (int64_t i = b * block_size; i < n && i < (b + 1) * block_size; ++i) best = fmaxf(best, scores[r * n + i]);
+  const int64_t v = visible[r];
+  if (v > 0 && (v - 1) / block_size == b) best = INFINITY;  // the block of the newest visible entry: always kept
+  block_scores[r * num_blocks + b] = best;
+}
+
+__global__ void candidate_mask_kernel(const int32_t* block_ids, const int32_t* block_counts, int64_t n, int64_t k,
+                                      int64_t block_size, uint8_t* mask) {
+  begin_dependent_kernel();
+  const int64_t r = blockIdx.y, i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int32_t* ids = block_ids + r * k;
+  const int32_t b = static_cast<int32_t>(i / block_size);
+  int lo = 0, hi = block_counts[r];  // the kept blocks, ascending: binary search for b
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (ids[mid] < b) lo = mid + 1;
+    else hi = mid;
+  }
+  mask[r * n + i] = lo < block_counts[r] && ids[lo] == b ? 1 : 0;
+}
+
 }  // namespace
+
+void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows, int64_t n, int64_t topk_blocks,
+                      int64_t block_size, float* block_scores, int32_t* block_ids, int32_t* block_counts,
+                      uint8_t* mask, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return;
+  constexpr int kThreads = 256;
+  const int64_t num_blocks = (n + block_size - 1) / block_size;
+  launch_dependent(candidate_block_scores_kernel,
+                   dim3(static_cast<unsigned>((num_blocks + kThreads - 1) / kThreads), static_cast<unsigned>(rows)),
+                   kThreads, 0, stream, scores, visible, n, block_size, num_blocks, block_scores);
+  select_topk(block_scores, rows, num_blocks, topk_blocks, block_ids, block_counts, stream);
+  launch_dependent(candidate_mask_kernel,
+                   dim3(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(rows)), kThreads,
+                   0, stream, block_ids, block_counts, n, topk_blocks, block_size, mask);
+}
 
 void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts,
                  cudaStream_t stream) {

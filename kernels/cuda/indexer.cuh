@@ -7,6 +7,8 @@
 //   select_topk     a block per row: a radix select over the scores' order-preserving bits finds the k-th largest
 //                   finite score, then block scans over the row in index order keep every larger score and the
 //                   lowest-index ties, and write the kept indices ascending (the CPU's partial sort's set).
+//   candidate_blocks the candidate source's first level: block scores (a thread a block), select_topk over them,
+//                   then the mask of the kept blocks' entries; the block scores and picks in caller workspace.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -29,5 +31,10 @@ void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfl
 
 void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts,
                  cudaStream_t stream);
+
+// block_scores [rows, ceil(n / block_size)], block_ids [rows, topk_blocks], block_counts [rows]: workspace.
+void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows, int64_t n, int64_t topk_blocks,
+                      int64_t block_size, float* block_scores, int32_t* block_ids, int32_t* block_counts,
+                      uint8_t* mask, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

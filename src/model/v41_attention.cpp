@@ -17,33 +17,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-// Level one of the two-level top-k: the `topk_blocks` best blocks of `block_size` entries (a block scores its
-// best entry; the block holding the newest visible entry is always kept), as a per-entry mask.
-std::vector<char> candidate_blocks(const std::vector<float>& scores, int64_t visible, int64_t topk_blocks,
-                                   int64_t block_size) {
-  const auto width = static_cast<int64_t>(scores.size());
-  const int64_t num_blocks = (width + block_size - 1) / block_size;
-  std::vector<float> block_score(num_blocks, kNegInf);
-  for (int64_t i = 0; i < width; ++i) block_score[i / block_size] = std::max(block_score[i / block_size], scores[i]);
-  const int64_t last = floor_div(visible - 1, block_size);
-  if (last >= 0 && last < num_blocks) block_score[last] = std::numeric_limits<float>::infinity();
-  std::vector<int64_t> order(num_blocks);
-  std::iota(order.begin(), order.end(), 0);
-  const int64_t keep = std::min(topk_blocks, num_blocks);
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
-    return block_score[a] > block_score[b] || (block_score[a] == block_score[b] && a < b);
-  });
-  std::vector<char> mask(width, 0);
-  for (int64_t i = 0; i < keep; ++i) {
-    const int64_t b = order[i];
-    if (block_score[b] == kNegInf) continue;
-    for (int64_t e = b * block_size; e < std::min(width, (b + 1) * block_size); ++e) mask[e] = 1;
-  }
-  return mask;
-}
-
 }  // namespace
 
 void DeepseekV41Model::publish_compressed(int64_t layer_idx, const SequenceChunk& seq, const MlaKvCache& cache,
@@ -113,7 +86,10 @@ void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, 
   for (int64_t i = 0; i < n; ++i) {
     std::copy_n(all_scores.data() + i * G, G, scores.data());
     if (layer.candidate_source) {
-      state.candidates[i] = candidate_blocks(scores, visible[i], v.candidate_topk_blocks, v.candidate_block_size);
+      std::vector<uint8_t> mask(G);
+      cpu::candidate_blocks(scores.data(), &visible[i], 1, G, v.candidate_topk_blocks, v.candidate_block_size,
+                            mask.data());
+      state.candidates[i].assign(mask.begin(), mask.end());
     } else if (candidate_mask) {
       DI_CHECK(static_cast<int64_t>(state.candidates[i].size()) == G,
                "layer {}: candidate mask over {} entries, indexer keys {}", layer_idx, state.candidates[i].size(), G);

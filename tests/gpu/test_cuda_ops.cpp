@@ -1281,6 +1281,33 @@ void select_topk(OpRun& r) {
   r.exact("kept indices, ascending", got_kept, want_kept);
 }
 
+// The candidate source's block top-k: scores on a coarse grid (ties between blocks), tails masked at random
+// visible counts (one row seeing nothing, one everything).
+void candidate_blocks(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], bs = r["block_size"], k = r["topk_blocks"];
+  const int64_t num_blocks = (n + bs - 1) / bs;
+  std::vector<float> scores(rows * n);
+  std::vector<int32_t> visible(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    visible[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? n : r.rng()() % (n + 1));
+    for (int64_t g = 0; g < n; ++g)
+      scores[i * n + g] = g < visible[i] ? std::round(std::normal_distribution<float>()(r.rng()) * 4.0f) / 4.0f
+                                         : -INFINITY;
+  }
+  auto d_scores = DeviceArray<float>::from_host(scores);
+  auto d_visible = DeviceArray<int32_t>::from_host(visible);
+  DeviceArray<float> block_scores(rows * num_blocks);
+  DeviceArray<int32_t> block_ids(rows * k), block_counts(rows);
+  DeviceArray<uint8_t> mask(rows * n);
+  mask.poison();
+  cuda::candidate_blocks(d_scores.data(), d_visible.data(), rows, n, k, bs, block_scores.data(), block_ids.data(),
+                         block_counts.data(), mask.data(), nullptr);
+  sync();
+  std::vector<uint8_t> want(rows * n);
+  cpu::candidate_blocks(scores.data(), visible.data(), rows, n, k, bs, want.data());
+  r.exact("candidate masks", mask.to_host(), want);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // The table.
 
@@ -1392,6 +1419,13 @@ std::vector<OpCase> op_table() {
   add("fake_quant_fp4", "bf16", {{"rows", 65}, {"n", 128}, {"block", 32}, {"format", 5}}, kExact, fake_quant);
   add("select_topk", "i32", {{"rows", 8}, {"n", 5000}, {"k", 512}}, kExact, select_topk);
   add("select_topk", "i32", {{"rows", 8}, {"n", 100}, {"k", 7}}, kExact, select_topk);
+  // V4.1-Flash's defaults (blocks of 8, 2,048 of them kept) over 20,000 compressed entries; and smaller ones.
+  add("candidate_blocks", "u8", {{"rows", 4}, {"n", 20000}, {"block_size", 8}, {"topk_blocks", 2048}}, kExact,
+      candidate_blocks);
+  add("candidate_blocks", "u8", {{"rows", 8}, {"n", 2000}, {"block_size", 64}, {"topk_blocks", 16}}, kExact,
+      candidate_blocks);
+  add("candidate_blocks", "u8", {{"rows", 8}, {"n", 100}, {"block_size", 7}, {"topk_blocks", 3}}, kExact,
+      candidate_blocks);
   add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
   add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
   return t;
