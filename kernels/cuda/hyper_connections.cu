@@ -106,7 +106,7 @@ void hc_flat_rms_norm(const float* streams, int64_t tokens, int64_t d, float eps
 
 void hc_mixes(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc, float hc_eps,
               int64_t sinkhorn_iters, float* pre, float* post, float* comb, cudaStream_t stream) {
-  if (tokens == 0) return;
+  if (tokens == 0 || hc > kHcMaxStreams) return;  // the model checks hc
   constexpr int kPerBlock = 64;
   launch_dependent(hc_mixes_kernel, static_cast<unsigned>((tokens + kPerBlock - 1) / kPerBlock), kPerBlock, 0, stream,
                    mixes, base, scale, tokens, static_cast<int>(hc), hc_eps, sinkhorn_iters, pre, post, comb);
@@ -114,14 +114,14 @@ void hc_mixes(const float* mixes, const float* base, const float* scale, int64_t
 
 void hc_collapse_rms_norm(const float* streams, const float* pre, const __nv_bfloat16* weight, int64_t tokens,
                           int64_t hc, int64_t hidden, float eps, __nv_bfloat16* h, cudaStream_t stream) {
-  if (tokens == 0) return;
+  if (tokens == 0 || hidden > kHcMaxHidden || hc > kHcMaxStreams) return;  // the model checks both
   launch_dependent(hc_collapse_rms_norm_kernel, static_cast<unsigned>(tokens), kThreads, hidden * sizeof(float),
                    stream, streams, pre, weight, static_cast<int>(hc), hidden, eps, h);
 }
 
 void hc_post(float* streams, const __nv_bfloat16* out, const float* post, const float* comb, int64_t tokens,
              int64_t hc, int64_t hidden, cudaStream_t stream) {
-  if (tokens == 0) return;
+  if (tokens == 0 || hc > kHcMaxStreams) return;  // the model checks hc
   const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(tokens));
   launch_dependent(hc_post_kernel, grid, kThreads, 0, stream, streams, out, post, comb, static_cast<int>(hc), hidden);
 }

@@ -5,12 +5,7 @@
 # (tests/gpu/run.sh says how): PACK=/tmp/b launch/lab/bench_h200.sh. PROFILE_BATCHES=1,256 adds per-phase profiles
 # of those decode batches at context 1024 (DEEPINFER_PROFILE=1) to $OUT/profile.log.
 set -uo pipefail
-pack=${PACK:-/tmp/b}
-source "$pack/env.sh"
-out=${OUT:-/tmp/bench-out}
-mkdir -p "$out"
-di=$pack/build/deepinfer
-model=configs/models/deepseek-v2-lite.json
+source "$(dirname "$0")/pack_env.sh" /tmp/bench-out
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 $di bench decode --model $model --load-format dummy --device cuda --batch ${BATCHES:-1,8,64,256} \
   --context ${CONTEXTS:-512,1024,4096} --warmup 3 --steps ${STEPS:-10} --output "$out/h200-v2lite-decode.h5" 2>&1 | tee "$out/decode.log"

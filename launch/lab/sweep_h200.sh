@@ -3,12 +3,7 @@
 # then the Pareto plots beside the official points. Binaries from a pack (tests/gpu/run.sh says how):
 #   PACK=/tmp/b launch/lab/sweep_h200.sh        results and plots in $OUT
 set -uo pipefail
-pack=${PACK:-/tmp/b}
-source "$pack/env.sh"
-out=${OUT:-/tmp/sweep-out}
-mkdir -p "$out"
-di=$pack/build/deepinfer
-model=configs/models/deepseek-v2-lite.json
+source "$(dirname "$0")/pack_env.sh" /tmp/sweep-out
 common="--model $model --load-format dummy --device cuda --deploy configs/deploy/colocated1.toml"
 mpirun -np 1 $di sweep prefill $common --points ${PREFILL_POINTS:-4096,8192,16384,32768,65536} --prompt-len 1024 \
   --warmup 1 --steps 3 --output "$out/h200-v2lite-prefill.h5" 2>&1 | grep -E "sweep|error|wrote"

@@ -1,0 +1,362 @@
+// Op-table rows: the MoE ops — routing (V2, V3, V4.1), permute / route / pad, the routed-expert kernels
+// (matrix-vector, grouped, cuBLAS grouped and chunked GEMMs) and the unpermute fused with the next norm.
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+
+#include "kernels/cpu/moe.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/router.h"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/moe_gemv.cuh"
+#include "kernels/cuda/moe_grouped.cuh"
+#include "kernels/cuda/moe_permute.cuh"
+#include "kernels/cuda/rms_norm.cuh"
+#include "kernels/cuda/router.cuh"
+
+#include "tests/gpu/op_test.h"
+
+namespace deepinfer::op_test {
+namespace {
+
+// The decode step's last MoE kernel: moe_unpermute then add_rms_norm in one launch, the same bits as the two
+// (hidden 7168: a partial last piece round; 200: fewer pieces than threads).
+void moe_unpermute_add_rms_norm(OpRun& r) {
+  const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"];
+  ASSERT_TRUE(cuda::moe_unpermute_norm_supports(top_k, hidden));
+  const int64_t rows = tokens * top_k;
+  std::vector<float> unused;
+  auto y_perm = DeviceArray<Bf16>::from_host(r.random_bf16(rows * hidden, unused));
+  auto base = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, unused));
+  const std::vector<Bf16> residual_host = r.random_bf16(tokens * hidden, unused);
+  auto norm_weight = DeviceArray<Bf16>::from_host(r.random_bf16(hidden, unused));
+  std::vector<int32_t> row_of(rows);
+  std::iota(row_of.begin(), row_of.end(), 0);
+  std::shuffle(row_of.begin(), row_of.end(), r.rng());
+  std::vector<float> weights(rows);
+  for (float& w : weights) w = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
+  auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
+  auto d_weights = DeviceArray<float>::from_host(weights);
+
+  auto delta = DeviceArray<Bf16>::from_host(base.to_host());
+  auto residual_parts = DeviceArray<Bf16>::from_host(residual_host);
+  DeviceArray<Bf16> normed_parts(tokens * hidden);
+  cuda::moe_unpermute(bf(y_perm), d_row_of.data(), d_weights.data(), tokens, top_k, hidden, bf(delta), nullptr);
+  cuda::add_rms_norm(bf(delta), bf(residual_parts), bf(norm_weight), bf(normed_parts), tokens, hidden, 1e-6f, nullptr);
+  auto residual_fused = DeviceArray<Bf16>::from_host(residual_host);
+  DeviceArray<Bf16> normed_fused(tokens * hidden);
+  normed_fused.poison();
+  cuda::moe_unpermute_add_rms_norm(bf(y_perm), d_row_of.data(), d_weights.data(), tokens, top_k, hidden, bf(base),
+                                   bf(residual_fused), bf(norm_weight), 1e-6f, bf(normed_fused), nullptr);
+  sync();
+  r.exact("residual against the two ops", residual_fused.to_host(), residual_parts.to_host());
+  r.exact("normalised against the two ops", normed_fused.to_host(), normed_parts.to_host());
+}
+
+void route_topk(OpRun& r) {
+  // version 2: softmax, groups by their best expert; 3: sigmoid + bias, groups by their top two; 41: V4.1-Flash's
+  // sqrt(softplus) over gate_temp + bias, 384 experts top-6, no groups.
+  const int64_t tokens = r["tokens"], version = r["version"];
+  const bool v3 = version == 3, v41 = version == 41;
+  cpu::RouterParams p;
+  p.num_experts = v41 ? 384 : v3 ? 256 : 64;
+  p.top_k = v3 ? 8 : 6;
+  p.num_groups = v41 ? 1 : v3 ? 8 : 4;
+  p.topk_groups = v41 ? 1 : v3 ? 4 : 2;
+  p.scoring = v41  ? cpu::RouterParams::Scoring::kSqrtSoftplus
+              : v3 ? cpu::RouterParams::Scoring::kSigmoid
+                   : cpu::RouterParams::Scoring::kSoftmax;
+  p.group_score = v41  ? cpu::RouterParams::GroupScore::kNone
+                  : v3 ? cpu::RouterParams::GroupScore::kTop2Sum
+                       : cpu::RouterParams::GroupScore::kMax;
+  p.normalize = v3 || v41;
+  p.scaling = v41 ? 1.5f : v3 ? 2.5f : 1.0f;
+  p.temperature = v41 ? 0.7f : 1.0f;
+  std::normal_distribution<float> normal;
+  std::vector<float> logits(tokens * p.num_experts), bias(p.num_experts);
+  for (float& l : logits) l = normal(r.rng());
+  for (float& b : bias) b = 0.1f * normal(r.rng());
+  auto d_logits = DeviceArray<float>::from_host(logits);
+  auto d_bias = DeviceArray<float>::from_host(bias);
+  std::vector<int32_t> want_ids(tokens * p.top_k);
+  std::vector<float> want_w(tokens * p.top_k), scratch(2 * p.num_experts + p.num_groups);
+  if (v3 || v41) p.correction_bias = bias.data();
+  cpu::route_topk(logits.data(), tokens, p, want_ids.data(), want_w.data(), scratch.data());
+  if (v3 || v41) p.correction_bias = d_bias.data();
+  DeviceArray<int32_t> ids(tokens * p.top_k);
+  DeviceArray<float> w(tokens * p.top_k);
+  ids.poison();
+  w.poison();
+  cuda::route_topk(d_logits.data(), tokens, p, ids.data(), w.data(), nullptr);
+  sync();
+  r.exact("expert ids", ids.to_host(), want_ids);
+  r.close("combine weights", w.to_host(), want_w);
+}
+
+// Permute, cuBLAS's grouped GEMM up and down, unpermute: out[t] = base[t] + sum_k w * (W_e^T bf16(W_e x_t)), the
+// intermediate rounded to bf16 as the GPU stores it. Experts crowded onto 20 of 64, the rest empty.
+void grouped_gemm_bf16(OpRun& r) {
+  const int64_t tokens = r["tokens"], top_k = r["top_k"], experts = r["experts"], hidden = r["hidden"],
+                inter = r["inter"];
+  std::vector<float> x_f, w_f, base_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, x_f));
+  auto w = DeviceArray<Bf16>::from_host(r.random_bf16(experts * inter * hidden, w_f, 0.06f));
+  auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, base_f));  // unpermute adds onto it
+  std::vector<int32_t> ids(tokens * top_k);
+  std::vector<float> weights(tokens * top_k);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> all(experts);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), r.rng());
+    for (int64_t k = 0; k < top_k; ++k) {
+      ids[t * top_k + k] = all[k] % 20;
+      weights[t * top_k + k] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
+    }
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  const int64_t rows = tokens * top_k;
+  DeviceArray<Bf16> x_perm(rows * hidden), h_perm(rows * inter), y_perm(rows * hidden);
+  DeviceArray<int32_t> row_of(rows), offsets(experts + 1);
+  x_perm.poison();
+  DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(rows, experts));
+  cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, experts, bf(x_perm), row_of.data(), offsets.data(),
+                    workspace.data(), workspace.size(), nullptr);
+  sync();
+  const std::vector<int32_t> host_offsets = offsets.to_host();
+  DeviceArray<uint8_t> pointers(2 * 3 * experts * sizeof(void*));
+  void** pointer_ws = reinterpret_cast<void**>(pointers.data());
+  ASSERT_EQ(cuda::grouped_gemm_bf16(r.blas(), bf(x_perm), bf(w), bf(h_perm), host_offsets.data(), experts, inter,
+                                    hidden, pointer_ws),
+            CUBLAS_STATUS_SUCCESS);
+  // Down: W_e^T as a Linear weight [hidden, inter].
+  std::vector<float> wt_f(experts * hidden * inter);
+  std::vector<Bf16> wt(experts * hidden * inter);
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t i = 0; i < inter; ++i)
+      for (int64_t h = 0; h < hidden; ++h) {
+        wt_f[(e * hidden + h) * inter + i] = w_f[(e * inter + i) * hidden + h];
+        wt[(e * hidden + h) * inter + i] = float_to_bf16(wt_f[(e * hidden + h) * inter + i]);
+      }
+  auto d_wt = DeviceArray<Bf16>::from_host(wt);
+  ASSERT_EQ(cuda::grouped_gemm_bf16(r.blas(), bf(h_perm), bf(d_wt), bf(y_perm), host_offsets.data(), experts, hidden,
+                                    inter, pointer_ws + 3 * experts),
+            CUBLAS_STATUS_SUCCESS);
+  cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
+  sync();
+  std::vector<float> want = base_f, h(inter), y(hidden);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int64_t e = ids[t * top_k + k];
+      cpu::linear(x_f.data() + t * hidden, w_f.data() + e * inter * hidden, nullptr, h.data(), 1, inter, hidden);
+      h = round_bf16(h);
+      cpu::linear(h.data(), wt_f.data() + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
+      cpu::axpy(weights[t * top_k + k], y.data(), want.data() + t * hidden, hidden);
+    }
+  r.close("unpermuted sums", to_float(out.to_host()), want);
+  EXPECT_EQ(host_offsets.back(), rows);
+}
+
+void chunked_gemm_bf16(OpRun& r) {
+  const int64_t experts = 3, chunk = r["chunk"], n = r["n"], k = r["k"];
+  const std::vector<int32_t> chunk_expert = {0, 0, 2, 1, 2};
+  const auto rows = static_cast<int64_t>(chunk_expert.size()) * chunk;
+  std::vector<float> x_f, w_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(rows * k, x_f));
+  auto w = DeviceArray<Bf16>::from_host(r.random_bf16(experts * n * k, w_f, 0.1f));
+  DeviceArray<Bf16> y(rows * n);
+  y.poison();
+  DeviceArray<uint8_t> pointers(3 * chunk_expert.size() * sizeof(void*));
+  ASSERT_EQ(cuda::chunked_gemm_bf16(r.blas(), bf(x), bf(w), bf(y), chunk_expert, chunk, n, k,
+                                    reinterpret_cast<void**>(pointers.data())),
+            CUBLAS_STATUS_SUCCESS);
+  sync();
+  std::vector<float> want(rows * n);
+  for (size_t j = 0; j < chunk_expert.size(); ++j)
+    cpu::linear(x_f.data() + j * chunk * k, w_f.data() + chunk_expert[j] * n * k, nullptr, want.data() + j * chunk * n,
+                chunk, n, k);
+  r.close("one Linear per chunk", to_float(y.to_host()), want);
+}
+
+void moe_pad_rows(OpRun& r) {
+  const int64_t experts = 5, hidden = r["hidden"], padded = r["padded"];
+  const std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // 3, 0, 7, 2, 5 rows
+  const int64_t rows = offsets.back();
+  std::vector<float> x_f;
+  auto x_perm = DeviceArray<Bf16>::from_host(r.random_bf16(rows * hidden, x_f));
+  std::vector<int32_t> row_of(rows);
+  for (int64_t j = 0; j < rows; ++j) row_of[j] = static_cast<int32_t>((j * 5 + 2) % rows);  // a permutation
+  auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
+  auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
+  std::vector<int32_t> padded_offsets(experts);
+  for (int64_t e = 0; e < experts; ++e) padded_offsets[e] = static_cast<int32_t>(e * padded);
+  auto d_padded = DeviceArray<int32_t>::from_host(padded_offsets);
+  DeviceArray<Bf16> x_pad(experts * padded * hidden);
+  x_pad.poison();
+  cuda::moe_pad_rows(bf(x_perm), d_offsets.data(), d_padded.data(), experts, rows, hidden, bf(x_pad), d_row_of.data(),
+                     nullptr);
+  sync();
+  const std::vector<float> got_all = to_float(x_pad.to_host());
+  std::vector<float> got, want;
+  std::vector<int32_t> want_row_of(rows);
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t p = offsets[e]; p < offsets[e + 1]; ++p)
+      for (int64_t i = 0; i < hidden; ++i) {
+        got.push_back(got_all[(e * padded + p - offsets[e]) * hidden + i]);
+        want.push_back(x_f[p * hidden + i]);
+      }
+  for (int64_t j = 0; j < rows; ++j) {
+    int64_t e = 0;
+    while (offsets[e + 1] <= row_of[j]) ++e;
+    want_row_of[j] = static_cast<int32_t>(e * padded + row_of[j] - offsets[e]);
+  }
+  r.exact("every row at its padded place", got, want);
+  r.exact("row_of remapped", d_row_of.to_host(), want_row_of);
+}
+
+// Routed experts for a few tokens: matrix-vector products straight from the routing. One token (its own load
+// shape) and three; top 6, top 5 (the last expert of a down row without a pair) and top 19 (ten pairs a row).
+void moe_gemv(OpRun& r) {
+  const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"], inter = r["inter"];
+  const int64_t experts = 16 + top_k;
+  std::vector<float> x_f, gu_f, down_f, base_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, x_f));
+  auto gate_up = DeviceArray<Bf16>::from_host(r.random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
+  auto down = DeviceArray<Bf16>::from_host(r.random_bf16(experts * hidden * inter, down_f, 0.08f));
+  auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, base_f));  // the sum adds onto it
+  std::vector<int32_t> ids(tokens * top_k);
+  std::vector<float> weights(tokens * top_k);
+  for (int64_t i = 0; i < tokens * top_k; ++i) {
+    ids[i] = static_cast<int32_t>((i * 7 + 3) % experts);
+    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  DeviceArray<Bf16> act(tokens * top_k * inter);
+  act.poison();
+  cuda::moe_gemv_gate_up(bf(x), d_ids.data(), tokens, top_k, hidden, inter, bf(gate_up), bf(act), nullptr);
+  cuda::moe_gemv_down(bf(act), d_ids.data(), d_w.data(), tokens, top_k, hidden, inter, bf(down), bf(out), nullptr);
+  sync();
+  std::vector<float> want = base_f;
+  cpu::moe_experts(x_f.data(), ids.data(), weights.data(), tokens, top_k, hidden, inter, gu_f.data(), down_f.data(),
+                   want.data());
+  r.close("routed sums", to_float(out.to_host()), want);
+}
+
+// Route, the grouped expert kernels, unpermute (the decode path above 64 pairs). Expert 0 is chosen by every
+// token (more rows than one 64-row pass when tokens > 64), experts from `used` on by none. Twice on the same sync
+// words: the first launch must leave them as the second needs them (zero), and the items' order among blocks
+// differs from launch to launch while the result must not.
+void moe_grouped_experts(OpRun& r) {
+  const int64_t tokens = r["tokens"], experts = r["experts"], used = r["used"], hidden = r["hidden"],
+                inter = r["inter"];
+  const int64_t top_k = 6, rows = tokens * top_k;
+  std::vector<float> x_f, gu_f, down_f, base_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, x_f));
+  auto gate_up = DeviceArray<Bf16>::from_host(r.random_bf16(experts * 2 * inter * hidden, gu_f, 0.06f));
+  auto down = DeviceArray<Bf16>::from_host(r.random_bf16(experts * hidden * inter, down_f, 0.08f));
+  auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, base_f));  // unpermute adds onto it
+  std::vector<int32_t> ids(rows);
+  std::vector<float> weights(rows);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> others(used - 1);
+    std::iota(others.begin(), others.end(), 1);
+    std::shuffle(others.begin(), others.end(), r.rng());
+    for (int64_t k = 0; k < top_k; ++k) {
+      ids[t * top_k + k] = k == t % top_k ? 0 : others[k];
+      weights[t * top_k + k] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
+    }
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  DeviceArray<Bf16> act(rows * inter), y_perm(rows * hidden);
+  DeviceArray<int32_t> row_of(rows), token_of_row(rows), offsets(experts + 1);
+  act.poison();
+  cuda::moe_route(d_ids.data(), tokens, top_k, experts, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
+  auto sync_words = DeviceArray<int32_t>::from_host(std::vector<int32_t>(cuda::moe_grouped_sync_ints(experts), 0));
+  std::vector<Bf16> first_y;
+  for (int launch = 0; launch < 2; ++launch) {
+    y_perm.poison();
+    ASSERT_EQ(cuda::moe_grouped_experts(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
+                                        bf(gate_up), bf(down), bf(act), bf(y_perm), sync_words.data(), num_sms(),
+                                        nullptr),
+              cudaSuccess);
+    sync();
+    if (launch == 0) first_y = y_perm.to_host();
+    else r.exact("the second launch's rows against the first's", y_perm.to_host(), first_y);
+    r.exact("sync words left zero", sync_words.to_host(), std::vector<int32_t>(sync_words.size(), 0));
+  }
+  cuda::moe_unpermute(bf(y_perm), row_of.data(), d_w.data(), tokens, top_k, hidden, bf(out), nullptr);
+  sync();
+  ASSERT_EQ(offsets.to_host()[1], tokens);
+  std::vector<float> want = base_f;
+  cpu::moe_experts(x_f.data(), ids.data(), weights.data(), tokens, top_k, hidden, inter, gu_f.data(), down_f.data(),
+                   want.data());
+  r.close("routed sums", to_float(out.to_host()), want);
+}
+
+// moe_route against moe_permute (a stable radix sort): the same offsets and row_of, and token_of_row the inverse of
+// row_of. Up to the 4,096-pair limit, with empty experts (skewed ids: the top fifth never), and expert counts not a
+// multiple of 32 (65: the expert-parallel extra id).
+void moe_route(OpRun& r) {
+  const int64_t tokens = r["tokens"], top_k = r["top_k"], experts = r["experts"];
+  const int64_t n = tokens * top_k, hidden = 8;
+  std::vector<int32_t> ids(n);
+  for (int64_t i = 0; i < n; ++i)
+    ids[i] = static_cast<int32_t>(std::min<int64_t>(
+        std::uniform_int_distribution<int64_t>(0, experts * 4 / 5 - 1)(r.rng()),
+        std::uniform_int_distribution<int64_t>(0, experts * 4 / 5 - 1)(r.rng())));
+  std::vector<float> x_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, x_f));
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  DeviceArray<Bf16> x_perm(n * hidden);
+  DeviceArray<int32_t> want_row_of(n), want_offsets(experts + 1), row_of(n), token_of_row(n), offsets(experts + 1);
+  row_of.poison();
+  token_of_row.poison();
+  offsets.poison();
+  DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(n, experts));
+  cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, experts, bf(x_perm), want_row_of.data(),
+                    want_offsets.data(), workspace.data(), workspace.size(), nullptr);
+  cuda::moe_route(d_ids.data(), tokens, top_k, experts, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
+  sync();
+  r.exact("offsets against moe_permute's", offsets.to_host(), want_offsets.to_host());
+  const std::vector<int32_t> got_row_of = row_of.to_host(), tokens_of = token_of_row.to_host();
+  r.exact("row_of against moe_permute's", got_row_of, want_row_of.to_host());
+  std::vector<int32_t> token_of_pair(n), want_token_of_pair(n);
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_GE(got_row_of[i], 0);
+    ASSERT_LT(got_row_of[i], n);
+    token_of_pair[i] = tokens_of[got_row_of[i]];
+    want_token_of_pair[i] = static_cast<int32_t>(i / top_k);
+  }
+  r.exact("token_of_row inverts row_of", token_of_pair, want_token_of_pair);
+}
+
+}  // namespace
+
+void add_moe_rows(OpTable& t) {
+  for (auto [top_k, hidden] : {std::pair<int64_t, int64_t>{6, 2048}, {8, 7168}, {2, 200}})
+    t.add("moe_unpermute_add_rms_norm", "bf16", {{"tokens", 5}, {"top_k", top_k}, {"hidden", hidden}}, kExact,
+          moe_unpermute_add_rms_norm);
+  for (int64_t version : {2, 3, 41})
+    t.add("route_topk", "f32", {{"tokens", 300}, {"version", version}}, 1e-5, route_topk);
+  t.add("grouped_gemm_bf16", "bf16",
+        {{"tokens", 123}, {"top_k", 6}, {"experts", 64}, {"hidden", 256}, {"inter", 128}}, kBf16, grouped_gemm_bf16);
+  t.add("chunked_gemm_bf16", "bf16", {{"chunk", 8}, {"n", 48}, {"k", 64}}, kBf16, chunked_gemm_bf16);
+  t.add("moe_pad_rows", "bf16", {{"hidden", 24}, {"padded", 7}}, kExact, moe_pad_rows);
+  for (auto [tokens, top_k] : {std::pair<int64_t, int64_t>{1, 6}, {3, 6}, {1, 5}, {2, 19}})
+    t.add("moe_gemv", "bf16", {{"tokens", tokens}, {"top_k", top_k}, {"hidden", 256}, {"inter", 136}}, kBf16,
+          moe_gemv);
+  // Shapes off the kernels' tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8) with fewer items than blocks;
+  // and several items a block (63 passes), so the pipeline runs from item to item inside a block.
+  t.add("moe_grouped_experts", "bf16",
+        {{"tokens", 80}, {"experts", 16}, {"used", 12}, {"hidden", 200}, {"inter", 136}}, kBf16, moe_grouped_experts);
+  t.add("moe_grouped_experts", "bf16",
+        {{"tokens", 200}, {"experts", 64}, {"used", 60}, {"hidden", 1024}, {"inter", 704}}, kBf16,
+        moe_grouped_experts);
+  for (auto [tokens, top_k, experts] : {std::tuple<int64_t, int64_t, int64_t>{1, 6, 64}, {37, 6, 65}, {256, 6, 64},
+                                        {682, 6, 65}, {512, 8, 257}, {1024, 4, 16}})
+    t.add("moe_route", "i32", {{"tokens", tokens}, {"top_k", top_k}, {"experts", experts}}, kExact, moe_route);
+}
+
+}  // namespace deepinfer::op_test

@@ -1,0 +1,308 @@
+// Op-table rows: DeepSeek-V4.1's ops — hyper-connections, the window + sparse attention with sinks, the
+// compressor's pooling, the indexer's scores and top-k, the candidate source's block top-k, and the in-forward
+// FP8/FP4 fake-quantisation.
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/cpu/fake_quant.h"
+#include "kernels/cpu/hyper_connections.h"
+#include "kernels/cpu/indexer.h"
+#include "kernels/cpu/sparse_attention.h"
+#include "kernels/cuda/fake_quant.cuh"
+#include "kernels/cuda/hyper_connections.cuh"
+#include "kernels/cuda/indexer.cuh"
+#include "kernels/cuda/sparse_attention.cuh"
+
+#include "tests/gpu/op_test.h"
+
+namespace deepinfer::op_test {
+namespace {
+
+// DeepSeek-V4.1's hyper-connections (hc streams of `hidden` values a token, fp32 on the device).
+void hc_flat_rms_norm(OpRun& r) {
+  const int64_t tokens = r["tokens"], d = r["hc"] * r["hidden"];
+  std::vector<float> streams(tokens * d);
+  std::normal_distribution<float> normal;
+  for (float& v : streams) v = normal(r.rng());
+  auto d_streams = DeviceArray<float>::from_host(streams);
+  DeviceArray<Bf16> flat(tokens * d);
+  flat.poison();
+  cuda::hc_flat_rms_norm(d_streams.data(), tokens, d, 1e-6f, bf(flat), nullptr);
+  sync();
+  std::vector<float> want(tokens * d);
+  cpu::hc_flat_rms_norm(streams.data(), tokens, d, 1e-6f, want.data());
+  r.close("normalised streams", to_float(flat.to_host()), want);
+}
+
+void hc_mixes(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], iters = r["sinkhorn_iters"], M = (2 + hc) * hc;
+  std::normal_distribution<float> normal;
+  std::vector<float> mixes(tokens * M), base(M), scale(3);
+  for (float& v : mixes) v = normal(r.rng());
+  for (float& v : base) v = 0.5f * normal(r.rng());
+  for (float& v : scale) v = 0.5f + std::abs(normal(r.rng()));
+  auto d_mixes = DeviceArray<float>::from_host(mixes), d_base = DeviceArray<float>::from_host(base);
+  auto d_scale = DeviceArray<float>::from_host(scale);
+  DeviceArray<float> pre(tokens * hc), post(tokens * hc), comb(tokens * hc * hc);
+  pre.poison();
+  post.poison();
+  comb.poison();
+  cuda::hc_mixes(d_mixes.data(), d_base.data(), d_scale.data(), tokens, hc, 1e-6f, iters, pre.data(), post.data(),
+                 comb.data(), nullptr);
+  sync();
+  std::vector<float> want_pre(tokens * hc), want_post(tokens * hc), want_comb(tokens * hc * hc);
+  cpu::hc_mixes(mixes.data(), base.data(), scale.data(), tokens, hc, 1e-6f, iters, want_pre.data(), want_post.data(),
+                want_comb.data());
+  r.close("pre", pre.to_host(), want_pre);
+  r.close("post", post.to_host(), want_post);
+  r.close("comb", comb.to_host(), want_comb);
+}
+
+void hc_collapse_rms_norm(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"];
+  std::normal_distribution<float> normal;
+  std::vector<float> streams(tokens * hc * hidden), pre(tokens * hc), w_f;
+  for (float& v : streams) v = normal(r.rng());
+  for (float& v : pre) v = std::uniform_real_distribution<float>(0.0f, 1.0f)(r.rng());
+  auto weight = DeviceArray<Bf16>::from_host(r.random_bf16(hidden, w_f));
+  auto d_streams = DeviceArray<float>::from_host(streams), d_pre = DeviceArray<float>::from_host(pre);
+  DeviceArray<Bf16> h(tokens * hidden);
+  h.poison();
+  cuda::hc_collapse_rms_norm(d_streams.data(), d_pre.data(), bf(weight), tokens, hc, hidden, 1e-6f, bf(h), nullptr);
+  sync();
+  std::vector<float> want(tokens * hidden);
+  cpu::hc_collapse_rms_norm(streams.data(), pre.data(), w_f.data(), tokens, hc, hidden, 1e-6f, want.data());
+  r.close("sublayer inputs", to_float(h.to_host()), want);
+}
+
+void hc_post(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"];
+  std::normal_distribution<float> normal;
+  std::vector<float> streams(tokens * hc * hidden), post(tokens * hc), comb(tokens * hc * hc), out_f;
+  for (float& v : streams) v = normal(r.rng());
+  for (float& v : post) v = 2.0f * std::uniform_real_distribution<float>(0.0f, 1.0f)(r.rng());
+  for (float& v : comb) v = std::uniform_real_distribution<float>(0.0f, 0.5f)(r.rng());
+  auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, out_f));
+  auto d_streams = DeviceArray<float>::from_host(streams), d_post = DeviceArray<float>::from_host(post);
+  auto d_comb = DeviceArray<float>::from_host(comb);
+  cuda::hc_post(d_streams.data(), bf(out), d_post.data(), d_comb.data(), tokens, hc, hidden, nullptr);
+  sync();
+  cpu::hc_post(streams.data(), out_f.data(), post.data(), comb.data(), tokens, hc, hidden);
+  r.close("streams", d_streams.to_host(), streams);
+}
+
+// V4.1's attention core: rows at positions short of the window (3, 40), across it (130, 700), and with up to
+// `extras` selected compressed entries each (random picks, ascending), the cache entries `stride` apart.
+void sparse_window_attention(OpRun& r) {
+  const int64_t heads = r["heads"], hd = r["head_dim"], window = r["window"], max_extras = r["extras"];
+  const int64_t stride = 2 * hd, num_blocks = 40, max_blocks = 12, num_extra = 600;
+  const std::vector<int32_t> positions = {3, 40, 130, 700, 64, 127};
+  const auto rows = static_cast<int64_t>(positions.size());
+  std::vector<float> q_f, cache_f, extra_f, sinks(heads);
+  auto q = DeviceArray<Bf16>::from_host(r.random_bf16(rows * heads * hd, q_f, 0.05f));
+  auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
+  auto extra = DeviceArray<Bf16>::from_host(r.random_bf16(num_extra * hd, extra_f));
+  for (float& v : sinks) v = std::normal_distribution<float>(0.0f, 2.0f)(r.rng());
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), r.rng());
+  std::vector<int32_t> table(rows * max_blocks), offsets = {0}, ids;
+  for (int64_t i = 0; i < rows * max_blocks; ++i) table[i] = blocks[(i * 7) % num_blocks];
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t n = max_extras == 0 ? 0 : static_cast<int64_t>(r.rng()() % (max_extras + 1));
+    std::vector<int32_t> pick(num_extra);
+    std::iota(pick.begin(), pick.end(), 0);
+    std::shuffle(pick.begin(), pick.end(), r.rng());
+    pick.resize(n);
+    std::sort(pick.begin(), pick.end());
+    ids.insert(ids.end(), pick.begin(), pick.end());
+    offsets.push_back(static_cast<int32_t>(ids.size()));
+  }
+  auto d_table = DeviceArray<int32_t>::from_host(table), d_pos = DeviceArray<int32_t>::from_host(positions);
+  auto d_offsets = DeviceArray<int32_t>::from_host(offsets), d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_sinks = DeviceArray<float>::from_host(sinks);
+  DeviceArray<Bf16> out(rows * heads * hd);
+  out.poison();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const cuda::SparseWindowKeys keys{bf(cache), stride, d_table.data(), max_blocks, d_pos.data(), window, bf(extra),
+                                    max_extras > 0 ? d_offsets.data() : nullptr, d_ids.data()};
+  cuda::sparse_window_attention(bf(q), keys, d_sinks.data(), rows, heads, hd, scale, bf(out), nullptr);
+  sync();
+  std::vector<float> want(rows * heads * hd);
+  const cpu::SparseWindowKeys cpu_keys{cache_f.data(), stride, table.data(), max_blocks, positions.data(), window,
+                                       extra_f.data(), max_extras > 0 ? offsets.data() : nullptr, ids.data()};
+  cpu::sparse_window_attention(q_f.data(), cpu_keys, sinks.data(), rows, heads, hd, scale, want.data());
+  r.close("outputs", to_float(out.to_host()), want);
+}
+
+// V4.1's gated pooling of a KV source's compressor inputs, [K=V | kv | gate] entries from a shuffled paged cache.
+void compress_pool(OpRun& r) {
+  const int64_t groups = r["groups"], ratio = r["ratio"], hd = r["head_dim"], stride = 3 * hd;
+  const int64_t positions = groups * ratio, table_len = (positions + 63) / 64, num_blocks = table_len + 7;
+  std::vector<float> cache_f;
+  auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), r.rng());
+  const std::vector<int32_t> table(blocks.begin(), blocks.begin() + table_len);
+  auto d_table = DeviceArray<int32_t>::from_host(table);
+  DeviceArray<Bf16> out(groups * hd);
+  out.poison();
+  cuda::compress_pool(bf(cache), stride, d_table.data(), groups, ratio, hd, hd, 2 * hd, bf(out), nullptr);
+  sync();
+  std::vector<float> want(groups * hd);
+  cpu::compress_pool(cache_f.data(), stride, table.data(), groups, ratio, hd, hd, 2 * hd, want.data());
+  r.close("pooled entries", to_float(out.to_host()), want);
+}
+
+// V4.1's indexer scores: relu'd per-head dot products weighted per head, summed; rows seeing all, some or none of
+// the compressed keys.
+void indexer_scores(OpRun& r) {
+  const int64_t rows = r["rows"], heads = r["heads"], dim = r["dim"], num_keys = r["keys"];
+  std::vector<float> q_f, k_f, weights(rows * heads);
+  auto q = DeviceArray<Bf16>::from_host(r.random_bf16(rows * heads * dim, q_f));
+  auto keys = DeviceArray<Bf16>::from_host(r.random_bf16(num_keys * dim, k_f));
+  for (float& w : weights) w = std::normal_distribution<float>()(r.rng());
+  std::vector<int32_t> visible(rows);
+  for (int64_t i = 0; i < rows; ++i) visible[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? num_keys : r.rng()() % num_keys);
+  auto d_weights = DeviceArray<float>::from_host(weights);
+  auto d_visible = DeviceArray<int32_t>::from_host(visible);
+  DeviceArray<float> scores(rows * num_keys);
+  scores.poison();
+  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(dim)), heads_scale = 1.0f / std::sqrt(float(heads));
+  cuda::indexer_scores(bf(q), d_weights.data(), bf(keys), d_visible.data(), rows, heads, dim, num_keys, softmax_scale,
+                       heads_scale, scores.data(), nullptr);
+  sync();
+  std::vector<float> want(rows * num_keys);
+  cpu::indexer_scores(q_f.data(), weights.data(), k_f.data(), visible.data(), rows, heads, dim, num_keys,
+                      softmax_scale, heads_scale, want.data());
+  // The -inf entries must match exactly; the finite ones at the row's tolerance.
+  std::vector<float> got = scores.to_host(), got_finite, want_finite;
+  std::vector<int32_t> got_masked, want_masked;
+  for (size_t i = 0; i < want.size(); ++i) {
+    got_masked.push_back(std::isinf(got[i]) ? 1 : 0);
+    want_masked.push_back(std::isinf(want[i]) ? 1 : 0);
+    if (!std::isinf(want[i])) got_finite.push_back(got[i]), want_finite.push_back(want[i]);
+  }
+  r.exact("which entries are masked", got_masked, want_masked);
+  r.close("scores", got_finite, want_finite);
+}
+
+// V4.1's in-forward quantisation, bf16 rows in place against the CPU on the same values: bit for bit (the formats'
+// code is one for both, kernels/fp_formats.h). Values over a wide range of magnitudes, blocks of tiny ones included.
+void fake_quant(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], block = r["block"], format = r["format"];
+  std::vector<float> x_f;
+  std::vector<Bf16> bits = r.random_bf16(rows * n, x_f);
+  for (int64_t i = 0; i < rows * n; ++i) {  // magnitudes from 2^-20 to 2^10, a block in eight at 2^-12
+    const int shift = static_cast<int>(r.rng()() % 31) - 20;
+    const float v = (i / block) % 8 == 3 ? std::ldexp(x_f[i], -12) : std::ldexp(x_f[i], shift);
+    bits[i] = float_to_bf16(v);
+    x_f[i] = bf16_to_float(bits[i]);
+  }
+  auto x = DeviceArray<Bf16>::from_host(bits);
+  if (format == 8) cuda::fake_quant_fp8(bf(x), rows, n, block, nullptr);
+  else cuda::fake_quant_fp4(bf(x), rows, n, block, format == 4, nullptr);
+  sync();
+  if (format == 8) cpu::fake_quant_fp8(x_f.data(), rows, n, block);
+  else cpu::fake_quant_fp4(x_f.data(), rows, n, block, format == 4);
+  r.exact("dequantised values", to_float(x.to_host()), x_f);
+}
+
+// The indexer's top-k: rows of random scores rounded to a coarse grid (many ties at the threshold), their tails
+// masked to -inf at random points, one row with fewer finite scores than k and one with none.
+void select_topk(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], k = r["k"];
+  std::vector<float> scores(rows * n);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t visible = i == 0 ? n : i == 1 ? k / 2 : i == 2 ? 0 : static_cast<int64_t>(r.rng()() % (n + 1));
+    for (int64_t g = 0; g < n; ++g)
+      scores[i * n + g] = g < visible ? std::round(std::normal_distribution<float>()(r.rng()) * 8.0f) / 8.0f
+                                      : -INFINITY;
+  }
+  auto d_scores = DeviceArray<float>::from_host(scores);
+  DeviceArray<int32_t> ids(rows * k), counts(rows);
+  ids.poison();
+  counts.poison();
+  cuda::select_topk(d_scores.data(), rows, n, k, ids.data(), counts.data(), nullptr);
+  sync();
+  std::vector<int32_t> want_ids(rows * k, 0), want_counts(rows);
+  cpu::select_topk(scores.data(), rows, n, k, want_ids.data(), want_counts.data());
+  const std::vector<int32_t> got_ids = ids.to_host(), got_counts = counts.to_host();
+  r.exact("counts", got_counts, want_counts);
+  std::vector<int32_t> got_kept, want_kept;  // the written ids only (the rest of each row is not the op's)
+  for (int64_t i = 0; i < rows; ++i)
+    for (int32_t j = 0; j < std::min(want_counts[i], got_counts[i]); ++j)
+      got_kept.push_back(got_ids[i * k + j]), want_kept.push_back(want_ids[i * k + j]);
+  r.exact("kept indices, ascending", got_kept, want_kept);
+}
+
+// The candidate source's block top-k: scores on a coarse grid (ties between blocks), tails masked at random
+// visible counts (one row seeing nothing, one everything).
+void candidate_blocks(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], bs = r["block_size"], k = r["topk_blocks"];
+  const int64_t num_blocks = (n + bs - 1) / bs;
+  std::vector<float> scores(rows * n);
+  std::vector<int32_t> visible(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    visible[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? n : r.rng()() % (n + 1));
+    for (int64_t g = 0; g < n; ++g)
+      scores[i * n + g] = g < visible[i] ? std::round(std::normal_distribution<float>()(r.rng()) * 4.0f) / 4.0f
+                                         : -INFINITY;
+  }
+  auto d_scores = DeviceArray<float>::from_host(scores);
+  auto d_visible = DeviceArray<int32_t>::from_host(visible);
+  DeviceArray<float> block_scores(rows * num_blocks);
+  DeviceArray<int32_t> block_ids(rows * k), block_counts(rows);
+  DeviceArray<uint8_t> mask(rows * n);
+  mask.poison();
+  cuda::candidate_blocks(d_scores.data(), d_visible.data(), rows, n, k, bs, block_scores.data(), block_ids.data(),
+                         block_counts.data(), mask.data(), nullptr);
+  sync();
+  std::vector<uint8_t> want(rows * n);
+  cpu::candidate_blocks(scores.data(), visible.data(), rows, n, k, bs, want.data());
+  r.exact("candidate masks", mask.to_host(), want);
+}
+
+}  // namespace
+
+void add_v41_rows(OpTable& t) {
+  // V4.1-Flash's width (hc 4, hidden 5120) and an odd one; 1, 7 and 64 tokens.
+  for (int64_t tokens : {1, 7, 64})
+    for (int64_t hidden : {5120, 200}) {
+      const Sizes s = {{"tokens", tokens}, {"hc", 4}, {"hidden", hidden}};
+      t.add("hc_flat_rms_norm", "bf16", s, kBf16, hc_flat_rms_norm);
+      t.add("hc_collapse_rms_norm", "bf16", s, kBf16, hc_collapse_rms_norm);
+      t.add("hc_post", "f32", s, kF32, hc_post);
+    }
+  for (int64_t iters : {1, 20})
+    for (int64_t hc : {4, 2})
+      t.add("hc_mixes", "f32", {{"tokens", 300}, {"hc", hc}, {"sinkhorn_iters", iters}}, kF32, hc_mixes);
+  // V4.1-Flash: 64 heads of 512, window 128, index top-k 512; and a narrow odd one.
+  for (int64_t extras : {0, 512})
+    t.add("sparse_window_attention", "bf16",
+          {{"heads", 64}, {"head_dim", 512}, {"window", 128}, {"extras", extras}}, kBf16, sparse_window_attention);
+  t.add("sparse_window_attention", "bf16", {{"heads", 3}, {"head_dim", 200}, {"window", 16}, {"extras", 40}}, kBf16,
+        sparse_window_attention);
+  for (int64_t ratio : {4, 128})
+    t.add("compress_pool", "bf16", {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}}, kBf16, compress_pool);
+  t.add("compress_pool", "bf16", {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}}, kBf16, compress_pool);
+  t.add("indexer_scores", "f32", {{"rows", 5}, {"heads", 64}, {"dim", 128}, {"keys", 1000}}, kF32, indexer_scores);
+  t.add("indexer_scores", "f32", {{"rows", 4}, {"heads", 3}, {"dim", 72}, {"keys", 70}}, kF32, indexer_scores);
+  // format 8: fp8 (window KV, blocks of 32); 4: fp4 with e4m3 scales (compressed KV, 16); 5: fp4 with
+  // power-of-two scales (indexer, 32).
+  t.add("fake_quant_fp8", "bf16", {{"rows", 33}, {"n", 512}, {"block", 32}, {"format", 8}}, kExact, fake_quant);
+  t.add("fake_quant_fp4", "bf16", {{"rows", 33}, {"n", 512}, {"block", 16}, {"format", 4}}, kExact, fake_quant);
+  t.add("fake_quant_fp4", "bf16", {{"rows", 65}, {"n", 128}, {"block", 32}, {"format", 5}}, kExact, fake_quant);
+  t.add("select_topk", "i32", {{"rows", 8}, {"n", 5000}, {"k", 512}}, kExact, select_topk);
+  t.add("select_topk", "i32", {{"rows", 8}, {"n", 100}, {"k", 7}}, kExact, select_topk);
+  // V4.1-Flash's defaults (blocks of 8, 2,048 of them kept) over 20,000 compressed entries; and smaller ones.
+  t.add("candidate_blocks", "u8", {{"rows", 4}, {"n", 20000}, {"block_size", 8}, {"topk_blocks", 2048}}, kExact,
+        candidate_blocks);
+  t.add("candidate_blocks", "u8", {{"rows", 8}, {"n", 2000}, {"block_size", 64}, {"topk_blocks", 16}}, kExact,
+        candidate_blocks);
+  t.add("candidate_blocks", "u8", {{"rows", 8}, {"n", 100}, {"block_size", 7}, {"topk_blocks", 3}}, kExact,
+        candidate_blocks);
+}
+
+}  // namespace deepinfer::op_test
