@@ -281,7 +281,7 @@ int run(int argc, char** argv) {
   DI_CUDA_CHECK(cudaMemset(sync_words, 0, sync_bytes));
   const float ms = median_ms(o.reps, [&] {
     DI_CUDA_CHECK(deepinfer::cuda::moe_grouped_experts(x, d_token_of_row, d_offsets, o.experts, o.hidden, o.inter,
-                                                     gate_up, down, act, y, sync_words, sms, 0));
+                                                     gate_up, down, 0.0f, act, y, sync_words, sms, 0));
   });
   report("moe_grouped_experts (gate/up and down)", ms, gate_up_bytes + down_bytes);
 

@@ -12,6 +12,15 @@ namespace {
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
+void hc_embed(const float* table, const int32_t* ids, int64_t tokens, int64_t hc, int64_t hidden, float* streams,
+              float* pre) {
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < hc; ++j) {
+      std::copy_n(table + static_cast<int64_t>(ids[t]) * hidden, hidden, streams + (t * hc + j) * hidden);
+      pre[t * hc + j] = j == 0 ? 1.0f : 0.0f;
+    }
+}
+
 void hc_flat_rms_norm(const float* streams, int64_t tokens, int64_t d, float eps, float* flat) {
   for (int64_t t = 0; t < tokens; ++t) {
     const float* x = streams + t * d;

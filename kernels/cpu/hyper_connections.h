@@ -14,6 +14,11 @@
 
 namespace deepinfer::cpu {
 
+// The streams at the embedding: streams[t, j] = table[ids[t]] for every j, and the first collapse weights pre[t] =
+// (1, 0, ..., 0) (the first sublayer reads stream 0).
+void hc_embed(const float* table, const int32_t* ids, int64_t tokens, int64_t hc, int64_t hidden, float* streams,
+              float* pre);
+
 // flat[t, :] = streams[t, :] / sqrt(mean(streams[t, :]^2) + eps) over d = hc * H values (sum in double).
 void hc_flat_rms_norm(const float* streams, int64_t tokens, int64_t d, float eps, float* flat);
 

@@ -88,4 +88,15 @@ void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows,
   }
 }
 
+void mask_scores(float* scores, const uint8_t* mask, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (mask[i] == 0) scores[i] = -std::numeric_limits<float>::infinity();
+}
+
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+                        int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j) out[r * k + j] = j < counts[r] ? ids[r * k + j] + base : -1;
+}
+
 }  // namespace deepinfer::cpu

@@ -12,6 +12,10 @@
 //   candidate_blocks the candidate source's first level: per row, blocks of block_size scores scored by their best
 //                   entry (the block holding the row's newest visible entry always kept: +inf), the topk_blocks
 //                   best blocks by select_topk's rule, as a mask [rows, n] of their entries.
+//   mask_scores     scores[i] = -inf where mask[i] == 0 (the candidate source's mask on a later index layer).
+//   selected_entry_ids per row r, out[r, j] = ids[r, j] + base for j < counts[r], -1 (padding) for the rest of
+//                   the row's k slots: select_topk's picks as ids into a batch's concatenated compressed entries
+//                   (sparse_window_attention skips the padding).
 #pragma once
 
 #include <cstdint>
@@ -29,5 +33,10 @@ void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_
 
 void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows, int64_t n, int64_t topk_blocks,
                       int64_t block_size, uint8_t* mask);
+
+void mask_scores(float* scores, const uint8_t* mask, int64_t n);
+
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+                        int32_t* out);
 
 }  // namespace deepinfer::cpu

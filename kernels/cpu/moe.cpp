@@ -7,7 +7,7 @@
 namespace deepinfer::cpu {
 
 void moe_experts(const float* x, const int32_t* ids, const float* weights, int64_t tokens, int64_t top_k,
-                 int64_t hidden, int64_t inter, const float* gate_up, const float* down, float* out) {
+                 int64_t hidden, int64_t inter, const float* gate_up, const float* down, float swiglu_limit, float* out) {
   std::vector<float> gate(inter), up(inter), y(hidden);
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t k = 0; k < top_k; ++k) {
@@ -15,6 +15,7 @@ void moe_experts(const float* x, const int32_t* ids, const float* weights, int64
       const float* xt = x + t * hidden;
       linear(xt, gate_up + e * 2 * inter * hidden, nullptr, gate.data(), 1, inter, hidden);
       linear(xt, gate_up + (e * 2 * inter + inter) * hidden, nullptr, up.data(), 1, inter, hidden);
+      clamp_swiglu(gate.data(), up.data(), inter, swiglu_limit);
       silu_mul(gate.data(), up.data(), gate.data(), inter);
       linear(gate.data(), down + e * hidden * inter, nullptr, y.data(), 1, hidden, inter);
       axpy(weights[t * top_k + k], y.data(), out + t * hidden, hidden);

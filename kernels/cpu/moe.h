@@ -1,6 +1,7 @@
 // Routed SwiGLU experts on the CPU: the reference form of kernels/cuda's routed-expert paths (moe_gemv_gate_up
 // + moe_gemv_down; moe_route + moe_grouped_experts + moe_unpermute), with their weight layouts:
-//   out[t] += sum_k weights[t, k] * down[e] (silu(gate[e] x[t]) * up[e] x[t]),  e = ids[t, k], k in order,
+//   out[t] += sum_k weights[t, k] * down[e] (silu(gate[e] x[t]) * up[e] x[t]),  e = ids[t, k], k in order
+// (gate and up clamped first where swiglu_limit > 0: clamp_swiglu, ops.h),
 // gate_up [E, 2 * inter, hidden] (each expert's gate rows, then its up rows), down [E, hidden, inter].
 #pragma once
 
@@ -9,6 +10,6 @@
 namespace deepinfer::cpu {
 
 void moe_experts(const float* x, const int32_t* ids, const float* weights, int64_t tokens, int64_t top_k,
-                 int64_t hidden, int64_t inter, const float* gate_up, const float* down, float* out);
+                 int64_t hidden, int64_t inter, const float* gate_up, const float* down, float swiglu_limit, float* out);
 
 }  // namespace deepinfer::cpu

@@ -53,6 +53,14 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void clamp_swiglu(float* gate, float* up, int64_t n, float limit) {
+  if (limit <= 0.0f) return;
+  for (int64_t i = 0; i < n; ++i) {
+    up[i] = std::clamp(up[i], -limit, limit);
+    gate[i] = std::min(gate[i], limit);
+  }
+}
+
 void embedding(const float* table, const int32_t* ids, float* out, int64_t num_tokens, int64_t dim) {
   for (int64_t t = 0; t < num_tokens; ++t) std::copy_n(table + static_cast<int64_t>(ids[t]) * dim, dim, out + t * dim);
 }
@@ -92,8 +100,8 @@ void axpy(float alpha, const float* x, float* y, int64_t n) {
 }
 
 void write_kv_entries(const float* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens, int64_t dim,
-                      float* cache) {
-  for (int64_t t = 0; t < num_tokens; ++t) std::copy_n(src + t * src_stride, dim, cache + slots[t] * dim);
+                      float* cache, int64_t cache_stride) {
+  for (int64_t t = 0; t < num_tokens; ++t) std::copy_n(src + t * src_stride, dim, cache + slots[t] * cache_stride);
 }
 
 void gather_kv_entries(const float* cache, const int64_t* slots, int64_t num_tokens, int64_t dim, float* out) {

@@ -18,6 +18,9 @@ void add_rms_norm(const float* x, float* residual, const float* weight, float* o
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// DeepSeek-V4.1's SwiGLU clamp before silu_mul: with limit > 0, up into [-limit, limit] and gate to at most limit
+// (the CUDA kernels' clamp_swiglu, kernels/cuda/common.cuh); limit 0 leaves both.
+void clamp_swiglu(float* gate, float* up, int64_t n, float limit);
 
 // out[t, :] = table[ids[t], :]
 void embedding(const float* table, const int32_t* ids, float* out, int64_t num_tokens, int64_t dim);
@@ -37,10 +40,10 @@ void rope(float* x, int64_t rows, int64_t row_stride, int64_t rope_dim, const fl
 // y[i] += alpha * x[i]
 void axpy(float alpha, const float* x, float* y, int64_t n);
 
-// One layer of a paged KV cache ([slots, dim]), by flat slot: cache[slots[t], :] = src[t * src_stride, 0:dim], and
-// out[t, :] = cache[slots[t], :].
+// One layer of a paged KV cache, by flat slot: cache[slots[t], 0:dim] = src[t * src_stride, 0:dim] (cache rows
+// cache_stride apart), and out[t, :] = cache[slots[t], :] (rows dim apart).
 void write_kv_entries(const float* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens, int64_t dim,
-                      float* cache);
+                      float* cache, int64_t cache_stride);
 void gather_kv_entries(const float* cache, const int64_t* slots, int64_t num_tokens, int64_t dim, float* out);
 
 // Per-head products, as kernels/cuda/linear_gemv.cuh's batched_gemv (w[b] [n, k]) and batched_gemv_transposed

@@ -23,7 +23,7 @@ void sparse_window_attention(const float* q, const SparseWindowKeys& k, const fl
     }
     if (k.extra_offsets != nullptr)
       for (int64_t i = k.extra_offsets[r]; i < k.extra_offsets[r + 1]; ++i)
-        keys.push_back(k.extra + static_cast<int64_t>(k.extra_ids[i]) * head_dim);
+        if (k.extra_ids[i] >= 0) keys.push_back(k.extra + static_cast<int64_t>(k.extra_ids[i]) * head_dim);
     std::vector<float> logits(keys.size() + 1);
     for (int64_t h = 0; h < heads; ++h) {
       const float* qh = q + (r * heads + h) * head_dim;

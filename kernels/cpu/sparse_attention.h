@@ -4,6 +4,7 @@
 //   - the window: positions [max(0, p - window + 1), p] of the row's sequence, from a paged cache whose entry j
 //     is at cache + (block_table[r, j / 64] * 64 + j % 64) * entry_stride (the first head_dim values are K = V);
 //   - the selected extras: rows extra_ids[extra_offsets[r] .. extra_offsets[r + 1]) of `extra` [*, head_dim]
+//     (negative ids are padding and skipped: a fixed k slots a row, fewer of them selected)
 //     (the compressed entries the indexer picked), in the order given.
 //   out[r, h] = sum_j softmax_j([scale q[r, h] . k_j ; sink[h]]) k_j   (the sink's share has no value)
 // q [rows, heads, head_dim]; out [rows, heads, head_dim]. fp32.

@@ -10,6 +10,15 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162f
 __device__ __forceinline__ float to_float(float v) { return v; }
 __device__ __forceinline__ __nv_bfloat16 to_bf16(float v) { return __float2bfloat16(v); }
 
+// The clamped SwiGLU of DeepSeek-V4.1 (swiglu_limit): with limit > 0, up is clamped to [-limit, limit] and gate
+// from above at limit before silu(gate) * up, as the CPU's swiglu_expert_forward does; limit 0 leaves both.
+__device__ __forceinline__ void clamp_swiglu(float& gate, float& up, float limit) {
+  if (limit > 0.0f) {
+    up = fminf(fmaxf(up, -limit), limit);
+    gate = fminf(gate, limit);
+  }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

@@ -8,6 +8,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
+__global__ void __launch_bounds__(kThreads) hc_embed_kernel(const __nv_bfloat16* table, const int32_t* ids, int hc,
+                                                            int64_t hidden, float* streams, float* pre) {
+  begin_dependent_kernel();
+  const int64_t t = blockIdx.y;
+  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (blockIdx.x == 0 && threadIdx.x < hc) pre[t * hc + threadIdx.x] = threadIdx.x == 0 ? 1.0f : 0.0f;
+  if (i >= hidden) return;
+  const float v = to_float(table[static_cast<int64_t>(ids[t]) * hidden + i]);
+  for (int j = 0; j < hc; ++j) streams[(t * hc + j) * hidden + i] = v;
+}
+
 __global__ void __launch_bounds__(kThreads) hc_flat_rms_norm_kernel(const float* streams, int64_t d, float eps,
                                                                     __nv_bfloat16* flat) {
   begin_dependent_kernel();
@@ -117,6 +128,13 @@ void hc_collapse_rms_norm(const float* streams, const float* pre, const __nv_bfl
   if (tokens == 0 || hidden > kHcMaxHidden || hc > kHcMaxStreams) return;  // the model checks both
   launch_dependent(hc_collapse_rms_norm_kernel, static_cast<unsigned>(tokens), kThreads, hidden * sizeof(float),
                    stream, streams, pre, weight, static_cast<int>(hc), hidden, eps, h);
+}
+
+void hc_embed(const __nv_bfloat16* table, const int32_t* ids, int64_t tokens, int64_t hc, int64_t hidden,
+              float* streams, float* pre, cudaStream_t stream) {
+  if (tokens == 0 || hc > kHcMaxStreams) return;  // the model checks hc
+  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(tokens));
+  launch_dependent(hc_embed_kernel, grid, kThreads, 0, stream, table, ids, static_cast<int>(hc), hidden, streams, pre);
 }
 
 void hc_post(float* streams, const __nv_bfloat16* out, const float* post, const float* comb, int64_t tokens,

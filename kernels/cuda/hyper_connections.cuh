@@ -1,5 +1,7 @@
 // DeepSeek-V4.1's hyper-connections on the GPU (the CPU forms, same names: kernels/cpu/hyper_connections.h). The
 // residual streams stay fp32 on the device, [T, hc, H]; the sublayers read bf16.
+//   hc_embed              elementwise: every stream of token t = the bf16 embedding row of ids[t], as fp32; the
+//                         first collapse weights pre[t] = (1, 0, ...)
 //   hc_flat_rms_norm      one block per token: flat[t] = streams[t] / rms over hc * H values, bf16 (the mixes'
 //                         projection then runs as a Linear with fp32 output)
 //   hc_mixes              one thread per token: pre, post and the Sinkhorn-normalised comb from the mixes
@@ -18,6 +20,8 @@ namespace deepinfer::cuda {
 constexpr int64_t kHcMaxStreams = 8;
 constexpr int64_t kHcMaxHidden = 12288;  // the collapsed row in 48 KB of shared memory
 
+void hc_embed(const __nv_bfloat16* table, const int32_t* ids, int64_t tokens, int64_t hc, int64_t hidden,
+              float* streams, float* pre, cudaStream_t stream);
 void hc_flat_rms_norm(const float* streams, int64_t tokens, int64_t d, float eps, __nv_bfloat16* flat,
                       cudaStream_t stream);
 void hc_mixes(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc, float hc_eps,

@@ -166,6 +166,20 @@ __global__ void candidate_mask_kernel(const int32_t* block_ids, const int32_t* b
   mask[r * n + i] = lo < block_counts[r] && ids[lo] == b ? 1 : 0;
 }
 
+__global__ void mask_scores_kernel(float* scores, const uint8_t* mask, int64_t n) {
+  begin_dependent_kernel();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n && mask[i] == 0) scores[i] = -INFINITY;
+}
+
+__global__ void selected_entry_ids_kernel(const int32_t* ids, const int32_t* counts, int64_t slots, int64_t k,
+                                          int32_t base, int32_t* out) {
+  begin_dependent_kernel();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= slots) return;
+  out[i] = i % k < counts[i / k] ? ids[i] + base : -1;
+}
+
 }  // namespace
 
 void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows, int64_t n, int64_t topk_blocks,
@@ -206,6 +220,19 @@ void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfl
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((num_keys + kKeysPerBlock - 1) / kKeysPerBlock));
   launch_dependent(indexer_scores_kernel, grid, kWarps * 32, heads * dim * sizeof(float), stream, q, weights, keys,
                    visible, heads, dim, num_keys, softmax_scale, heads_scale, scores);
+}
+
+void mask_scores(float* scores, const uint8_t* mask, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_dependent(mask_scores_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, scores, mask, n);
+}
+
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+                        int32_t* out, cudaStream_t stream) {
+  const int64_t slots = rows * k;
+  if (slots == 0) return;
+  launch_dependent(selected_entry_ids_kernel, static_cast<unsigned>((slots + 255) / 256), 256, 0, stream, ids, counts,
+                   slots, k, base, out);
 }
 
 }  // namespace deepinfer::cuda

@@ -9,6 +9,10 @@
 //                   lowest-index ties, and write the kept indices ascending (the CPU's partial sort's set).
 //   candidate_blocks the candidate source's first level: block scores (a thread a block), select_topk over them,
 //                   then the mask of the kept blocks' entries; the block scores and picks in caller workspace.
+//   mask_scores     elementwise: scores[i] = -inf where mask[i] == 0 (the candidate source's mask on a later index layer).
+//   selected_entry_ids a thread per slot: per row r, out[r, j] = ids[r, j] + base for j < counts[r], -1 (padding) for the rest of
+//                   the row's k slots: select_topk's picks as ids into a batch's concatenated compressed entries
+//                   (sparse_window_attention skips the padding).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -36,5 +40,10 @@ void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_
 void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows, int64_t n, int64_t topk_blocks,
                       int64_t block_size, float* block_scores, int32_t* block_ids, int32_t* block_counts,
                       uint8_t* mask, cudaStream_t stream);
+
+void mask_scores(float* scores, const uint8_t* mask, int64_t n, cudaStream_t stream);
+
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+                        int32_t* out, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -3,7 +3,8 @@
 // rate and sometimes in two kernels). x, w bf16 row-major ([m, k], [n, k]); y bf16 or fp32 ([m, n]); k a
 // multiple of 8 (16-byte pieces).
 // swiglu_gemv: act[t, j] = bf16(silu(x[t] . gate_up[j]) * (x[t] . gate_up[inter + j])) for j < inter, the
-// gate and up projections of an MLP (gate rows, then up rows) and its activation in one kernel.
+// gate and up projections of an MLP (gate rows, then up rows) and its activation in one kernel (clamped where
+// swiglu_limit > 0, as silu_mul).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,7 +27,7 @@ struct GemvLayout {
 void linear_gemv(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                  int64_t k, cudaStream_t stream);
 void swiglu_gemv(const __nv_bfloat16* x, const __nv_bfloat16* gate_up, __nv_bfloat16* act, int64_t m, int64_t inter,
-                 int64_t k, cudaStream_t stream);
+                 int64_t k, float swiglu_limit, cudaStream_t stream);
 
 // The absorbed MLA projections at a few rows, one product per head (cuBLAS's batched GEMM at m = 1..2 runs
 // ~5 us for 2 MB of weights). batched_gemv: y[b][t, i] = x[b][t, :] . w[b][i, :] with w[b] [n, k] (W_uv: the

@@ -45,7 +45,8 @@ __device__ __forceinline__ float2 dot_pair(const __nv_bfloat16* row0, const __nv
 // Block (pair p = (t, k), tile of kWarps * kRowsPerWarp rows of inter).
 template <int kBatch, int kRowsPerWarp>
 __global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64_t top_k, int64_t hidden,
-                               int64_t inter, const __nv_bfloat16* gate_up, __nv_bfloat16* act) {
+                               int64_t inter, const __nv_bfloat16* gate_up, float swiglu_limit,
+                               __nv_bfloat16* act) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __align__(16) __nv_bfloat16 xs[];  // [hidden]
   const int64_t pair = blockIdx.x, t = pair / top_k;
@@ -61,7 +62,8 @@ __global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64
     if (row >= inter) break;
     const float2 gate_up_dots =
         dot_pair<kBatch>(w + row * hidden, xs, w + (inter + row) * hidden, xs, static_cast<int>(hidden));
-    const float gate = gate_up_dots.x, up = gate_up_dots.y;
+    float gate = gate_up_dots.x, up = gate_up_dots.y;
+    clamp_swiglu(gate, up, swiglu_limit);
     if (threadIdx.x % 32 == 0) act[pair * inter + row] = to_bf16(gate / (1.0f + expf(-gate)) * up);
   }
 }
@@ -102,14 +104,15 @@ __global__ void down_kernel(const __nv_bfloat16* act, const int32_t* ids, const 
 }  // namespace
 
 void moe_gemv_gate_up(const __nv_bfloat16* x, const int32_t* ids, int64_t tokens, int64_t top_k, int64_t hidden,
-                      int64_t inter, const __nv_bfloat16* gate_up, __nv_bfloat16* act, cudaStream_t stream) {
+                      int64_t inter, const __nv_bfloat16* gate_up, float swiglu_limit, __nv_bfloat16* act,
+                      cudaStream_t stream) {
   if (tokens == 0) return;
   const auto run = [&](auto kernel, int rows_per_warp) {
     const int rows_per_block = kWarps * rows_per_warp;
     const dim3 grid(static_cast<unsigned>(tokens * top_k),
                     static_cast<unsigned>((inter + rows_per_block - 1) / rows_per_block));
     launch_dependent(kernel, grid, kWarps * 32, hidden * sizeof(__nv_bfloat16), stream, x, ids, top_k, hidden, inter,
-                     gate_up, act);
+                     gate_up, swiglu_limit, act);
   };
   if (tokens == 1) return run(gate_up_kernel<kOneTokenBatch, kOneTokenRowsPerWarp>, kOneTokenRowsPerWarp);
   run(gate_up_kernel<kTokensBatch, kTokensRowsPerWarp>, kTokensRowsPerWarp);

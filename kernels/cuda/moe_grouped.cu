@@ -93,6 +93,7 @@ struct Problem {
   const int32_t* token_of_row;  // x's row of each expert-sorted row
   const int32_t* offsets;
   int num_experts, hidden, inter;
+  float swiglu_limit;  // clamp_swiglu's; 0: plain SwiGLU
   __nv_bfloat16* act;
   __nv_bfloat16* y;
   int32_t* sync;
@@ -321,8 +322,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
             for (int n = 0; n < kWarpTiles / 2; ++n) {  // gate n-tile n, up n-tile n + kWarpTiles / 2
               const int col = item.col0 + tile_row(n, false) + 2 * t;
               if (col >= n_out) continue;
-              const float g0 = acc[mt][n][2 * half], g1 = acc[mt][n][2 * half + 1];
-              const float u0 = acc[mt][n + kWarpTiles / 2][2 * half], u1 = acc[mt][n + kWarpTiles / 2][2 * half + 1];
+              float g0 = acc[mt][n][2 * half], g1 = acc[mt][n][2 * half + 1];
+              float u0 = acc[mt][n + kWarpTiles / 2][2 * half], u1 = acc[mt][n + kWarpTiles / 2][2 * half + 1];
+              clamp_swiglu(g0, u0, p.swiglu_limit);
+              clamp_swiglu(g1, u1, p.swiglu_limit);
               *reinterpret_cast<__nv_bfloat162*>(o + col) =
                   __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
             }
@@ -357,8 +360,8 @@ int64_t moe_grouped_sync_ints(int64_t num_experts) { return kGateUpDone + num_ex
 
 cudaError_t moe_grouped_experts(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
                                 int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
-                                const __nv_bfloat16* down, __nv_bfloat16* act, __nv_bfloat16* y, int32_t* sync,
-                                int num_sms, cudaStream_t stream) {
+                                const __nv_bfloat16* down, float swiglu_limit, __nv_bfloat16* act,
+                                __nv_bfloat16* y, int32_t* sync, int num_sms, cudaStream_t stream) {
   using S = GroupedShape;
   if (num_experts == 0) return cudaSuccess;
   CUtensorMap gate_up_map, down_map;
@@ -373,7 +376,7 @@ cudaError_t moe_grouped_experts(const __nv_bfloat16* x, const int32_t* token_of_
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
   if (status != cudaSuccess) return status;
   const Problem problem{x,         token_of_row,     expert_offsets, static_cast<int>(num_experts),
-                        static_cast<int>(hidden), static_cast<int>(inter), act, y, sync};
+                        static_cast<int>(hidden), static_cast<int>(inter), swiglu_limit, act, y, sync};
   launch_dependent(kernel, static_cast<unsigned>(S::kBlocksPerSM * num_sms), S::kThreads, shared, stream, gate_up_map,
                    down_map, problem);
   return cudaSuccess;

@@ -3,7 +3,8 @@
 // batch size below CudaDeepseekModel::kGroupedMaxPairs can be captured in a CUDA graph, and each block streams
 // its slice of one expert's weights once for all of that expert's rows (up to 64 rows a pass), as decode wants.
 // The gate/up projection reads each row's token straight from x, so the rows are never copied into expert order:
-//   act[r] = bf16(silu(W_gate[e] . x[token_of_row[r]]) * (W_up[e] . x[token_of_row[r]]))
+//   act[r] = bf16(silu(W_gate[e] . x[token_of_row[r]]) * (W_up[e] . x[token_of_row[r]]))  (clamped first where
+//            swiglu_limit > 0: clamp_swiglu)
 //   y[r]   = bf16(W_down[e] . act[r])                        for r in [offsets[e], offsets[e+1])
 // Weights: gate_up [E, 2 * inter, hidden] (gate rows, then up rows), down [E, hidden, inter]. hidden and inter
 // must be multiples of 8 (16-byte row pieces); rows past offsets[E] are not written. num_sms: the device's SM
@@ -24,7 +25,7 @@ int64_t moe_grouped_sync_ints(int64_t num_experts);
 
 cudaError_t moe_grouped_experts(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* expert_offsets,
                                 int64_t num_experts, int64_t hidden, int64_t inter, const __nv_bfloat16* gate_up,
-                                const __nv_bfloat16* down, __nv_bfloat16* act, __nv_bfloat16* y, int32_t* sync,
-                                int num_sms, cudaStream_t stream);
+                                const __nv_bfloat16* down, float swiglu_limit, __nv_bfloat16* act,
+                                __nv_bfloat16* y, int32_t* sync, int num_sms, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

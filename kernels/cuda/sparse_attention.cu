@@ -31,7 +31,9 @@ __global__ void __launch_bounds__(kWarps * 32) sparse_window_kernel(const __nv_b
   }
   if (k.extra_offsets != nullptr)
     for (int64_t i = k.extra_offsets[r]; i < k.extra_offsets[r + 1]; ++i) {
-      const __nv_bfloat16* key = k.extra + static_cast<int64_t>(k.extra_ids[i]) * head_dim;
+      const int32_t id = k.extra_ids[i];
+      if (id < 0) continue;  // padding
+      const __nv_bfloat16* key = k.extra + static_cast<int64_t>(id) * head_dim;
       attn.add(attn.dot(key, head_dim, lane, head_dim, 0) * scale, key, head_dim, lane);
     }
 #pragma unroll

@@ -24,7 +24,7 @@ struct SparseWindowKeys {
   int64_t window = 0;
   const __nv_bfloat16* extra = nullptr;  // [*, head_dim]
   const int32_t* extra_offsets = nullptr;  // [rows + 1], or null: no extras
-  const int32_t* extra_ids = nullptr;
+  const int32_t* extra_ids = nullptr;    // negative: padding, skipped
 };
 
 void sparse_window_attention(const __nv_bfloat16* q, const SparseWindowKeys& keys, const float* sinks, int64_t rows,

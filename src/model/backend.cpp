@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "src/model/cuda/cuda_deepseek_model.h"
+#include "src/model/cuda/cuda_v41_model.h"
 #endif
 
 namespace deepinfer {
@@ -50,8 +51,16 @@ std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightOrigin weight
   return arch->build(std::move(config), std::move(weights), device, gpu);
 }
 
-std::unique_ptr<CausalLm> build_deepseek_v41_model(ModelConfig config, WeightOrigin weights, Device device, int) {
-  DI_INPUT_CHECK(device == Device::kCpu, "DeepSeek-V4.1 runs on the CPU reference only so far: use --device cpu");
+std::unique_ptr<CausalLm> build_deepseek_v41_model(ModelConfig config, WeightOrigin weights, Device device, int gpu) {
+#ifdef DEEPINFER_HAVE_CUDA
+  if (device == Device::kCuda) {
+    if (weights.host) return std::make_unique<CudaV41Model>(std::move(config), HostWeightSource(*weights.host), gpu);
+    return std::make_unique<CudaV41Model>(std::move(config), DummyWeightSource(weights.dummy_seed, weights.wanted), gpu);
+  }
+#else
+  (void)gpu;
+  DI_CHECK(device == Device::kCpu, "no CUDA backend in this build");
+#endif
   DI_CHECK(weights.host != nullptr, "the CPU model needs host weights");
   return std::make_unique<DeepseekV41Model>(std::move(config), std::move(*weights.host));
 }

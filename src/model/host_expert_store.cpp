@@ -13,12 +13,7 @@ void swiglu_expert_forward(const float* gate_w, const float* up_w, const float* 
   std::vector<float> gate(n * I), up(n * I);
   cpu::linear(x, gate_w, nullptr, gate.data(), n, I, H);
   cpu::linear(x, up_w, nullptr, up.data(), n, I, H);
-  if (swiglu_limit > 0.0f) {
-    for (int64_t i = 0; i < n * I; ++i) {
-      up[i] = std::clamp(up[i], -swiglu_limit, swiglu_limit);
-      gate[i] = std::min(gate[i], swiglu_limit);
-    }
-  }
+  cpu::clamp_swiglu(gate.data(), up.data(), n * I, swiglu_limit);
   cpu::silu_mul(gate.data(), up.data(), gate.data(), n * I);
   cpu::linear(gate.data(), down_w, nullptr, out, n, H, I);
 }

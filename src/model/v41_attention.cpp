@@ -93,8 +93,7 @@ void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, 
     } else if (candidate_mask) {
       DI_CHECK(static_cast<int64_t>(state.candidates[i].size()) == G,
                "layer {}: candidate mask over {} entries, indexer keys {}", layer_idx, state.candidates[i].size(), G);
-      for (int64_t g = 0; g < G; ++g)
-        if (!state.candidates[i][g]) scores[g] = kNegInf;
+      cpu::mask_scores(scores.data(), reinterpret_cast<const uint8_t*>(state.candidates[i].data()), G);
     }
     cpu::select_topk(scores.data(), 1, G, v.index_topk, picked.data(), &num_picked);
     for (int32_t j = 0; j < num_picked; ++j) selected[i][picked[j]] = 1;

@@ -260,4 +260,19 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
   return specs;
 }
 
+ModelConfig v41_rope_config(const V41TextConfig& v, bool compress) {
+  ModelConfig c;
+  c.qk_rope_head_dim = v.qk_rope_head_dim;
+  c.rope.theta = compress ? v.compress_rope_theta : v.rope_theta;
+  if (compress && v.compress_yarn) {
+    c.rope.yarn = true;
+    c.rope.factor = v.yarn_factor;
+    c.rope.beta_fast = v.yarn_beta_fast;
+    c.rope.beta_slow = v.yarn_beta_slow;
+    c.rope.original_max_position_embeddings = v.yarn_original_max_position_embeddings;
+    c.rope.attention_factor = 1.0;
+  }
+  return c;
+}
+
 }  // namespace deepinfer

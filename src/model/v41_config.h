@@ -61,5 +61,9 @@ struct TensorSpec;
 // checkpoint's tensors under their own bare names (embed, layers.N.attn.*, layers.N.ffn.experts.E.w1, head).
 void parse_deepseek_v41(const ConfigReader& root, ModelConfig& config);
 std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& config);
+// The two RoPE tables of V4.1, as the configuration a RotaryTable is built from: `main` (plain, rope_theta; the
+// window-only layers) and `compress` (compress_rope_theta, YaRN from rope_scaling without its attention factor;
+// the layers with a compress ratio, their compressed entries and indexer).
+ModelConfig v41_rope_config(const V41TextConfig& v, bool compress);
 
 }  // namespace deepinfer

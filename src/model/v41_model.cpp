@@ -17,28 +17,11 @@ namespace {
 
 bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
 
-// The two RoPE tables of V4.1: `main` (plain, rope_theta) and `compress` (compress_rope_theta, YaRN from
-// rope_scaling, attention factor 1).
-ModelConfig rope_config(const V41TextConfig& v, bool compress) {
-  ModelConfig c;
-  c.qk_rope_head_dim = v.qk_rope_head_dim;
-  c.rope.theta = compress ? v.compress_rope_theta : v.rope_theta;
-  if (compress && v.compress_yarn) {
-    c.rope.yarn = true;
-    c.rope.factor = v.yarn_factor;
-    c.rope.beta_fast = v.yarn_beta_fast;
-    c.rope.beta_slow = v.yarn_beta_slow;
-    c.rope.original_max_position_embeddings = v.yarn_original_max_position_embeddings;
-    c.rope.attention_factor = 1.0;
-  }
-  return c;
-}
-
 }  // namespace
 
 DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     : HostCausalLm(std::move(config), std::move(weights)),
-      main_rope_(rope_config(config_.v41, false)), compress_rope_(rope_config(config_.v41, true)) {
+      main_rope_(v41_rope_config(config_.v41, false)), compress_rope_(v41_rope_config(config_.v41, true)) {
   const V41TextConfig& v = config_.v41;
   // Under expert parallelism a rank loaded only the experts it owns. w1 is the gate, w3 the up projection.
   experts_.take_from(weights_, [](int64_t layer, int64_t e) {
@@ -170,20 +153,13 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     std::vector<float> streams = std::vector<float>(T * hc * H);  // [T, hc, H]
     // The collapse weights of the next pre (the previous site's mixes; the first collapse takes stream 0), and
     // the current site's own, which the site after it uses.
-    std::vector<float> pre = std::vector<float>(T * hc, 0.0f), next_pre = std::vector<float>(T * hc);
+    std::vector<float> pre = std::vector<float>(T * hc), next_pre = std::vector<float>(T * hc);
     std::vector<float> post = std::vector<float>(T * hc), comb = std::vector<float>(T * hc * hc);
     std::vector<float> collapsed = std::vector<float>(T * H), h = std::vector<float>(T * H);
     std::vector<float> out = std::vector<float>(T * H);
     std::vector<SequenceState> states = std::vector<SequenceState>(batch.sequences.size());
 
-    void embed() {
-      std::vector<float> embedded(T * H);
-      cpu::embedding(model.embed_, batch.token_ids.data(), embedded.data(), T, H);
-      for (int64_t t = 0; t < T; ++t) {
-        for (int64_t j = 0; j < hc; ++j) std::copy_n(embedded.data() + t * H, H, streams.data() + (t * hc + j) * H);
-        pre[t * hc] = 1.0f;
-      }
-    }
+    void embed() { cpu::hc_embed(model.embed_, batch.token_ids.data(), T, hc, H, streams.data(), pre.data()); }
     void hc_pre(int64_t l, HyperSite site) {
       const Layer& layer = model.layers_[l];
       const bool attn = site == HyperSite::kAttention;

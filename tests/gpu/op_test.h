@@ -120,6 +120,9 @@ class OpRun {
   cublasHandle_t handle_ = nullptr;
 };
 
+// The SwiGLU clamp of a row (V4.1's swiglu_limit; 0: none), from its size "limit_milli" in thousandths.
+inline float swiglu_limit(OpRun& r) { return static_cast<float>(r["limit_milli"]) / 1000.0f; }
+
 struct OpCase {
   std::string op;     // the CUDA launcher (kernels/cuda) and its CPU form's name
   std::string dtype;  // of the compared output

@@ -54,8 +54,8 @@ for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
     > /tmp/fw.log 2>&1 || status=1
   grep -E "relative error|Error|error" /tmp/fw.log | tee -a "$out/e2e.log"
 done
-echo "== generate: CUDA vs CPU"
-for f in tiny-v3-bf16 tiny-v2-bf16; do
+echo "== generate: CUDA vs CPU (V3, V2, V4.1 fp32 and FP8/FP4 fixtures)"
+for f in tiny-v3-bf16 tiny-v2-bf16 tiny-v41 tiny-v41-fp8; do
   $di generate --model tests/fixtures/$f --device cpu --input launch/examples/prompts.jsonl --output /tmp/cpu-$f.jsonl > /dev/null 2>&1 || status=1
   $di generate --model tests/fixtures/$f --device cuda --input launch/examples/prompts.jsonl --output /tmp/cuda-$f.jsonl 2>&1 | grep -E "tok/s" | tee -a "$out/e2e.log"
   $py tests/gpu/compare_generate.py /tmp/cpu-$f.jsonl /tmp/cuda-$f.jsonl "$f 1 rank cuda vs cpu" | tee -a "$out/e2e.log" || status=1

@@ -46,7 +46,7 @@ void mla_prepare(OpRun& r) {
   cuda::rms_norm(bf(kv), entry, bf(weight), bf(kv), entry, tokens, lora, 1e-6f, nullptr);
   cuda::rope(bf(kv) + lora, tokens, entry, rope_dim, d_pos.data(), 1, d_inv.data(), 1.2f, interleaved, nullptr);
   cuda::rope(bf(q) + nope, tokens * heads, qk, rope_dim, d_pos.data(), heads, d_inv.data(), 1.2f, interleaved, nullptr);
-  cuda::write_kv_entries(bf(kv), entry, d_slots.data(), tokens, entry, bf(cache), nullptr);
+  cuda::write_kv_entries(bf(kv), entry, d_slots.data(), tokens, entry, bf(cache), entry, nullptr);
   DI_CUDA_CHECK(cudaMemcpy2DAsync(bf(q_latent) + lora, entry * sizeof(Bf16), bf(q) + nope, qk * sizeof(Bf16),
                                   rope_dim * sizeof(Bf16), tokens * heads, cudaMemcpyDeviceToDevice,
                                   cudaStreamPerThread));

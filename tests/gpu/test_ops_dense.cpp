@@ -103,7 +103,9 @@ void fill_dummy(OpRun& r, bool f32) {
 }
 
 void kv_entries(OpRun& r) {
+  // Written as the first `dim` of wider cache rows, then gathered at the full width (the tail as it was: zeros).
   const int64_t tokens = r["tokens"], dim = r["dim"], src_stride = r["src_stride"], slots_total = r["slots"];
+  const int64_t width = r["cache_stride"];
   std::vector<float> src_f;
   auto src = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * src_stride, src_f));
   std::vector<int64_t> all(slots_total);
@@ -111,14 +113,15 @@ void kv_entries(OpRun& r) {
   std::shuffle(all.begin(), all.end(), r.rng());
   const std::vector<int64_t> slots(all.begin(), all.begin() + tokens);
   auto d_slots = DeviceArray<int64_t>::from_host(slots);
-  DeviceArray<Bf16> cache(slots_total * dim), out(tokens * dim);
+  auto cache = DeviceArray<Bf16>::from_host(std::vector<Bf16>(slots_total * width, 0));
+  DeviceArray<Bf16> out(tokens * width);
   out.poison();
-  cuda::write_kv_entries(bf(src), src_stride, d_slots.data(), tokens, dim, bf(cache), nullptr);
-  cuda::gather_kv_entries(bf(cache), d_slots.data(), tokens, dim, bf(out), nullptr);
+  cuda::write_kv_entries(bf(src), src_stride, d_slots.data(), tokens, dim, bf(cache), width, nullptr);
+  cuda::gather_kv_entries(bf(cache), d_slots.data(), tokens, width, bf(out), nullptr);
   sync();
-  std::vector<float> cache_f(slots_total * dim), want(tokens * dim);
-  cpu::write_kv_entries(src_f.data(), src_stride, slots.data(), tokens, dim, cache_f.data());
-  cpu::gather_kv_entries(cache_f.data(), slots.data(), tokens, dim, want.data());
+  std::vector<float> cache_f(slots_total * width, 0.0f), want(tokens * width);
+  cpu::write_kv_entries(src_f.data(), src_stride, slots.data(), tokens, dim, cache_f.data(), width);
+  cpu::gather_kv_entries(cache_f.data(), slots.data(), tokens, width, want.data());
   r.close("written, then gathered", to_float(out.to_host()), want);
 }
 
@@ -189,11 +192,14 @@ void silu_mul(OpRun& r) {
   auto gu = DeviceArray<Bf16>::from_host(r.random_bf16(rows * 2 * inter, gu_f));
   DeviceArray<Bf16> out(rows * inter);
   out.poison();
-  cuda::silu_mul(bf(gu), bf(out), rows, inter, nullptr);
+  cuda::silu_mul(bf(gu), bf(out), rows, inter, swiglu_limit(r), nullptr);
   sync();
   std::vector<float> want(rows * inter);
-  for (int64_t i = 0; i < rows; ++i)
-    cpu::silu_mul(gu_f.data() + i * 2 * inter, gu_f.data() + i * 2 * inter + inter, want.data() + i * inter, inter);
+  for (int64_t i = 0; i < rows; ++i) {
+    float *gate = gu_f.data() + i * 2 * inter, *up = gate + inter;
+    cpu::clamp_swiglu(gate, up, inter, swiglu_limit(r));
+    cpu::silu_mul(gate, up, want.data() + i * inter, inter);
+  }
   r.close("activations", to_float(out.to_host()), want);
 }
 
@@ -271,11 +277,12 @@ void swiglu_gemv(OpRun& r) {
   const int64_t rows = r["rows"], H = in.hidden, I = in.inter;
   DeviceArray<Bf16> act(rows * I);
   act.poison();
-  cuda::swiglu_gemv(bf(in.x), bf(in.gate_up), bf(act), rows, I, H, nullptr);
+  cuda::swiglu_gemv(bf(in.x), bf(in.gate_up), bf(act), rows, I, H, swiglu_limit(r), nullptr);
   sync();
   std::vector<float> gate(rows * I), up(rows * I), want(rows * I);
   cpu::linear(in.x_f.data(), in.gu_f.data(), nullptr, gate.data(), rows, I, H);
   cpu::linear(in.x_f.data(), in.gu_f.data() + I * H, nullptr, up.data(), rows, I, H);
+  cpu::clamp_swiglu(gate.data(), up.data(), rows * I, swiglu_limit(r));
   cpu::silu_mul(gate.data(), up.data(), want.data(), rows * I);
   r.close("activations", to_float(act.to_host()), want);
 }
@@ -445,7 +452,9 @@ void add_dense_rows(OpTable& t) {
     t.add("fill_dummy_f32", "f32", {{"tensor", tensor}}, 1e-6, [](OpRun& r) { fill_dummy(r, true); });
     t.add("fill_dummy_bf16", "bf16", {{"tensor", tensor}}, 4e-3, [](OpRun& r) { fill_dummy(r, false); });  // rounding
   }
-  t.add("write_kv_entries", "bf16", {{"tokens", 70}, {"dim", 576}, {"src_stride", 600}, {"slots", 640}}, kExact,
+  for (int64_t width : {576, 1536})
+    t.add("write_kv_entries", "bf16",
+          {{"tokens", 70}, {"dim", 576}, {"src_stride", 600}, {"slots", 640}, {"cache_stride", width}}, kExact,
         kv_entries);
   t.add("bf16_to_f32", "f32", {{"n", 10007}}, kExact, bf16_to_f32);
   t.add("f32_to_bf16", "bf16", {{"n", 10007}}, kExact, f32_to_bf16);
@@ -454,14 +463,19 @@ void add_dense_rows(OpTable& t) {
     t.add("rope", "bf16",
           {{"tokens", 50}, {"heads", 16}, {"row", 192}, {"nope", 128}, {"rope", 64}, {"interleaved", interleaved}},
           kBf16, rope);
-  t.add("silu_mul", "bf16", {{"rows", 33}, {"inter", 1408}}, kBf16, silu_mul);
+  for (int64_t limit : {0, 500})
+    t.add("silu_mul", "bf16", {{"rows", 33}, {"inter", 1408}, {"limit_milli", limit}}, kBf16, silu_mul);
   for (int64_t f32 : {0, 1})
     t.add("linear_bf16", f32 ? "f32" : "bf16", {{"m", 45}, {"n", 1024}, {"k", 2048}, {"f32_out", f32}},
           f32 ? kF32 : kBf16, linear_bf16);
   t.add("gemm_bf16", "bf16", {{"tokens", 9}, {"heads", 16}, {"nope", 128}, {"latent", 512}}, kBf16, gemm_bf16);
   for (int64_t rows = 1; rows <= cuda::kLinearGemvMaxRows; ++rows) {
     const Sizes gemv = {{"rows", rows}, {"hidden", 264}, {"inter", 200}};
-    t.add("swiglu_gemv", "bf16", gemv, kBf16, swiglu_gemv);
+    for (int64_t limit : {0, 500}) {
+      Sizes s = gemv;
+      s.emplace_back("limit_milli", limit);
+      t.add("swiglu_gemv", "bf16", s, kBf16, swiglu_gemv);
+    }
     for (int64_t f32 : {0, 1}) {
       Sizes s = gemv;
       s.emplace_back("f32_out", f32);

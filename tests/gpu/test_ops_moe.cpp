@@ -234,12 +234,13 @@ void moe_gemv(OpRun& r) {
   auto d_w = DeviceArray<float>::from_host(weights);
   DeviceArray<Bf16> act(tokens * top_k * inter);
   act.poison();
-  cuda::moe_gemv_gate_up(bf(x), d_ids.data(), tokens, top_k, hidden, inter, bf(gate_up), bf(act), nullptr);
+  cuda::moe_gemv_gate_up(bf(x), d_ids.data(), tokens, top_k, hidden, inter, bf(gate_up), swiglu_limit(r), bf(act),
+                         nullptr);
   cuda::moe_gemv_down(bf(act), d_ids.data(), d_w.data(), tokens, top_k, hidden, inter, bf(down), bf(out), nullptr);
   sync();
   std::vector<float> want = base_f;
   cpu::moe_experts(x_f.data(), ids.data(), weights.data(), tokens, top_k, hidden, inter, gu_f.data(), down_f.data(),
-                   want.data());
+                   swiglu_limit(r), want.data());
   r.close("routed sums", to_float(out.to_host()), want);
 }
 
@@ -278,8 +279,8 @@ void moe_grouped_experts(OpRun& r) {
   for (int launch = 0; launch < 2; ++launch) {
     y_perm.poison();
     ASSERT_EQ(cuda::moe_grouped_experts(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
-                                        bf(gate_up), bf(down), bf(act), bf(y_perm), sync_words.data(), num_sms(),
-                                        nullptr),
+                                        bf(gate_up), bf(down), swiglu_limit(r), bf(act), bf(y_perm),
+                                        sync_words.data(), num_sms(), nullptr),
               cudaSuccess);
     sync();
     if (launch == 0) first_y = y_perm.to_host();
@@ -291,7 +292,7 @@ void moe_grouped_experts(OpRun& r) {
   ASSERT_EQ(offsets.to_host()[1], tokens);
   std::vector<float> want = base_f;
   cpu::moe_experts(x_f.data(), ids.data(), weights.data(), tokens, top_k, hidden, inter, gu_f.data(), down_f.data(),
-                   want.data());
+                   swiglu_limit(r), want.data());
   r.close("routed sums", to_float(out.to_host()), want);
 }
 
@@ -345,14 +346,18 @@ void add_moe_rows(OpTable& t) {
   t.add("chunked_gemm_bf16", "bf16", {{"chunk", 8}, {"n", 48}, {"k", 64}}, kBf16, chunked_gemm_bf16);
   t.add("moe_pad_rows", "bf16", {{"hidden", 24}, {"padded", 7}}, kExact, moe_pad_rows);
   for (auto [tokens, top_k] : {std::pair<int64_t, int64_t>{1, 6}, {3, 6}, {1, 5}, {2, 19}})
-    t.add("moe_gemv", "bf16", {{"tokens", tokens}, {"top_k", top_k}, {"hidden", 256}, {"inter", 136}}, kBf16,
-          moe_gemv);
+    for (int64_t limit : {0, 500})
+      t.add("moe_gemv", "bf16",
+            {{"tokens", tokens}, {"top_k", top_k}, {"hidden", 256}, {"inter", 136}, {"limit_milli", limit}}, kBf16,
+            moe_gemv);
   // Shapes off the kernels' tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8) with fewer items than blocks;
   // and several items a block (63 passes), so the pipeline runs from item to item inside a block.
+  for (int64_t limit : {0, 500})
+    t.add("moe_grouped_experts", "bf16",
+          {{"tokens", 80}, {"experts", 16}, {"used", 12}, {"hidden", 200}, {"inter", 136}, {"limit_milli", limit}},
+          kBf16, moe_grouped_experts);
   t.add("moe_grouped_experts", "bf16",
-        {{"tokens", 80}, {"experts", 16}, {"used", 12}, {"hidden", 200}, {"inter", 136}}, kBf16, moe_grouped_experts);
-  t.add("moe_grouped_experts", "bf16",
-        {{"tokens", 200}, {"experts", 64}, {"used", 60}, {"hidden", 1024}, {"inter", 704}}, kBf16,
+        {{"tokens", 200}, {"experts", 64}, {"used", 60}, {"hidden", 1024}, {"inter", 704}, {"limit_milli", 0}}, kBf16,
         moe_grouped_experts);
   for (auto [tokens, top_k, experts] : {std::tuple<int64_t, int64_t, int64_t>{1, 6, 64}, {37, 6, 65}, {256, 6, 64},
                                         {682, 6, 65}, {512, 8, 257}, {1024, 4, 16}})

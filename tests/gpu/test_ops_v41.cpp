@@ -91,10 +91,30 @@ void hc_post(OpRun& r) {
   r.close("streams", d_streams.to_host(), streams);
 }
 
+void hc_embed(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"], vocab = 50;
+  std::vector<float> table_f;
+  auto table = DeviceArray<Bf16>::from_host(r.random_bf16(vocab * hidden, table_f));
+  std::vector<int32_t> ids(tokens);
+  for (int32_t& id : ids) id = static_cast<int32_t>(r.rng()() % vocab);
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  DeviceArray<float> streams(tokens * hc * hidden), pre(tokens * hc);
+  streams.poison();
+  pre.poison();
+  cuda::hc_embed(bf(table), d_ids.data(), tokens, hc, hidden, streams.data(), pre.data(), nullptr);
+  sync();
+  std::vector<float> want_streams(tokens * hc * hidden), want_pre(tokens * hc);
+  cpu::hc_embed(table_f.data(), ids.data(), tokens, hc, hidden, want_streams.data(), want_pre.data());
+  r.exact("streams", streams.to_host(), want_streams);
+  r.exact("first collapse weights", pre.to_host(), want_pre);
+}
+
 // V4.1's attention core: rows at positions short of the window (3, 40), across it (130, 700), and with up to
-// `extras` selected compressed entries each (random picks, ascending), the cache entries `stride` apart.
+// `extras` selected compressed entries each (random picks, ascending), the cache entries `stride` apart; with
+// `padding`, each row's slots end in a few -1 ids (select_topk's unused slots), which must be skipped.
 void sparse_window_attention(OpRun& r) {
   const int64_t heads = r["heads"], hd = r["head_dim"], window = r["window"], max_extras = r["extras"];
+  const bool padding = r["padding"] != 0;
   const int64_t stride = 2 * hd, num_blocks = 40, max_blocks = 12, num_extra = 600;
   const std::vector<int32_t> positions = {3, 40, 130, 700, 64, 127};
   const auto rows = static_cast<int64_t>(positions.size());
@@ -116,6 +136,7 @@ void sparse_window_attention(OpRun& r) {
     pick.resize(n);
     std::sort(pick.begin(), pick.end());
     ids.insert(ids.end(), pick.begin(), pick.end());
+    if (padding) ids.insert(ids.end(), 1 + r.rng()() % 5, -1);
     offsets.push_back(static_cast<int32_t>(ids.size()));
   }
   auto d_table = DeviceArray<int32_t>::from_host(table), d_pos = DeviceArray<int32_t>::from_host(positions);
@@ -190,22 +211,26 @@ void indexer_scores(OpRun& r) {
 
 // V4.1's in-forward quantisation, bf16 rows in place against the CPU on the same values: bit for bit (the formats'
 // code is one for both, kernels/fp_formats.h). Values over a wide range of magnitudes, blocks of tiny ones included.
+// Rows `stride` apart, the first n quantised (the V4.1 model quantises K=V in place inside its projection's rows):
+// the rest of each row must stay as it was.
 void fake_quant(OpRun& r) {
-  const int64_t rows = r["rows"], n = r["n"], block = r["block"], format = r["format"];
+  const int64_t rows = r["rows"], n = r["n"], block = r["block"], format = r["format"], stride = r["stride"];
   std::vector<float> x_f;
-  std::vector<Bf16> bits = r.random_bf16(rows * n, x_f);
-  for (int64_t i = 0; i < rows * n; ++i) {  // magnitudes from 2^-20 to 2^10, a block in eight at 2^-12
+  std::vector<Bf16> bits = r.random_bf16(rows * stride, x_f);
+  for (int64_t i = 0; i < rows * stride; ++i) {  // magnitudes from 2^-20 to 2^10, a block in eight at 2^-12
     const int shift = static_cast<int>(r.rng()() % 31) - 20;
     const float v = (i / block) % 8 == 3 ? std::ldexp(x_f[i], -12) : std::ldexp(x_f[i], shift);
     bits[i] = float_to_bf16(v);
     x_f[i] = bf16_to_float(bits[i]);
   }
   auto x = DeviceArray<Bf16>::from_host(bits);
-  if (format == 8) cuda::fake_quant_fp8(bf(x), rows, n, block, nullptr);
-  else cuda::fake_quant_fp4(bf(x), rows, n, block, format == 4, nullptr);
+  if (format == 8) cuda::fake_quant_fp8(bf(x), rows, n, stride, block, nullptr);
+  else cuda::fake_quant_fp4(bf(x), rows, n, stride, block, format == 4, nullptr);
   sync();
-  if (format == 8) cpu::fake_quant_fp8(x_f.data(), rows, n, block);
-  else cpu::fake_quant_fp4(x_f.data(), rows, n, block, format == 4);
+  for (int64_t i = 0; i < rows; ++i) {
+    if (format == 8) cpu::fake_quant_fp8(x_f.data() + i * stride, 1, n, block);
+    else cpu::fake_quant_fp4(x_f.data() + i * stride, 1, n, block, format == 4);
+  }
   r.exact("dequantised values", to_float(x.to_host()), x_f);
 }
 
@@ -235,6 +260,41 @@ void select_topk(OpRun& r) {
     for (int32_t j = 0; j < std::min(want_counts[i], got_counts[i]); ++j)
       got_kept.push_back(got_ids[i * k + j]), want_kept.push_back(want_ids[i * k + j]);
   r.exact("kept indices, ascending", got_kept, want_kept);
+}
+
+// The candidate mask on a later index layer's scores, and select_topk's picks as ids into concatenated entries.
+void mask_scores(OpRun& r) {
+  const int64_t n = r["n"];
+  std::vector<float> scores(n);
+  std::vector<uint8_t> mask(n);
+  for (int64_t i = 0; i < n; ++i) {
+    scores[i] = std::normal_distribution<float>()(r.rng());
+    mask[i] = static_cast<uint8_t>(r.rng()() % 3 == 0 ? 0 : 1 + r.rng()() % 255);  // any nonzero byte keeps
+  }
+  auto d_scores = DeviceArray<float>::from_host(scores);
+  auto d_mask = DeviceArray<uint8_t>::from_host(mask);
+  cuda::mask_scores(d_scores.data(), d_mask.data(), n, nullptr);
+  sync();
+  cpu::mask_scores(scores.data(), mask.data(), n);
+  r.exact("masked scores", d_scores.to_host(), scores);
+}
+
+void selected_entry_ids(OpRun& r) {
+  const int64_t rows = r["rows"], k = r["k"];
+  const auto base = static_cast<int32_t>(r["base"]);
+  std::vector<int32_t> ids(rows * k), counts(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    counts[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? k : r.rng()() % (k + 1));
+    for (int64_t j = 0; j < k; ++j) ids[i * k + j] = j < counts[i] ? static_cast<int32_t>(r.rng()() % 1000) : 12345;
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids), d_counts = DeviceArray<int32_t>::from_host(counts);
+  DeviceArray<int32_t> out(rows * k);
+  out.poison();
+  cuda::selected_entry_ids(d_ids.data(), d_counts.data(), rows, k, base, out.data(), nullptr);
+  sync();
+  std::vector<int32_t> want(rows * k);
+  cpu::selected_entry_ids(ids.data(), counts.data(), rows, k, base, want.data());
+  r.exact("entry ids", out.to_host(), want);
 }
 
 // The candidate source's block top-k: scores on a coarse grid (ties between blocks), tails masked at random
@@ -274,6 +334,7 @@ void add_v41_rows(OpTable& t) {
       t.add("hc_flat_rms_norm", "bf16", s, kBf16, hc_flat_rms_norm);
       t.add("hc_collapse_rms_norm", "bf16", s, kBf16, hc_collapse_rms_norm);
       t.add("hc_post", "f32", s, kF32, hc_post);
+      t.add("hc_embed", "f32", s, kExact, hc_embed);
     }
   for (int64_t iters : {1, 20})
     for (int64_t hc : {4, 2})
@@ -281,8 +342,15 @@ void add_v41_rows(OpTable& t) {
   // V4.1-Flash: 64 heads of 512, window 128, index top-k 512; and a narrow odd one.
   for (int64_t extras : {0, 512})
     t.add("sparse_window_attention", "bf16",
-          {{"heads", 64}, {"head_dim", 512}, {"window", 128}, {"extras", extras}}, kBf16, sparse_window_attention);
-  t.add("sparse_window_attention", "bf16", {{"heads", 3}, {"head_dim", 200}, {"window", 16}, {"extras", 40}}, kBf16,
+          {{"heads", 64}, {"head_dim", 512}, {"window", 128}, {"extras", extras}, {"padding", 0}}, kBf16,
+          sparse_window_attention);
+  t.add("sparse_window_attention", "bf16",
+        {{"heads", 16}, {"head_dim", 512}, {"window", 128}, {"extras", 64}, {"padding", 1}}, kBf16,
+        sparse_window_attention);
+  t.add("mask_scores", "f32", {{"n", 10007}}, kExact, mask_scores);
+  t.add("selected_entry_ids", "i32", {{"rows", 37}, {"k", 512}, {"base", 777}}, kExact, selected_entry_ids);
+  t.add("sparse_window_attention", "bf16",
+        {{"heads", 3}, {"head_dim", 200}, {"window", 16}, {"extras", 40}, {"padding", 1}}, kBf16,
         sparse_window_attention);
   for (int64_t ratio : {4, 128})
     t.add("compress_pool", "bf16", {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}}, kBf16, compress_pool);
@@ -291,9 +359,14 @@ void add_v41_rows(OpTable& t) {
   t.add("indexer_scores", "f32", {{"rows", 4}, {"heads", 3}, {"dim", 72}, {"keys", 70}}, kF32, indexer_scores);
   // format 8: fp8 (window KV, blocks of 32); 4: fp4 with e4m3 scales (compressed KV, 16); 5: fp4 with
   // power-of-two scales (indexer, 32).
-  t.add("fake_quant_fp8", "bf16", {{"rows", 33}, {"n", 512}, {"block", 32}, {"format", 8}}, kExact, fake_quant);
-  t.add("fake_quant_fp4", "bf16", {{"rows", 33}, {"n", 512}, {"block", 16}, {"format", 4}}, kExact, fake_quant);
-  t.add("fake_quant_fp4", "bf16", {{"rows", 65}, {"n", 128}, {"block", 32}, {"format", 5}}, kExact, fake_quant);
+  for (int64_t stride : {512, 1568}) {
+    t.add("fake_quant_fp8", "bf16", {{"rows", 33}, {"n", 512}, {"block", 32}, {"format", 8}, {"stride", stride}}, kExact,
+          fake_quant);
+    t.add("fake_quant_fp4", "bf16", {{"rows", 33}, {"n", 512}, {"block", 16}, {"format", 4}, {"stride", stride}}, kExact,
+          fake_quant);
+  }
+  t.add("fake_quant_fp4", "bf16", {{"rows", 65}, {"n", 128}, {"block", 32}, {"format", 5}, {"stride", 128}}, kExact,
+        fake_quant);
   t.add("select_topk", "i32", {{"rows", 8}, {"n", 5000}, {"k", 512}}, kExact, select_topk);
   t.add("select_topk", "i32", {{"rows", 8}, {"n", 100}, {"k", 7}}, kExact, select_topk);
   // V4.1-Flash's defaults (blocks of 8, 2,048 of them kept) over 20,000 compressed entries; and smaller ones.

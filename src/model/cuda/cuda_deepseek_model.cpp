@@ -15,27 +15,17 @@
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 #include "kernels/cuda/mla_prepare.cuh"
-#include "kernels/cuda/moe_gemv.cuh"
-#include "kernels/cuda/moe_grouped.cuh"
-#include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/router.cuh"
-#include "kernels/cuda/sampling.cuh"
-#include "kernels/cuda/silu_mul.cuh"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/cuda_mlp.h"
+#include "src/model/cuda/device_sampling.h"
 #include "src/model/rope.h"
-#include "src/model/router_params.h"
 
 namespace deepinfer {
 
 namespace {
-
-// The model's stream waits for `event` (if any) before what it runs next.
-void wait_for(cudaEvent_t event) {
-  if (event != nullptr) DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, event));
-}
 
 }  // namespace
 
@@ -76,8 +66,6 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   DI_INPUT_CHECK(cuda::mla_decode_supports(c.kv_lora_rank, c.qk_rope_head_dim),
                  "the CUDA decode attention holds kv_lora_rank <= 512 and kv_lora_rank + qk_rope_head_dim <= 768; the "
                  "model has {} + {}", c.kv_lora_rank, c.qk_rope_head_dim);
-  expert_sync_ = DeviceArray<int32_t>::from_host(
-      std::vector<int32_t>(cuda::moe_grouped_sync_ints(c.n_routed_experts), 0));
   const RotaryTable rotary(c);
   inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
   attention_factor_ = rotary.attention_factor();
@@ -85,7 +73,8 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   experts_ = std::make_unique<CudaExpertStore>(
       ExpertStore::Dims{c.num_hidden_layers - c.first_k_dense_replace, c.n_routed_experts, c.hidden_size,
                         c.moe_intermediate_size},
-      arena_, num_sms_);
+      arena_, num_sms_, static_cast<float>(c.swiglu_limit));
+  moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
   embed_ = upload(weights, "model.embed_tokens.weight");
   final_norm_ = upload(weights, "model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights, "lm_head.weight");
@@ -118,12 +107,12 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     a.o = upload(weights, s + "o_proj.weight");
     layer.is_moe = c.is_moe_layer(l);
     if (layer.is_moe) {
-      Moe& m = layer.moe;
+      CudaMoeWeights& m = layer.moe;
       m.router = upload(weights, p + "mlp.gate.weight");
       if (c.has_correction_bias) {
         auto* dst = static_cast<float*>(arena_.take(E * sizeof(float)));
         weights.fill_f32(p + "mlp.gate.e_score_correction_bias", {E}, dst);
-        m.correction_bias = dst;
+        m.router_bias = dst;
       }
       const int64_t moe_layer = l - c.first_k_dense_replace;
       for (int64_t e = 0; e < E; ++e) {
@@ -132,8 +121,6 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
         experts_->load(moe_layer, e, weights, prefix + "gate_proj.weight", prefix + "up_proj.weight",
                        prefix + "down_proj.weight");
       }
-      m.experts_gate_up = experts_->gate_up(moe_layer);
-      m.experts_down = experts_->down(moe_layer);
       m.has_shared = c.n_shared_experts > 0;
       if (m.has_shared) m.shared = upload_mlp(weights, p + "mlp.shared_experts", I * c.n_shared_experts);
     } else {
@@ -174,161 +161,6 @@ std::unique_ptr<KvCache> CudaDeepseekModel::make_kv_cache(int64_t num_blocks) co
 void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                                int64_t k) const {
   device_linear(main_lane(), x, w, y, y_fp32, m, n, k, num_sms_);
-}
-
-bool CudaDeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows,
-                            ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm& then) const {
-  const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
-  auto* logits = scratch.alloc<float>(rows * E);
-  auto* ids = scratch.alloc<int32_t>(rows * K);
-  auto* weights = scratch.alloc<float>(rows * K);
-  profiler_.mark("moe:before");
-  // Without expert parallelism the shared expert (it needs only h) writes `out` on the side stream while the
-  // router and the routed experts run here; the routed sum is added onto it once both are done (faster than on
-  // this stream before or after the router: results/h200/design-measurements.md).
-  const bool shared_beside = w.has_shared && dispatcher == nullptr;
-  if (shared_beside) {
-    DI_CUDA_CHECK(cudaEventRecord(shared_start_.get(), cudaStreamPerThread));
-    DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), shared_start_.get()));
-    device_mlp({side_stream_.get(), side_cublas_.get()}, w.shared, h, out, rows, H, scratch, num_sms_);
-    DI_CUDA_CHECK(cudaEventRecord(shared_done_.get(), side_stream_.get()));
-  }
-  linear(h, w.router, logits, true, rows, E, H);
-  const cpu::RouterParams params = router_params(c, w.correction_bias);
-  cuda::route_topk(logits, rows, params, ids, weights, nullptr);
-  profiler_.mark("moe:router");
-
-  if (shared_beside) {
-    const bool done_then = routed_experts(w, h, ids, weights, rows, E, out, scratch, shared_done_.get(), &then);
-    DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, shared_done_.get()));  // joined even if nothing waited
-    profiler_.mark("moe:routed experts + shared beside");
-    return done_then;
-  }
-  if (w.has_shared) device_mlp(main_lane(), w.shared, h, out, rows, H, scratch, num_sms_);
-  else DI_CUDA_CHECK(cudaMemsetAsync(out, 0, rows * H * sizeof(Bf16)));
-  profiler_.mark("moe:shared");
-
-  if (dispatcher != nullptr && dispatcher->device() != nullptr) {
-    // Expert parallelism GPU to GPU: the received rows run through routed_experts between dispatch and combine.
-    DeviceExpertDispatcher& ep = *dispatcher->device();
-    const DeviceDispatch mine = ep.dispatch(moe_layer_idx, h, ids, weights, rows);
-    if (mine.rows > 0) {
-      DI_CUDA_CHECK(cudaMemsetAsync(mine.y, 0, mine.rows * H * sizeof(Bf16)));
-      routed_experts(w, static_cast<const Bf16*>(mine.x), mine.ids, mine.weights, mine.rows, E + 1,
-                     static_cast<Bf16*>(mine.y), scratch);
-    }
-    ep.combine(out);
-    profiler_.mark("moe:experts (expert parallel)");
-    return false;
-  }
-  if (dispatcher != nullptr) {
-    // Expert parallelism over host memory: dispatched, computed by the store and combined on the host; the
-    // routed sum comes back here.
-    std::vector<float> h_host(rows * H), routed(rows * H, 0.0f), w_host(rows * K);
-    std::vector<int32_t> ids_host(rows * K);
-    auto* h32 = scratch.alloc<float>(rows * H);
-    cuda::bf16_to_f32(h, h32, rows * H, nullptr);
-    DI_CUDA_CHECK(cudaMemcpy(h_host.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
-    DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
-    DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
-    add_routed_experts(*experts_, dispatcher, moe_layer_idx, h_host.data(), ids_host.data(), w_host.data(), rows, K,
-                       routed.data());
-    cuda::add_f32_into_bf16(device_copy(scratch, routed), out, rows * H, nullptr);
-    return false;
-  }
-  return routed_experts(w, h, ids, weights, rows, E, out, scratch, nullptr, &then);
-}
-
-bool CudaDeepseekModel::routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights,
-                                       int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch,
-                                       cudaEvent_t out_ready, const ResidualNorm* then) const {
-  const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
-  if (rows == 0) return false;
-  const int64_t n = rows * K;
-  if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n)) {
-    // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
-    auto* act = scratch.alloc<Bf16>(n * I);
-    cuda::moe_gemv_gate_up(x, ids, rows, K, H, I, w.experts_gate_up, act, nullptr);
-    wait_for(out_ready);
-    cuda::moe_gemv_down(act, ids, weights, rows, K, H, I, w.experts_down, out, nullptr);
-    profiler_.mark("moe:experts (gemv)");
-    return false;
-  }
-  auto* row_of = scratch.alloc<int32_t>(n);
-  auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
-  if (experts_stay_on_device(n)) {
-    // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device, and
-    // the rows read from x where they are (no expert-sorted copy).
-    auto* token_of_row = scratch.alloc<int32_t>(n);
-    auto* act = scratch.alloc<Bf16>(n * I);
-    auto* y_perm = scratch.alloc<Bf16>(n * H);
-    cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
-    // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
-    if (num_ids > E) DI_CUDA_CHECK(cudaMemsetAsync(y_perm, 0, n * H * sizeof(Bf16)));
-    profiler_.mark("moe:route");
-    DI_CUDA_CHECK(cuda::moe_grouped_experts(x, token_of_row, offsets, E, H, I, w.experts_gate_up, w.experts_down, act,
-                                            y_perm, expert_sync_.data(), num_sms_, nullptr));
-    profiler_.mark("moe:experts (grouped)");
-    wait_for(out_ready);
-    // With the next norm in the same launch, one launch less a layer (-0.3 to -0.4% a step above batch 16:
-    // results/h200/design-measurements.md).
-    if (then != nullptr && cuda::moe_unpermute_norm_supports(K, H)) {
-      cuda::moe_unpermute_add_rms_norm(y_perm, row_of, weights, rows, K, H, out, then->residual, then->weight,
-                                       c.rms_norm_eps, then->normed, nullptr);
-      profiler_.mark("moe:unpermute+norm");
-      return true;
-    }
-    cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
-    profiler_.mark("moe:unpermute");
-    return false;
-  }
-  auto* x_perm = scratch.alloc<Bf16>(n * H);
-  const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
-  void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
-  cuda::moe_permute(x, ids, rows, K, H, num_ids, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
-  std::vector<int32_t> host_offsets(num_ids + 1);
-  DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  profiler_.mark("moe:permute+offsets");
-  // Many rows: each expert's rows padded to whole chunks, every projection one batched GEMM of uniform chunks
-  // (cuBLAS tiles it far better than the grouped call's ragged groups); with entries served elsewhere
-  // (expert parallelism's extra id) one grouped GEMM over the real experts.
-  const bool chunked = num_ids == E;
-  std::vector<int32_t> chunk_expert, padded_offsets(E);
-  for (int64_t e = 0; chunked && e < E; ++e) {
-    padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);
-    const int64_t chunks = (host_offsets[e + 1] - host_offsets[e] + kExpertChunk - 1) / kExpertChunk;
-    chunk_expert.insert(chunk_expert.end(), chunks, static_cast<int32_t>(e));
-  }
-  const int64_t m = chunked ? static_cast<int64_t>(chunk_expert.size()) * kExpertChunk : n;  // GEMM rows
-  auto* gate_up = scratch.alloc<Bf16>(m * 2 * I);
-  auto* act = scratch.alloc<Bf16>(m * I);
-  auto* y_perm = scratch.alloc<Bf16>(m * H);
-  if (chunked) {
-    auto* x_pad = scratch.alloc<Bf16>(m * H);
-    cuda::moe_pad_rows(x_perm, offsets, device_copy(scratch, padded_offsets), E, n, H, x_pad, row_of, nullptr);
-    void** pointers = scratch.alloc<void*>(2 * 3 * chunk_expert.size());
-    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad, w.experts_gate_up, gate_up, chunk_expert,
-                                            kExpertChunk, 2 * I, H, pointers));
-    cuda::silu_mul(gate_up, act, m, I, nullptr);
-    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, chunk_expert, kExpertChunk, H,
-                                            I, pointers + 3 * chunk_expert.size()));
-  } else {
-    void** pointers = scratch.alloc<void*>(2 * 3 * E);  // one set per grouped GEMM (the copies are asynchronous)
-    DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, w.experts_gate_up, gate_up, host_offsets.data(), E,
-                                            2 * I, H, pointers));
-    cuda::silu_mul(gate_up, act, n, I, nullptr);
-    DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, w.experts_down, y_perm, host_offsets.data(), E, H, I,
-                                            pointers + 3 * E));
-    if (host_offsets[E] < n)
-      DI_CUDA_CHECK(cudaMemsetAsync(y_perm + host_offsets[E] * H, 0, (n - host_offsets[E]) * H * sizeof(Bf16)));
-  }
-  profiler_.mark("moe:experts");
-  wait_for(out_ready);
-  cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
-  profiler_.mark("moe:unpermute");
-  return false;
 }
 
 void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer,
@@ -546,8 +378,9 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
       model.attention(l, model.layers_[l].attention, plan, static_cast<Bf16*>(cache.layer_data(l)), h, delta, scratch);
     }
     bool moe(int64_t l, NormSite next) {
-      const bool fused = model.moe(l - c().first_k_dense_replace, model.layers_[l].moe, h, delta, T, experts, scratch,
-                                   {x, norm_of(next), h});
+      const ResidualNorm then{x, norm_of(next), h};
+      const bool fused =
+          model.moe_->run(l - c().first_k_dense_replace, model.layers_[l].moe, h, delta, T, experts, scratch, &then);
       model.profiler_.mark("moe:after");
       return fused;
     }
@@ -574,7 +407,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   // graph bakes in the scratch addresses, which repeat for the same shape because the uploads above and the
   // allocations in `run` happen in the same order every step.
   const bool graphable = graphs_enabled_ && plan.absorbed && experts == nullptr && !profiler_.enabled() && T > 0 &&
-                         (!layers_.back().is_moe || experts_stay_on_device(T * c.num_experts_per_tok));
+                         (!layers_.back().is_moe || moe_->experts_stay_on_device(T * c.num_experts_per_tok));
   if (!graphable) return run();
   const GraphKey key{T, plan.max_blocks, R, cache->layer_data(0), decode_splits(T, plan.max_len)};
   auto found = graphs_.find(key);
@@ -628,14 +461,6 @@ CudaDeepseekModel::GraphExec::~GraphExec() {
   if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
 }
 
-bool CudaDeepseekModel::experts_stay_on_device(int64_t pairs) const {
-  // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces; moe_route sorts within its limits
-  // (one more expert id with expert parallelism).
-  static_assert(kGroupedMaxPairs <= cuda::kMoeRouteMaxRows);
-  return pairs < kGroupedMaxPairs && config_.n_routed_experts < cuda::kMoeRouteMaxExperts &&
-         config_.hidden_size % 8 == 0 && config_.moe_intermediate_size % 8 == 0;
-}
-
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
   // Enough (sequence, split, 16-head group) blocks for one block per SM, each split at least 32 keys long: at
   // batch 1 a long context is spread over many SMs; at large batch the splits' partials (extra traffic) are
@@ -670,24 +495,9 @@ std::vector<int32_t> CudaDeepseekModel::forward_and_sample(const ForwardBatch& b
                                                            ExpertDispatcher* experts, std::span<const SamplingRow> rows) const {
   int64_t num_rows = 0;
   const float* logits = run_to_logits(batch, cache, experts, &num_rows);
-  DI_CHECK(static_cast<int64_t>(rows.size()) == num_rows, "{} sampling rows for {} logits rows", rows.size(), num_rows);
-  std::vector<int32_t> tokens(num_rows);
+  const std::vector<int32_t> tokens =
+      sample_on_device(logits, num_rows, config_.vocab_size, rows, scratch_, step_end_[end_slot_].get());
   if (num_rows == 0) return tokens;
-  static_assert(sizeof(SamplingRow) == sizeof(cuda::SamplingRow), "the engine's and the kernel's rows must match");
-  auto* params = reinterpret_cast<cuda::SamplingRow*>(
-      device_copy(scratch_, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(rows.data()),
-                                                 reinterpret_cast<const uint8_t*>(rows.data() + rows.size()))));
-  auto* out = scratch_.alloc<int32_t>(num_rows);
-  const bool all_greedy = std::all_of(rows.begin(), rows.end(), [](const SamplingRow& r) { return r.temperature <= 0; });
-  if (all_greedy) {
-    cuda::argmax_rows(logits, num_rows, config_.vocab_size, out, nullptr);
-  } else {
-    const size_t bytes = cuda::sample_workspace_bytes(num_rows, config_.vocab_size);
-    cuda::sample_rows(logits, num_rows, config_.vocab_size, params, out, scratch_.alloc<uint8_t>(bytes), bytes, nullptr);
-  }
-  DI_CUDA_CHECK(cudaGetLastError());
-  record_step_end();
-  DI_CUDA_CHECK(cudaMemcpy(tokens.data(), out, num_rows * sizeof(int32_t), cudaMemcpyDeviceToHost));
   measure_idle();
   profiler_.mark("sample");
   profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));

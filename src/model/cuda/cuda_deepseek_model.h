@@ -1,12 +1,7 @@
 // The DeepSeek V2/V3 forward pass on one GPU: bf16 weights and activations, fp32 accumulation, the kernels of
 // kernels/cuda and cuBLAS. Same function as the CPU reference (DeepseekModel), checked against it.
-// Prefill chunks use the expanded attention, decode steps the absorbed form on the paged latent cache.
-// Routed experts run on the device: a few tokens as matrix-vector kernels straight from the routing; decode
-// batches as permute, the device-offset grouped kernels (each expert's weights streamed once), unpermute;
-// prefill as permute, cuBLAS GEMMs batched over 256-row chunks of each expert's rows, unpermute. With expert
-// parallelism the rows go GPU to GPU through the dispatcher's device path (NCCL), or are staged through host
-// memory (MPI transport); without expert parallelism the shared experts run on a side stream meanwhile. Decode
-// steps replay CUDA graphs (run_to_logits).
+// Prefill chunks use the expanded attention, decode steps the absorbed form on the paged latent cache. The MoE
+// layers are CudaMoe's (cuda_moe.h, shared with the V4.1 model). Decode steps replay CUDA graphs (run_to_logits).
 #pragma once
 
 #include <compare>
@@ -20,6 +15,7 @@
 #include "src/model/deepseek_layers.h"
 #include "src/model/cuda/cuda_expert_store.h"
 #include "src/model/cuda/cuda_mlp.h"
+#include "src/model/cuda/cuda_moe.h"
 #include "src/model/cuda/device_memory.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
@@ -58,29 +54,10 @@ class CudaDeepseekModel final : public CausalLm {
     const Bf16* kv_b = nullptr;
     const Bf16* o = nullptr;
   };
-  struct Moe {
-    const Bf16* router = nullptr;
-    const float* correction_bias = nullptr;
-    const Bf16* experts_gate_up = nullptr;  // [E, 2 * inter, hidden], in the expert store
-    const Bf16* experts_down = nullptr;     // [E, hidden, inter]
-    Mlp shared;
-    bool has_shared = false;
-  };
-  using Layer = DeepseekLayerWeights<Bf16, Attention, Mlp, Moe>;
+  using Layer = DeepseekLayerWeights<Bf16, Attention, Mlp, CudaMoeWeights>;
   struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
-  // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh), which
-  // measured faster there than the grouped kernels (results/h200/design-measurements.md).
-  static constexpr int64_t kGemvMaxPairs = 64;
-  // Below this many pairs the permuted rows run through the device-offset grouped kernels (moe_grouped.cuh):
-  // no host round trip, so such steps are graphed too. From it (prefill) each expert's rows are padded to
-  // 256-row chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
-  static constexpr int64_t kGroupedMaxPairs = 4096;
-  static constexpr int64_t kExpertChunk = 256;
-  // Whether the routed experts of `pairs` (token, expert) pairs run without reading anything back to the host.
-  bool experts_stay_on_device(int64_t pairs) const;
-
   // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps below
-  // kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
+  // CudaMoe::kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
   float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
   // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
   int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
@@ -122,26 +99,8 @@ class CudaDeepseekModel final : public CausalLm {
                  Bf16* out, ScratchPool& scratch) const;
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream (device_linear).
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
-  // The model's stream (the per-thread default); the shared experts may run on the side stream instead.
+  // The model's stream (the per-thread default).
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get()}; }
-  // What comes after a sub-layer: its output added to the residual stream, which is normalised with `weight`
-  // into `normed` (the next layer's input norm, or the final one).
-  struct ResidualNorm {
-    Bf16* residual;
-    const Bf16* weight;
-    Bf16* normed;
-  };
-  // Returns whether it also did `then` (its last kernel can, on the decode path); if not, `out` holds the output.
-  bool moe(int64_t moe_layer_idx, const Moe& w, const Bf16* h, Bf16* out, int64_t rows,
-           ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm& then) const;
-  // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids in [0, num_ids), and
-  // ids >= n_routed_experts are entries to leave out (num_ids = n_routed_experts + 1 for expert parallelism).
-  // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
-  // stream); everything before the final combine runs without waiting for it. With `then`, where the final
-  // combine can (returned), it does `then` instead of storing out.
-  bool routed_experts(const Moe& w, const Bf16* x, const int32_t* ids, const float* weights, int64_t rows,
-                      int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready = nullptr,
-                      const ResidualNorm* then = nullptr) const;
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
@@ -149,18 +108,13 @@ class CudaDeepseekModel final : public CausalLm {
   int num_sms_ = 0;  // the device's multiprocessors (decode attention splits)
   DeviceArena arena_;
   CublasHandle cublas_;
-  // The shared experts run here, beside the router and the routed experts (they need only the layer input).
-  CudaStream side_stream_;
-  CublasHandle side_cublas_{side_stream_.get()};
-  CudaEvent shared_start_, shared_done_;
   std::unique_ptr<CudaExpertStore> experts_;
+  std::unique_ptr<CudaMoe> moe_;
   std::vector<Layer> layers_;
   const Bf16* embed_ = nullptr;
   const Bf16* final_norm_ = nullptr;
   const Bf16* lm_head_ = nullptr;
   DeviceArray<float> inv_freq_;
-  // The grouped expert kernel's counters (moe_grouped.cuh): zeroed here, left zeroed by every launch.
-  mutable DeviceArray<int32_t> expert_sync_;
   float attention_factor_ = 1.0f;
   // Step buffers, reused across steps. forward() is const but not reentrant: one step at a time per model.
   mutable ScratchPool scratch_;

@@ -4,8 +4,8 @@
 
 namespace deepinfer {
 
-CudaExpertStore::CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms)
-    : ExpertStore(dims), num_sms_(num_sms), held_(dims.num_moe_layers * dims.num_experts, false) {
+CudaExpertStore::CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms, float swiglu_limit)
+    : ExpertStore(dims), num_sms_(num_sms), swiglu_limit_(swiglu_limit), held_(dims.num_moe_layers * dims.num_experts, false) {
   const int64_t E = dims.num_experts, H = dims.hidden, I = dims.intermediate;
   for (int64_t l = 0; l < dims.num_moe_layers; ++l) {
     gate_up_.push_back(static_cast<__nv_bfloat16*>(arena.take(E * 2 * I * H * sizeof(__nv_bfloat16))));
@@ -33,7 +33,7 @@ void CudaExpertStore::compute(int64_t moe_layer, int64_t expert, const float* x,
   auto* y = scratch_.alloc<__nv_bfloat16>(n * H);
   auto* y32 = scratch_.alloc<float>(n * H);
   const DeviceMlp mlp{gate_up_[moe_layer] + expert * 2 * I * H, down_[moe_layer] + expert * H * I, I};
-  device_mlp({cudaStreamPerThread, cublas_.get()}, mlp, x_dev, y, n, H, scratch_, num_sms_);
+  device_mlp({cudaStreamPerThread, cublas_.get()}, mlp, x_dev, y, n, H, scratch_, num_sms_, swiglu_limit_);
   cuda::bf16_to_f32(y, y32, n * H, nullptr);
   DI_CUDA_CHECK(cudaMemcpy(out, y32, n * H * sizeof(float), cudaMemcpyDeviceToHost));
 }

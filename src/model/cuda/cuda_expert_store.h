@@ -16,8 +16,8 @@ namespace deepinfer {
 
 class CudaExpertStore final : public ExpertStore {
  public:
-  // Allocates the arrays in `arena` (on the current device).
-  CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms);
+  // Allocates the arrays in `arena` (on the current device). swiglu_limit: the experts' SwiGLU clamp (0: none).
+  CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms, float swiglu_limit);
 
   // Fills one expert from the checkpoint's gate, up and down tensors.
   void load(int64_t moe_layer, int64_t expert, const DeviceWeightSource& weights, const std::string& gate,
@@ -34,6 +34,7 @@ class CudaExpertStore final : public ExpertStore {
 
  private:
   int num_sms_;
+  float swiglu_limit_;
   std::vector<__nv_bfloat16*> gate_up_, down_;  // per MoE layer, in the arena
   std::vector<bool> held_;                       // [moe layer][expert]
   CublasHandle cublas_;

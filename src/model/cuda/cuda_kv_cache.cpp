@@ -47,7 +47,7 @@ void CudaMlaKvCache::import_entries(std::span<const int32_t> block_table, int64_
     for (uint16_t& bits : host) bits = float_to_bf16(*src++);
     staged.copy_from(host);
     cuda::write_kv_entries(reinterpret_cast<const __nv_bfloat16*>(staged.data()), entry_dim_, slots.data(), count,
-                           entry_dim_, static_cast<__nv_bfloat16*>(layer_data(layer)), nullptr);
+                           entry_dim_, static_cast<__nv_bfloat16*>(layer_data(layer)), entry_dim_, nullptr);
     DI_CUDA_CHECK(cudaGetLastError());
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());

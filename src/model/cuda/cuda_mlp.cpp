@@ -16,17 +16,17 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
 }
 
 void device_mlp(Lane lane, const DeviceMlp& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,
-                int64_t hidden, ScratchPool& scratch, int num_sms) {
+                int64_t hidden, ScratchPool& scratch, int num_sms, float swiglu_limit) {
   const int64_t H = hidden;
   auto* act = scratch.alloc<__nv_bfloat16>(rows * w.inter);
   if (rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0) {  // a few rows: matrix-vector kernels
-    cuda::swiglu_gemv(h, w.gate_up, act, rows, w.inter, H, lane.stream);
+    cuda::swiglu_gemv(h, w.gate_up, act, rows, w.inter, H, swiglu_limit, lane.stream);
     cuda::linear_gemv(act, w.down, out, false, rows, H, w.inter, lane.stream);
     return;
   }
   auto* gate_up = scratch.alloc<__nv_bfloat16>(rows * 2 * w.inter);
   device_linear(lane, h, w.gate_up, gate_up, false, rows, 2 * w.inter, H, num_sms);
-  cuda::silu_mul(gate_up, act, rows, w.inter, lane.stream);
+  cuda::silu_mul(gate_up, act, rows, w.inter, swiglu_limit, lane.stream);
   device_linear(lane, act, w.down, out, false, rows, H, w.inter, num_sms);
 }
 

@@ -32,8 +32,9 @@ struct DeviceMlp {
 // y[m, n] = x[m, k] . w[n, k]^T, y bf16 or fp32.
 void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m,
                    int64_t n, int64_t k, int num_sms);
-// out [rows, hidden] = down(silu(gate h) * (up h)), temporaries from `scratch`.
+// out [rows, hidden] = down(silu(gate h) * (up h)), gate and up clamped first where swiglu_limit > 0 (V4.1),
+// temporaries from `scratch`.
 void device_mlp(Lane lane, const DeviceMlp& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,
-                int64_t hidden, ScratchPool& scratch, int num_sms);
+                int64_t hidden, ScratchPool& scratch, int num_sms, float swiglu_limit = 0.0f);
 
 }  // namespace deepinfer

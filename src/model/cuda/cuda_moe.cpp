@@ -1,0 +1,196 @@
+#include "src/model/cuda/cuda_moe.h"
+
+#include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/moe_gemv.cuh"
+#include "kernels/cuda/moe_grouped.cuh"
+#include "kernels/cuda/moe_permute.cuh"
+#include "kernels/cuda/router.cuh"
+#include "kernels/cuda/silu_mul.cuh"
+#include "src/model/router_params.h"
+
+namespace deepinfer {
+
+namespace {
+
+using Bf16 = __nv_bfloat16;
+
+// The model's stream waits for `event` (if any) before what it runs next.
+void wait_for(cudaEvent_t event) {
+  if (event != nullptr) DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, event));
+}
+
+}  // namespace
+
+CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sms, StepProfiler& profiler)
+    : config_(config), experts_(experts), num_sms_(num_sms), profiler_(profiler),
+      swiglu_limit_(static_cast<float>(config.swiglu_limit)),
+      expert_sync_(DeviceArray<int32_t>::from_host(
+          std::vector<int32_t>(cuda::moe_grouped_sync_ints(config.n_routed_experts), 0))) {}
+
+bool CudaMoe::experts_stay_on_device(int64_t pairs) const {
+  // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces; moe_route sorts within its limits
+  // (one more expert id with expert parallelism).
+  static_assert(kGroupedMaxPairs <= cuda::kMoeRouteMaxRows);
+  return pairs < kGroupedMaxPairs && config_.n_routed_experts < cuda::kMoeRouteMaxExperts &&
+         config_.hidden_size % 8 == 0 && config_.moe_intermediate_size % 8 == 0;
+}
+
+bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf16* out, int64_t rows,
+                  ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm* then) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok;
+  auto* logits = scratch.alloc<float>(rows * E);
+  auto* ids = scratch.alloc<int32_t>(rows * K);
+  auto* weights = scratch.alloc<float>(rows * K);
+  profiler_.mark("moe:before");
+  // Without expert parallelism the shared expert (it needs only h) writes `out` on the side stream while the
+  // router and the routed experts run here; the routed sum is added onto it once both are done (faster than on
+  // this stream before or after the router: results/h200/design-measurements.md).
+  const bool shared_beside = w.has_shared && dispatcher == nullptr;
+  if (shared_beside) {
+    DI_CUDA_CHECK(cudaEventRecord(shared_start_.get(), cudaStreamPerThread));
+    DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), shared_start_.get()));
+    device_mlp({side_stream_.get(), side_cublas_.get()}, w.shared, h, out, rows, H, scratch, num_sms_, swiglu_limit_);
+    DI_CUDA_CHECK(cudaEventRecord(shared_done_.get(), side_stream_.get()));
+  }
+  device_linear(main_lane(), h, w.router, logits, true, rows, E, H, num_sms_);
+  const cpu::RouterParams params = router_params(c, w.router_bias);
+  cuda::route_topk(logits, rows, params, ids, weights, nullptr);
+  profiler_.mark("moe:router");
+
+  if (shared_beside) {
+    const bool done_then = routed_experts(moe_layer, h, ids, weights, rows, E, out, scratch, shared_done_.get(), then);
+    DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, shared_done_.get()));  // joined even if nothing waited
+    profiler_.mark("moe:routed experts + shared beside");
+    return done_then;
+  }
+  if (w.has_shared) device_mlp(main_lane(), w.shared, h, out, rows, H, scratch, num_sms_, swiglu_limit_);
+  else DI_CUDA_CHECK(cudaMemsetAsync(out, 0, rows * H * sizeof(Bf16)));
+  profiler_.mark("moe:shared");
+
+  if (dispatcher != nullptr && dispatcher->device() != nullptr) {
+    // Expert parallelism GPU to GPU: the received rows run through routed_experts between dispatch and combine.
+    DeviceExpertDispatcher& ep = *dispatcher->device();
+    const DeviceDispatch mine = ep.dispatch(moe_layer, h, ids, weights, rows);
+    if (mine.rows > 0) {
+      DI_CUDA_CHECK(cudaMemsetAsync(mine.y, 0, mine.rows * H * sizeof(Bf16)));
+      routed_experts(moe_layer, static_cast<const Bf16*>(mine.x), mine.ids, mine.weights, mine.rows, E + 1,
+                     static_cast<Bf16*>(mine.y), scratch);
+    }
+    ep.combine(out);
+    profiler_.mark("moe:experts (expert parallel)");
+    return false;
+  }
+  if (dispatcher != nullptr) {
+    // Expert parallelism over host memory: dispatched, computed by the store and combined on the host; the
+    // routed sum comes back here.
+    std::vector<float> h_host(rows * H), routed(rows * H, 0.0f), w_host(rows * K);
+    std::vector<int32_t> ids_host(rows * K);
+    auto* h32 = scratch.alloc<float>(rows * H);
+    cuda::bf16_to_f32(h, h32, rows * H, nullptr);
+    DI_CUDA_CHECK(cudaMemcpy(h_host.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
+    DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
+    add_routed_experts(experts_, dispatcher, moe_layer, h_host.data(), ids_host.data(), w_host.data(), rows, K,
+                       routed.data());
+    cuda::add_f32_into_bf16(device_copy(scratch, routed), out, rows * H, nullptr);
+    return false;
+  }
+  return routed_experts(moe_layer, h, ids, weights, rows, E, out, scratch, nullptr, then);
+}
+
+bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* ids, const float* weights,
+                             int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready,
+                             const ResidualNorm* then) const {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
+  if (rows == 0) return false;
+  const int64_t n = rows * K;
+  const Bf16* gate_up_w = experts_.gate_up(moe_layer);
+  const Bf16* down_w = experts_.down(moe_layer);
+  if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n)) {
+    // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
+    auto* act = scratch.alloc<Bf16>(n * I);
+    cuda::moe_gemv_gate_up(x, ids, rows, K, H, I, gate_up_w, swiglu_limit_, act, nullptr);
+    wait_for(out_ready);
+    cuda::moe_gemv_down(act, ids, weights, rows, K, H, I, down_w, out, nullptr);
+    profiler_.mark("moe:experts (gemv)");
+    return false;
+  }
+  auto* row_of = scratch.alloc<int32_t>(n);
+  auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
+  if (experts_stay_on_device(n)) {
+    // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device, and
+    // the rows read from x where they are (no expert-sorted copy).
+    auto* token_of_row = scratch.alloc<int32_t>(n);
+    auto* act = scratch.alloc<Bf16>(n * I);
+    auto* y_perm = scratch.alloc<Bf16>(n * H);
+    cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
+    // Rows past the real experts (entries served on another rank, weight 0) contribute exact zeros.
+    if (num_ids > E) DI_CUDA_CHECK(cudaMemsetAsync(y_perm, 0, n * H * sizeof(Bf16)));
+    profiler_.mark("moe:route");
+    DI_CUDA_CHECK(cuda::moe_grouped_experts(x, token_of_row, offsets, E, H, I, gate_up_w, down_w, swiglu_limit_, act,
+                                            y_perm, expert_sync_.data(), num_sms_, nullptr));
+    profiler_.mark("moe:experts (grouped)");
+    wait_for(out_ready);
+    // With the next norm in the same launch, one launch less a layer (-0.3 to -0.4% a step above batch 16:
+    // results/h200/design-measurements.md).
+    if (then != nullptr && cuda::moe_unpermute_norm_supports(K, H)) {
+      cuda::moe_unpermute_add_rms_norm(y_perm, row_of, weights, rows, K, H, out, then->residual, then->weight,
+                                       c.rms_norm_eps, then->normed, nullptr);
+      profiler_.mark("moe:unpermute+norm");
+      return true;
+    }
+    cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+    profiler_.mark("moe:unpermute");
+    return false;
+  }
+  auto* x_perm = scratch.alloc<Bf16>(n * H);
+  const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
+  void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
+  cuda::moe_permute(x, ids, rows, K, H, num_ids, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
+  std::vector<int32_t> host_offsets(num_ids + 1);
+  DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  profiler_.mark("moe:permute+offsets");
+  // Many rows: each expert's rows padded to whole chunks, every projection one batched GEMM of uniform chunks
+  // (cuBLAS tiles it far better than the grouped call's ragged groups); with entries served elsewhere
+  // (expert parallelism's extra id) one grouped GEMM over the real experts.
+  const bool chunked = num_ids == E;
+  std::vector<int32_t> chunk_expert, padded_offsets(E);
+  for (int64_t e = 0; chunked && e < E; ++e) {
+    padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);
+    const int64_t chunks = (host_offsets[e + 1] - host_offsets[e] + kExpertChunk - 1) / kExpertChunk;
+    chunk_expert.insert(chunk_expert.end(), chunks, static_cast<int32_t>(e));
+  }
+  const int64_t m = chunked ? static_cast<int64_t>(chunk_expert.size()) * kExpertChunk : n;  // GEMM rows
+  auto* gate_up = scratch.alloc<Bf16>(m * 2 * I);
+  auto* act = scratch.alloc<Bf16>(m * I);
+  auto* y_perm = scratch.alloc<Bf16>(m * H);
+  if (chunked) {
+    auto* x_pad = scratch.alloc<Bf16>(m * H);
+    cuda::moe_pad_rows(x_perm, offsets, device_copy(scratch, padded_offsets), E, n, H, x_pad, row_of, nullptr);
+    void** pointers = scratch.alloc<void*>(2 * 3 * chunk_expert.size());
+    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad, gate_up_w, gate_up, chunk_expert,
+                                            kExpertChunk, 2 * I, H, pointers));
+    cuda::silu_mul(gate_up, act, m, I, swiglu_limit_, nullptr);
+    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act, down_w, y_perm, chunk_expert, kExpertChunk, H,
+                                            I, pointers + 3 * chunk_expert.size()));
+  } else {
+    void** pointers = scratch.alloc<void*>(2 * 3 * E);  // one set per grouped GEMM (the copies are asynchronous)
+    DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, gate_up_w, gate_up, host_offsets.data(), E,
+                                            2 * I, H, pointers));
+    cuda::silu_mul(gate_up, act, n, I, swiglu_limit_, nullptr);
+    DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), act, down_w, y_perm, host_offsets.data(), E, H, I,
+                                            pointers + 3 * E));
+    if (host_offsets[E] < n)
+      DI_CUDA_CHECK(cudaMemsetAsync(y_perm + host_offsets[E] * H, 0, (n - host_offsets[E]) * H * sizeof(Bf16)));
+  }
+  profiler_.mark("moe:experts");
+  wait_for(out_ready);
+  cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+  profiler_.mark("moe:unpermute");
+  return false;
+}
+
+}  // namespace deepinfer

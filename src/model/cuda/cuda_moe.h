@@ -1,0 +1,85 @@
+// The MoE block of the CUDA models (DeepSeek V2/V3 and V4.1 share it): the router, the shared experts and the
+// routed experts of one layer. A few tokens run the routed experts as matrix-vector kernels straight from the
+// routing; decode batches as route, the device-offset grouped kernels (each expert's weights streamed once),
+// unpermute; prefill as permute, cuBLAS GEMMs batched over 256-row chunks of each expert's rows, unpermute. With
+// expert parallelism the rows go GPU to GPU through the dispatcher's device path (NCCL), or are staged through
+// host memory (MPI transport); without it the shared experts run on a side stream meanwhile. SwiGLU is clamped
+// at config.swiglu_limit where that is > 0 (V4.1).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "src/core/device_array.h"
+#include "src/model/cuda/cuda_expert_store.h"
+#include "src/model/cuda/cuda_mlp.h"
+#include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/step_profiler.h"
+#include "src/model/expert_dispatch.h"
+#include "src/model/model_config.h"
+
+namespace deepinfer {
+
+// One MoE layer's weights besides its routed experts (which the expert store holds).
+struct CudaMoeWeights {
+  const __nv_bfloat16* router = nullptr;  // [E, hidden]
+  const float* router_bias = nullptr;     // the selection bias (V3's e_score_correction_bias, V4.1's gate.bias)
+  DeviceMlp shared;
+  bool has_shared = false;
+};
+
+// What may come after the MoE: its output added to the residual stream, normalised with `weight` into `normed`.
+struct ResidualNorm {
+  __nv_bfloat16* residual;
+  const __nv_bfloat16* weight;
+  __nv_bfloat16* normed;
+};
+
+class CudaMoe {
+ public:
+  // Up to this many (token, expert) pairs the routed experts run as matrix-vector products (moe_gemv.cuh), which
+  // measured faster there than the grouped kernels (results/h200/design-measurements.md).
+  static constexpr int64_t kGemvMaxPairs = 64;
+  // Below this many pairs the permuted rows run through the device-offset grouped kernels (moe_grouped.cuh): no
+  // host round trip, so such steps are graphed too. From it (prefill) each expert's rows are padded to 256-row
+  // chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
+  static constexpr int64_t kGroupedMaxPairs = 4096;
+  static constexpr int64_t kExpertChunk = 256;
+
+  // `config`, `experts` and `profiler` are the model's and outlive this block.
+  CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sms, StepProfiler& profiler);
+
+  // out [rows, hidden] = MoE(h) of MoE layer `moe_layer`, on the model's stream (the per-thread default). With
+  // `then`, where its last kernel can (returned), it adds the output into then->residual and normalises instead
+  // of storing `out`.
+  bool run(int64_t moe_layer, const CudaMoeWeights& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,
+           ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm* then) const;
+  // Whether the routed experts of `pairs` (token, expert) pairs run without reading anything back to the host.
+  bool experts_stay_on_device(int64_t pairs) const;
+
+ private:
+  // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids in [0, num_ids), and
+  // ids >= n_routed_experts are entries to leave out (num_ids = n_routed_experts + 1 for expert parallelism).
+  // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
+  // stream); everything before the final combine runs without waiting for it.
+  bool routed_experts(int64_t moe_layer, const __nv_bfloat16* x, const int32_t* ids, const float* weights,
+                      int64_t rows, int64_t num_ids, __nv_bfloat16* out, ScratchPool& scratch,
+                      cudaEvent_t out_ready = nullptr, const ResidualNorm* then = nullptr) const;
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get()}; }
+
+  const ModelConfig& config_;
+  CudaExpertStore& experts_;
+  int num_sms_;
+  StepProfiler& profiler_;
+  float swiglu_limit_;
+  CublasHandle cublas_;
+  // The shared experts run here, beside the router and the routed experts (they need only the layer input).
+  CudaStream side_stream_;
+  CublasHandle side_cublas_{side_stream_.get()};
+  CudaEvent shared_start_, shared_done_;
+  // The grouped expert kernel's counters (moe_grouped.cuh): zeroed here, left zeroed by every launch.
+  mutable DeviceArray<int32_t> expert_sync_;
+};
+
+}  // namespace deepinfer

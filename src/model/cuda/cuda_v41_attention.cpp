@@ -1,0 +1,226 @@
+// The CUDA V4.1 model's step plan and its attention: the projections and cache writes, the KV sources'
+// compressed entries, the index sources' picks, and the window + sparse attention. See cuda_v41_model.h.
+#include <cmath>
+
+#include "kernels/cuda/fake_quant.cuh"
+#include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/indexer.cuh"
+#include "kernels/cuda/kv_cache.cuh"
+#include "kernels/cuda/linear_gemv.cuh"
+#include "kernels/cuda/rms_norm.cuh"
+#include "kernels/cuda/sparse_attention.cuh"
+#include "src/model/cuda/cuda_kv_cache.h"
+#include "src/model/cuda/cuda_v41_step.h"
+
+namespace deepinfer {
+
+CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers,
+                                 ScratchPool& pool) {
+  num_tokens = batch.num_tokens();
+  const int64_t T = num_tokens, S = static_cast<int64_t>(batch.sequences.size());
+  for (const SequenceChunk& seq : batch.sequences)
+    max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(seq.block_table.size()));
+  std::vector<int32_t> pos, inverse, rows_table(T * max_blocks, 0), tables(S * max_blocks, 0), offsets(T + 1);
+  std::vector<int64_t> slots;
+  int64_t first = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    sequences.push_back({first, seq.num_new, seq.num_cached + seq.num_new});
+    std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + s * max_blocks);
+    for (int64_t i = 0; i < seq.num_new; ++i) {
+      pos.push_back(static_cast<int32_t>(seq.num_cached + i));
+      inverse.push_back(-pos.back());
+      std::copy(seq.block_table.begin(), seq.block_table.end(), rows_table.begin() + (first + i) * max_blocks);
+    }
+    const std::vector<int64_t> new_slots_of = slots_of(seq.block_table, seq.num_cached, seq.num_new);
+    slots.insert(slots.end(), new_slots_of.begin(), new_slots_of.end());
+    first += seq.num_new;
+  }
+  for (int64_t t = 0; t <= T; ++t) offsets[t] = static_cast<int32_t>(t * v.index_topk);
+  for (const Layer& layer : layers) {
+    const int64_t r = layer.ratio;
+    if (r == 0 || groups.count(r) > 0) continue;
+    Groups& g = groups[r];
+    std::vector<int32_t> visible(T), group_positions;
+    for (int64_t t = 0; t < T; ++t) visible[t] = static_cast<int32_t>((pos[t] + 1) / r);
+    for (const Sequence& seq : sequences) {
+      g.offset.push_back(g.total);
+      g.count.push_back(seq.context / r);
+      for (int64_t j = 0; j < g.count.back(); ++j) group_positions.push_back(static_cast<int32_t>(j * r));
+      g.total += g.count.back();
+    }
+    g.visible = device_copy(pool, visible);
+    g.positions = device_copy(pool, group_positions);
+  }
+  const std::vector<int64_t> wanted = batch.logits_rows();
+  num_rows = static_cast<int64_t>(wanted.size());
+  token_ids = device_copy(pool, batch.token_ids);
+  row_ids = device_copy(pool, std::vector<int32_t>(wanted.begin(), wanted.end()));
+  positions = device_copy(pool, pos);
+  inverse_positions = device_copy(pool, inverse);
+  new_slots = device_copy(pool, slots);
+  row_tables = device_copy(pool, rows_table);
+  seq_tables = device_copy(pool, tables);
+  extra_offsets = device_copy(pool, offsets);
+}
+
+CudaV41Model::StepState::StepState(const StepPlan& plan, const V41TextConfig& v, int64_t hidden, ScratchPool& pool) {
+  const int64_t T = plan.num_tokens, hc = v.hc_mult, S = static_cast<int64_t>(plan.sequences.size());
+  streams = pool.alloc<float>(T * hc * hidden);
+  pre = pool.alloc<float>(T * hc);
+  next_pre = pool.alloc<float>(T * hc);
+  post = pool.alloc<float>(T * hc);
+  comb = pool.alloc<float>(T * hc * hc);
+  h = pool.alloc<Bf16>(T * hidden);
+  out = pool.alloc<Bf16>(T * hidden);
+  selected_ids = pool.alloc<int32_t>(T * v.index_topk);
+  selected_counts = pool.alloc<int32_t>(T);
+  selected_over.assign(S, 0);
+  candidates.assign(S, nullptr);
+  candidates_over.assign(S, 0);
+}
+
+void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState& state,
+                                      const Bf16* cache_layer) const {
+  const V41TextConfig& v = config_.v41;
+  const Layer& layer = layers_[l];
+  const int64_t hd = v.head_dim, r = layer.ratio, id = v.index_head_dim;
+  const float eps = config_.rms_norm_eps;
+  const StepPlan::Groups& groups = plan.groups.at(r);
+  const int64_t total = groups.total;
+  auto* latent = published_.alloc<Bf16>(total * hd);
+  // Gated pooling: per channel a softmax over the group's gate values weights its projections. At ratio 1 the
+  // gate is the value itself, a softmax over one value: weight 1, the (normalised) value unchanged.
+  for (size_t s = 0; s < plan.sequences.size(); ++s)
+    cuda::compress_pool(cache_layer, entry_dim_, plan.seq_table(s), groups.count[s], r, hd, /*kv_offset=*/hd,
+                        /*gate_offset=*/r > 1 ? 2 * hd : hd, latent + groups.offset[s] * hd, nullptr);
+  if (total > 0) {
+    if (r > 1) cuda::rms_norm(latent, hd, layer.compressor_norm, latent, hd, total, hd, eps, nullptr);
+    if (layer.owns_index_keys) {  // the group's indexer keys, from the latents before their RoPE
+      auto* keys = published_.alloc<Bf16>(total * id);
+      linear(latent, layer.indexer_wk, keys, false, total, id, hd);
+      cuda::rms_norm(keys, id, layer.indexer_k_norm, keys, id, total, id, eps, nullptr);
+      rotate(keys + id - v.qk_rope_head_dim, total, id, groups.positions, 1, true);
+      cuda::fake_quant_fp4(keys, total, id, id, 32, /*e4m3_scales=*/false, nullptr);
+      state.index_keys = {keys, groups.offset, groups.count};
+    }
+    rotate(latent + hd - v.qk_rope_head_dim, total, hd, groups.positions, 1, true);
+    cuda::fake_quant_fp4(latent, total, hd, hd, 16, /*e4m3_scales=*/true, nullptr);
+  } else if (layer.owns_index_keys) {
+    state.index_keys = {nullptr, groups.offset, groups.count};
+  }
+  state.compressed = {latent, groups.offset, groups.count};
+  profiler_.mark("attn:compressed entries");
+}
+
+void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state, const Bf16* h,
+                               const Bf16* q_residual) const {
+  const V41TextConfig& v = config_.v41;
+  const Layer& layer = layers_[l];
+  if (state.index_keys.offset.empty()) return;  // no keys published yet: the previous selection stands
+  const int64_t T = plan.num_tokens, heads = v.index_n_heads, id = v.index_head_dim, K = v.index_topk;
+  const int64_t H = config_.hidden_size;
+  auto* q = scratch_.alloc<Bf16>(T * heads * id);
+  auto* w = scratch_.alloc<float>(T * heads);
+  linear(q_residual, layer.indexer_wq_b, q, false, T, heads * id, v.q_lora_rank);
+  rotate(q + id - v.qk_rope_head_dim, T * heads, id, plan.positions, heads, true);
+  cuda::fake_quant_fp4(q, T * heads, id, id, 32, /*e4m3_scales=*/false, nullptr);
+  linear(h, layer.indexer_weights, w, true, T, heads, H);
+  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(id));
+  const float heads_scale = 1.0f / std::sqrt(static_cast<float>(heads));
+  const int32_t* visible = plan.groups.at(layer.ratio).visible;
+  for (size_t s = 0; s < plan.sequences.size(); ++s) {
+    const StepPlan::Sequence& seq = plan.sequences[s];
+    const int64_t G = state.index_keys.count[s], n = seq.num_new, first = seq.first;
+    if (G == 0 || n == 0) continue;  // nothing to score yet: the previous selection stands
+    auto* scores = scratch_.alloc<float>(n * G);
+    cuda::indexer_scores(q + first * heads * id, w + first * heads, state.index_keys.data + state.index_keys.offset[s] * id,
+                         visible + first, n, heads, id, G, softmax_scale, heads_scale, scores, nullptr);
+    if (layer.candidate_source) {
+      const int64_t bs = v.candidate_block_size, kb = v.candidate_topk_blocks;
+      auto* mask = published_.alloc<uint8_t>(n * G);
+      cuda::candidate_blocks(scores, visible + first, n, G, kb, bs, scratch_.alloc<float>(n * ((G + bs - 1) / bs)),
+                             scratch_.alloc<int32_t>(n * kb), scratch_.alloc<int32_t>(n), mask, nullptr);
+      state.candidates[s] = mask;
+      state.candidates_over[s] = G;
+    } else if (layer.uses_candidates && state.candidates[s] != nullptr) {
+      DI_CHECK(state.candidates_over[s] == G, "layer {}: candidate mask over {} entries, indexer keys {}", l,
+               state.candidates_over[s], G);
+      cuda::mask_scores(scores, state.candidates[s], n * G, nullptr);
+    }
+    cuda::select_topk(scores, n, G, K, state.selected_ids + first * K, state.selected_counts + first, nullptr);
+    state.selected_over[s] = G;
+  }
+  profiler_.mark("attn:indexer");
+}
+
+void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, Bf16* cache_layer, const Bf16* h,
+                             Bf16* out) const {
+  const V41TextConfig& v = config_.v41;
+  const Layer& layer = layers_[l];
+  const int64_t T = plan.num_tokens, H = config_.hidden_size, heads = v.num_attention_heads, hd = v.head_dim;
+  const int64_t q_lora = v.q_lora_rank, width = q_lora + layer.entry, K = v.index_topk;
+  const float eps = config_.rms_norm_eps;
+  const bool compress = layer.ratio > 0;  // these layers rotate with the compress RoPE
+
+  // h -> [q residual | K=V | compressor kv | compressor gate] in one product; the parts after the query's are
+  // normalised, rotated and quantised in place, then cached as they stand.
+  auto* proj = scratch_.alloc<Bf16>(T * width);
+  auto* q_residual = scratch_.alloc<Bf16>(T * q_lora);
+  auto* q = scratch_.alloc<Bf16>(T * heads * hd);
+  linear(h, layer.in_proj, proj, false, T, width, H);
+  cuda::rms_norm(proj, width, layer.q_norm, q_residual, q_lora, T, q_lora, eps, nullptr);
+  linear(q_residual, layer.wq_b, q, false, T, heads * hd, q_lora);
+  rotate(q + hd - v.qk_rope_head_dim, T * heads, hd, plan.positions, heads, compress);
+  Bf16* kv = proj + q_lora;
+  cuda::rms_norm(kv, width, layer.kv_norm, kv, width, T, hd, eps, nullptr);
+  rotate(kv + hd - v.qk_rope_head_dim, T, width, plan.positions, 1, compress);
+  cuda::fake_quant_fp8(kv, T, hd, width, 32, nullptr);
+  if (layer.kv_source && layer.ratio == 1)  // at ratio 1 the compressor's input is cached normalised
+    cuda::rms_norm(kv + hd, width, layer.compressor_norm, kv + hd, width, T, hd, eps, nullptr);
+  cuda::write_kv_entries(kv, width, plan.new_slots, T, layer.entry, cache_layer, entry_dim_, nullptr);
+  profiler_.mark("attn:projections+cache");
+
+  if (compress) {
+    if (layer.kv_source) publish_compressed(l, plan, state, cache_layer);
+    if (layer.index_source) run_indexer(l, plan, state, h, q_residual);
+  }
+  // Each row's slots of picks into the batch's compressed entries (-1: none); then the window plus the picks.
+  auto* extra_ids = scratch_.alloc<int32_t>(T * K);
+  const bool sparse = compress && !state.compressed.offset.empty();
+  if (sparse) {
+    DI_CUDA_CHECK(cudaMemsetAsync(extra_ids, 0xff, T * K * sizeof(int32_t), cudaStreamPerThread));
+    for (size_t s = 0; s < plan.sequences.size(); ++s) {
+      const StepPlan::Sequence& seq = plan.sequences[s];
+      const int64_t G = state.compressed.count[s];
+      if (G == 0 || state.selected_over[s] == 0) continue;
+      DI_CHECK(state.selected_over[s] == G, "layer {}: the indexer selected over {} compressed entries, the group has {}",
+               l, state.selected_over[s], G);
+      cuda::selected_entry_ids(state.selected_ids + seq.first * K, state.selected_counts + seq.first, seq.num_new, K,
+                               static_cast<int32_t>(state.compressed.offset[s]), extra_ids + seq.first * K, nullptr);
+    }
+  }
+  auto* attn = scratch_.alloc<Bf16>(T * heads * hd);
+  const cuda::SparseWindowKeys keys{cache_layer,     entry_dim_,        plan.row_tables,
+                                    plan.max_blocks, plan.positions,    v.sliding_window,
+                                    state.compressed.data, sparse ? plan.extra_offsets : nullptr, extra_ids};
+  cuda::sparse_window_attention(q, keys, layer.attn_sink, T, heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
+                                attn, nullptr);
+  profiler_.mark("attn:window+sparse attention");
+  // K = V carried RoPE: rotate the outputs back, then the grouped low-rank projection.
+  rotate(attn + hd - v.qk_rope_head_dim, T * heads, hd, plan.inverse_positions, heads, compress);
+  const int64_t groups = v.o_groups, per_group = heads * hd / groups, rank = v.o_lora_rank;
+  auto* low_rank = scratch_.alloc<Bf16>(T * groups * rank);
+  if (T <= cuda::kLinearGemvMaxRows && per_group % 8 == 0) {
+    const cuda::GemvLayout layout{heads * hd, per_group, rank * per_group, groups * rank, rank, per_group};
+    cuda::batched_gemv(attn, layer.wo_a, low_rank, groups, T, rank, per_group, layout, nullptr);
+  } else if (T > 0) {
+    DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), T, rank, per_group, {attn, heads * hd, per_group},
+                                    {layer.wo_a, per_group, rank * per_group}, true, low_rank, groups * rank, rank,
+                                    false, groups));
+  }
+  linear(low_rank, layer.wo_b, out, false, T, H, groups * rank);
+  profiler_.mark("attn:output projection");
+}
+
+}  // namespace deepinfer

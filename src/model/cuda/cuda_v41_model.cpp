@@ -1,0 +1,275 @@
+#include "src/model/cuda/cuda_v41_model.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/hyper_connections.cuh"
+#include "kernels/cuda/indexer.cuh"
+#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/router.cuh"
+#include "kernels/cuda/sparse_attention.cuh"
+#include "src/model/architectures.h"
+#include "src/model/cuda/cuda_kv_cache.h"
+#include "src/model/cuda/device_sampling.h"
+#include "src/model/cuda/cuda_v41_step.h"
+#include "src/model/rope.h"
+
+namespace deepinfer {
+
+namespace {
+
+bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+}  // namespace
+
+CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights, int device)
+    : config_(std::move(config)), device_(device) {
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_.id()));
+  const ModelConfig& c = config_;
+  const V41TextConfig& v = c.v41;
+  for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
+  DI_INPUT_CHECK(v.engram_layer_ids.empty(),
+                 "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
+                 v.engram_layer_ids.size());
+  const int64_t H = c.hidden_size, hd = v.head_dim, hc = v.hc_mult;
+  DI_INPUT_CHECK(hc <= cuda::kHcMaxStreams && H <= cuda::kHcMaxHidden,
+                 "the CUDA hyper-connections hold hc_mult <= {} and hidden_size <= {}; the model has {} and {}",
+                 cuda::kHcMaxStreams, cuda::kHcMaxHidden, hc, H);
+  DI_INPUT_CHECK(hd <= cuda::kSparseMaxHeadDim, "the CUDA V4.1 attention holds head_dim <= {}; the model has {}",
+                 cuda::kSparseMaxHeadDim, hd);
+  DI_INPUT_CHECK(v.index_head_dim <= cuda::kIndexerMaxDim &&
+                     v.index_n_heads * v.index_head_dim <= cuda::kIndexerMaxQueryFloats,
+                 "the CUDA indexer holds index_head_dim <= {} and index_n_heads x index_head_dim <= {}; the model has "
+                 "{} x {}", cuda::kIndexerMaxDim, cuda::kIndexerMaxQueryFloats, v.index_n_heads, v.index_head_dim);
+  DI_INPUT_CHECK(c.n_routed_experts <= cuda::kRouteMaxExperts && c.num_experts_per_tok <= 32,
+                 "the CUDA router handles at most {} experts and top-32; the model has {} experts, top-{}",
+                 cuda::kRouteMaxExperts, c.n_routed_experts, c.num_experts_per_tok);
+  DI_INPUT_CHECK(H % 8 == 0 && v.q_lora_rank % 8 == 0 && hd % 32 == 0 && v.index_head_dim % 32 == 0,
+                 "the CUDA V4.1 blocks read rows in 16-byte pieces and quantise blocks of 32: hidden_size and "
+                 "q_lora_rank must be multiples of 8, head_dim and index_head_dim of 32");
+  const RotaryTable main_rope(v41_rope_config(v, false)), compress_rope(v41_rope_config(v, true));
+  main_inv_freq_ = DeviceArray<float>::from_host(main_rope.inv_freq());
+  compress_inv_freq_ = DeviceArray<float>::from_host(compress_rope.inv_freq());
+
+  experts_ = std::make_unique<CudaExpertStore>(
+      ExpertStore::Dims{c.num_hidden_layers, c.n_routed_experts, H, c.moe_intermediate_size}, arena_, num_sms_,
+      static_cast<float>(c.swiglu_limit));
+  moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
+  bool pooled_source = false, any_source = false;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l), a = p + "attn.";
+    Layer layer;
+    layer.ratio = v.compress_ratios[l];
+    layer.kv_source = contains(v.kv_source_layer_ids, l);
+    layer.index_source = contains(v.index_source_layer_ids, l);
+    layer.owns_index_keys = layer.index_source && layer.kv_source;
+    layer.candidate_source = l == v.candidate_source_layer_id;
+    layer.uses_candidates = v.candidate_source_layer_id >= 0 && v.candidate_source_layer_id < l;
+    any_source |= layer.kv_source;
+    pooled_source |= layer.kv_source && layer.ratio > 1;
+    for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
+      mix->fn = upload(weights, p + name + "_fn");
+      mix->base = upload_f32(weights, p + name + "_base");
+      mix->scale = upload_f32(weights, p + name + "_scale");
+    }
+    layer.attn_norm = upload(weights, p + "attn_norm.weight");
+    layer.ffn_norm = upload(weights, p + "ffn_norm.weight");
+    std::vector<std::string> stacked = {a + "wq_a.weight", a + "wkv.weight"};
+    if (layer.kv_source) stacked.push_back(a + "compressor.wkv.weight");
+    if (layer.kv_source && layer.ratio > 1) stacked.push_back(a + "compressor.wgate.weight");
+    layer.entry = hd * static_cast<int64_t>(stacked.size() - 1);
+    auto* in_proj = static_cast<Bf16*>(arena_.take((v.q_lora_rank + layer.entry) * H * sizeof(Bf16)));
+    int64_t row = 0;
+    for (const std::string& name : stacked) {
+      fill_rows(weights, name, in_proj, row);
+      row += shapes_.at(name)[0];
+    }
+    layer.in_proj = in_proj;
+    layer.q_norm = upload(weights, a + "q_norm.weight");
+    layer.wq_b = upload(weights, a + "wq_b.weight");
+    layer.kv_norm = upload(weights, a + "kv_norm.weight");
+    layer.wo_a = upload(weights, a + "wo_a.weight");
+    layer.wo_b = upload(weights, a + "wo_b.weight");
+    layer.attn_sink = upload_f32(weights, a + "attn_sink");
+    if (layer.kv_source) layer.compressor_norm = upload(weights, a + "compressor.norm.weight");
+    if (layer.index_source) {
+      layer.indexer_wq_b = upload(weights, a + "indexer.wq_b.weight");
+      layer.indexer_weights = upload(weights, a + "indexer.weights_proj.weight");
+      if (layer.owns_index_keys) {
+        layer.indexer_wk = upload(weights, a + "indexer.wk.weight");
+        layer.indexer_k_norm = upload(weights, a + "indexer.k_norm.weight");
+      }
+    }
+    CudaMoeWeights& m = layer.moe;
+    m.router = upload(weights, p + "ffn.gate.weight");
+    m.router_bias = upload_f32(weights, p + "ffn.gate.bias");
+    m.has_shared = c.n_shared_experts > 0;
+    if (m.has_shared) {
+      const std::string s = p + "ffn.shared_experts.";
+      const int64_t I = shapes_.at(s + "w1.weight")[0];
+      auto* gate_up = static_cast<Bf16*>(arena_.take(2 * I * H * sizeof(Bf16)));
+      fill_rows(weights, s + "w1.weight", gate_up, 0);  // w1 the gate, w3 the up projection
+      fill_rows(weights, s + "w3.weight", gate_up, I);
+      m.shared = {gate_up, upload(weights, s + "w2.weight"), I};
+    }
+    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+      const std::string prefix = fmt::format("{}ffn.experts.{}.", p, e);
+      if (!weights.has(prefix + "w1.weight")) continue;  // another EP rank's
+      experts_->load(l, e, weights, prefix + "w1.weight", prefix + "w3.weight", prefix + "w2.weight");
+    }
+    layers_.push_back(std::move(layer));
+  }
+  embed_ = upload(weights, "embed.weight");
+  final_norm_ = upload(weights, "norm.weight");
+  head_ = upload(weights, "head.weight");
+  // The CPU model's entry, so that caches move between the backends (KV handoff) unchanged.
+  entry_dim_ = hd * (pooled_source ? 3 : any_source ? 2 : 1);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  spdlog::info("CUDA V4.1 model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30),
+               device_.id());
+}
+
+CudaV41Model::Bf16* CudaV41Model::upload(const DeviceWeightSource& weights, const std::string& name) {
+  const Shape& shape = shapes_.at(name);
+  auto* dst = static_cast<Bf16*>(arena_.take(shape_numel(shape) * sizeof(Bf16)));
+  weights.fill_bf16(name, shape, dst);
+  return dst;
+}
+
+float* CudaV41Model::upload_f32(const DeviceWeightSource& weights, const std::string& name) {
+  const Shape& shape = shapes_.at(name);
+  auto* dst = static_cast<float*>(arena_.take(shape_numel(shape) * sizeof(float)));
+  weights.fill_f32(name, shape, dst);
+  return dst;
+}
+
+void CudaV41Model::fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked,
+                             int64_t row) const {
+  const Shape& shape = shapes_.at(name);
+  weights.fill_bf16(name, shape, stacked + row * shape[1]);
+}
+
+std::unique_ptr<KvCache> CudaV41Model::make_kv_cache(int64_t num_blocks) const {
+  DI_CUDA_CHECK(cudaSetDevice(device_.id()));
+  return std::make_unique<CudaMlaKvCache>(config_.num_hidden_layers, num_blocks, entry_dim_);
+}
+
+void CudaV41Model::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
+                          int64_t k) const {
+  device_linear(main_lane(), x, w, y, y_fp32, m, n, k, num_sms_);
+}
+
+void CudaV41Model::rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* positions, int64_t per_position,
+                          bool compress) const {
+  const int64_t rope_dim = config_.v41.qk_rope_head_dim;
+  if (rows == 0 || rope_dim == 0) return;
+  const DeviceArray<float>& inv_freq = compress ? compress_inv_freq_ : main_inv_freq_;
+  // The V4.1 tables carry no attention factor (1: plain RoPE, and YaRN without its mscale).
+  cuda::rope(x, rows, stride, rope_dim, positions, per_position, inv_freq.data(), 1.0f, /*interleaved=*/true,
+             nullptr);
+}
+
+// The CUDA blocks of the shared layer loop (v41_layers.h), on this thread's stream.
+struct CudaV41Model::CudaBlocks {
+  const CudaV41Model& model;
+  const StepPlan& plan;
+  StepState& state;
+  CudaMlaKvCache& cache;
+  ExpertDispatcher* dispatcher;
+  ScratchPool& scratch;
+  ScratchPool::Mark sublayer{};
+  int64_t T, H, hc;
+
+  const V41TextConfig& v() const { return model.config_.v41; }
+  void embed() {
+    cuda::hc_embed(model.embed_, plan.token_ids, T, hc, H, state.streams, state.pre, nullptr);
+    sublayer = scratch.mark();
+  }
+  void hc_pre(int64_t l, HyperSite site) {
+    scratch.rewind(sublayer);  // stream order: the previous sublayer's kernels are queued before these
+    const Layer& layer = model.layers_[l];
+    const bool attn = site == HyperSite::kAttention;
+    const HyperMix& mix = attn ? layer.hc_attn : layer.hc_ffn;
+    const int64_t D = hc * H, M = (2 + hc) * hc;
+    const float eps = model.config_.rms_norm_eps;
+    auto* flat = scratch.alloc<Bf16>(T * D);
+    auto* mixes = scratch.alloc<float>(T * M);
+    cuda::hc_flat_rms_norm(state.streams, T, D, eps, flat, nullptr);
+    model.linear(flat, mix.fn, mixes, true, T, M, D);
+    cuda::hc_mixes(mixes, mix.base, mix.scale, T, hc, static_cast<float>(v().hc_eps), v().hc_sinkhorn_iters,
+                   state.next_pre, state.post, state.comb, nullptr);
+    cuda::hc_collapse_rms_norm(state.streams, state.pre, attn ? layer.attn_norm : layer.ffn_norm, T, hc, H, eps,
+                               state.h, nullptr);
+    std::swap(state.pre, state.next_pre);
+    model.profiler_.mark("hyper-connections pre");
+  }
+  void attention(int64_t l) {
+    model.attention(l, plan, state, static_cast<Bf16*>(cache.layer_data(l)), state.h, state.out);
+  }
+  void moe(int64_t l) {
+    model.moe_->run(l, model.layers_[l].moe, state.h, state.out, T, dispatcher, scratch, nullptr);
+    model.profiler_.mark("moe");
+  }
+  void hc_post() {
+    cuda::hc_post(state.streams, state.out, state.post, state.comb, T, hc, H, nullptr);
+    model.profiler_.mark("hyper-connections post");
+  }
+  float* head() {
+    scratch.rewind(sublayer);
+    const int64_t R = plan.num_rows, vocab = model.config_.vocab_size;
+    auto* normed = scratch.alloc<Bf16>(T * H);
+    cuda::hc_collapse_rms_norm(state.streams, state.pre, model.final_norm_, T, hc, H, model.config_.rms_norm_eps,
+                               normed, nullptr);
+    auto* selected = scratch.alloc<Bf16>(R * H);
+    cuda::embedding(normed, plan.row_ids, selected, R, H, nullptr);  // a row gather
+    auto* logits = scratch.alloc<float>(R * vocab);
+    model.linear(selected, model.head_, logits, true, R, vocab, H);
+    model.profiler_.mark("final collapse+norm+head");
+    return logits;
+  }
+};
+
+float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,
+                                   int64_t* num_rows) const {
+  auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
+  DI_CHECK(cache != nullptr && cache->entry_dim() == entry_dim_, "the CUDA V4.1 model needs its own device cache");
+  DI_CUDA_CHECK(cudaSetDevice(device_.id()));
+  check_batch(batch, config_.vocab_size);
+  published_.reset();
+  scratch_.reset();
+  profiler_.mark("start");
+  const StepPlan plan(batch, config_.v41, layers_, published_);
+  StepState state(plan, config_.v41, config_.hidden_size, published_);
+  profiler_.mark("host plan");
+  *num_rows = plan.num_rows;
+  CudaBlocks blocks{*this, plan, state, *cache, experts, scratch_, {}, plan.num_tokens, config_.hidden_size,
+                    config_.v41.hc_mult};
+  return run_v41_layers(config_.v41, blocks);
+}
+
+Tensor CudaV41Model::forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts) const {
+  int64_t rows = 0;
+  const float* logits = run_to_logits(batch, cache, experts, &rows);
+  Tensor out = Tensor::zeros({rows, config_.vocab_size});
+  DI_CUDA_CHECK(cudaGetLastError());
+  DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
+  profiler_.mark("logits to host");
+  profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
+  return out;
+}
+
+std::vector<int32_t> CudaV41Model::forward_and_sample(const ForwardBatch& batch, KvCache& cache,
+                                                      ExpertDispatcher* experts,
+                                                      std::span<const SamplingRow> rows) const {
+  int64_t num_rows = 0;
+  const float* logits = run_to_logits(batch, cache, experts, &num_rows);
+  std::vector<int32_t> tokens = sample_on_device(logits, num_rows, config_.vocab_size, rows, scratch_);
+  profiler_.mark("sample");
+  profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
+  return tokens;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,117 @@
+// DeepSeek-V4.1 on one GPU: the layer loop of v41_layers.h over CUDA blocks, the same function as the CPU
+// reference (DeepseekV41Model, checked against it) with bf16 weights and activations, fp32 residual streams
+// (hyper-connections) and fp32 accumulation.
+//  - Attention: one projection of h for the query's low rank, K=V and (on KV sources) the compressor inputs
+//    (their weights stacked), K=V RMS-normalised, rotated and FP8-quantised in place, then written to the paged
+//    cache in the CPU model's entry layout [K=V | compressor kv | compressor gate] (bf16; FP8 and FP4 values
+//    are exact in bf16). KV sources rebuild their group's compressed entries (gated pooling, norm, RoPE, FP4)
+//    and indexer keys from the cache every step, as the CPU model does; index sources score them (FP4 queries,
+//    relu-weighted), mask by the candidate source's blocks and keep the top-k; every query then attends its
+//    window plus its picks with the head's sink (sparse_window_attention, one kernel for prefill and decode),
+//    the output rotated back and projected through the grouped low rank.
+//  - MoE: CudaMoe (shared with V2/V3): sqrt-softplus routing with the selection bias, the SwiGLU clamped.
+// The compressed entries, index keys, selections and candidate masks of a step live in its `published_`
+// pool, what one sublayer needs only in `scratch_` (rewound at every sublayer).
+// Not built yet: FP8/FP4 weights resident as stored (bf16 here), CUDA graphs, engram (refused, as on the CPU).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/core/device_array.h"
+#include "src/model/causal_lm.h"
+#include "src/model/cuda/cuda_expert_store.h"
+#include "src/model/cuda/cuda_moe.h"
+#include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/step_profiler.h"
+#include "src/model/cuda/weight_source.h"
+#include "src/model/v41_layers.h"
+
+namespace deepinfer {
+
+class CudaV41Model final : public CausalLm {
+ public:
+  // Fills the weights on `device` (which becomes the current device) from `weights`.
+  CudaV41Model(ModelConfig config, const DeviceWeightSource& weights, int device);
+
+  const ModelConfig& config() const override { return config_; }
+  std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
+  bool samples_on_device() const override { return true; }
+  std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                          std::span<const SamplingRow> rows) const override;
+  ExpertStore& experts() override { return *experts_; }
+  const ExpertStore& experts() const override { return *experts_; }
+  size_t kv_cache_bytes_per_token() const override {
+    return static_cast<size_t>(config_.num_hidden_layers * entry_dim_) * sizeof(__nv_bfloat16);
+  }
+
+ private:
+  using Bf16 = __nv_bfloat16;
+  struct HyperMix {  // one sublayer's hyper-connection parameters
+    const Bf16* fn = nullptr;      // [(2 + hc) * hc, hc * hidden]
+    const float* base = nullptr;   // [(2 + hc) * hc]
+    const float* scale = nullptr;  // [3]
+  };
+  struct Layer {
+    int64_t ratio = 0;  // compress_ratio: 0 window only, 1 per-token compressed KV, r > 1 pooled groups
+    bool kv_source = false, index_source = false, owns_index_keys = false;
+    bool candidate_source = false, uses_candidates = false;
+    HyperMix hc_attn, hc_ffn;
+    const Bf16 *attn_norm = nullptr, *ffn_norm = nullptr;
+    // [q_lora_rank + entry, hidden]: wq_a, wkv, then on a KV source compressor.wkv (and compressor.wgate at
+    // ratio > 1); `entry` = the head_dim-wide parts after the query's, which the layer caches.
+    const Bf16* in_proj = nullptr;
+    int64_t entry = 0;
+    const Bf16 *q_norm = nullptr, *wq_b = nullptr, *kv_norm = nullptr, *wo_a = nullptr, *wo_b = nullptr;
+    const float* attn_sink = nullptr;
+    const Bf16* compressor_norm = nullptr;
+    const Bf16 *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
+    CudaMoeWeights moe;
+  };
+  struct StepPlan;   // the step's index arrays, uploaded once (cuda_v41_model.cpp)
+  struct StepState;  // what the step's layers publish to the later ones (cuda_v41_model.cpp)
+  struct CudaBlocks;
+
+  Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
+  float* upload_f32(const DeviceWeightSource& weights, const std::string& name);
+  // Fills rows [row, row + rows of `name`) of a stacked [*, cols] weight.
+  void fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked, int64_t row) const;
+
+  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch).
+  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
+  // out = attention(h) of layer `l`, appending the new tokens' entries to `cache_layer` (cuda_v41_attention.cpp).
+  void attention(int64_t l, const StepPlan& plan, StepState& state, Bf16* cache_layer, const Bf16* h,
+                 Bf16* out) const;
+  // A KV source's compressed entries (and indexer keys, where it owns them) for every sequence, into `state`.
+  void publish_compressed(int64_t l, const StepPlan& plan, StepState& state, const Bf16* cache_layer) const;
+  // An index source's picks for every new token whose sequence has indexer keys, into `state`.
+  void run_indexer(int64_t l, const StepPlan& plan, StepState& state, const Bf16* h, const Bf16* q_residual) const;
+  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream.
+  void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
+  // RoPE in place on the last qk_rope_head_dim of rows `stride` apart, `per_position` rows a position, with the
+  // main or the compress table.
+  void rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* positions, int64_t per_position,
+              bool compress) const;
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get()}; }
+
+  ModelConfig config_;
+  std::map<std::string, Shape> shapes_;  // every tensor the architecture names
+  DeviceSelection device_;                // first CUDA member: the ones below are created on this device
+  int num_sms_ = 0;
+  int64_t entry_dim_ = 0;  // cached values per token and layer (the widest layer's entry)
+  DeviceArena arena_;
+  CublasHandle cublas_;
+  mutable StepProfiler profiler_;
+  std::unique_ptr<CudaExpertStore> experts_;
+  std::unique_ptr<CudaMoe> moe_;
+  std::vector<Layer> layers_;
+  const Bf16 *embed_ = nullptr, *final_norm_ = nullptr, *head_ = nullptr;
+  DeviceArray<float> main_inv_freq_, compress_inv_freq_;
+  // One step at a time per model: forward() is const but not reentrant.
+  mutable ScratchPool published_;  // the step's plan and what its layers publish (reset per step)
+  mutable ScratchPool scratch_;    // one sublayer's temporaries (rewound at every sublayer)
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,66 @@
+// One forward step of the CUDA V4.1 model (cuda_v41_model.h): the index arrays its kernels read, computed on the
+// host and uploaded once at the start (StepPlan), and what its layers publish to the later ones (StepState), both
+// in the step's `published_` pool. Included by the model's two source files only.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "src/model/cuda/cuda_v41_model.h"
+
+namespace deepinfer {
+
+struct CudaV41Model::StepPlan {
+  struct Sequence {
+    int64_t first = 0;    // its first new token's row
+    int64_t num_new = 0;
+    int64_t context = 0;  // cached + new tokens
+  };
+  // Per compress ratio r among the layers: which compressed entries each row may see ((position + 1) / r), and
+  // each sequence's complete groups (context / r; a partial last group waits for its tokens), concatenated.
+  struct Groups {
+    const int32_t* visible = nullptr;          // [T]
+    const int32_t* positions = nullptr;        // [total]: g * r for g < groups[s], sequence after sequence
+    std::vector<int64_t> count, offset;        // per sequence
+    int64_t total = 0;
+  };
+
+  StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, ScratchPool& pool);
+  const int32_t* seq_table(size_t s) const { return seq_tables + static_cast<int64_t>(s) * max_blocks; }
+
+  std::vector<Sequence> sequences;
+  int64_t num_tokens = 0, num_rows = 0, max_blocks = 1;
+  const int32_t* token_ids = nullptr;
+  const int32_t* row_ids = nullptr;            // [num_rows] the rows whose logits are wanted
+  const int32_t* positions = nullptr;          // [T]
+  const int32_t* inverse_positions = nullptr;  // [T] -position: RoPE backwards
+  const int64_t* new_slots = nullptr;          // [T] the new tokens' cache slots
+  const int32_t* row_tables = nullptr;         // [T, max_blocks] each row's sequence's block table
+  const int32_t* seq_tables = nullptr;         // [S, max_blocks]
+  const int32_t* extra_offsets = nullptr;      // [T + 1] = t * index_topk: each row's slots of selected entries
+  std::map<int64_t, Groups> groups;            // by compress ratio
+};
+
+struct CudaV41Model::StepState {
+  // Rows of head_dim-wide (or index_head_dim-wide) entries, each sequence's at its offset; null until published.
+  struct Entries {
+    Bf16* data = nullptr;
+    std::vector<int64_t> offset, count;  // per sequence
+  };
+
+  StepState(const StepPlan& plan, const V41TextConfig& v, int64_t hidden, ScratchPool& pool);
+
+  float *streams, *pre, *next_pre, *post, *comb;  // [T, hc, H], [T, hc] x 3, [T, hc, hc]
+  Bf16 *h, *out;                                  // a sublayer's input and output [T, H]
+  Entries compressed;  // of the latest KV source
+  Entries index_keys;  // of the latest KV source that owns indexer keys
+  // The latest index source's picks per row: ids into the sequence's compressed entries, ascending, and how many.
+  int32_t* selected_ids = nullptr;     // [T, index_topk]
+  int32_t* selected_counts = nullptr;  // [T]
+  std::vector<int64_t> selected_over;  // per sequence: how many entries its picks index (0: none yet)
+  // The candidate source's mask [num_new, G] per sequence, and its G (0: none yet).
+  std::vector<uint8_t*> candidates;
+  std::vector<int64_t> candidates_over;
+};
+
+}  // namespace deepinfer

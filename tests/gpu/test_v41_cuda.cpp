@@ -1,0 +1,200 @@
+// The CUDA V4.1 model (bf16) against the CPU reference (fp32) on the V4.1 fixtures — tests/fixtures/tiny-v41
+// (every mechanism in small) with its fp32 weights and tests/fixtures/tiny-v41-fp8 (FP8 projections, FP4 experts,
+// dequantised on load) — one-shot prefill of every prompt, token-by-token decode through the cache, several
+// sequences in one batch, and the seeded dummy weights generated on the GPU. The bound: the error the CPU
+// reference itself shows when only its weights are rounded to bf16 (measured here, on the same prompts), times
+// kYardstickFactor (the GPU also rounds activations), plus kBoundFloor. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "src/core/device.h"
+#include "src/model/architectures.h"
+#include "src/model/cuda/cuda_v41_model.h"
+#include "src/model/safetensors.h"
+#include "src/model/v41_model.h"
+#include "tests/unit/fixtures.h"
+
+namespace deepinfer {
+namespace {
+
+constexpr double kYardstickFactor = 3.0;
+constexpr double kBoundFloor = 5e-3;
+
+double relative_error(const Tensor& got, const Tensor& want) {
+  double diff = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = static_cast<double>(got.data<float>()[i]) - want.data<float>()[i];
+    diff += d * d;
+    norm += static_cast<double>(want.data<float>()[i]) * want.data<float>()[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// Fraction of rows whose argmax agrees.
+double argmax_agreement(const Tensor& a, const Tensor& b) {
+  const int64_t rows = a.shape()[0], V = a.shape()[1];
+  int64_t same = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = a.data<float>() + r * V;
+    const float* y = b.data<float>() + r * V;
+    same += std::max_element(x, x + V) - x == std::max_element(y, y + V) - y;
+  }
+  return static_cast<double>(same) / static_cast<double>(rows);
+}
+
+WeightStore load_weights(const ModelConfig& config, const std::filesystem::path& dir) {
+  return WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
+}
+
+// The same weights rounded to bf16 (what the GPU holds).
+WeightStore round_to_bf16(const ModelConfig& config, WeightStore weights) {
+  for (const TensorSpec& spec : find_architecture(config.model_type)->tensor_specs(config)) {
+    if (weights.data_or_null(spec.name) == nullptr) continue;
+    Tensor t = weights.take(spec.name);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_float(float_to_bf16(t.data<float>()[i]));
+    weights.set(spec.name, std::move(t));
+  }
+  return weights;
+}
+
+Tensor one_shot(const CausalLm& model, const std::vector<int32_t>& prompt) {
+  std::vector<int32_t> blocks(8);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(8);
+  ForwardBatch batch;
+  batch.token_ids = prompt;
+  batch.sequences.push_back({0, static_cast<int64_t>(prompt.size()), blocks});
+  batch.all_logits = true;
+  return model.forward(batch, *cache);
+}
+
+// Every position's logits, the prompt fed one token a step through the cache.
+Tensor token_by_token(const CausalLm& model, const std::vector<int32_t>& prompt) {
+  std::vector<int32_t> blocks(8);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(8);
+  const int64_t V = model.config().vocab_size, n = static_cast<int64_t>(prompt.size());
+  Tensor all = Tensor::zeros({n, V});
+  for (int64_t p = 0; p < n; ++p) {
+    ForwardBatch step;
+    step.token_ids = {prompt[p]};
+    step.sequences.push_back({p, 1, blocks});
+    const Tensor logits = model.forward(step, *cache);
+    std::copy_n(logits.data<float>(), V, all.data<float>() + p * V);
+  }
+  return all;
+}
+
+std::vector<std::vector<int32_t>> fixture_prompts() {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& p : testing::fixture_reference("tiny-v41").at("prompts")) prompts.push_back(p.get<std::vector<int32_t>>());
+  return prompts;
+}
+
+void expect_gpu_matches_cpu(const std::string& fixture) {
+  const auto dir = testing::fixture_dir(fixture);
+  const ModelConfig config = load_model_config(dir);
+  const WeightStore weights = load_weights(config, dir);
+  const CudaV41Model gpu(config, HostWeightSource(weights), 0);
+  const DeepseekV41Model cpu(config, load_weights(config, dir));
+  const DeepseekV41Model cpu_bf16_weights(config, round_to_bf16(config, load_weights(config, dir)));
+  double sum_err = 0.0, sum_yard = 0.0, sum_decode = 0.0, worst = 0.0, agree = 0.0, agree_decode = 0.0;
+  const auto prompts = fixture_prompts();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Tensor want = one_shot(cpu, prompts[i]);
+    const Tensor got = one_shot(gpu, prompts[i]);
+    ASSERT_EQ(got.shape(), want.shape());
+    const double err = relative_error(got, want), yard = relative_error(one_shot(cpu_bf16_weights, prompts[i]), want);
+    const Tensor decoded = token_by_token(gpu, prompts[i]);
+    const double decode_err = relative_error(decoded, want);
+    sum_err += err, sum_yard += yard, sum_decode += decode_err, worst = std::max(worst, std::max(err, decode_err));
+    agree += argmax_agreement(got, want), agree_decode += argmax_agreement(decoded, want);
+    std::printf("[ V4.1 GPU ] %s prompt %zu (%zu tokens): one-shot %.3e, token by token %.3e vs CPU fp32; CPU with "
+                "bf16 weights %.3e\n", fixture.c_str(), i, prompts[i].size(), err, decode_err, yard);
+  }
+  const double n = static_cast<double>(prompts.size());
+  const double bound = kYardstickFactor * sum_yard / n + kBoundFloor;
+  std::printf("[ V4.1 GPU ] %s: mean relative error one-shot %.3e, token by token %.3e (bound %.3e = %.1f x the bf16-"
+              "weights yardstick %.3e + %.0e); worst %.3e; argmax agreement %.1f%% one-shot, %.1f%% token by token\n",
+              fixture.c_str(), sum_err / n, sum_decode / n, bound, kYardstickFactor, sum_yard / n, kBoundFloor, worst,
+              100.0 * agree / n, 100.0 * agree_decode / n);
+  EXPECT_LT(sum_err / n, bound) << fixture << ": one-shot prefill";
+  EXPECT_LT(sum_decode / n, bound) << fixture << ": token-by-token decode";
+}
+
+TEST(CudaV41, Fp32FixtureMatchesTheCpuReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_gpu_matches_cpu("tiny-v41");
+}
+
+TEST(CudaV41, Fp8Fp4FixtureMatchesTheCpuReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_gpu_matches_cpu("tiny-v41-fp8");
+}
+
+// Several sequences of different lengths in one step (chunked prefill of two, a decode row, a fresh prompt): each
+// sequence's logits as when it runs alone (the same kernels per row; GEMM paths may differ with the row count).
+TEST(CudaV41, SequencesInOneBatchDoNotMix) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const auto dir = testing::fixture_dir("tiny-v41");
+  const ModelConfig config = load_model_config(dir);
+  const WeightStore weights = load_weights(config, dir);
+  const CudaV41Model gpu(config, HostWeightSource(weights), 0);
+  const auto prompts = fixture_prompts();
+  std::unique_ptr<KvCache> cache = gpu.make_kv_cache(16);
+  std::vector<std::vector<int32_t>> tables = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  // First step: sequences 1 and 2 prefill all but their last 5 tokens; second step: all four together.
+  ForwardBatch first;
+  for (int s : {1, 2}) {
+    const auto n = static_cast<int64_t>(prompts[s].size()) - 5;
+    first.token_ids.insert(first.token_ids.end(), prompts[s].begin(), prompts[s].begin() + n);
+    first.sequences.push_back({0, n, tables[s]});
+  }
+  gpu.forward(first, *cache);
+  ForwardBatch second;
+  second.all_logits = true;
+  second.token_ids = prompts[0];
+  second.sequences.push_back({0, static_cast<int64_t>(prompts[0].size()), tables[0]});
+  for (int s : {1, 2}) {
+    const auto n = static_cast<int64_t>(prompts[s].size());
+    second.token_ids.insert(second.token_ids.end(), prompts[s].end() - 5, prompts[s].end());
+    second.sequences.push_back({n - 5, 5, tables[s]});
+  }
+  second.token_ids.push_back(prompts[3][0]);
+  second.sequences.push_back({0, 1, tables[3]});
+  const Tensor together = gpu.forward(second, *cache);
+  const int64_t V = config.vocab_size;
+  int64_t row = 0;
+  for (int s : {0, 1, 2, 3}) {
+    const Tensor alone = one_shot(gpu, std::vector<int32_t>(prompts[s].begin(), s == 3 ? prompts[s].begin() + 1
+                                                                                       : prompts[s].end()));
+    const int64_t rows = s == 0 ? static_cast<int64_t>(prompts[0].size()) : s == 3 ? 1 : 5;
+    Tensor mine = Tensor::zeros({rows, V}), theirs = Tensor::zeros({rows, V});
+    std::copy_n(together.data<float>() + row * V, rows * V, mine.data<float>());
+    std::copy_n(alone.data<float>() + (alone.shape()[0] - rows) * V, rows * V, theirs.data<float>());
+    row += rows;
+    EXPECT_LT(relative_error(mine, theirs), 2e-2) << "sequence " << s;
+  }
+}
+
+// The dummy weights generated on the GPU are the CPU's dummy values rounded to bf16: the two models agree as on
+// the checkpoint.
+TEST(CudaV41, DummyWeightsMatchTheCpuModel) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const auto dir = testing::fixture_dir("tiny-v41");
+  const ModelConfig config = load_model_config(dir);
+  const CudaV41Model gpu(config, DummyWeightSource(11, nullptr), 0);
+  const DeepseekV41Model cpu(config, WeightStore::load(config, dir, LoadFormat::kDummy, 11));
+  const auto prompts = fixture_prompts();
+  const double err = relative_error(one_shot(gpu, prompts[2]), one_shot(cpu, prompts[2]));
+  std::printf("[ V4.1 GPU ] dummy weights (seed 11), %zu tokens: relative error %.3e vs the CPU\n", prompts[2].size(),
+              err);
+  EXPECT_LT(err, 5e-2);
+}
+
+}  // namespace
+}  // namespace deepinfer
