@@ -14,9 +14,9 @@ constexpr int kBatch = 4;  // 16-byte weight pieces a lane loads before using an
 // One warp per output column n: its weight row in 16-byte pieces (lane, lane + 32, ...; kBatch in flight),
 // each piece multiplied with the same piece of every x row (read through L1, shared by the block's warps).
 // kSwiGLU: the column's gate row n and up row n + n_out together, and y = bf16(silu(gate) * up), clamped first
-// where swiglu_limit > 0 (clamp_swiglu).
+// at swiglu_limit with kClamp (clamp_swiglu; a template flag, so that the unclamped models' kernels are as before).
 // Product blockIdx.y of a batch reads x, w and writes y at the layout's offsets (all 0 for one Linear).
-template <int kRows, bool kSwiGLU>
+template <int kRows, bool kSwiGLU, bool kClamp>
 __global__ void linear_gemv_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int n,
                                    int k, GemvLayout layout, float swiglu_limit) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
@@ -57,7 +57,7 @@ __global__ void linear_gemv_kernel(const __nv_bfloat16* x, const __nv_bfloat16* 
     float total = warp_sum(sum[0][t]);
     if constexpr (kSwiGLU) {
       float up = warp_sum(sum[kWeightRows - 1][t]);
-      clamp_swiglu(total, up, swiglu_limit);
+      if constexpr (kClamp) clamp_swiglu(total, up, swiglu_limit);
       total = total / (1.0f + expf(-total)) * up;
     }
     if (lane != 0) continue;
@@ -66,14 +66,14 @@ __global__ void linear_gemv_kernel(const __nv_bfloat16* x, const __nv_bfloat16* 
   }
 }
 
-template <bool kSwiGLU>
+template <bool kSwiGLU, bool kClamp = false>
 void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k,
             int64_t batch, GemvLayout layout, cudaStream_t stream, float swiglu_limit = 0.0f) {
   const dim3 blocks(static_cast<unsigned>((n + kWarps - 1) / kWarps), static_cast<unsigned>(batch));
   const int n32 = static_cast<int>(n), k32 = static_cast<int>(k);
   if (m == 0) return;
   with_gemv_row_count(m, [&](auto rows) {
-    launch_dependent(linear_gemv_kernel<decltype(rows)::value, kSwiGLU>, blocks, kWarps * 32, 0, stream, x, w, y,
+    launch_dependent(linear_gemv_kernel<decltype(rows)::value, kSwiGLU, kClamp>, blocks, kWarps * 32, 0, stream, x, w, y,
                      y_fp32, n32, k32, layout, swiglu_limit);
   });
 }
@@ -111,7 +111,9 @@ void batched_gemv_transposed(const __nv_bfloat16* x, const __nv_bfloat16* w, __n
 
 void swiglu_gemv(const __nv_bfloat16* x, const __nv_bfloat16* gate_up, __nv_bfloat16* act, int64_t m, int64_t inter,
                  int64_t k, float swiglu_limit, cudaStream_t stream) {
-  launch<true>(x, gate_up, act, false, m, inter, k, 1, GemvLayout{k, 0, 0, inter, 0, 0}, stream, swiglu_limit);
+  const GemvLayout layout{k, 0, 0, inter, 0, 0};
+  if (swiglu_limit > 0.0f) launch<true, true>(x, gate_up, act, false, m, inter, k, 1, layout, stream, swiglu_limit);
+  else launch<true>(x, gate_up, act, false, m, inter, k, 1, layout, stream);
 }
 
 }  // namespace deepinfer::cuda

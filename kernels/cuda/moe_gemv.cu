@@ -43,7 +43,7 @@ __device__ __forceinline__ float2 dot_pair(const __nv_bfloat16* row0, const __nv
 }
 
 // Block (pair p = (t, k), tile of kWarps * kRowsPerWarp rows of inter).
-template <int kBatch, int kRowsPerWarp>
+template <int kBatch, int kRowsPerWarp, bool kClamp>
 __global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64_t top_k, int64_t hidden,
                                int64_t inter, const __nv_bfloat16* gate_up, float swiglu_limit,
                                __nv_bfloat16* act) {
@@ -63,7 +63,7 @@ __global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64
     const float2 gate_up_dots =
         dot_pair<kBatch>(w + row * hidden, xs, w + (inter + row) * hidden, xs, static_cast<int>(hidden));
     float gate = gate_up_dots.x, up = gate_up_dots.y;
-    clamp_swiglu(gate, up, swiglu_limit);
+    if constexpr (kClamp) clamp_swiglu(gate, up, swiglu_limit);
     if (threadIdx.x % 32 == 0) act[pair * inter + row] = to_bf16(gate / (1.0f + expf(-gate)) * up);
   }
 }
@@ -114,8 +114,13 @@ void moe_gemv_gate_up(const __nv_bfloat16* x, const int32_t* ids, int64_t tokens
     launch_dependent(kernel, grid, kWarps * 32, hidden * sizeof(__nv_bfloat16), stream, x, ids, top_k, hidden, inter,
                      gate_up, swiglu_limit, act);
   };
-  if (tokens == 1) return run(gate_up_kernel<kOneTokenBatch, kOneTokenRowsPerWarp>, kOneTokenRowsPerWarp);
-  run(gate_up_kernel<kTokensBatch, kTokensRowsPerWarp>, kTokensRowsPerWarp);
+  // The clamp a template flag: the unclamped models' kernels stay as they were.
+  const bool clamp = swiglu_limit > 0.0f;
+  if (tokens == 1)
+    return clamp ? run(gate_up_kernel<kOneTokenBatch, kOneTokenRowsPerWarp, true>, kOneTokenRowsPerWarp)
+                 : run(gate_up_kernel<kOneTokenBatch, kOneTokenRowsPerWarp, false>, kOneTokenRowsPerWarp);
+  if (clamp) run(gate_up_kernel<kTokensBatch, kTokensRowsPerWarp, true>, kTokensRowsPerWarp);
+  else run(gate_up_kernel<kTokensBatch, kTokensRowsPerWarp, false>, kTokensRowsPerWarp);
 }
 
 void moe_gemv_down(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t tokens, int64_t top_k,

@@ -134,7 +134,7 @@ __device__ void wait_for_count(const int32_t* counter, int target, int expert) {
 // step: for gate/up, gate rows [16w, 16w + 16) and the matching up rows [64 + 16w, ...), so silu(gate) * up is
 // formed in registers; for down, rows [32w, 32w + 32). Weights arrive 128-byte swizzled (tma.cuh): row r's
 // 16-byte piece c at c ^ (r % 8). k not a multiple of 64: the tensor boxes and the x copies fill zeros past k.
-template <class S>
+template <class S, bool kClamp>
 __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
     experts_kernel(const __grid_constant__ CUtensorMap gate_up_map, const __grid_constant__ CUtensorMap down_map,
                    const Problem p) {
@@ -324,8 +324,10 @@ __global__ void __launch_bounds__(S::kThreads, S::kBlocksPerSM)
               if (col >= n_out) continue;
               float g0 = acc[mt][n][2 * half], g1 = acc[mt][n][2 * half + 1];
               float u0 = acc[mt][n + kWarpTiles / 2][2 * half], u1 = acc[mt][n + kWarpTiles / 2][2 * half + 1];
-              clamp_swiglu(g0, u0, p.swiglu_limit);
-              clamp_swiglu(g1, u1, p.swiglu_limit);
+              if constexpr (kClamp) {
+                clamp_swiglu(g0, u0, p.swiglu_limit);
+                clamp_swiglu(g1, u1, p.swiglu_limit);
+              }
               *reinterpret_cast<__nv_bfloat162*>(o + col) =
                   __floats2bfloat162_rn(g0 / (1.0f + expf(-g0)) * u0, g1 / (1.0f + expf(-g1)) * u1);
             }
@@ -371,7 +373,8 @@ cudaError_t moe_grouped_experts(const __nv_bfloat16* x, const int32_t* token_of_
       make_bf16_tensor_map(&down_map, down, E, H, I, 1, S::kTileRows, kTileK) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
   const size_t shared = S::kSharedBytes + S::kStages * sizeof(int) + 2 * (E + 1) * sizeof(int);
-  constexpr auto kernel = experts_kernel<S>;
+  // The clamp a template flag: the unclamped models' kernel stays as it was.
+  const auto kernel = swiglu_limit > 0.0f ? experts_kernel<S, true> : experts_kernel<S, false>;
   const cudaError_t status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
   if (status != cudaSuccess) return status;

@@ -2,16 +2,45 @@
 
 #include <spdlog/spdlog.h>
 
+#include <nlohmann/json.hpp>
+
 #include "src/core/check.h"
+#include "src/core/files.h"
+#include "src/model/v41_config.h"
 
 namespace deepinfer::app {
+
+namespace {
+
+// The model's configuration at --num-layers: V4.1 through v41_at_depth (its layers renumbered, so only with dummy
+// weights), V2/V3 their first layers (a checkpoint's later layers are not read).
+ModelConfig config_at_depth(const std::filesystem::path& path, int64_t num_layers, bool dummy) {
+  const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
+  nlohmann::json root = nlohmann::json::parse(read_text_file(file, "model config"), nullptr, false);
+  DI_INPUT_CHECK(root.is_object(), "{}: not a JSON object", file.string());
+  const std::string source = fmt::format("{} at --num-layers {}", file.string(), num_layers);
+  if (root.value("model_type", "") == "deepseek_v41") {
+    DI_INPUT_CHECK(dummy, "--num-layers renumbers DeepSeek-V4.1's layers: use it with --load-format dummy");
+    root = v41_at_depth(std::move(root), num_layers, file.string());
+  } else {
+    const int64_t layers = root.value("num_hidden_layers", int64_t{0});
+    DI_INPUT_CHECK(num_layers <= layers, "--num-layers {}: {} has {} layers", num_layers, file.string(), layers);
+    root["num_hidden_layers"] = num_layers;
+  }
+  return parse_model_config(root.dump(), source);
+}
+
+}  // namespace
 
 LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted) {
   const std::filesystem::path path(options.model_path);
   DI_INPUT_CHECK(std::filesystem::exists(path), "--model '{}' does not exist", path.string());
   LoadedModel loaded;
   loaded.device = parse_device(options.device);
-  loaded.config = load_model_config(path);
+  LoadFormat format = parse_load_format(options.load_format);
+  if (format == LoadFormat::kAuto) format = std::filesystem::is_directory(path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
+  loaded.config = options.num_layers > 0 ? config_at_depth(path, options.num_layers, format == LoadFormat::kDummy)
+                                         : load_model_config(path);
   if (options.no_engram && !loaded.config.v41.engram_layer_ids.empty()) {
     spdlog::warn("--no-engram: running DeepSeek-V4.1 without its {} engram layers", loaded.config.v41.engram_layer_ids.size());
     loaded.config.v41.engram_layer_ids.clear();
@@ -19,8 +48,6 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
   DI_INPUT_CHECK(loaded.config.v41.engram_layer_ids.empty(),
                  "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
                  loaded.config.v41.engram_layer_ids.size());
-  LoadFormat format = parse_load_format(options.load_format);
-  if (format == LoadFormat::kAuto) format = std::filesystem::is_directory(path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
   if (format == LoadFormat::kDummy && loaded.device == Device::kCuda) {
     // Generated on the GPU once the topology has picked it: no host copy of the weights.
     loaded.weights.dummy_seed = options.seed;

@@ -260,6 +260,66 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
   return specs;
 }
 
+nlohmann::json v41_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source) {
+  const V41TextConfig v = parse_v41_config(root, source);
+  const int64_t L = v.num_hidden_layers;
+  DI_INPUT_CHECK(num_layers >= 1 && num_layers <= L, "--num-layers {}: {} has {} decoder layers", num_layers, source,
+                 L);
+  const auto kv = [&](int64_t l) { return contains(v.kv_source_layer_ids, l); };
+  const auto index = [&](int64_t l) { return contains(v.index_source_layer_ids, l); };
+  const auto first = [&](auto&& wanted) {
+    for (int64_t l = 0; l < L; ++l)
+      if (wanted(l)) return l;
+    return int64_t{-1};
+  };
+  const int64_t cand = v.candidate_source_layer_id;
+  const std::vector<int64_t> ratio(v.compress_ratios.begin(), v.compress_ratios.begin() + L);
+  std::vector<int64_t> kept;
+  for (int64_t l : {cand, first([&](int64_t l) { return kv(l) && ratio[l] > 1; }),
+                    first([&](int64_t l) { return cand >= 0 && l > cand && index(l) && !kv(l); }),
+                    first([&](int64_t l) { return ratio[l] == 0; }),
+                    first([&](int64_t l) { return ratio[l] > 1 && !kv(l) && !index(l); }),
+                    first([&](int64_t l) { return ratio[l] == 1 && !kv(l) && !index(l); })})
+    if (l >= 0 && !contains(kept, l)) kept.push_back(l);
+  for (int64_t l = 0; l < L; ++l)
+    if (!contains(kept, l)) kept.push_back(l);
+  kept.resize(num_layers);
+  std::sort(kept.begin(), kept.end());
+  const auto renumber = [&](const std::vector<int64_t>& ids) {
+    std::vector<int64_t> out;
+    for (int64_t id : ids) {
+      const auto it = std::find(kept.begin(), kept.end(), id);
+      if (it != kept.end()) out.push_back(it - kept.begin());
+    }
+    return out;
+  };
+  nlohmann::json& t = root["text_config"];
+  t["num_hidden_layers"] = num_layers;
+  std::vector<int64_t> ratios;
+  for (int64_t l : kept) ratios.push_back(ratio[l]);
+  ratios.insert(ratios.end(), v.compress_ratios.begin() + L, v.compress_ratios.end());  // the draft layers'
+  t["compress_ratios"] = ratios;
+  t["kv_source_layer_ids"] = renumber(v.kv_source_layer_ids);
+  t["index_source_layer_ids"] = renumber(v.index_source_layer_ids);
+  const std::vector<int64_t> candidate = renumber({cand});
+  t["candidate_source_layer_id"] = candidate.empty() ? -1 : candidate[0];
+  if (t.contains("engram_layer_ids")) {  // the kept engram layers, with their table sizes
+    std::vector<int64_t> ids, sizes;
+    const auto all_sizes = t.value("engram_num_embeddings", std::vector<int64_t>{});
+    for (size_t e = 0; e < v.engram_layer_ids.size(); ++e) {
+      const std::vector<int64_t> id = renumber({v.engram_layer_ids[e]});
+      if (id.empty()) continue;
+      ids.push_back(id[0]);
+      if (e < all_sizes.size()) sizes.push_back(all_sizes[e]);
+    }
+    t["engram_layer_ids"] = ids;
+    if (t.contains("engram_num_embeddings")) t["engram_num_embeddings"] = sizes;
+  }
+  if (t.contains("dspark_target_layer_ids"))
+    t["dspark_target_layer_ids"] = renumber(t["dspark_target_layer_ids"].get<std::vector<int64_t>>());
+  return root;
+}
+
 ModelConfig v41_rope_config(const V41TextConfig& v, bool compress) {
   ModelConfig c;
   c.qk_rope_head_dim = v.qk_rope_head_dim;

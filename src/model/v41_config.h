@@ -61,6 +61,14 @@ struct TensorSpec;
 // checkpoint's tensors under their own bare names (embed, layers.N.attn.*, layers.N.ffn.experts.E.w1, head).
 void parse_deepseek_v41(const ConfigReader& root, ModelConfig& config);
 std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& config);
+// The configuration `root` (a deepseek_v41 config.json) at `num_layers` of its layers, for runs of the public
+// width on one GPU: the layers that carry a mechanism are kept first — the candidate source, the first pooled KV
+// source, the first index source after the candidate source that reads another layer's keys, a window-only
+// layer, a pooled layer that is no source, a ratio-1 layer that is no source — then the others in order, until
+// num_layers; the kept layers keep their order and are renumbered, and every per-layer list (compress ratios, KV,
+// index and engram layers, DSpark targets) follows. The result parses as any config.json (the same checks).
+nlohmann::json v41_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source);
+
 // The two RoPE tables of V4.1, as the configuration a RotaryTable is built from: `main` (plain, rope_theta; the
 // window-only layers) and `compress` (compress_rope_theta, YaRN from rope_scaling without its attention factor;
 // the layers with a compress ratio, their compressed entries and indexer).

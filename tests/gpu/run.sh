@@ -55,12 +55,20 @@ for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
   grep -E "relative error|Error|error" /tmp/fw.log | tee -a "$out/e2e.log"
 done
 echo "== generate: CUDA vs CPU (V3, V2, V4.1 fp32 and FP8/FP4 fixtures)"
+# The example prompts with their ids folded into the V4.1 fixtures' vocabulary of 256.
+$py -c "
+import json, sys
+for line in open('launch/examples/prompts.jsonl'):
+    r = json.loads(line); r['prompt_token_ids'] = [t % 256 for t in r['prompt_token_ids']]; print(json.dumps(r))
+" > /tmp/prompts-256.jsonl
 for f in tiny-v3-bf16 tiny-v2-bf16 tiny-v41 tiny-v41-fp8; do
-  $di generate --model tests/fixtures/$f --device cpu --input launch/examples/prompts.jsonl --output /tmp/cpu-$f.jsonl > /dev/null 2>&1 || status=1
-  $di generate --model tests/fixtures/$f --device cuda --input launch/examples/prompts.jsonl --output /tmp/cuda-$f.jsonl 2>&1 | grep -E "tok/s" | tee -a "$out/e2e.log"
+  prompts=launch/examples/prompts.jsonl
+  [[ $f == tiny-v41* ]] && prompts=/tmp/prompts-256.jsonl
+  $di generate --model tests/fixtures/$f --device cpu --input $prompts --output /tmp/cpu-$f.jsonl > /dev/null 2>&1 || status=1
+  $di generate --model tests/fixtures/$f --device cuda --input $prompts --output /tmp/cuda-$f.jsonl 2>&1 | grep -E "tok/s|error" | tee -a "$out/e2e.log"
   $py tests/gpu/compare_generate.py /tmp/cpu-$f.jsonl /tmp/cuda-$f.jsonl "$f 1 rank cuda vs cpu" | tee -a "$out/e2e.log" || status=1
   mpirun -np 4 --oversubscribe $di generate --model tests/fixtures/$f --device cuda --deploy configs/deploy/2p2d.toml \
-    --input launch/examples/prompts.jsonl --output /tmp/cuda2p2d-$f.jsonl > "$out/2p2d-$f.log" 2>&1 || status=1
+    --input $prompts --output /tmp/cuda2p2d-$f.jsonl > "$out/2p2d-$f.log" 2>&1 || status=1
   $py tests/gpu/compare_generate.py /tmp/cpu-$f.jsonl /tmp/cuda2p2d-$f.jsonl "$f 2p2d cuda (one GPU, MPI transport) vs cpu" | tee -a "$out/e2e.log" || status=1
   $py tests/gpu/compare_generate.py /tmp/cuda-$f.jsonl /tmp/cuda2p2d-$f.jsonl "$f 2p2d cuda vs 1 rank cuda" | tee -a "$out/e2e.log" || status=1
 done

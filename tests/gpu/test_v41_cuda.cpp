@@ -90,8 +90,9 @@ Tensor token_by_token(const CausalLm& model, const std::vector<int32_t>& prompt)
 }
 
 std::vector<std::vector<int32_t>> fixture_prompts() {
+  const nlohmann::json reference = testing::fixture_reference("tiny-v41");
   std::vector<std::vector<int32_t>> prompts;
-  for (const auto& p : testing::fixture_reference("tiny-v41").at("prompts")) prompts.push_back(p.get<std::vector<int32_t>>());
+  for (const auto& p : reference.at("prompts")) prompts.push_back(p.get<std::vector<int32_t>>());
   return prompts;
 }
 

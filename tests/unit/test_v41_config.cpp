@@ -46,6 +46,27 @@ TEST(V41Config, ReadsThePublicConfig) {
   EXPECT_EQ(c.quantization.expert_dtype, "fp4");
 }
 
+// --num-layers: the public configuration at reduced depth keeps a layer of every kind, renumbered in order.
+TEST(V41Config, ReducedDepthKeepsEveryMechanism) {
+  const V41TextConfig four = parse_v41_config(v41_at_depth(public_v41(), 4, "flash"), "flash at 4");
+  // Kept: 2 (pooled KV + index source), 20 (the candidate source), 24 (index source reading 20's keys), 0 (window).
+  EXPECT_EQ(four.num_hidden_layers, 4);
+  EXPECT_EQ(four.compress_ratios, (std::vector<int64_t>{0, 2, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(four.kv_source_layer_ids, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(four.index_source_layer_ids, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(four.candidate_source_layer_id, 2);
+  EXPECT_TRUE(four.engram_layer_ids.empty());  // layers 1 and 14 not kept
+  const V41TextConfig six = parse_v41_config(v41_at_depth(public_v41(), 6, "flash"), "flash at 6");
+  // ... and 3 (pooled, no source), 21 (ratio 1, no source).
+  EXPECT_EQ(six.compress_ratios, (std::vector<int64_t>{0, 2, 2, 1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(six.candidate_source_layer_id, 3);
+  EXPECT_EQ(six.index_source_layer_ids, (std::vector<int64_t>{1, 3, 5}));
+  const V41TextConfig all = parse_v41_config(v41_at_depth(public_v41(), 40, "flash"), "flash at 40");
+  EXPECT_EQ(all.kv_source_layer_ids, (std::vector<int64_t>{2, 8, 14, 20}));
+  EXPECT_EQ(all.engram_layer_ids, (std::vector<int64_t>{1, 14}));
+  EXPECT_THROW(v41_at_depth(public_v41(), 41, "flash"), InputError);
+}
+
 TEST(V41Config, FillsAbsentSchedulesAsTransformersDoes) {
   nlohmann::json root = public_v41();
   auto& text = root["text_config"];
