@@ -54,6 +54,17 @@ for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
     > /tmp/fw.log 2>&1 || status=1
   grep -E "relative error|Error|error" /tmp/fw.log | tee -a "$out/e2e.log"
 done
+echo "== V4.1: forward --device cuda vs --device cpu through the CLI, the fixtures' longest prompt (the bounds: gpu_tests CudaV41.*)"
+toks=$($py -c "import json; print(','.join(map(str, json.load(open('tests/fixtures/tiny-v41/reference.json'))['prompts'][3])))")
+for f in tiny-v41 tiny-v41-fp8; do
+  $di forward --model tests/fixtures/$f --device cpu --tokens $toks --output /tmp/fw-cpu.h5 > /dev/null 2>&1 || status=1
+  $di forward --model tests/fixtures/$f --device cuda --tokens $toks --output /tmp/fw-cuda.h5 > /dev/null 2>&1 || status=1
+  $py -c "
+import h5py, numpy as np
+a = h5py.File('/tmp/fw-cpu.h5')['logits'][()].astype(np.float64); b = h5py.File('/tmp/fw-cuda.h5')['logits'][()]
+print(f'$f forward cuda vs cpu: {a.shape[0]} positions, relative error {np.linalg.norm(b - a) / np.linalg.norm(a):.3e}, '
+      f'argmax agreement {100 * np.mean(a.argmax(1) == b.argmax(1)):.1f}%')" | tee -a "$out/e2e.log" || status=1
+done
 echo "== generate: CUDA vs CPU (V3, V2, V4.1 fp32 and FP8/FP4 fixtures)"
 # The example prompts with their ids folded into the V4.1 fixtures' vocabulary of 256.
 $py -c "

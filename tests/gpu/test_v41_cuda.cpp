@@ -1,15 +1,26 @@
 // The CUDA V4.1 model (bf16) against the CPU reference (fp32) on the V4.1 fixtures — tests/fixtures/tiny-v41
 // (every mechanism in small) with its fp32 weights and tests/fixtures/tiny-v41-fp8 (FP8 projections, FP4 experts,
-// dequantised on load) — one-shot prefill of every prompt, token-by-token decode through the cache, several
-// sequences in one batch, and the seeded dummy weights generated on the GPU. The bound: the error the CPU
-// reference itself shows when only its weights are rounded to bf16 (measured here, on the same prompts), times
-// kYardstickFactor (the GPU also rounds activations), plus kBoundFloor. Skipped without a GPU.
+// dequantised on load) — one-shot prefill of every prompt and token-by-token decode through the cache.
+// The model is discontinuous where the reference quantises in the forward (K=V to FP8, the compressed entries,
+// indexer keys and queries to FP4) and where it selects (the routing, the indexer's top-k): a perturbation at
+// the last bit moves a value across a rounding boundary or a choice across a tie, and the logits by tens of
+// percent. The CPU reference shows it itself: with only its weights rounded to bf16 (fp32 compute), the fp32
+// fixture's logits move by 0.18 at the first position and ~0.37 on average. So
+//  - the fixtures are held, on average over their prompts, to kYardstickFactor x that yardstick (measured here on
+//    the same prompts) + kBoundFloor, as the V2/V3 GPU run is held to transformers' own bf16 error;
+//  - on the FP8/FP4 fixture, whose weights bf16 holds exactly and which is calm at most positions, with every
+//    compressed entry selected (no indexer choice left), most positions must agree to kCalmBound: a wrong op
+//    would move every position, a flip moves a few;
+//  - sequences batched together are checked the same way; the GPU's own dummy weights against the yardstick.
+// Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+
+#include <fmt/format.h>
 
 #include "src/core/device.h"
 #include "src/model/architectures.h"
@@ -21,8 +32,18 @@
 namespace deepinfer {
 namespace {
 
-constexpr double kYardstickFactor = 3.0;
+constexpr double kYardstickFactor = 1.5;
 constexpr double kBoundFloor = 5e-3;
+constexpr double kCalmBound = 1e-2;      // a calm position: bf16 activations against fp32, no flip
+constexpr double kCalmShare = 0.75;      // of the positions at least this share is calm
+
+// The fixture's configuration with every compressed entry selected (top-k and candidate blocks above the
+// prompts' 100 entries): nothing discrete left but the routing and the FP4/FP8 rounding.
+ModelConfig all_selected(ModelConfig config) {
+  config.v41.index_topk = 128;
+  config.v41.candidate_topk_blocks = 64;
+  return config;
+}
 
 double relative_error(const Tensor& got, const Tensor& want) {
   double diff = 0.0, norm = 0.0;
@@ -50,10 +71,17 @@ WeightStore load_weights(const ModelConfig& config, const std::filesystem::path&
   return WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
 }
 
-// The same weights rounded to bf16 (what the GPU holds).
+// The tensors the CUDA model keeps in fp32: the hyper-connections' bases and scales, the sinks, the routers' bias.
+bool kept_fp32(const std::string& name) {
+  for (const char* end : {"_base", "_scale", "attn_sink", "gate.bias"})
+    if (name.ends_with(end)) return true;
+  return false;
+}
+
+// The same weights as the GPU holds them: rounded to bf16, but for those it keeps in fp32.
 WeightStore round_to_bf16(const ModelConfig& config, WeightStore weights) {
   for (const TensorSpec& spec : find_architecture(config.model_type)->tensor_specs(config)) {
-    if (weights.data_or_null(spec.name) == nullptr) continue;
+    if (weights.data_or_null(spec.name) == nullptr || kept_fp32(spec.name)) continue;
     Tensor t = weights.take(spec.name);
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = bf16_to_float(float_to_bf16(t.data<float>()[i]));
     weights.set(spec.name, std::move(t));
@@ -127,6 +155,50 @@ void expect_gpu_matches_cpu(const std::string& fixture) {
   EXPECT_LT(sum_decode / n, bound) << fixture << ": token-by-token decode";
 }
 
+// Each position's relative error.
+std::vector<double> by_position(const Tensor& got, const Tensor& want) {
+  const int64_t V = want.shape()[1];
+  std::vector<double> errors;
+  for (int64_t p = 0; p < want.shape()[0]; ++p) {
+    Tensor a = Tensor::zeros({1, V}), b = Tensor::zeros({1, V});
+    std::copy_n(got.data<float>() + p * V, V, a.data<float>());
+    std::copy_n(want.data<float>() + p * V, V, b.data<float>());
+    errors.push_back(relative_error(a, b));
+  }
+  return errors;
+}
+
+// The share of positions within kCalmBound, and the median error; printed.
+void expect_mostly_calm(const std::vector<double>& errors, const std::string& what) {
+  std::vector<double> sorted = errors;
+  std::sort(sorted.begin(), sorted.end());
+  const double calm = static_cast<double>(std::count_if(errors.begin(), errors.end(),
+                                                         [](double e) { return e < kCalmBound; })) /
+                      static_cast<double>(errors.size());
+  std::printf("[ V4.1 GPU ] %s: %zu positions, median relative error %.2e, %.0f%% within %.0e, worst %.2e\n",
+              what.c_str(), errors.size(), sorted[sorted.size() / 2], 100.0 * calm, kCalmBound, sorted.back());
+  EXPECT_GE(calm, kCalmShare) << what;
+}
+
+// The FP8/FP4 fixture with every compressed entry selected, GPU against the CPU: each prompt one-shot and token by
+// token, every position.
+TEST(CudaV41, MostPositionsMatchTheCpuWhereNoIndexerChoiceIsLeft) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const auto dir = testing::fixture_dir("tiny-v41-fp8");
+  const ModelConfig config = all_selected(load_model_config(dir));
+  const WeightStore weights = load_weights(config, dir);
+  const CudaV41Model gpu(config, HostWeightSource(weights), 0);
+  const DeepseekV41Model cpu(config, load_weights(config, dir));
+  std::vector<double> one_shot_errors, decode_errors;
+  for (const std::vector<int32_t>& prompt : fixture_prompts()) {
+    const Tensor want = one_shot(cpu, prompt);
+    for (double e : by_position(one_shot(gpu, prompt), want)) one_shot_errors.push_back(e);
+    for (double e : by_position(token_by_token(gpu, prompt), want)) decode_errors.push_back(e);
+  }
+  expect_mostly_calm(one_shot_errors, "tiny-v41-fp8, every entry selected, one-shot");
+  expect_mostly_calm(decode_errors, "tiny-v41-fp8, every entry selected, token by token");
+}
+
 TEST(CudaV41, Fp32FixtureMatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   expect_gpu_matches_cpu("tiny-v41");
@@ -138,11 +210,12 @@ TEST(CudaV41, Fp8Fp4FixtureMatchesTheCpuReference) {
 }
 
 // Several sequences of different lengths in one step (chunked prefill of two, a decode row, a fresh prompt): each
-// sequence's logits as when it runs alone (the same kernels per row; GEMM paths may differ with the row count).
+// sequence's logits as when it runs alone (the same kernels per row; GEMM paths may differ with the row count),
+// on the FP8/FP4 fixture with every entry selected.
 TEST(CudaV41, SequencesInOneBatchDoNotMix) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const auto dir = testing::fixture_dir("tiny-v41");
-  const ModelConfig config = load_model_config(dir);
+  const auto dir = testing::fixture_dir("tiny-v41-fp8");
+  const ModelConfig config = all_selected(load_model_config(dir));
   const WeightStore weights = load_weights(config, dir);
   const CudaV41Model gpu(config, HostWeightSource(weights), 0);
   const auto prompts = fixture_prompts();
@@ -170,6 +243,7 @@ TEST(CudaV41, SequencesInOneBatchDoNotMix) {
   const Tensor together = gpu.forward(second, *cache);
   const int64_t V = config.vocab_size;
   int64_t row = 0;
+  std::vector<double> errors;
   for (int s : {0, 1, 2, 3}) {
     const Tensor alone = one_shot(gpu, std::vector<int32_t>(prompts[s].begin(), s == 3 ? prompts[s].begin() + 1
                                                                                        : prompts[s].end()));
@@ -178,23 +252,27 @@ TEST(CudaV41, SequencesInOneBatchDoNotMix) {
     std::copy_n(together.data<float>() + row * V, rows * V, mine.data<float>());
     std::copy_n(alone.data<float>() + (alone.shape()[0] - rows) * V, rows * V, theirs.data<float>());
     row += rows;
-    EXPECT_LT(relative_error(mine, theirs), 2e-2) << "sequence " << s;
+    for (double e : by_position(mine, theirs)) errors.push_back(e);
   }
+  expect_mostly_calm(errors, "tiny-v41-fp8, four sequences in one step against each alone");
 }
 
-// The dummy weights generated on the GPU are the CPU's dummy values rounded to bf16: the two models agree as on
-// the checkpoint.
+// The dummy weights generated on the GPU: the CPU's dummy values (generated on the host, then rounded) within the
+// yardstick of the same model, as the checkpoints are.
 TEST(CudaV41, DummyWeightsMatchTheCpuModel) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const auto dir = testing::fixture_dir("tiny-v41");
   const ModelConfig config = load_model_config(dir);
   const CudaV41Model gpu(config, DummyWeightSource(11, nullptr), 0);
   const DeepseekV41Model cpu(config, WeightStore::load(config, dir, LoadFormat::kDummy, 11));
-  const auto prompts = fixture_prompts();
-  const double err = relative_error(one_shot(gpu, prompts[2]), one_shot(cpu, prompts[2]));
-  std::printf("[ V4.1 GPU ] dummy weights (seed 11), %zu tokens: relative error %.3e vs the CPU\n", prompts[2].size(),
-              err);
-  EXPECT_LT(err, 5e-2);
+  const DeepseekV41Model cpu_bf16(config, round_to_bf16(config, WeightStore::load(config, dir, LoadFormat::kDummy, 11)));
+  const std::vector<int32_t> prompt = fixture_prompts()[2];
+  const Tensor want = one_shot(cpu, prompt);
+  const double err = relative_error(one_shot(gpu, prompt), want);
+  const double yard = relative_error(one_shot(cpu_bf16, prompt), want);
+  std::printf("[ V4.1 GPU ] dummy weights (seed 11), %zu tokens: relative error %.3e vs the CPU; the CPU with bf16 "
+              "weights %.3e\n", prompt.size(), err, yard);
+  EXPECT_LT(err, kYardstickFactor * yard + kBoundFloor);
 }
 
 }  // namespace
