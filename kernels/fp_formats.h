@@ -66,4 +66,24 @@ DEEPINFER_HOST_DEVICE inline float fp4_dequantised(float x, float scale) {
   return round_e2m1(v < -6.0f ? -6.0f : v > 6.0f ? 6.0f : v) * scale;
 }
 
+// FP4 weights as DeepSeek-V4's checkpoints store routed experts: e2m1 codes, two a byte (the even value in the low
+// nibble), with a ue8m0 scale byte (2^(byte - 127)) for each 32 consecutive values of a row.
+// The 4-bit code of x in [-6, 6]: the sign in bit 3, then the index of round_e2m1(|x|) on the grid.
+DEEPINFER_HOST_DEVICE inline uint32_t e2m1_code(float x) {
+  const float m = fabsf(x);
+  const uint32_t index = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
+  return (x < 0.0f && index != 0 ? 8u : 0u) | index;
+}
+// The value of a code: index e m (2 exponent bits, 1 mantissa bit) is m / 2 for e = 0, (1 + m / 2) 2^(e - 1) else.
+DEEPINFER_HOST_DEVICE inline float e2m1_value(uint32_t code) {
+  const uint32_t e = (code >> 1) & 3u, m = code & 1u;
+  const float magnitude = e == 0 ? 0.5f * static_cast<float>(m) : ldexpf(1.0f + 0.5f * static_cast<float>(m), static_cast<int>(e) - 1);
+  return code & 8u ? -magnitude : magnitude;
+}
+// A block's ue8m0 scale byte, from its largest magnitude (the power of two fp4_block_scale picks), and its value.
+DEEPINFER_HOST_DEVICE inline uint8_t ue8m0_scale_byte(float amax) {
+  return static_cast<uint8_t>(ilogbf(fp4_block_scale(amax, false)) + 127);
+}
+DEEPINFER_HOST_DEVICE inline float ue8m0_value(uint32_t byte) { return ldexpf(1.0f, static_cast<int>(byte) - 127); }
+
 }  // namespace deepinfer

@@ -4,10 +4,12 @@
 #include <numeric>
 #include <tuple>
 
+#include "kernels/cpu/fp4_weights.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
 #include "kernels/cuda/gemm.cuh"
+#include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
@@ -244,6 +246,91 @@ void moe_gemv(OpRun& r) {
   r.close("routed sums", to_float(out.to_host()), want);
 }
 
+// FP4 rows: random bf16 values (a block in eight tiny, one a row zero) quantised on the device and on the CPU —
+// the same codes and scales bit for bit — and dequantised back, also bit for bit; values that are FP4 already
+// quantise back to themselves.
+void fp4_rows(OpRun& r) {
+  const int64_t rows = r["rows"], cols = r["cols"];
+  std::vector<float> x_f;
+  std::vector<Bf16> bits = r.random_bf16(rows * cols, x_f);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    const int64_t block = i / 32;
+    const float v = block % 8 == 3 ? std::ldexp(x_f[i], -30) : block == 5 ? 0.0f : x_f[i];
+    bits[i] = float_to_bf16(v);
+    x_f[i] = bf16_to_float(bits[i]);
+  }
+  auto x = DeviceArray<Bf16>::from_host(bits);
+  DeviceArray<uint8_t> codes(rows * cols / 2), scales(rows * cols / 32);
+  DeviceArray<Bf16> back(rows * cols), again(rows * cols);
+  codes.poison();
+  scales.poison();
+  back.poison();
+  cuda::quantize_fp4_rows(bf(x), rows, cols, codes.data(), scales.data(), nullptr);
+  cuda::dequantize_fp4_rows(codes.data(), scales.data(), rows, cols, bf(back), nullptr);
+  DeviceArray<uint8_t> codes2(rows * cols / 2), scales2(rows * cols / 32);
+  cuda::quantize_fp4_rows(bf(back), rows, cols, codes2.data(), scales2.data(), nullptr);
+  cuda::dequantize_fp4_rows(codes2.data(), scales2.data(), rows, cols, bf(again), nullptr);
+  sync();
+  std::vector<uint8_t> want_codes(rows * cols / 2), want_scales(rows * cols / 32);
+  std::vector<float> want_back(rows * cols);
+  cpu::quantize_fp4_rows(x_f.data(), rows, cols, want_codes.data(), want_scales.data());
+  cpu::dequantize_fp4_rows(want_codes.data(), want_scales.data(), rows, cols, want_back.data());
+  r.exact("codes", codes.to_host(), want_codes);
+  r.exact("scales", scales.to_host(), want_scales);
+  r.exact("dequantised", to_float(back.to_host()), want_back);
+  r.exact("FP4 values quantised again", again.to_host(), back.to_host());
+}
+
+// FP4 routed experts for a few tokens against the CPU's experts on the dequantised weights: ids past the experts
+// (entries served on another rank) included, the clamp on and off; the V4.1-Flash hidden size and one that is no
+// multiple of a warp's step.
+void moe_gemv_fp4(OpRun& r) {
+  const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"], inter = r["inter"], experts = 12;
+  std::vector<float> x_f, gu_f, down_f, base_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, x_f));
+  std::vector<float> gu_raw, down_raw;
+  r.random_bf16(experts * 2 * inter * hidden, gu_raw, 0.06f);
+  r.random_bf16(experts * hidden * inter, down_raw, 0.08f);
+  std::vector<uint8_t> gu_codes(gu_raw.size() / 2), gu_scales(gu_raw.size() / 32), d_codes(down_raw.size() / 2),
+      d_scales(down_raw.size() / 32);
+  cpu::quantize_fp4_rows(gu_raw.data(), experts * 2 * inter, hidden, gu_codes.data(), gu_scales.data());
+  cpu::quantize_fp4_rows(down_raw.data(), experts * hidden, inter, d_codes.data(), d_scales.data());
+  gu_f.resize(gu_raw.size());
+  down_f.resize(down_raw.size());
+  cpu::dequantize_fp4_rows(gu_codes.data(), gu_scales.data(), experts * 2 * inter, hidden, gu_f.data());
+  cpu::dequantize_fp4_rows(d_codes.data(), d_scales.data(), experts * hidden, inter, down_f.data());
+  auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, base_f));
+  std::vector<int32_t> ids(tokens * top_k);
+  std::vector<float> weights(tokens * top_k);
+  for (int64_t i = 0; i < tokens * top_k; ++i) {
+    ids[i] = static_cast<int32_t>(i % 5 == 4 ? experts : (i * 7 + 3) % experts);  // every fifth: another rank's
+    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  auto dgc = DeviceArray<uint8_t>::from_host(gu_codes), dgs = DeviceArray<uint8_t>::from_host(gu_scales);
+  auto ddc = DeviceArray<uint8_t>::from_host(d_codes), dds = DeviceArray<uint8_t>::from_host(d_scales);
+  DeviceArray<Bf16> act(tokens * top_k * inter);
+  act.poison();
+  ASSERT_TRUE(cuda::moe_gemv_fp4_supports(hidden, inter, top_k));
+  cuda::moe_gemv_gate_up_fp4(bf(x), d_ids.data(), tokens, top_k, experts, hidden, inter, {dgc.data(), dgs.data()},
+                             swiglu_limit(r), bf(act), nullptr);
+  cuda::moe_gemv_down_fp4(bf(act), d_ids.data(), d_w.data(), tokens, top_k, experts, hidden, inter,
+                          {ddc.data(), dds.data()}, bf(out), nullptr);
+  sync();
+  std::vector<int32_t> kept_ids;
+  std::vector<float> kept_w;
+  std::vector<float> want = base_f;
+  for (int64_t t = 0; t < tokens; ++t)  // the CPU's experts over this rank's pairs only
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int32_t e = ids[t * top_k + k];
+      if (e >= experts) continue;
+      cpu::moe_experts(x_f.data() + t * hidden, &e, &weights[t * top_k + k], 1, 1, hidden, inter, gu_f.data(),
+                       down_f.data(), swiglu_limit(r), want.data() + t * hidden);
+    }
+  r.close("routed sums", to_float(out.to_host()), want);
+}
+
 // Route, the grouped expert kernels, unpermute (the decode path above 64 pairs). Expert 0 is chosen by every
 // token (more rows than one 64-row pass when tokens > 64), experts from `used` on by none. Twice on the same sync
 // words: the first launch must leave them as the second needs them (zero), and the items' order among blocks
@@ -350,6 +437,14 @@ void add_moe_rows(OpTable& t) {
       t.add("moe_gemv", "bf16",
             {{"tokens", tokens}, {"top_k", top_k}, {"hidden", 256}, {"inter", 136}, {"limit_milli", limit}}, kBf16,
             moe_gemv);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 5120}, {64, 2304}, {3, 32}})
+    t.add("fp4_rows", "u8", {{"rows", rows}, {"cols", cols}}, kExact, fp4_rows);
+  for (auto [tokens, top_k, hidden, inter] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 6, 5120, 256},
+                                              {3, 6, 320, 96}, {40, 6, 64, 32}, {2, 5, 512, 2304}})
+    for (int64_t limit : {0, 500})
+      t.add("moe_gemv_fp4", "bf16",
+            {{"tokens", tokens}, {"top_k", top_k}, {"hidden", hidden}, {"inter", inter}, {"limit_milli", limit}},
+            kBf16, moe_gemv_fp4);
   // Shapes off the kernels' tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8) with fewer items than blocks;
   // and several items a block (63 passes), so the pipeline runs from item to item inside a block.
   for (int64_t limit : {0, 500})

@@ -1,8 +1,11 @@
 #include "src/model/cuda/cuda_moe.h"
 
+#include <algorithm>
+
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
+#include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/router.cuh"
@@ -109,6 +112,18 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   const int64_t n = rows * K;
   const Bf16* gate_up_w = experts_.gate_up(moe_layer);
   const Bf16* down_w = experts_.down(moe_layer);
+  const bool fp4 = experts_.format() == CudaExpertStore::Format::kFp4;
+  if (fp4 && (experts_stay_on_device(n) || num_ids != E)) {
+    // FP4 experts at decode (and with entries served elsewhere): matrix-vector kernels for every batch, each pair
+    // streaming its expert's FP4 rows (no bf16 copy of the experts exists for the grouped kernel to read).
+    auto* act = scratch.alloc<Bf16>(n * I);
+    cuda::moe_gemv_gate_up_fp4(x, ids, rows, K, E, H, I, experts_.gate_up_fp4(moe_layer), swiglu_limit_, act,
+                               nullptr);
+    wait_for(out_ready);
+    cuda::moe_gemv_down_fp4(act, ids, weights, rows, K, E, H, I, experts_.down_fp4(moe_layer), out, nullptr);
+    profiler_.mark("moe:experts (fp4 gemv)");
+    return false;
+  }
   if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n)) {
     // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
     auto* act = scratch.alloc<Bf16>(n * I);
@@ -171,11 +186,15 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     auto* x_pad = scratch.alloc<Bf16>(m * H);
     cuda::moe_pad_rows(x_perm, offsets, device_copy(scratch, padded_offsets), E, n, H, x_pad, row_of, nullptr);
     void** pointers = scratch.alloc<void*>(2 * 3 * chunk_expert.size());
-    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad, gate_up_w, gate_up, chunk_expert,
-                                            kExpertChunk, 2 * I, H, pointers));
-    cuda::silu_mul(gate_up, act, m, I, swiglu_limit_, nullptr);
-    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act, down_w, y_perm, chunk_expert, kExpertChunk, H,
-                                            I, pointers + 3 * chunk_expert.size()));
+    if (fp4) {
+      chunked_fp4_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, pointers, scratch);
+    } else {
+      DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad, gate_up_w, gate_up, chunk_expert,
+                                              kExpertChunk, 2 * I, H, pointers));
+      cuda::silu_mul(gate_up, act, m, I, swiglu_limit_, nullptr);
+      DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act, down_w, y_perm, chunk_expert, kExpertChunk, H,
+                                              I, pointers + 3 * chunk_expert.size()));
+    }
   } else {
     void** pointers = scratch.alloc<void*>(2 * 3 * E);  // one set per grouped GEMM (the copies are asynchronous)
     DI_CUBLAS_CHECK(cuda::grouped_gemm_bf16(cublas_.get(), x_perm, gate_up_w, gate_up, host_offsets.data(), E,
@@ -191,6 +210,34 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
   profiler_.mark("moe:unpermute");
   return false;
+}
+
+void CudaMoe::chunked_fp4_experts(int64_t moe_layer, const Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
+                                  Bf16* gate_up, Bf16* act, Bf16* y_perm, void** pointers,
+                                  ScratchPool& scratch) const {
+  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = config_.n_routed_experts;
+  const auto chunks = static_cast<int64_t>(chunk_expert.size());
+  // kDequantExperts experts at a time dequantised to bf16, then the GEMMs of their chunks (contiguous: the chunks
+  // are in expert order).
+  auto* w_gate_up = scratch.alloc<Bf16>(kDequantExperts * 2 * I * H);
+  auto* w_down = scratch.alloc<Bf16>(kDequantExperts * H * I);
+  int64_t c0 = 0;
+  for (int64_t e0 = 0; e0 < E && c0 < chunks; e0 += kDequantExperts) {
+    const int64_t e1 = std::min(E, e0 + kDequantExperts);
+    int64_t c1 = c0;
+    while (c1 < chunks && chunk_expert[c1] < e1) ++c1;
+    if (c1 == c0) continue;
+    std::vector<int32_t> local(chunk_expert.begin() + c0, chunk_expert.begin() + c1);
+    for (int32_t& e : local) e -= static_cast<int32_t>(e0);
+    experts_.dequantize(moe_layer, e0, e1 - e0, w_gate_up, w_down);
+    const int64_t row0 = c0 * kExpertChunk, rows = (c1 - c0) * kExpertChunk;
+    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad + row0 * H, w_gate_up, gate_up + row0 * 2 * I, local,
+                                            kExpertChunk, 2 * I, H, pointers + 3 * c0));
+    cuda::silu_mul(gate_up + row0 * 2 * I, act + row0 * I, rows, I, swiglu_limit_, nullptr);
+    DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act + row0 * I, w_down, y_perm + row0 * H, local,
+                                            kExpertChunk, H, I, pointers + 3 * (chunks + c0)));
+    c0 = c1;
+  }
 }
 
 }  // namespace deepinfer

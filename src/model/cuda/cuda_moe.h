@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "src/core/device_array.h"
 #include "src/model/cuda/cuda_expert_store.h"
@@ -46,6 +47,8 @@ class CudaMoe {
   // chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
   static constexpr int64_t kGroupedMaxPairs = 4096;
   static constexpr int64_t kExpertChunk = 256;
+  // FP4 experts at prefill: this many are dequantised to bf16 at a time for the chunked GEMMs.
+  static constexpr int64_t kDequantExperts = 16;
 
   // `config`, `experts` and `profiler` are the model's and outlive this block.
   CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sms, StepProfiler& profiler);
@@ -66,6 +69,10 @@ class CudaMoe {
   bool routed_experts(int64_t moe_layer, const __nv_bfloat16* x, const int32_t* ids, const float* weights,
                       int64_t rows, int64_t num_ids, __nv_bfloat16* out, ScratchPool& scratch,
                       cudaEvent_t out_ready = nullptr, const ResidualNorm* then = nullptr) const;
+  // The chunked GEMMs of FP4 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs.
+  void chunked_fp4_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
+                           __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
+                           ScratchPool& scratch) const;
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get()}; }
 
   const ModelConfig& config_;

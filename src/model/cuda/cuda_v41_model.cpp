@@ -8,6 +8,7 @@
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
+#include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
@@ -54,9 +55,16 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   main_inv_freq_ = DeviceArray<float>::from_host(main_rope.inv_freq());
   compress_inv_freq_ = DeviceArray<float>::from_host(compress_rope.inv_freq());
 
+  // The routed experts as the checkpoint stores them: FP4 where its quantization_config says so.
+  const bool fp4_experts = c.quantization.fp4_experts;
+  DI_INPUT_CHECK(!fp4_experts || cuda::moe_gemv_fp4_supports(H, c.moe_intermediate_size, c.num_experts_per_tok),
+                 "the CUDA FP4 experts hold hidden and moe_intermediate_size multiples of 32 within 48 KB rows; the "
+                 "model has {} and {}", H, c.moe_intermediate_size);
   experts_ = std::make_unique<CudaExpertStore>(
       ExpertStore::Dims{c.num_hidden_layers, c.n_routed_experts, H, c.moe_intermediate_size}, arena_, num_sms_,
-      static_cast<float>(c.swiglu_limit));
+      static_cast<float>(c.swiglu_limit),
+      fp4_experts ? CudaExpertStore::Format::kFp4 : CudaExpertStore::Format::kBf16);
+  const size_t before_layers = arena_.bytes_in_use();
   moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
   bool pooled_source = false, any_source = false;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -122,14 +130,21 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
     }
     layers_.push_back(std::move(layer));
   }
+  const size_t after_layers = arena_.bytes_in_use();
   embed_ = upload(weights, "embed.weight");
   final_norm_ = upload(weights, "norm.weight");
   head_ = upload(weights, "head.weight");
   // The CPU model's entry, so that caches move between the backends (KV handoff) unchanged.
   entry_dim_ = hd * (pooled_source ? 3 : any_source ? 2 : 1);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  spdlog::info("CUDA V4.1 model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30),
-               device_.id());
+  const double GiB = 1 << 30, layers = static_cast<double>(std::max<int64_t>(c.num_hidden_layers, 1));
+  spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {}; a layer: {:.3f} GiB of routed experts ({}, every slot), "
+               "{:.3f} GiB of bf16 attention, hyper-connection, router and shared-expert weights; embedding, norm "
+               "and head {:.3f} GiB", arena_.bytes_in_use() / GiB, device_.id(),
+               static_cast<double>(experts_->bytes_per_expert()) * c.n_routed_experts / GiB,
+               fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16",
+               static_cast<double>(after_layers - before_layers) / layers / GiB,
+               static_cast<double>(arena_.bytes_in_use() - after_layers) / GiB);
 }
 
 CudaV41Model::Bf16* CudaV41Model::upload(const DeviceWeightSource& weights, const std::string& name) {
