@@ -86,4 +86,28 @@ DEEPINFER_HOST_DEVICE inline uint8_t ue8m0_scale_byte(float amax) {
 }
 DEEPINFER_HOST_DEVICE inline float ue8m0_value(uint32_t byte) { return ldexpf(1.0f, static_cast<int>(byte) - 127); }
 
+// FP8 weights as DeepSeek-V4's checkpoints store projections: e4m3fn codes with a ue8m0 scale byte for each 32 x 32
+// block. The code of x in [-448, 448] (round_e4m3's value: sign, 4 exponent bits biased by 7, 3 mantissa bits;
+// exponent 0 the subnormals m 2^-9), and back.
+DEEPINFER_HOST_DEVICE inline uint32_t e4m3_code(float x) {
+  const float v = round_e4m3(x);
+  const float m = fabsf(v);
+  const uint32_t sign = v < 0.0f ? 0x80u : 0u;
+  if (m < ldexpf(1.0f, -6)) return sign | static_cast<uint32_t>(rintf(m * 512.0f));  // subnormal (or zero)
+  const int e = ilogbf(m);
+  const uint32_t mantissa = static_cast<uint32_t>(rintf((m / ldexpf(1.0f, e) - 1.0f) * 8.0f));
+  return sign | (static_cast<uint32_t>(e + 7) << 3) | mantissa;
+}
+DEEPINFER_HOST_DEVICE inline float e4m3_value(uint32_t code) {
+  const uint32_t e = (code >> 3) & 15u, m = code & 7u;
+  const float magnitude = e == 0 ? static_cast<float>(m) * ldexpf(1.0f, -9)
+                                 : ldexpf(1.0f + static_cast<float>(m) * 0.125f, static_cast<int>(e) - 7);
+  return code & 0x80u ? -magnitude : magnitude;
+}
+// A weight block's ue8m0 scale byte: the power of two that brings its largest magnitude within 448.
+DEEPINFER_HOST_DEVICE inline uint8_t fp8_weight_scale_byte(float amax) {
+  const float floor = 448.0f * ldexpf(1.0f, -126);
+  return static_cast<uint8_t>(ilogbf(pow2_ceil((amax > floor ? amax : floor) * static_cast<float>(1.0 / 448.0))) + 127);
+}
+
 }  // namespace deepinfer

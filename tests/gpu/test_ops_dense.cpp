@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <numeric>
 
+#include "kernels/cpu/fp8_weights.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
@@ -440,6 +442,68 @@ void sample_rows(OpRun& r) {
   EXPECT_GE(agree, rows * 995 / 1000) << agree << " of " << rows << " draws agree";
 }
 
+// FP8 weight blocks: random bf16 values over a wide range (a block of tiny ones, a zero block) quantised on the
+// device and on the CPU — the same codes and scales — dequantised back the same, and FP8 values quantised again
+// unchanged.
+void fp8_blocks(OpRun& r) {
+  const int64_t n = r["n"], k = r["k"];
+  std::vector<float> w_f;
+  std::vector<Bf16> bits = r.random_bf16(n * k, w_f);
+  for (int64_t i = 0; i < n * k; ++i) {
+    const int64_t block = (i / k / 32) * (k / 32) + (i % k) / 32;
+    const float v = block == 1 ? std::ldexp(w_f[i], -20) : block == 2 ? 0.0f : std::ldexp(w_f[i], static_cast<int>(block % 7) - 3);
+    bits[i] = float_to_bf16(v);
+    w_f[i] = bf16_to_float(bits[i]);
+  }
+  auto w = DeviceArray<Bf16>::from_host(bits);
+  DeviceArray<uint8_t> codes(n * k), scales(n / 32 * (k / 32)), codes2(n * k), scales2(n / 32 * (k / 32));
+  DeviceArray<Bf16> back(n * k), again(n * k);
+  codes.poison();
+  scales.poison();
+  back.poison();
+  cuda::quantize_fp8_blocks(bf(w), n, k, codes.data(), scales.data(), nullptr);
+  cuda::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, bf(back), nullptr);
+  cuda::quantize_fp8_blocks(bf(back), n, k, codes2.data(), scales2.data(), nullptr);
+  cuda::dequantize_fp8_blocks(codes2.data(), scales2.data(), n, k, bf(again), nullptr);
+  sync();
+  std::vector<uint8_t> want_codes(n * k), want_scales(n / 32 * (k / 32));
+  std::vector<float> want_back(n * k);
+  cpu::quantize_fp8_blocks(w_f.data(), n, k, want_codes.data(), want_scales.data());
+  cpu::dequantize_fp8_blocks(want_codes.data(), want_scales.data(), n, k, want_back.data());
+  r.exact("codes", codes.to_host(), want_codes);
+  r.exact("scales", scales.to_host(), want_scales);
+  r.exact("dequantised", to_float(back.to_host()), want_back);
+  r.exact("FP8 values quantised again", again.to_host(), back.to_host());
+}
+
+// The FP8 matrix-vector Linear against the CPU's Linear on the dequantised weight; rows `x_row` and `y_row` apart
+// (the grouped output projection reads its group's columns of the attention output).
+void linear_gemv_fp8(OpRun& r) {
+  const int64_t m = r["rows"], n = r["n"], k = r["k"], x_row = r["x_row"], y_row = r["y_row"];
+  const bool f32 = r["f32_out"] != 0;
+  std::vector<float> x_f, w_raw;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * x_row, x_f));
+  r.random_bf16(n * k, w_raw, 0.05f);
+  std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
+  std::vector<float> w_f(n * k);
+  cpu::quantize_fp8_blocks(w_raw.data(), n, k, codes.data(), scales.data());
+  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, w_f.data());
+  auto d_codes = DeviceArray<uint8_t>::from_host(codes), d_scales = DeviceArray<uint8_t>::from_host(scales);
+  DeviceArray<Bf16> y16(m * y_row);
+  DeviceArray<float> y32(m * y_row);
+  y16.poison();
+  y32.poison();
+  cuda::linear_gemv_fp8(bf(x), x_row, d_codes.data(), d_scales.data(), f32 ? static_cast<void*>(y32.data()) : bf(y16),
+                        y_row, f32, m, n, k, nullptr);
+  sync();
+  std::vector<float> x_rows(m * k), want(m * n), got(m * n);
+  for (int64_t t = 0; t < m; ++t) std::copy_n(x_f.data() + t * x_row, k, x_rows.data() + t * k);
+  cpu::linear(x_rows.data(), w_f.data(), nullptr, want.data(), m, n, k);
+  const std::vector<float> all = f32 ? y32.to_host() : to_float(y16.to_host());
+  for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
+  r.close("outputs", got, want);
+}
+
 }  // namespace
 
 void add_dense_rows(OpTable& t) {
@@ -452,6 +516,17 @@ void add_dense_rows(OpTable& t) {
     t.add("fill_dummy_f32", "f32", {{"tensor", tensor}}, 1e-6, [](OpRun& r) { fill_dummy(r, true); });
     t.add("fill_dummy_bf16", "bf16", {{"tensor", tensor}}, 4e-3, [](OpRun& r) { fill_dummy(r, false); });  // rounding
   }
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{96, 160}, {1280, 5120}})
+    t.add("fp8_blocks", "u8", {{"n", n}, {"k", k}}, kExact, fp8_blocks);
+  for (int64_t rows : {1, 3, 8})
+    for (int64_t f32 : {0, 1}) {
+      t.add("linear_gemv_fp8", f32 ? "f32" : "bf16",
+            {{"rows", rows}, {"n", 1024}, {"k", 5120}, {"x_row", 5120}, {"y_row", 1024}, {"f32_out", f32}},
+            f32 ? kF32 : kBf16, linear_gemv_fp8);
+      t.add("linear_gemv_fp8", f32 ? "f32" : "bf16",  // a group of the grouped output projection, and k = 64
+            {{"rows", rows}, {"n", 96}, {"k", 64}, {"x_row", 256}, {"y_row", 200}, {"f32_out", f32}},
+            f32 ? kF32 : kBf16, linear_gemv_fp8);
+    }
   for (int64_t width : {576, 1536})
     t.add("write_kv_entries", "bf16",
           {{"tokens", 70}, {"dim", 576}, {"src_stride", 600}, {"slots", 640}, {"cache_stride", width}}, kExact,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cuda/fake_quant.cuh"
+#include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/indexer.cuh"
 #include "kernels/cuda/kv_cache.cuh"
@@ -158,27 +159,33 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, 
                              Bf16* out) const {
   const V41TextConfig& v = config_.v41;
   const Layer& layer = layers_[l];
-  const int64_t T = plan.num_tokens, H = config_.hidden_size, heads = v.num_attention_heads, hd = v.head_dim;
-  const int64_t q_lora = v.q_lora_rank, width = q_lora + layer.entry, K = v.index_topk;
+  const int64_t T = plan.num_tokens, heads = v.num_attention_heads, hd = v.head_dim;
+  const int64_t q_lora = v.q_lora_rank, width = q_lora + hd, K = v.index_topk;
   const float eps = config_.rms_norm_eps;
   const bool compress = layer.ratio > 0;  // these layers rotate with the compress RoPE
 
-  // h -> [q residual | K=V | compressor kv | compressor gate] in one product; the parts after the query's are
-  // normalised, rotated and quantised in place, then cached as they stand.
+  // h -> [q residual | K=V] in one product; K=V normalised, rotated and quantised in place, then cached at the
+  // start of the layer's entries; on a KV source the compressor's inputs after it.
   auto* proj = scratch_.alloc<Bf16>(T * width);
   auto* q_residual = scratch_.alloc<Bf16>(T * q_lora);
   auto* q = scratch_.alloc<Bf16>(T * heads * hd);
-  linear(h, layer.in_proj, proj, false, T, width, H);
+  linear(h, layer.q_kv, proj, false, T);
   cuda::rms_norm(proj, width, layer.q_norm, q_residual, q_lora, T, q_lora, eps, nullptr);
-  linear(q_residual, layer.wq_b, q, false, T, heads * hd, q_lora);
+  linear(q_residual, layer.wq_b, q, false, T);
   rotate(q + hd - v.qk_rope_head_dim, T * heads, hd, plan.positions, heads, compress);
   Bf16* kv = proj + q_lora;
   cuda::rms_norm(kv, width, layer.kv_norm, kv, width, T, hd, eps, nullptr);
   rotate(kv + hd - v.qk_rope_head_dim, T, width, plan.positions, 1, compress);
   cuda::fake_quant_fp8(kv, T, hd, width, 32, nullptr);
-  if (layer.kv_source && layer.ratio == 1)  // at ratio 1 the compressor's input is cached normalised
-    cuda::rms_norm(kv + hd, width, layer.compressor_norm, kv + hd, width, T, hd, eps, nullptr);
-  cuda::write_kv_entries(kv, width, plan.new_slots, T, layer.entry, cache_layer, entry_dim_, nullptr);
+  cuda::write_kv_entries(kv, width, plan.new_slots, T, hd, cache_layer, entry_dim_, nullptr);
+  if (layer.kv_source) {
+    const int64_t parts = layer.compressor.n;  // [kv | gate] at ratio > 1, kv alone at ratio 1
+    auto* inputs = scratch_.alloc<Bf16>(T * parts);
+    linear(h, layer.compressor, inputs, false, T);
+    if (layer.ratio == 1)  // at ratio 1 the compressor's input is cached normalised
+      cuda::rms_norm(inputs, parts, layer.compressor_norm, inputs, parts, T, hd, eps, nullptr);
+    cuda::write_kv_entries(inputs, parts, plan.new_slots, T, parts, cache_layer + hd, entry_dim_, nullptr);
+  }
   profiler_.mark("attn:projections+cache");
 
   if (compress) {
@@ -211,15 +218,29 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, 
   rotate(attn + hd - v.qk_rope_head_dim, T * heads, hd, plan.inverse_positions, heads, compress);
   const int64_t groups = v.o_groups, per_group = heads * hd / groups, rank = v.o_lora_rank;
   auto* low_rank = scratch_.alloc<Bf16>(T * groups * rank);
-  if (T <= cuda::kLinearGemvMaxRows && per_group % 8 == 0) {
-    const cuda::GemvLayout layout{heads * hd, per_group, rank * per_group, groups * rank, rank, per_group};
-    cuda::batched_gemv(attn, layer.wo_a, low_rank, groups, T, rank, per_group, layout, nullptr);
+  if (layer.wo_a.fp8 != nullptr && T <= cuda::kLinearGemvMaxRows) {  // a matrix-vector product per group
+    for (int64_t g = 0; g < groups; ++g) {
+      const Projection w = layer.wo_a.rows(g * rank, rank);
+      cuda::linear_gemv_fp8(attn + g * per_group, heads * hd, w.fp8, w.scales, low_rank + g * rank, groups * rank,
+                            false, T, rank, per_group, nullptr);
+    }
   } else if (T > 0) {
-    DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), T, rank, per_group, {attn, heads * hd, per_group},
-                                    {layer.wo_a, per_group, rank * per_group}, true, low_rank, groups * rank, rank,
-                                    false, groups));
+    const Bf16* wo_a = layer.wo_a.bf16;
+    if (wo_a == nullptr) {
+      auto* dequantised = scratch_.alloc<Bf16>(layer.wo_a.n * layer.wo_a.k);
+      cuda::dequantize_fp8_blocks(layer.wo_a.fp8, layer.wo_a.scales, layer.wo_a.n, layer.wo_a.k, dequantised, nullptr);
+      wo_a = dequantised;
+    }
+    if (T <= cuda::kLinearGemvMaxRows && per_group % 8 == 0) {
+      const cuda::GemvLayout layout{heads * hd, per_group, rank * per_group, groups * rank, rank, per_group};
+      cuda::batched_gemv(attn, wo_a, low_rank, groups, T, rank, per_group, layout, nullptr);
+    } else {
+      DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), T, rank, per_group, {attn, heads * hd, per_group},
+                                      {wo_a, per_group, rank * per_group}, true, low_rank, groups * rank, rank, false,
+                                      groups));
+    }
   }
-  linear(low_rank, layer.wo_b, out, false, T, H, groups * rank);
+  linear(low_rank, layer.wo_b, out, false, T);
   profiler_.mark("attn:output projection");
 }
 

@@ -6,8 +6,10 @@
 #include <utility>
 
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
+#include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/router.cuh"
@@ -66,6 +68,12 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
       fp4_experts ? CudaExpertStore::Format::kFp4 : CudaExpertStore::Format::kBf16);
   const size_t before_layers = arena_.bytes_in_use();
   moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
+  // The attention projections in FP8 where the checkpoint has them so (its .attn.w* weights).
+  const bool fp8 = c.quantization.fp8;
+  DI_INPUT_CHECK(!fp8 || (v.q_lora_rank % 32 == 0 && hd % 32 == 0 && H % 32 == 0 && v.o_lora_rank % 32 == 0 &&
+                          (v.num_attention_heads * hd / v.o_groups) % 32 == 0),
+                 "the CUDA FP8 projections keep whole 32 x 32 scale blocks: q_lora_rank, head_dim, hidden_size, "
+                 "o_lora_rank and a group's heads x head_dim must be multiples of 32");
   bool pooled_source = false, any_source = false;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l), a = p + "attn.";
@@ -85,22 +93,18 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
     }
     layer.attn_norm = upload(weights, p + "attn_norm.weight");
     layer.ffn_norm = upload(weights, p + "ffn_norm.weight");
-    std::vector<std::string> stacked = {a + "wq_a.weight", a + "wkv.weight"};
-    if (layer.kv_source) stacked.push_back(a + "compressor.wkv.weight");
-    if (layer.kv_source && layer.ratio > 1) stacked.push_back(a + "compressor.wgate.weight");
-    layer.entry = hd * static_cast<int64_t>(stacked.size() - 1);
-    auto* in_proj = static_cast<Bf16*>(arena_.take((v.q_lora_rank + layer.entry) * H * sizeof(Bf16)));
-    int64_t row = 0;
-    for (const std::string& name : stacked) {
-      fill_rows(weights, name, in_proj, row);
-      row += shapes_.at(name)[0];
+    // The query's first projection and K=V both read h: stacked, one product.
+    layer.q_kv = upload_projection(weights, {a + "wq_a.weight", a + "wkv.weight"}, fp8);
+    if (layer.kv_source) {
+      std::vector<std::string> parts = {a + "compressor.wkv.weight"};
+      if (layer.ratio > 1) parts.push_back(a + "compressor.wgate.weight");
+      layer.compressor = upload_projection(weights, parts, false);
     }
-    layer.in_proj = in_proj;
     layer.q_norm = upload(weights, a + "q_norm.weight");
-    layer.wq_b = upload(weights, a + "wq_b.weight");
+    layer.wq_b = upload_projection(weights, {a + "wq_b.weight"}, fp8);
     layer.kv_norm = upload(weights, a + "kv_norm.weight");
-    layer.wo_a = upload(weights, a + "wo_a.weight");
-    layer.wo_b = upload(weights, a + "wo_b.weight");
+    layer.wo_a = upload_projection(weights, {a + "wo_a.weight"}, fp8);
+    layer.wo_b = upload_projection(weights, {a + "wo_b.weight"}, fp8);
     layer.attn_sink = upload_f32(weights, a + "attn_sink");
     if (layer.kv_source) layer.compressor_norm = upload(weights, a + "compressor.norm.weight");
     if (layer.index_source) {
@@ -159,6 +163,52 @@ float* CudaV41Model::upload_f32(const DeviceWeightSource& weights, const std::st
   auto* dst = static_cast<float*>(arena_.take(shape_numel(shape) * sizeof(float)));
   weights.fill_f32(name, shape, dst);
   return dst;
+}
+
+CudaV41Model::Projection CudaV41Model::upload_projection(const DeviceWeightSource& weights,
+                                                         const std::vector<std::string>& names, bool fp8) {
+  Projection p;
+  p.k = shapes_.at(names[0])[1];
+  for (const std::string& name : names) p.n += shapes_.at(name)[0];
+  auto* bf16 = static_cast<Bf16*>(fp8 ? nullptr : arena_.take(p.n * p.k * sizeof(Bf16)));
+  DeviceArray<Bf16> staging(fp8 ? p.n * p.k : 0);
+  Bf16* rows = fp8 ? staging.data() : bf16;
+  int64_t row = 0;
+  for (const std::string& name : names) {
+    fill_rows(weights, name, rows, row);
+    row += shapes_.at(name)[0];
+  }
+  if (!fp8) {
+    p.bf16 = bf16;
+    return p;
+  }
+  auto* codes = static_cast<uint8_t*>(arena_.take(p.n * p.k));
+  auto* scales = static_cast<uint8_t*>(arena_.take(p.n / 32 * (p.k / 32)));
+  cuda::quantize_fp8_blocks(rows, p.n, p.k, codes, scales, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());  // before the staging buffer goes
+  p.fp8 = codes;
+  p.scales = scales;
+  return p;
+}
+
+CudaV41Model::Projection CudaV41Model::Projection::rows(int64_t first, int64_t count) const {
+  Projection p = *this;
+  p.n = count;
+  if (bf16 != nullptr) p.bf16 = bf16 + first * k;
+  if (fp8 != nullptr) {
+    p.fp8 = fp8 + first * k;
+    p.scales = scales + first / 32 * (k / 32);
+  }
+  return p;
+}
+
+void CudaV41Model::linear(const Bf16* x, const Projection& w, void* y, bool y_fp32, int64_t m) const {
+  if (w.fp8 == nullptr) return linear(x, w.bf16, y, y_fp32, m, w.n, w.k);
+  if (m <= cuda::kLinearGemvMaxRows)
+    return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, nullptr);
+  auto* dequantised = scratch_.alloc<Bf16>(w.n * w.k);
+  cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, nullptr);
+  linear(x, dequantised, y, y_fp32, m, w.n, w.k);
 }
 
 void CudaV41Model::fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked,

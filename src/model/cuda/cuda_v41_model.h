@@ -12,7 +12,11 @@
 //  - MoE: CudaMoe (shared with V2/V3): sqrt-softplus routing with the selection bias, the SwiGLU clamped.
 // The compressed entries, index keys, selections and candidate masks of a step live in its `published_`
 // pool, what one sublayer needs only in `scratch_` (rewound at every sublayer).
-// Not built yet: FP8/FP4 weights resident as stored (bf16 here), CUDA graphs, engram (refused, as on the CPU).
+// Weights as the checkpoint stores them: FP8 attention projections (wq_a, wkv, wq_b, wo_a, wo_b) and FP4 routed
+// experts where its quantization_config says so (quantised on the device from the loaded values, which they
+// reproduce exactly), the rest bf16 (fp32: the hyper-connections' bases and scales, the sinks, the routers' bias).
+// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), CUDA graphs, engram (refused,
+// as on the CPU).
 #pragma once
 
 #include <memory>
@@ -54,17 +58,26 @@ class CudaV41Model final : public CausalLm {
     const float* base = nullptr;   // [(2 + hc) * hc]
     const float* scale = nullptr;  // [3]
   };
+  // A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a ue8m0 scale per 32 x 32
+  // block (kernels/cuda/fp8_linear.cuh), quantised on the device when loaded.
+  struct Projection {
+    const Bf16* bf16 = nullptr;
+    const uint8_t* fp8 = nullptr;     // [n, k]
+    const uint8_t* scales = nullptr;  // [n / 32, k / 32]
+    int64_t n = 0, k = 0;
+    // Rows [first, first + rows) (first and rows multiples of 32 where FP8).
+    Projection rows(int64_t first, int64_t count) const;
+  };
   struct Layer {
     int64_t ratio = 0;  // compress_ratio: 0 window only, 1 per-token compressed KV, r > 1 pooled groups
     bool kv_source = false, index_source = false, owns_index_keys = false;
     bool candidate_source = false, uses_candidates = false;
     HyperMix hc_attn, hc_ffn;
     const Bf16 *attn_norm = nullptr, *ffn_norm = nullptr;
-    // [q_lora_rank + entry, hidden]: wq_a, wkv, then on a KV source compressor.wkv (and compressor.wgate at
-    // ratio > 1); `entry` = the head_dim-wide parts after the query's, which the layer caches.
-    const Bf16* in_proj = nullptr;
-    int64_t entry = 0;
-    const Bf16 *q_norm = nullptr, *wq_b = nullptr, *kv_norm = nullptr, *wo_a = nullptr, *wo_b = nullptr;
+    Projection q_kv;        // [q_lora_rank + head_dim, hidden]: wq_a, then wkv (FP8 where the checkpoint is)
+    Projection compressor;  // on a KV source [head_dim (x 2 at ratio > 1), hidden]: compressor.wkv (, .wgate), bf16
+    Projection wq_b, wo_a, wo_b;
+    const Bf16 *q_norm = nullptr, *kv_norm = nullptr;
     const float* attn_sink = nullptr;
     const Bf16* compressor_norm = nullptr;
     const Bf16 *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
@@ -75,6 +88,8 @@ class CudaV41Model final : public CausalLm {
   struct CudaBlocks;
 
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
+  // The named weights stacked by rows into one Projection, FP8 with `fp8`.
+  Projection upload_projection(const DeviceWeightSource& weights, const std::vector<std::string>& names, bool fp8);
   float* upload_f32(const DeviceWeightSource& weights, const std::string& name);
   // Fills rows [row, row + rows of `name`) of a stacked [*, cols] weight.
   void fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked, int64_t row) const;
@@ -90,6 +105,9 @@ class CudaV41Model final : public CausalLm {
   void run_indexer(int64_t l, const StepPlan& plan, StepState& state, const Bf16* h, const Bf16* q_residual) const;
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream.
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
+  // The same for a Projection: FP8 weights as matrix-vector kernels up to kLinearGemvMaxRows rows, else
+  // dequantised into scratch for the bf16 GEMM.
+  void linear(const Bf16* x, const Projection& w, void* y, bool y_fp32, int64_t m) const;
   // RoPE in place on the last qk_rope_head_dim of rows `stride` apart, `per_position` rows a position, with the
   // main or the compress table.
   void rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* positions, int64_t per_position,

@@ -1,0 +1,139 @@
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_linear.cuh"
+#include "kernels/cuda/gemv_transposed.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/fp_formats.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;
+
+__device__ __forceinline__ float scale_of(uint8_t byte) { return __uint_as_float(static_cast<uint32_t>(byte) << 23); }
+
+// Two e4m3 codes (the first in the low byte) as floats, by the hardware conversion (exact: e4m3 is within f16).
+__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t two) {
+  const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
+  return __half22float2(__half2(raw));
+}
+
+// A block of 256 threads per 32 x 32 weight block: its largest magnitude, then 4 codes a thread.
+__global__ void __launch_bounds__(256) quantize_kernel(const __nv_bfloat16* w, int64_t k, uint8_t* codes,
+                                                       uint8_t* scales) {
+  begin_dependent_kernel();
+  const int64_t r0 = blockIdx.y * 32, c0 = blockIdx.x * 32;
+  const int64_t r = r0 + threadIdx.x / 8, c = c0 + (threadIdx.x % 8) * 4;
+  float v[4], amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i] = to_float(w[r * k + c + i])));
+  __shared__ float partial[8];
+  amax = warp_max(amax);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = partial[0];
+  for (int i = 1; i < 8; ++i) amax = fmaxf(amax, partial[i]);
+  const uint8_t byte = fp8_weight_scale_byte(amax);
+  if (threadIdx.x == 0) scales[blockIdx.y * gridDim.x + blockIdx.x] = byte;
+  const float scale = ldexpf(1.0f, static_cast<int>(byte) - 127);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) codes[r * k + c + i] = static_cast<uint8_t>(e4m3_code(fminf(fmaxf(v[i] / scale, -448.0f), 448.0f)));
+}
+
+// A thread per 16 codes (one 16-byte load), two 16-byte stores of bf16.
+__global__ void dequantize_kernel(const uint8_t* codes, const uint8_t* scales, int64_t k, int64_t pieces,
+                                  __nv_bfloat16* out) {
+  begin_dependent_kernel();
+  const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (p >= pieces) return;
+  const int64_t first = p * 16, r = first / k, c = first % k;
+  const float scale = scale_of(scales[(r / 32) * (k / 32) + c / 32]);
+  const uint4 raw = reinterpret_cast<const uint4*>(codes)[p];
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(&raw);
+  uint4 result[2];
+  __nv_bfloat162* pairs = reinterpret_cast<__nv_bfloat162*>(result);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float2 v = e4m3x2_to_float2((words[i / 2] >> (16 * (i % 2))) & 0xffffu);
+    pairs[i] = __floats2bfloat162_rn(v.x * scale, v.y * scale);
+  }
+  reinterpret_cast<uint4*>(out)[2 * p] = result[0];
+  reinterpret_cast<uint4*>(out)[2 * p + 1] = result[1];
+}
+
+// A warp per output column j; lane L takes codes [16 (L + 32 s), +16) of each step s: one scale, 16 products per
+// x row (x read through L1, shared by the block's warps).
+template <int kRows>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(const __nv_bfloat16* x, int64_t x_row, const uint8_t* codes, const uint8_t* scales, void* y,
+                int64_t y_row, bool y_fp32, int64_t n, int64_t k) {
+  begin_dependent_kernel();
+  const int lane = threadIdx.x % 32;
+  const int64_t j = blockIdx.x * static_cast<int64_t>(kWarps) + threadIdx.x / 32;
+  if (j >= n) return;
+  float sum[kRows] = {};
+  const uint8_t* row = codes + j * k;
+  for (int64_t c = 16 * lane; c < k; c += 16 * 32) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + c));
+    const float scale = scale_of(__ldg(scales + (j / 32) * (k / 32) + c / 32));
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(&raw);
+    float w[16];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float2 v = e4m3x2_to_float2((words[i / 2] >> (16 * (i % 2))) & 0xffffu);
+      w[2 * i] = v.x * scale;
+      w[2 * i + 1] = v.y * scale;
+    }
+#pragma unroll
+    for (int t = 0; t < kRows; ++t) {
+      const uint4* xs = reinterpret_cast<const uint4*>(x + t * x_row + c);
+      const uint4 x0 = __ldg(xs), x1 = __ldg(xs + 1);
+      const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&x0);
+      const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&x1);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 fa = __bfloat1622float2(a[i]), fb = __bfloat1622float2(b[i]);
+        sum[t] += w[2 * i] * fa.x + w[2 * i + 1] * fa.y + w[8 + 2 * i] * fb.x + w[9 + 2 * i] * fb.y;
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    const float total = warp_sum(sum[t]);
+    if (lane != 0) continue;
+    if (y_fp32) static_cast<float*>(y)[t * y_row + j] = total;
+    else static_cast<__nv_bfloat16*>(y)[t * y_row + j] = to_bf16(total);
+  }
+}
+
+}  // namespace
+
+void quantize_fp8_blocks(const __nv_bfloat16* w, int64_t n, int64_t k, uint8_t* codes, uint8_t* scales,
+                         cudaStream_t stream) {
+  if (n == 0 || n % 32 != 0 || k % 32 != 0) return;  // the model checks
+  launch_dependent(quantize_kernel, dim3(static_cast<unsigned>(k / 32), static_cast<unsigned>(n / 32)), 256, 0, stream,
+                   w, k, codes, scales);
+}
+
+void dequantize_fp8_blocks(const uint8_t* codes, const uint8_t* scales, int64_t n, int64_t k, __nv_bfloat16* out,
+                           cudaStream_t stream) {
+  const int64_t pieces = n * k / 16;
+  if (pieces == 0 || n % 32 != 0 || k % 32 != 0) return;
+  launch_dependent(dequantize_kernel, static_cast<unsigned>((pieces + 255) / 256), 256, 0, stream, codes, scales, k,
+                   pieces, out);
+}
+
+void linear_gemv_fp8(const __nv_bfloat16* x, int64_t x_row, const uint8_t* codes, const uint8_t* scales, void* y,
+                     int64_t y_row, bool y_fp32, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  if (m == 0 || n % 32 != 0 || k % 32 != 0) return;
+  const auto blocks = static_cast<unsigned>((n + kWarps - 1) / kWarps);
+  with_gemv_row_count(m, [&](auto rows) {
+    launch_dependent(gemv_kernel<decltype(rows)::value>, blocks, kWarps * 32, 0, stream, x, x_row, codes, scales, y,
+                     y_row, y_fp32, n, k);
+  });
+}
+
+}  // namespace deepinfer::cuda
