@@ -12,7 +12,8 @@
 //  - MoE: CudaMoe (shared with V2/V3): sqrt-softplus routing with the selection bias, the SwiGLU clamped.
 // The compressed entries, index keys, selections and candidate masks of a step live in its `published_`
 // pool, what one sublayer needs only in `scratch_` (rewound at every sublayer).
-// Weights as the checkpoint stores them: FP8 attention projections (wq_a, wkv, wq_b, wo_a, wo_b) and FP4 routed
+// Weights as the checkpoint stores them: FP8 attention projections (wq_a, wkv, wq_b, wo_b, and wo_a where its
+// groups' rows are whole 32-row scale blocks) and FP4 routed
 // experts where its quantization_config says so (quantised on the device from the loaded values, which they
 // reproduce exactly), the rest bf16 (fp32: the hyper-connections' bases and scales, the sinks, the routers' bias).
 // Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), CUDA graphs, engram (refused,
