@@ -320,6 +320,27 @@ nlohmann::json v41_at_depth(nlohmann::json root, int64_t num_layers, const std::
   return root;
 }
 
+V41LayerRole v41_layer_role(const V41TextConfig& v, int64_t l) {
+  V41LayerRole role;
+  role.ratio = v.compress_ratios[l];
+  role.kv_source = contains(v.kv_source_layer_ids, l);
+  role.index_source = contains(v.index_source_layer_ids, l);
+  role.owns_index_keys = role.index_source && role.kv_source;
+  role.candidate_source = l == v.candidate_source_layer_id;
+  role.uses_candidates = v.candidate_source_layer_id >= 0 && v.candidate_source_layer_id < l;
+  return role;
+}
+
+int64_t v41_cache_entry_dim(const V41TextConfig& v) {
+  bool pooled_source = false, any_source = false;
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    const V41LayerRole role = v41_layer_role(v, l);
+    any_source |= role.kv_source;
+    pooled_source |= role.kv_source && role.ratio > 1;
+  }
+  return v.head_dim * (pooled_source ? 3 : any_source ? 2 : 1);
+}
+
 ModelConfig v41_rope_config(const V41TextConfig& v, bool compress) {
   ModelConfig c;
   c.qk_rope_head_dim = v.qk_rope_head_dim;

@@ -69,6 +69,20 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& config);
 // index and engram layers, DSpark targets) follows. The result parses as any config.json (the same checks).
 nlohmann::json v41_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source);
 
+// What a layer is in V4.1's schedule (both backends' layers derive from it).
+struct V41LayerRole {
+  int64_t ratio = 0;  // compress_ratio: 0 window only, 1 per-token compressed KV, r > 1 pooled groups
+  bool kv_source = false;         // publishes the compressed KV its group reads
+  bool index_source = false;      // runs an indexer (its own keys where it is a KV source too)
+  bool owns_index_keys = false;
+  bool candidate_source = false;  // its indexer also picks the candidate blocks
+  bool uses_candidates = false;   // a later layer: its indexer's scores are masked to the candidates
+};
+V41LayerRole v41_layer_role(const V41TextConfig& v, int64_t layer);
+// Values cached per token and layer (the widest layer's entry, the same for every layer, so that a cache moves
+// between backends unchanged): the window K = V, then a KV source's compressor kv (and gate, pooled sources).
+int64_t v41_cache_entry_dim(const V41TextConfig& v);
+
 // The two RoPE tables of V4.1, as the configuration a RotaryTable is built from: `main` (plain, rope_theta; the
 // window-only layers) and `compress` (compress_rope_theta, YaRN from rope_scaling without its attention factor;
 // the layers with a compress ratio, their compressed entries and indexer).

@@ -13,12 +13,6 @@
 
 namespace deepinfer {
 
-namespace {
-
-bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
-
-}  // namespace
-
 DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     : HostCausalLm(std::move(config), std::move(weights)),
       main_rope_(v41_rope_config(config_.v41, false)), compress_rope_(v41_rope_config(config_.v41, true)) {
@@ -31,21 +25,12 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
   DI_INPUT_CHECK(v.engram_layer_ids.empty(),
                  "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
                  v.engram_layer_ids.size());
-  const int64_t hd = v.head_dim;
-  bool pooled_source = false, any_source = false;
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
     Layer layer;
-    layer.ratio = v.compress_ratios[l];
-    layer.kv_source = contains(v.kv_source_layer_ids, l);
-    layer.index_source = contains(v.index_source_layer_ids, l);
-    layer.owns_index_keys = layer.index_source && layer.kv_source;
-    layer.candidate_source = l == v.candidate_source_layer_id;
-    layer.uses_candidates = v.candidate_source_layer_id >= 0 && v.candidate_source_layer_id < l;
+    static_cast<V41LayerRole&>(layer) = v41_layer_role(v, l);
     for (int64_t s : v.kv_source_layer_ids)
       if (s <= l) layer.source = std::max(layer.source, s);
-    any_source |= layer.kv_source;
-    pooled_source |= layer.kv_source && layer.ratio > 1;
     for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
       mix->fn = weights_.data(p + name + "_fn");
       mix->base = weights_.data(p + name + "_base");
@@ -83,7 +68,7 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
   embed_ = weights_.data("embed.weight");
   final_norm_ = weights_.data("norm.weight");
   head_ = weights_.data("head.weight");
-  entry_dim_ = hd * (pooled_source ? 3 : any_source ? 2 : 1);
+  entry_dim_ = v41_cache_entry_dim(v);
   set_cache_entry(entry_dim_, 0);
 }
 

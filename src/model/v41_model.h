@@ -47,11 +47,8 @@ class DeepseekV41Model final : public HostCausalLm {
     const float* base = nullptr;   // [(2 + hc) * hc]
     const float* scale = nullptr;  // [3]
   };
-  struct Layer {
-    int64_t ratio = 0;         // compress_ratio: 0 window only, 1 per-token compressed KV, r > 1 pooled groups
-    int64_t source = -1;       // the KV-source layer whose compressed KV this layer reads (ratio > 0)
-    bool kv_source = false, index_source = false, owns_index_keys = false;
-    bool candidate_source = false, uses_candidates = false;
+  struct Layer : V41LayerRole {
+    int64_t source = -1;  // the KV-source layer whose compressed KV this layer reads (ratio > 0)
     HyperMix hc_attn, hc_ffn;
     const float *attn_norm, *ffn_norm;
     const float *wq_a, *q_norm, *wq_b, *wkv, *kv_norm, *wo_a, *wo_b, *attn_sink;

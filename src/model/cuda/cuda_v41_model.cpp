@@ -22,12 +22,6 @@
 
 namespace deepinfer {
 
-namespace {
-
-bool contains(const std::vector<int64_t>& ids, int64_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
-
-}  // namespace
-
 CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights, int device)
     : config_(std::move(config)), device_(device) {
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_.id()));
@@ -77,18 +71,10 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   // wo_a runs group by group: FP8 where a group's rows are whole scale blocks (o_lora_rank 1024 in the release;
   // the tiny fixture's 16 keeps it bf16, which holds its FP8 values exactly).
   const bool fp8_wo_a = fp8 && v.o_lora_rank % 32 == 0;
-  bool pooled_source = false, any_source = false;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l), a = p + "attn.";
     Layer layer;
-    layer.ratio = v.compress_ratios[l];
-    layer.kv_source = contains(v.kv_source_layer_ids, l);
-    layer.index_source = contains(v.index_source_layer_ids, l);
-    layer.owns_index_keys = layer.index_source && layer.kv_source;
-    layer.candidate_source = l == v.candidate_source_layer_id;
-    layer.uses_candidates = v.candidate_source_layer_id >= 0 && v.candidate_source_layer_id < l;
-    any_source |= layer.kv_source;
-    pooled_source |= layer.kv_source && layer.ratio > 1;
+    static_cast<V41LayerRole&>(layer) = v41_layer_role(v, l);
     for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
       mix->fn = upload(weights, p + name + "_fn");
       mix->base = upload_f32(weights, p + name + "_base");
@@ -142,7 +128,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   final_norm_ = upload(weights, "norm.weight");
   head_ = upload(weights, "head.weight");
   // The CPU model's entry, so that caches move between the backends (KV handoff) unchanged.
-  entry_dim_ = hd * (pooled_source ? 3 : any_source ? 2 : 1);
+  entry_dim_ = v41_cache_entry_dim(v);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const double GiB = 1 << 30, layers = static_cast<double>(std::max<int64_t>(c.num_hidden_layers, 1));
   spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {}; a layer: {:.3f} GiB of routed experts ({}, every slot), "

@@ -69,10 +69,7 @@ class CudaV41Model final : public CausalLm {
     // Rows [first, first + rows) (first and rows multiples of 32 where FP8).
     Projection rows(int64_t first, int64_t count) const;
   };
-  struct Layer {
-    int64_t ratio = 0;  // compress_ratio: 0 window only, 1 per-token compressed KV, r > 1 pooled groups
-    bool kv_source = false, index_source = false, owns_index_keys = false;
-    bool candidate_source = false, uses_candidates = false;
+  struct Layer : V41LayerRole {
     HyperMix hc_attn, hc_ffn;
     const Bf16 *attn_norm = nullptr, *ffn_norm = nullptr;
     Projection q_kv;        // [q_lora_rank + head_dim, hidden]: wq_a, then wkv (FP8 where the checkpoint is)
