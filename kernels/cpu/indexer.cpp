@@ -27,22 +27,27 @@ void compress_pool(const float* cache, int64_t entry_stride, const int32_t* bloc
     }
 }
 
-void indexer_scores(const float* q, const float* weights, const float* keys, const int32_t* visible, int64_t rows,
+void indexer_scores(const float* q, const float* weights, const float* keys, const int64_t* key_offsets,
+                    const int32_t* visible, int64_t rows,
                     int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale, float heads_scale,
                     float* scores) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 #pragma omp parallel for schedule(static) if (rows * num_keys > 1024)
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t g = 0; g < num_keys; ++g) {
+      if (g >= visible[i]) {
+        scores[i * num_keys + g] = kNegInf;
+        continue;
+      }
       float total = 0.0f;
       for (int64_t h = 0; h < heads; ++h) {
         const float* qh = q + (i * heads + h) * dim;
-        const float* k = keys + g * dim;
+        const float* k = keys + ((key_offsets != nullptr ? key_offsets[i] : 0) + g) * dim;
         float dot = 0.0f;
         for (int64_t d = 0; d < dim; ++d) dot += qh[d] * k[d];
         total += std::max(dot, 0.0f) * softmax_scale * (weights[i * heads + h] * heads_scale);
       }
-      scores[i * num_keys + g] = g < visible[i] ? total : kNegInf;
+      scores[i * num_keys + g] = total;
     }
 }
 

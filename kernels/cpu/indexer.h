@@ -5,7 +5,9 @@
 //                   kv[g r + j, d], kv and gate read from each position's paged cache entry (at kv_offset and
 //                   gate_offset within it; entry j at cache + (block_table[j / 64] * 64 + j % 64) * entry_stride).
 //   indexer_scores  scores[i, g] = sum_h relu(q[i, h] . keys[g]) * softmax_scale * (weights[i, h] * heads_scale)
-//                   for g < visible[i], -inf beyond (the compressed entries row i may not see yet).
+//                   for g < visible[i], -inf beyond (the compressed entries row i may not see yet); with
+//                   key_offsets, row i's keys start at row key_offsets[i] of `keys` (several sequences' keys side
+//                   by side, scores [rows, num_keys] padded with -inf: keys past visible are not read).
 //   select_topk     per row of scores [rows, n], the indices of its k largest finite scores (ties to the lower
 //                   index), ascending, into ids[row * k ...]; counts[row] how many (fewer than k where fewer are
 //                   finite).
@@ -25,7 +27,8 @@ namespace deepinfer::cpu {
 void compress_pool(const float* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups, int64_t ratio,
                    int64_t head_dim, int64_t kv_offset, int64_t gate_offset, float* out);
 
-void indexer_scores(const float* q, const float* weights, const float* keys, const int32_t* visible, int64_t rows,
+void indexer_scores(const float* q, const float* weights, const float* keys, const int64_t* key_offsets,
+                    const int32_t* visible, int64_t rows,
                     int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale, float heads_scale,
                     float* scores);
 

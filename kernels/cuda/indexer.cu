@@ -37,7 +37,8 @@ __global__ void __launch_bounds__(kPoolThreads) compress_pool_kernel(const __nv_
 }
 
 __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const __nv_bfloat16* q, const float* weights,
-                                                                     const __nv_bfloat16* keys, const int32_t* visible,
+                                                                     const __nv_bfloat16* keys,
+                                                                     const int64_t* key_offsets, const int32_t* visible,
                                                                      int64_t heads, int64_t dim, int64_t num_keys,
                                                                      float softmax_scale, float heads_scale,
                                                                      float* scores) {
@@ -47,14 +48,20 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const __nv_
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int64_t x = threadIdx.x; x < heads * dim; x += kWarps * 32) q_row[x] = to_float(q[i * heads * dim + x]);
   __syncthreads();
+  const __nv_bfloat16* row_keys = keys + (key_offsets != nullptr ? key_offsets[i] : 0) * dim;
+  const int64_t seen = visible[i];
   for (int64_t g = blockIdx.y * static_cast<int64_t>(kKeysPerBlock) + warp; g < num_keys &&
                                                                           g < (blockIdx.y + 1) * int64_t{kKeysPerBlock};
        g += kWarps) {
+    if (g >= seen) {  // not visible: not read (past the row's own keys, where several sequences share a launch)
+      if (lane == 0) scores[i * num_keys + g] = -INFINITY;
+      continue;
+    }
     float k[kDimRegs];
 #pragma unroll
     for (int r = 0; r < kDimRegs; ++r) {
       const int64_t d = lane + 32 * r;
-      k[r] = d < dim ? to_float(keys[g * dim + d]) : 0.0f;
+      k[r] = d < dim ? to_float(row_keys[g * dim + d]) : 0.0f;
     }
     float total = 0.0f;
     for (int64_t h = 0; h < heads; ++h) {
@@ -67,7 +74,7 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const __nv_
       dot = warp_sum(dot);
       total += fmaxf(dot, 0.0f) * softmax_scale * (weights[i * heads + h] * heads_scale);
     }
-    if (lane == 0) scores[i * num_keys + g] = g < visible[i] ? total : -INFINITY;
+    if (lane == 0) scores[i * num_keys + g] = total;
   }
 }
 
@@ -212,14 +219,15 @@ void compress_pool(const __nv_bfloat16* cache, int64_t entry_stride, const int32
                    block_table, ratio, head_dim, kv_offset, gate_offset, out);
 }
 
-void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys, const int32_t* visible,
+void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys,
+                    const int64_t* key_offsets, const int32_t* visible,
                     int64_t rows, int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale,
                     float heads_scale, float* scores, cudaStream_t stream) {
   // Preconditions (the model checks them): heads * dim <= kIndexerMaxQueryFloats, dim <= kIndexerMaxDim.
   if (rows == 0 || num_keys == 0 || heads * dim > kIndexerMaxQueryFloats || dim > kIndexerMaxDim) return;
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((num_keys + kKeysPerBlock - 1) / kKeysPerBlock));
   launch_dependent(indexer_scores_kernel, grid, kWarps * 32, heads * dim * sizeof(float), stream, q, weights, keys,
-                   visible, heads, dim, num_keys, softmax_scale, heads_scale, scores);
+                   key_offsets, visible, heads, dim, num_keys, softmax_scale, heads_scale, scores);
 }
 
 void mask_scores(float* scores, const uint8_t* mask, int64_t n, cudaStream_t stream) {

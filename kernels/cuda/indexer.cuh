@@ -3,7 +3,8 @@
 //   compress_pool   one block per group, a thread per channel: the softmax over the group's r gate values, then
 //                   the weighted sum of its kv values, from the paged bf16 cache; bf16 out.
 //   indexer_scores  a block per (query row, 64 compressed keys), a warp per key, the row's queries in shared memory
-//                   (heads * dim <= kIndexerMaxQueryFloats); fp32 scores, -inf past the row's visible entries.
+//                   (heads * dim <= kIndexerMaxQueryFloats); fp32 scores, -inf past the row's visible entries (not
+//                   read); with key_offsets, each row's keys from its own offset (several sequences in one launch).
 //   select_topk     a block per row: a radix select over the scores' order-preserving bits finds the k-th largest
 //                   finite score, then block scans over the row in index order keep every larger score and the
 //                   lowest-index ties, and write the kept indices ascending (the CPU's partial sort's set).
@@ -29,7 +30,8 @@ void compress_pool(const __nv_bfloat16* cache, int64_t entry_stride, const int32
                    int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, __nv_bfloat16* out,
                    cudaStream_t stream);
 
-void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys, const int32_t* visible,
+void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys,
+                    const int64_t* key_offsets, const int32_t* visible,
                     int64_t rows, int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale,
                     float heads_scale, float* scores, cudaStream_t stream);
 

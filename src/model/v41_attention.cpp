@@ -78,7 +78,7 @@ void DeepseekV41Model::run_indexer(int64_t layer_idx, const SequenceChunk& seq, 
   std::vector<int32_t> visible(n);
   for (int64_t i = 0; i < n; ++i) visible[i] = static_cast<int32_t>((positions[first + i] + 1) / layer.ratio);
   std::vector<float> all_scores(n * G);
-  cpu::indexer_scores(q.data(), w.data(), state.index_keys.data(), visible.data(), n, heads, id, G, softmax_scale,
+  cpu::indexer_scores(q.data(), w.data(), state.index_keys.data(), nullptr, visible.data(), n, heads, id, G, softmax_scale,
                       heads_scale, all_scores.data());
   std::vector<float> scores(G);
   std::vector<int32_t> picked(v.index_topk);

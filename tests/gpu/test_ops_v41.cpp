@@ -177,12 +177,18 @@ void compress_pool(OpRun& r) {
 }
 
 // V4.1's indexer scores: relu'd per-head dot products weighted per head, summed; rows seeing all, some or none of
-// the compressed keys.
+// the compressed keys. With `offsets`, each row reads its own keys (rows of several sequences, the keys side by
+// side, a row's visible count within its own).
 void indexer_scores(OpRun& r) {
   const int64_t rows = r["rows"], heads = r["heads"], dim = r["dim"], num_keys = r["keys"];
+  const bool offsets = r["offsets"] != 0;
   std::vector<float> q_f, k_f, weights(rows * heads);
   auto q = DeviceArray<Bf16>::from_host(r.random_bf16(rows * heads * dim, q_f));
-  auto keys = DeviceArray<Bf16>::from_host(r.random_bf16(num_keys * dim, k_f));
+  const int64_t key_rows = offsets ? rows * num_keys : num_keys;
+  auto keys = DeviceArray<Bf16>::from_host(r.random_bf16(key_rows * dim, k_f));
+  std::vector<int64_t> key_offsets(rows);
+  for (int64_t i = 0; i < rows; ++i) key_offsets[i] = offsets ? (rows - 1 - i) * num_keys : 0;
+  auto d_offsets = DeviceArray<int64_t>::from_host(key_offsets);
   for (float& w : weights) w = std::normal_distribution<float>()(r.rng());
   std::vector<int32_t> visible(rows);
   for (int64_t i = 0; i < rows; ++i) visible[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? num_keys : r.rng()() % num_keys);
@@ -191,11 +197,13 @@ void indexer_scores(OpRun& r) {
   DeviceArray<float> scores(rows * num_keys);
   scores.poison();
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(dim)), heads_scale = 1.0f / std::sqrt(float(heads));
-  cuda::indexer_scores(bf(q), d_weights.data(), bf(keys), d_visible.data(), rows, heads, dim, num_keys, softmax_scale,
+  cuda::indexer_scores(bf(q), d_weights.data(), bf(keys), offsets ? d_offsets.data() : nullptr, d_visible.data(), rows,
+                       heads, dim, num_keys, softmax_scale,
                        heads_scale, scores.data(), nullptr);
   sync();
   std::vector<float> want(rows * num_keys);
-  cpu::indexer_scores(q_f.data(), weights.data(), k_f.data(), visible.data(), rows, heads, dim, num_keys,
+  cpu::indexer_scores(q_f.data(), weights.data(), k_f.data(), offsets ? key_offsets.data() : nullptr, visible.data(),
+                      rows, heads, dim, num_keys,
                       softmax_scale, heads_scale, want.data());
   // The -inf entries must match exactly; the finite ones at the row's tolerance.
   std::vector<float> got = scores.to_host(), got_finite, want_finite;
@@ -355,8 +363,12 @@ void add_v41_rows(OpTable& t) {
   for (int64_t ratio : {4, 128})
     t.add("compress_pool", "bf16", {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}}, kBf16, compress_pool);
   t.add("compress_pool", "bf16", {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}}, kBf16, compress_pool);
-  t.add("indexer_scores", "f32", {{"rows", 5}, {"heads", 64}, {"dim", 128}, {"keys", 1000}}, kF32, indexer_scores);
-  t.add("indexer_scores", "f32", {{"rows", 4}, {"heads", 3}, {"dim", 72}, {"keys", 70}}, kF32, indexer_scores);
+  for (int64_t offsets : {0, 1}) {
+    t.add("indexer_scores", "f32", {{"rows", 5}, {"heads", 64}, {"dim", 128}, {"keys", 1000}, {"offsets", offsets}},
+          kF32, indexer_scores);
+    t.add("indexer_scores", "f32", {{"rows", 4}, {"heads", 3}, {"dim", 72}, {"keys", 70}, {"offsets", offsets}}, kF32,
+          indexer_scores);
+  }
   // format 8: fp8 (window KV, blocks of 32); 4: fp4 with e4m3 scales (compressed KV, 16); 5: fp4 with
   // power-of-two scales (indexer, 32).
   for (int64_t stride : {512, 1568}) {

@@ -43,15 +43,18 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
     if (r == 0 || groups.count(r) > 0) continue;
     Groups& g = groups[r];
     std::vector<int32_t> visible(T), group_positions;
+    std::vector<int64_t> row_offsets(T);
     for (int64_t t = 0; t < T; ++t) visible[t] = static_cast<int32_t>((pos[t] + 1) / r);
     for (const Sequence& seq : sequences) {
       g.offset.push_back(g.total);
       g.count.push_back(seq.context / r);
       for (int64_t j = 0; j < g.count.back(); ++j) group_positions.push_back(static_cast<int32_t>(j * r));
+      for (int64_t i = 0; i < seq.num_new; ++i) row_offsets[seq.first + i] = g.total;
       g.total += g.count.back();
     }
     g.visible = device_copy(pool, visible);
     g.positions = device_copy(pool, group_positions);
+    g.row_offsets = device_copy(pool, row_offsets);
   }
   const std::vector<int64_t> wanted = batch.logits_rows();
   num_rows = static_cast<int64_t>(wanted.size());
@@ -104,11 +107,13 @@ void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState
       rotate(keys + id - v.qk_rope_head_dim, total, id, groups.positions, 1, true);
       cuda::fake_quant_fp4(keys, total, id, id, 32, /*e4m3_scales=*/false, nullptr);
       state.index_keys = {keys, groups.offset, groups.count};
+      state.index_keys_ratio = r;
     }
     rotate(latent + hd - v.qk_rope_head_dim, total, hd, groups.positions, 1, true);
     cuda::fake_quant_fp4(latent, total, hd, hd, 16, /*e4m3_scales=*/true, nullptr);
   } else if (layer.owns_index_keys) {
     state.index_keys = {nullptr, groups.offset, groups.count};
+    state.index_keys_ratio = r;
   }
   state.compressed = {latent, groups.offset, groups.count};
   profiler_.mark("attn:compressed entries");
@@ -130,27 +135,72 @@ void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(id));
   const float heads_scale = 1.0f / std::sqrt(static_cast<float>(heads));
   const int32_t* visible = plan.groups.at(layer.ratio).visible;
-  for (size_t s = 0; s < plan.sequences.size(); ++s) {
-    const StepPlan::Sequence& seq = plan.sequences[s];
-    const int64_t G = state.index_keys.count[s], n = seq.num_new, first = seq.first;
-    if (G == 0 || n == 0) continue;  // nothing to score yet: the previous selection stands
-    auto* scores = scratch_.alloc<float>(n * G);
-    cuda::indexer_scores(q + first * heads * id, w + first * heads, state.index_keys.data + state.index_keys.offset[s] * id,
-                         visible + first, n, heads, id, G, softmax_scale, heads_scale, scores, nullptr);
-    if (layer.candidate_source) {
-      const int64_t bs = v.candidate_block_size, kb = v.candidate_topk_blocks;
-      auto* mask = published_.alloc<uint8_t>(n * G);
-      cuda::candidate_blocks(scores, visible + first, n, G, kb, bs, scratch_.alloc<float>(n * ((G + bs - 1) / bs)),
-                             scratch_.alloc<int32_t>(n * kb), scratch_.alloc<int32_t>(n), mask, nullptr);
-      state.candidates[s] = mask;
-      state.candidates_over[s] = G;
-    } else if (layer.uses_candidates && state.candidates[s] != nullptr) {
-      DI_CHECK(state.candidates_over[s] == G, "layer {}: candidate mask over {} entries, indexer keys {}", l,
-               state.candidates_over[s], G);
-      cuda::mask_scores(scores, state.candidates[s], n * G, nullptr);
+  // Scores, candidate masks and picks in rows of the widest sequence's entry count (-inf past a row's visible
+  // entries, which are within its own sequence's), so that one launch of each kernel serves every sequence where
+  // each has keys, and a sequence at a time otherwise (one without keys keeps its previous picks).
+  const auto S = static_cast<int64_t>(plan.sequences.size());
+  int64_t width = 0;
+  bool every_sequence = true, every_candidate = true;
+  for (int64_t s = 0; s < S; ++s) {
+    width = std::max(width, state.index_keys.count[s]);
+    every_sequence &= state.index_keys.count[s] > 0 || plan.sequences[s].num_new == 0;
+    every_candidate &= state.candidates[s] != nullptr || plan.sequences[s].num_new == 0;
+  }
+  if (width == 0 || T == 0) return;
+  auto* scores = scratch_.alloc<float>(T * width);
+  const bool masked = layer.uses_candidates && !layer.candidate_source && state.candidate_mask != nullptr;
+  if (masked)
+    DI_CHECK(state.candidate_width == width, "layer {}: candidate masks {} entries wide, indexer keys {}", l,
+             state.candidate_width, width);
+  uint8_t* mask = nullptr;
+  if (layer.candidate_source) {
+    mask = published_.alloc<uint8_t>(T * width);
+    state.candidate_mask = mask;
+    state.candidate_width = width;
+  }
+  const int64_t bs = v.candidate_block_size, kb = v.candidate_topk_blocks;
+  // Rows [first, first + n) after their scores: the candidate source's mask, or the mask applied, then the picks.
+  const auto select_rows = [&](int64_t first, int64_t n, bool apply_mask) {
+    float* rows = scores + first * width;
+    if (mask != nullptr)
+      cuda::candidate_blocks(rows, visible + first, n, width, kb, bs, scratch_.alloc<float>(n * ((width + bs - 1) / bs)),
+                             scratch_.alloc<int32_t>(n * kb), scratch_.alloc<int32_t>(n), mask + first * width, nullptr);
+    else if (apply_mask)
+      cuda::mask_scores(rows, state.candidate_mask + first * width, n * width, nullptr);
+    cuda::select_topk(rows, n, width, K, state.selected_ids + first * K, state.selected_counts + first, nullptr);
+  };
+  if (every_sequence) {
+    cuda::indexer_scores(q, w, state.index_keys.data, plan.groups.at(state.index_keys_ratio).row_offsets, visible, T,
+                         heads, id, width, softmax_scale, heads_scale, scores, nullptr);
+    if (!masked || every_candidate) {
+      select_rows(0, T, masked);
+    } else {
+      for (int64_t s = 0; s < S; ++s)
+        if (plan.sequences[s].num_new > 0)
+          select_rows(plan.sequences[s].first, plan.sequences[s].num_new, state.candidates[s] != nullptr);
     }
-    cuda::select_topk(scores, n, G, K, state.selected_ids + first * K, state.selected_counts + first, nullptr);
-    state.selected_over[s] = G;
+  } else {
+    for (int64_t s = 0; s < S; ++s) {
+      const StepPlan::Sequence& seq = plan.sequences[s];
+      if (state.index_keys.count[s] == 0 || seq.num_new == 0) continue;  // nothing to score yet
+      cuda::indexer_scores(q + seq.first * heads * id, w + seq.first * heads,
+                           state.index_keys.data + state.index_keys.offset[s] * id, nullptr, visible + seq.first,
+                           seq.num_new, heads, id, width, softmax_scale, heads_scale, scores + seq.first * width,
+                           nullptr);
+      select_rows(seq.first, seq.num_new, masked && state.candidates[s] != nullptr);
+    }
+  }
+  for (int64_t s = 0; s < S; ++s) {
+    if (state.index_keys.count[s] == 0 || plan.sequences[s].num_new == 0) continue;
+    if (masked && state.candidates[s] != nullptr)
+      DI_CHECK(state.candidates_over[s] == state.index_keys.count[s],
+               "layer {}: candidate mask over {} entries, indexer keys {}", l, state.candidates_over[s],
+               state.index_keys.count[s]);
+    if (layer.candidate_source) {
+      state.candidates[s] = mask + plan.sequences[s].first * width;
+      state.candidates_over[s] = state.index_keys.count[s];
+    }
+    state.selected_over[s] = state.index_keys.count[s];
   }
   profiler_.mark("attn:indexer");
 }

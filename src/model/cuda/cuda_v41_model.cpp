@@ -71,10 +71,17 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   // wo_a runs group by group: FP8 where a group's rows are whole scale blocks (o_lora_rank 1024 in the release;
   // the tiny fixture's 16 keeps it bf16, which holds its FP8 values exactly).
   const bool fp8_wo_a = fp8 && v.o_lora_rank % 32 == 0;
+  int64_t keys_ratio = -1;  // of the latest layer that owns indexer keys
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l), a = p + "attn.";
     Layer layer;
     static_cast<V41LayerRole&>(layer) = v41_layer_role(v, l);
+    // The indexer's rows see (position + 1) / ratio entries of the keys they score: those keys must be of the same
+    // ratio (so within the row's own sequence's), as in the released schedule.
+    if (layer.owns_index_keys) keys_ratio = layer.ratio;
+    DI_INPUT_CHECK(!layer.index_source || layer.owns_index_keys || keys_ratio < 0 || keys_ratio == layer.ratio,
+                   "layer {}: an index source of compress ratio {} reading indexer keys of ratio {} is not supported "
+                   "on the GPU", l, layer.ratio, keys_ratio);
     for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
       mix->fn = upload(weights, p + name + "_fn");
       mix->base = upload_f32(weights, p + name + "_base");

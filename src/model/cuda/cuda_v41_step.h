@@ -21,6 +21,7 @@ struct CudaV41Model::StepPlan {
   struct Groups {
     const int32_t* visible = nullptr;          // [T]
     const int32_t* positions = nullptr;        // [total]: g * r for g < groups[s], sequence after sequence
+    const int64_t* row_offsets = nullptr;      // [T]: each row's sequence's first group
     std::vector<int64_t> count, offset;        // per sequence
     int64_t total = 0;
   };
@@ -54,11 +55,15 @@ struct CudaV41Model::StepState {
   Bf16 *h, *out;                                  // a sublayer's input and output [T, H]
   Entries compressed;  // of the latest KV source
   Entries index_keys;  // of the latest KV source that owns indexer keys
+  int64_t index_keys_ratio = 0;  // that source's compress ratio
   // The latest index source's picks per row: ids into the sequence's compressed entries, ascending, and how many.
   int32_t* selected_ids = nullptr;     // [T, index_topk]
   int32_t* selected_counts = nullptr;  // [T]
   std::vector<int64_t> selected_over;  // per sequence: how many entries its picks index (0: none yet)
-  // The candidate source's mask [num_new, G] per sequence, and its G (0: none yet).
+  // The candidate source's masks, [T, candidate_width] (each row's sequence's entries, padded); per sequence its
+  // rows (null: none yet) and how many entries they cover.
+  uint8_t* candidate_mask = nullptr;
+  int64_t candidate_width = 0;
   std::vector<uint8_t*> candidates;
   std::vector<int64_t> candidates_over;
 };
