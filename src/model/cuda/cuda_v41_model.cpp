@@ -139,11 +139,11 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const double GiB = 1 << 30, layers = static_cast<double>(std::max<int64_t>(c.num_hidden_layers, 1));
   spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {}; a layer: {:.3f} GiB of routed experts ({}, every slot), "
-               "{:.3f} GiB of bf16 attention, hyper-connection, router and shared-expert weights; embedding, norm "
-               "and head {:.3f} GiB", arena_.bytes_in_use() / GiB, device_.id(),
+               "{:.3f} GiB of attention ({}), hyper-connection, router and shared-expert weights; embedding, "
+               "norm and head {:.3f} GiB", arena_.bytes_in_use() / GiB, device_.id(),
                static_cast<double>(experts_->bytes_per_expert()) * c.n_routed_experts / GiB,
                fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16",
-               static_cast<double>(after_layers - before_layers) / layers / GiB,
+               static_cast<double>(after_layers - before_layers) / layers / GiB, fp8 ? "FP8 projections" : "bf16",
                static_cast<double>(arena_.bytes_in_use() - after_layers) / GiB);
 }
 
