@@ -26,6 +26,11 @@ std::vector<int32_t> sample_on_device(const float* logits, int64_t num_rows, int
   DI_CUDA_CHECK(cudaGetLastError());
   if (step_end != nullptr) DI_CUDA_CHECK(cudaEventRecord(step_end, cudaStreamPerThread));
   DI_CUDA_CHECK(cudaMemcpy(tokens.data(), out, num_rows * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  // The kernels give `vocab` for a row without one finite logit: say so here, where it arose, not as a bad token
+  // in the next step's input.
+  for (int64_t r = 0; r < num_rows; ++r)
+    DI_CHECK(tokens[r] >= 0 && tokens[r] < vocab, "logits row {} of {} has no finite value (the step's forward "
+             "produced NaN or -inf there)", r, num_rows);
   return tokens;
 }
 
