@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "kernels/cpu/fp4_weights.h"
+#include "kernels/cpu/fp8_weights.h"
 #include "src/model/deepseek_model.h"
 #include "src/model/quantization.h"
 #include "src/model/safetensors.h"
@@ -83,6 +85,37 @@ TEST(Quantization, V41CheckpointWithFp8ProjectionsAndFp4ExpertsLoads) {
   EXPECT_EQ(fp8, 5);    // wq_a, wq_b, wkv, wo_a, wo_b of layer 1
   EXPECT_EQ(fp4, 24);   // w1, w2, w3 of its 8 experts
   EXPECT_EQ(draft, 3);  // the DSpark layer's FP8, FP4 and fp32 tensors, kept under their checkpoint names
+}
+
+// What the GPU backend relies on when it holds these weights in FP8/FP4 again (quantised on the device from the
+// loaded values, kernels/cpu/fp8_weights.h and fp4_weights.h under the same names as the CUDA conversions, which
+// the GPU op table holds to these bit for bit): a checkpoint's FP8 projections and FP4 experts, dequantised on
+// load, quantise back to exactly the same values.
+TEST(Quantization, CheckpointValuesQuantiseBackToThemselves) {
+  const auto dir = testing::fixture_dir("tiny-v41-fp8");
+  const SafetensorsFile expected(dir / "dequantized.safetensors");
+  int64_t checked = 0;
+  for (const auto& [name, entry] : expected.entries()) {
+    if (name.starts_with("mtp.")) continue;
+    const Tensor t = expected.read(name);
+    ASSERT_EQ(t.shape().size(), 2u) << name;
+    const int64_t n = t.shape()[0], k = t.shape()[1];
+    std::vector<float> back(n * k);
+    if (name.find(".experts.") != std::string::npos) {
+      std::vector<uint8_t> codes(n * k / 2), scales(n * k / 32);
+      cpu::quantize_fp4_rows(t.data<float>(), n, k, codes.data(), scales.data());
+      cpu::dequantize_fp4_rows(codes.data(), scales.data(), n, k, back.data());
+    } else {
+      std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
+      cpu::quantize_fp8_blocks(t.data<float>(), n, k, codes.data(), scales.data());
+      cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, back.data());
+    }
+    int64_t differing = 0;
+    for (int64_t i = 0; i < n * k; ++i) differing += back[i] != t.data<float>()[i];
+    EXPECT_EQ(differing, 0) << name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 29);  // 5 FP8 projections and 24 FP4 expert tensors
 }
 
 TEST(Quantization, RejectsUnsupportedQuantizationConfigs) {
