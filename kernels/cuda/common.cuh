@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 namespace deepinfer::cuda {
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -18,6 +20,10 @@ __device__ __forceinline__ void clamp_swiglu(float& gate, float& up, float limit
     gate = fminf(gate, limit);
   }
 }
+
+// A ue8m0 scale byte's power of two, from its bits (bytes >= 1, as ue8m0_scale_byte and fp8_weight_scale_byte in
+// kernels/fp_formats.h write them; ue8m0_value there is the same value through ldexpf).
+__device__ __forceinline__ float ue8m0_scale(uint8_t byte) { return __uint_as_float(static_cast<uint32_t>(byte) << 23); }
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

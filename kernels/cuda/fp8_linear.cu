@@ -13,8 +13,6 @@ namespace {
 
 constexpr int kWarps = 8;
 
-__device__ __forceinline__ float scale_of(uint8_t byte) { return __uint_as_float(static_cast<uint32_t>(byte) << 23); }
-
 // Two e4m3 codes (the first in the low byte) as floats, by the hardware conversion (exact: e4m3 is within f16).
 __device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t two) {
   const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
@@ -38,7 +36,7 @@ __global__ void __launch_bounds__(256) quantize_kernel(const __nv_bfloat16* w, i
   for (int i = 1; i < 8; ++i) amax = fmaxf(amax, partial[i]);
   const uint8_t byte = fp8_weight_scale_byte(amax);
   if (threadIdx.x == 0) scales[blockIdx.y * gridDim.x + blockIdx.x] = byte;
-  const float scale = ldexpf(1.0f, static_cast<int>(byte) - 127);
+  const float scale = ue8m0_value(byte);
 #pragma unroll
   for (int i = 0; i < 4; ++i) codes[r * k + c + i] = static_cast<uint8_t>(e4m3_code(fminf(fmaxf(v[i] / scale, -448.0f), 448.0f)));
 }
@@ -50,7 +48,7 @@ __global__ void dequantize_kernel(const uint8_t* codes, const uint8_t* scales, i
   const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (p >= pieces) return;
   const int64_t first = p * 16, r = first / k, c = first % k;
-  const float scale = scale_of(scales[(r / 32) * (k / 32) + c / 32]);
+  const float scale = ue8m0_scale(scales[(r / 32) * (k / 32) + c / 32]);
   const uint4 raw = reinterpret_cast<const uint4*>(codes)[p];
   const uint32_t* words = reinterpret_cast<const uint32_t*>(&raw);
   uint4 result[2];
@@ -78,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const uint8_t* row = codes + j * k;
   for (int64_t c = 16 * lane; c < k; c += 16 * 32) {
     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + c));
-    const float scale = scale_of(__ldg(scales + (j / 32) * (k / 32) + c / 32));
+    const float scale = ue8m0_scale(__ldg(scales + (j / 32) * (k / 32) + c / 32));
     const uint32_t* words = reinterpret_cast<const uint32_t*>(&raw);
     float w[16];
 #pragma unroll

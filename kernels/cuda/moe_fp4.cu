@@ -39,8 +39,6 @@ __device__ __forceinline__ void fill_byte_table(uint32_t* table) {
 }
 __device__ __forceinline__ float low_bf16(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float high_bf16(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
-// A ue8m0 byte's power of two (bytes >= 1, as ue8m0_scale_byte writes them).
-__device__ __forceinline__ float scale_of(uint8_t byte) { return __uint_as_float(static_cast<uint32_t>(byte) << 23); }
 
 // A thread per 8 values: 4 bytes of codes, their scale, one 16-byte store.
 __global__ void dequantize_kernel(const uint8_t* codes, const uint8_t* scales, int64_t groups, __nv_bfloat16* out) {
@@ -51,7 +49,7 @@ __global__ void dequantize_kernel(const uint8_t* codes, const uint8_t* scales, i
   const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (g >= groups) return;
   const uint32_t c = reinterpret_cast<const uint32_t*>(codes)[g];
-  const float scale = scale_of(scales[g / 4]);
+  const float scale = ue8m0_scale(scales[g / 4]);
   uint4 v;
   uint32_t* words = reinterpret_cast<uint32_t*>(&v);
 #pragma unroll
@@ -93,7 +91,7 @@ __device__ __forceinline__ void dot_rows(const Fp4Rows& w, const int64_t (&rows)
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
       codes[r] = __ldg(reinterpret_cast<const uint32_t*>(w.codes + rows[r] * (n / 2) + i / 2));
-      scales[r] = scale_of(__ldg(w.scales + rows[r] * (n / 32) + i / 32));
+      scales[r] = ue8m0_scale(__ldg(w.scales + rows[r] * (n / 32) + i / 32));
     }
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) sums[r] += dot8_fp4(codes[r], scales[r], x, table);

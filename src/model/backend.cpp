@@ -51,12 +51,22 @@ std::unique_ptr<CausalLm> make_causal_lm(ModelConfig config, WeightOrigin weight
   return arch->build(std::move(config), std::move(weights), device, gpu);
 }
 
+namespace {
+
+#ifdef DEEPINFER_HAVE_CUDA
+// A CUDA model from the host weights or, without them, from dummy values generated on the device.
+template <class CudaModel>
+std::unique_ptr<CausalLm> make_cuda_model(ModelConfig config, const WeightOrigin& weights, int gpu) {
+  if (weights.host) return std::make_unique<CudaModel>(std::move(config), HostWeightSource(*weights.host), gpu);
+  return std::make_unique<CudaModel>(std::move(config), DummyWeightSource(weights.dummy_seed, weights.wanted), gpu);
+}
+#endif
+
+}  // namespace
+
 std::unique_ptr<CausalLm> build_deepseek_v41_model(ModelConfig config, WeightOrigin weights, Device device, int gpu) {
 #ifdef DEEPINFER_HAVE_CUDA
-  if (device == Device::kCuda) {
-    if (weights.host) return std::make_unique<CudaV41Model>(std::move(config), HostWeightSource(*weights.host), gpu);
-    return std::make_unique<CudaV41Model>(std::move(config), DummyWeightSource(weights.dummy_seed, weights.wanted), gpu);
-  }
+  if (device == Device::kCuda) return make_cuda_model<CudaV41Model>(std::move(config), weights, gpu);
 #else
   (void)gpu;
   DI_CHECK(device == Device::kCpu, "no CUDA backend in this build");
@@ -67,10 +77,7 @@ std::unique_ptr<CausalLm> build_deepseek_v41_model(ModelConfig config, WeightOri
 
 std::unique_ptr<CausalLm> build_deepseek_model(ModelConfig config, WeightOrigin weights, Device device, int gpu) {
 #ifdef DEEPINFER_HAVE_CUDA
-  if (device == Device::kCuda) {
-    if (weights.host) return std::make_unique<CudaDeepseekModel>(std::move(config), HostWeightSource(*weights.host), gpu);
-    return std::make_unique<CudaDeepseekModel>(std::move(config), DummyWeightSource(weights.dummy_seed, weights.wanted), gpu);
-  }
+  if (device == Device::kCuda) return make_cuda_model<CudaDeepseekModel>(std::move(config), weights, gpu);
 #else
   (void)gpu;
   DI_CHECK(device == Device::kCpu, "no CUDA backend in this build");

@@ -20,8 +20,6 @@
 #include <cstdio>
 #include <numeric>
 
-#include <fmt/format.h>
-
 #include "src/core/device.h"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_v41_model.h"

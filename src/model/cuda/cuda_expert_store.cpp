@@ -73,23 +73,18 @@ void CudaExpertStore::load(int64_t moe_layer, int64_t expert, const DeviceWeight
   held_[index(moe_layer, expert)] = true;
 }
 
-const Bf16* CudaExpertStore::expert_bf16(int64_t moe_layer, int64_t expert) const {
+DeviceMlp CudaExpertStore::expert_mlp(int64_t moe_layer, int64_t expert) const {
   const int64_t H = hidden(), I = intermediate();
-  if (format_ == Format::kBf16) return nullptr;
+  if (format_ == Format::kBf16)
+    return {layers_[moe_layer].gate_up + expert * 2 * I * H, layers_[moe_layer].down + expert * H * I, I};
   dequantize(moe_layer, expert, 1, staging_.data(), staging_.data() + 2 * I * H);
-  return staging_.data();
+  return {staging_.data(), staging_.data() + 2 * I * H, I};
 }
 
 void CudaExpertStore::dequantize(int64_t moe_layer, int64_t first, int64_t count, Bf16* gate_up, Bf16* down) const {
   const int64_t H = hidden(), I = intermediate();
   const Layer& layer = layers_[moe_layer];
-  if (format_ == Format::kBf16) {
-    DI_CUDA_CHECK(cudaMemcpyAsync(gate_up, layer.gate_up + first * 2 * I * H, count * 2 * I * H * sizeof(Bf16),
-                                  cudaMemcpyDeviceToDevice, cudaStreamPerThread));
-    DI_CUDA_CHECK(cudaMemcpyAsync(down, layer.down + first * H * I, count * H * I * sizeof(Bf16),
-                                  cudaMemcpyDeviceToDevice, cudaStreamPerThread));
-    return;
-  }
+  DI_CHECK(format_ == Format::kFp4, "dequantize() is for FP4 experts (bf16 ones are read where they are)");
   cuda::dequantize_fp4_rows(layer.gate_up_fp4.codes + first * 2 * I * H / 2,
                             layer.gate_up_fp4.scales + first * 2 * I * H / 32, count * 2 * I, H, gate_up, nullptr);
   cuda::dequantize_fp4_rows(layer.down_fp4.codes + first * H * I / 2, layer.down_fp4.scales + first * H * I / 32,
@@ -100,15 +95,12 @@ bool CudaExpertStore::holds(int64_t moe_layer, int64_t expert) const { return he
 
 void CudaExpertStore::compute(int64_t moe_layer, int64_t expert, const float* x, int64_t n, float* out) const {
   DI_CHECK(holds(moe_layer, expert), "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
-  const int64_t H = hidden(), I = intermediate();
+  const int64_t H = hidden();
   scratch_.reset();
   auto* x_dev = reinterpret_cast<Bf16*>(device_copy(scratch_, to_bf16_bits(x, n * H)));
   auto* y = scratch_.alloc<Bf16>(n * H);
   auto* y32 = scratch_.alloc<float>(n * H);
-  const Bf16* rows = format_ == Format::kBf16 ? nullptr : expert_bf16(moe_layer, expert);
-  const DeviceMlp mlp = rows != nullptr ? DeviceMlp{rows, rows + 2 * I * H, I}
-                                        : DeviceMlp{layers_[moe_layer].gate_up + expert * 2 * I * H,
-                                                    layers_[moe_layer].down + expert * H * I, I};
+  const DeviceMlp mlp = expert_mlp(moe_layer, expert);
   device_mlp({cudaStreamPerThread, cublas_.get()}, mlp, x_dev, y, n, H, scratch_, num_sms_, swiglu_limit_);
   cuda::bf16_to_f32(y, y32, n * H, nullptr);
   DI_CUDA_CHECK(cudaMemcpy(out, y32, n * H * sizeof(float), cudaMemcpyDeviceToHost));
@@ -119,15 +111,9 @@ std::vector<float> CudaExpertStore::export_weights(int64_t moe_layer, int64_t ex
   DI_CHECK(holds(moe_layer, expert), "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
   const int64_t I = intermediate(), H = hidden();
   std::vector<uint16_t> bits(3 * I * H);
-  if (format_ == Format::kFp4) {
-    DI_CUDA_CHECK(cudaMemcpy(bits.data(), expert_bf16(moe_layer, expert), bits.size() * sizeof(uint16_t),
-                             cudaMemcpyDeviceToHost));
-  } else {
-    DI_CUDA_CHECK(cudaMemcpy(bits.data(), layers_[moe_layer].gate_up + expert * 2 * I * H,
-                             2 * I * H * sizeof(uint16_t), cudaMemcpyDeviceToHost));
-    DI_CUDA_CHECK(cudaMemcpy(bits.data() + 2 * I * H, layers_[moe_layer].down + expert * H * I,
-                             H * I * sizeof(uint16_t), cudaMemcpyDeviceToHost));
-  }
+  const DeviceMlp mlp = expert_mlp(moe_layer, expert);
+  DI_CUDA_CHECK(cudaMemcpy(bits.data(), mlp.gate_up, 2 * I * H * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(bits.data() + 2 * I * H, mlp.down, H * I * sizeof(uint16_t), cudaMemcpyDeviceToHost));
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
   return out;

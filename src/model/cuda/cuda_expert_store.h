@@ -35,8 +35,8 @@ class CudaExpertStore final : public ExpertStore {
   // fp4 only: expert e's gate_up rows from row e * 2I, its down rows from row e * H.
   cuda::Fp4Rows gate_up_fp4(int64_t moe_layer) const { return layers_[moe_layer].gate_up_fp4; }
   cuda::Fp4Rows down_fp4(int64_t moe_layer) const { return layers_[moe_layer].down_fp4; }
-  // bf16 copies of experts [first, first + count) into gate_up [count, 2I, H] and down [count, H, I], on the
-  // model's stream (fp4: dequantised; the prefill GEMMs read them).
+  // fp4 only: experts [first, first + count) dequantised into gate_up [count, 2I, H] and down [count, H, I], on
+  // the model's stream (the prefill GEMMs read them).
   void dequantize(int64_t moe_layer, int64_t first, int64_t count, __nv_bfloat16* gate_up, __nv_bfloat16* down) const;
   size_t bytes_per_expert() const;
 
@@ -52,8 +52,8 @@ class CudaExpertStore final : public ExpertStore {
     __nv_bfloat16 *gate_up = nullptr, *down = nullptr;  // bf16
     cuda::Fp4Rows gate_up_fp4, down_fp4;                // fp4
   };
-  // One expert's [gate | up] then down rows as bf16 (dequantised from fp4 into staging_).
-  const __nv_bfloat16* expert_bf16(int64_t moe_layer, int64_t expert) const;
+  // One expert as bf16 rows: its slots, or (fp4) dequantised into staging_ (valid until the next call).
+  DeviceMlp expert_mlp(int64_t moe_layer, int64_t expert) const;
   // Stores one expert from bf16 rows [gate | up | down] on the device (fp4: quantised).
   void store(int64_t moe_layer, int64_t expert, const __nv_bfloat16* rows);
 
