@@ -36,7 +36,8 @@ struct Layout {
 // depend on timing).
 template <int kMTiles>
 __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y,
-                                                              bool y_fp32, int m, int n, int k, GemvLayout layout) {
+                                                              bool y_fp32, int m, int n, int k, GemvLayout layout,
+                                                              bool early_weights) {
   using L = Layout<kMTiles>;
   constexpr int kRows = L::kRows;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
@@ -64,16 +65,22 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16
   };
   auto stage_weights = [&](int i) { copy_rows(i, w, layout.w_row, col0, n, 0, kCols); };
   auto stage_x = [&](int i) { copy_rows(i, x, layout.x_row, 0, m, kCols, kRows); };
-  // The first stages' weights load before the wait for the previous kernel (launched with launch_dependent):
-  // they do not depend on it, and a projection this small is mostly the latency of its first loads. x, the
-  // previous kernel's output, is read after the wait. (The first commit group holds those weights too.)
+  // A resident weight's first stages load before the wait for the previous kernel (launched with
+  // launch_dependent): they do not depend on it, and a projection this small is mostly the latency of its first
+  // loads. x, the previous kernel's output, is read after the wait, and so is a weight that kernel may have
+  // written (early_weights false). (The first commit group holds the early weights too.)
+  if (early_weights) {
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i)
-    if (i < num_tiles) stage_weights(i);
+    for (int i = 0; i < kStages - 1; ++i)
+      if (i < num_tiles) stage_weights(i);
+  }
   begin_dependent_kernel();
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < num_tiles) stage_x(i);
+    if (i < num_tiles) {
+      if (!early_weights) stage_weights(i);
+      stage_x(i);
+    }
     cp_async_commit();
   }
 
@@ -145,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16
 
 template <int kMTiles>
 void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t batch, int64_t m, int64_t n,
-            int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream) {
+            int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream, WeightSource source) {
   constexpr auto kernel = skinny_kernel<kMTiles>;
   constexpr size_t shared = Layout<kMTiles>::kSharedBytes;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
@@ -156,28 +163,29 @@ void launch(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32
   const int splits = static_cast<int>(std::clamp<int64_t>(std::min(wanted, k_tiles / 2), 1, kMaxSplits));
   const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(splits), static_cast<unsigned>(batch));
   launch_dependent_clustered(kernel, grid, kThreads, shared, stream, static_cast<unsigned>(splits), x, w, y, y_fp32,
-                             static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), layout);
+                             static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), layout,
+                             source == WeightSource::kResident);
 }
 
 void launch_rows(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t batch, int64_t m,
-                 int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream) {
+                 int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream, WeightSource source) {
   if (batch <= 0 || m <= 0 || n <= 0) return;
-  if (m <= 16) return launch<1>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);
-  if (m <= 32) return launch<2>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);
-  if (m <= 48) return launch<3>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);
-  launch<4>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream);  // m <= kLinearSkinnyMaxRows
+  if (m <= 16) return launch<1>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream, source);
+  if (m <= 32) return launch<2>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream, source);
+  if (m <= 48) return launch<3>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream, source);
+  launch<4>(x, w, y, y_fp32, batch, m, n, k, layout, num_sms, stream, source);  // m <= kLinearSkinnyMaxRows
 }
 
 }  // namespace
 
 void linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n,
-                   int64_t k, int num_sms, cudaStream_t stream) {
-  launch_rows(x, w, y, y_fp32, 1, m, n, k, {k, 0, 0, n, 0, k}, num_sms, stream);
+                   int64_t k, int num_sms, cudaStream_t stream, WeightSource source) {
+  launch_rows(x, w, y, y_fp32, 1, m, n, k, {k, 0, 0, n, 0, k}, num_sms, stream, source);
 }
 
 void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
                            int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream) {
-  launch_rows(x, w, y, false, batch, m, n, k, layout, num_sms, stream);
+  launch_rows(x, w, y, false, batch, m, n, k, layout, num_sms, stream, WeightSource::kResident);
 }
 
 }  // namespace deepinfer::cuda

@@ -2,8 +2,9 @@
 // tensor cores, reading each weight row once for all m rows. Each block takes 64 output columns; where that
 // leaves SMs idle (a 2048-column projection has 32 such tiles) k is also split over a thread block cluster of up
 // to 8 blocks, whose fp32 partial sums meet in distributed shared memory in a fixed order. The first stages'
-// weights load before the kernel waits for its predecessor (launch.cuh), so at decode sizes the weights' first
-// latency overlaps the previous kernel's end. x, w bf16 row-major; y bf16 or fp32 ([m, n]); k a multiple of 8
+// weights of a resident weight load before the kernel waits for its predecessor (launch.cuh), so at decode sizes
+// the weights' first latency overlaps the previous kernel's end; a weight an earlier kernel on the stream writes
+// (dequantised into scratch) must say so (WeightSource::kFromStream) and loads after the wait. x, w bf16 row-major; y bf16 or fp32 ([m, n]); k a multiple of 8
 // (16-byte pieces), x and w rows 16-byte aligned. num_sms: the device's SM count (it sizes the split).
 #pragma once
 
@@ -18,12 +19,17 @@ namespace deepinfer::cuda {
 
 constexpr int64_t kLinearSkinnyMaxRows = 64;
 
+// Whether the weight may be read before the previous kernel on the stream has finished: kResident (written at
+// start-up) may; kFromStream (written by an earlier kernel of the step, e.g. FP8/FP4 weights dequantised into
+// scratch) may not. Reading the latter early raced with its dequantisation (NaN rows under 2p2d on one GPU).
+enum class WeightSource { kResident, kFromStream };
+
 void linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n,
-                   int64_t k, int num_sms, cudaStream_t stream);
+                   int64_t k, int num_sms, cudaStream_t stream, WeightSource source = WeightSource::kResident);
 
 // A batch of such products with strided operands (the per-head W_uv of MLA's absorbed form): product b computes
 // y[b][t, i] = x[b][t, :] . w[b][i, :] at the offsets and row strides of `layout` (x_row, w_row, y_row; x's and
-// w's multiples of 8). bf16 output.
+// w's multiples of 8). bf16 output. w resident.
 void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
                            int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream);
 

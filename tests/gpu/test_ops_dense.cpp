@@ -341,6 +341,37 @@ void linear_skinny(OpRun& r) {
   }
 }
 
+// The skinny Linear over a weight an earlier kernel of the stream writes: an FP8 weight dequantised into a buffer
+// poisoned (NaN) just before, `repeats` times back to back with no host wait between, as the V4.1 model runs
+// its FP8 projections above the matrix-vector rows. Reading that weight before the wait for its dequantisation
+// (the resident weights' early loads) gave NaN rows under 2p2d on one GPU; every repeat must match.
+void linear_skinny_dequantised(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], k = r["k"], repeats = r["repeats"];
+  std::vector<float> x_f, w_raw;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(rows * k, x_f));
+  r.random_bf16(n * k, w_raw, 0.05f);
+  std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
+  std::vector<float> w_f(n * k), want(rows * n);
+  cpu::quantize_fp8_blocks(w_raw.data(), n, k, codes.data(), scales.data());
+  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, w_f.data());
+  cpu::linear(x_f.data(), w_f.data(), nullptr, want.data(), rows, n, k);
+  auto d_codes = DeviceArray<uint8_t>::from_host(codes), d_scales = DeviceArray<uint8_t>::from_host(scales);
+  DeviceArray<Bf16> dequantised(n * k);
+  DeviceArray<float> y(repeats * rows * n);
+  y.poison();
+  for (int64_t i = 0; i < repeats; ++i) {
+    DI_CUDA_CHECK(cudaMemsetAsync(dequantised.data(), 0xff, n * k * sizeof(Bf16), cudaStreamPerThread));
+    cuda::dequantize_fp8_blocks(d_codes.data(), d_scales.data(), n, k, bf(dequantised), nullptr);
+    cuda::linear_skinny(bf(x), bf(dequantised), y.data() + i * rows * n, true, rows, n, k, num_sms(), nullptr,
+                        cuda::WeightSource::kFromStream);
+  }
+  sync();
+  const std::vector<float> all = y.to_host();
+  for (int64_t i = 0; i < repeats; ++i)
+    r.close("y, repeat " + std::to_string(i),
+            std::vector<float>(all.begin() + i * rows * n, all.begin() + (i + 1) * rows * n), want);
+}
+
 // The absorbed MLA projections per head in the model's layouts: W_uk (rows of kv_b [heads, nope + v, lora]) folds
 // each head's q_nope into the latent space (batched_gemv_transposed), W_uv unfolds each head's latent output into
 // values (batched_gemv; batched_linear_skinny beyond the matrix-vector rows). lora 136 leaves a partial block of
@@ -565,6 +596,8 @@ void add_dense_rows(OpTable& t) {
       for (int64_t f32 : {0, 1})
         t.add("linear_skinny", f32 ? "f32" : "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", f32}},
               f32 ? kF32 : kBf16, linear_skinny);
+  t.add("linear_skinny_dequantised", "f32", {{"rows", 16}, {"n", 4096}, {"k", 1024}, {"repeats", 64}}, kF32,
+        linear_skinny_dequantised);
   for (int64_t rows : {3, 17, 64})
     t.add("batched_linear_skinny", "bf16", {{"rows", rows}, {"heads", 3}, {"nope", 8}, {"v", 20}, {"lora", 520}},
           kBf16, [](OpRun& r) { batched_gemv(r, true); });

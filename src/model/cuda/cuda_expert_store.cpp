@@ -78,7 +78,7 @@ DeviceMlp CudaExpertStore::expert_mlp(int64_t moe_layer, int64_t expert) const {
   if (format_ == Format::kBf16)
     return {layers_[moe_layer].gate_up + expert * 2 * I * H, layers_[moe_layer].down + expert * H * I, I};
   dequantize(moe_layer, expert, 1, staging_.data(), staging_.data() + 2 * I * H);
-  return {staging_.data(), staging_.data() + 2 * I * H, I};
+  return {staging_.data(), staging_.data() + 2 * I * H, I, cuda::WeightSource::kFromStream};
 }
 
 void CudaExpertStore::dequantize(int64_t moe_layer, int64_t first, int64_t count, Bf16* gate_up, Bf16* down) const {

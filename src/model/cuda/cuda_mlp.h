@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/linear_skinny.cuh"  // WeightSource
 #include "src/model/cuda/device_memory.h"
 
 namespace deepinfer {
@@ -27,11 +28,14 @@ struct DeviceMlp {
   const __nv_bfloat16* gate_up = nullptr;  // [2 * inter, hidden]: gate rows, then up rows
   const __nv_bfloat16* down = nullptr;     // [hidden, inter]
   int64_t inter = 0;
+  cuda::WeightSource source = cuda::WeightSource::kResident;  // kFromStream: dequantised by an earlier kernel
 };
 
-// y[m, n] = x[m, k] . w[n, k]^T, y bf16 or fp32.
+// y[m, n] = x[m, k] . w[n, k]^T, y bf16 or fp32. A weight written on the stream during the step (dequantised)
+// must be passed as kFromStream: the skinny kernel reads resident weights before its predecessor has finished.
 void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m,
-                   int64_t n, int64_t k, int num_sms);
+                   int64_t n, int64_t k, int num_sms,
+                   cuda::WeightSource source = cuda::WeightSource::kResident);
 // out [rows, hidden] = down(silu(gate h) * (up h)), gate and up clamped first where swiglu_limit > 0 (V4.1),
 // temporaries from `scratch`.
 void device_mlp(Lane lane, const DeviceMlp& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,

@@ -204,7 +204,7 @@ void CudaV41Model::linear(const Bf16* x, const Projection& w, void* y, bool y_fp
     return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, nullptr);
   auto* dequantised = scratch_.alloc<Bf16>(w.n * w.k);
   cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, nullptr);
-  linear(x, dequantised, y, y_fp32, m, w.n, w.k);
+  device_linear(main_lane(), x, dequantised, y, y_fp32, m, w.n, w.k, num_sms_, cuda::WeightSource::kFromStream);
 }
 
 void CudaV41Model::fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked,
