@@ -22,7 +22,7 @@ struct ModelOptions {
   std::string load_format = "auto";
   uint64_t seed = 0;  // dummy weights
   std::string device = "auto";  // cpu | cuda | auto
-  bool no_engram = false;  // DeepSeek-V4.1: run without its engram layers (not implemented yet)
+  bool no_engram = false;  // DeepSeek-V4.1: run without its engram layers (their tables need not be there)
   int64_t num_layers = 0;  // > 0: run the model at this depth (v41_at_depth for V4.1; the first layers otherwise)
 };
 

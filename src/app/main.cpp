@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
     cmd->add_option("--seed", model.seed, "Seed of dummy weights")->capture_default_str();
     cmd->add_option("--device", model.device, "cpu | cuda | auto (cuda when a GPU is visible)")->capture_default_str();
     cmd->add_flag("--no-engram", model.no_engram,
-                  "DeepSeek-V4.1: drop the engram layers (not implemented yet; the outputs then differ from the model)");
+                  "DeepSeek-V4.1: drop the engram layers (for shapes that cannot hold their tables; the outputs then differ "
+                  "from the model's)");
     cmd->add_option("--num-layers", model.num_layers,
                     "Run at this depth: V2/V3 their first N layers; V4.1 N layers that keep every mechanism (the "
                     "candidate source, a pooled KV source, ...; dummy weights only)")

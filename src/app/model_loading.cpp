@@ -6,6 +6,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/model/engram_hash.h"
 #include "src/model/v41_config.h"
 
 namespace deepinfer::app {
@@ -45,9 +46,13 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
     spdlog::warn("--no-engram: running DeepSeek-V4.1 without its {} engram layers", loaded.config.v41.engram_layer_ids.size());
     loaded.config.v41.engram_layer_ids.clear();
   }
-  DI_INPUT_CHECK(loaded.config.v41.engram_layer_ids.empty(),
-                 "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
-                 loaded.config.v41.engram_layer_ids.size());
+  V41TextConfig& v41 = loaded.config.v41;
+  if (!v41.engram_layer_ids.empty() && v41.engram_hash.compressed_ids.empty()) {
+    // The hashing's tables: load_model_config read them where the model directory has them.
+    if (format == LoadFormat::kDummy) dummy_engram_hash(v41);
+    else read_engram_hash(std::filesystem::is_directory(path) ? path / "engram_hash.json"
+                                                              : path.parent_path() / "engram_hash.json", v41);
+  }
   if (format == LoadFormat::kDummy && loaded.device == Device::kCuda) {
     // Generated on the GPU once the topology has picked it: no host copy of the weights.
     loaded.weights.dummy_seed = options.seed;

@@ -104,7 +104,8 @@ ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch) const {
     const Sequence& seq = *item.seq;
     forward.token_ids.insert(forward.token_ids.end(), seq.tokens.begin() + seq.num_cached,
                              seq.tokens.begin() + seq.num_cached + item.num_new);
-    forward.sequences.push_back({seq.num_cached, item.num_new, seq.block_table});
+    forward.sequences.push_back(
+        {seq.num_cached, item.num_new, seq.block_table, {seq.tokens.data(), static_cast<size_t>(seq.num_cached)}});
   }
   return forward;
 }

@@ -12,6 +12,9 @@ struct SequenceChunk {
   int64_t num_cached = 0;  // positions [0, num_cached) are in the KV cache; the new tokens follow
   int64_t num_new = 0;
   std::span<const int32_t> block_table;  // covers positions [0, num_cached + num_new)
+  // The tokens just before the new ones, at positions [num_cached - size, num_cached) (the engine passes all
+  // cached tokens; DeepSeek-V4.1's engram hashing reads the last max_ngram_size - 1 of them).
+  std::span<const int32_t> earlier_tokens = {};
 };
 
 // Expanded: the latent cache is decompressed into per-head keys and values (prefill: many queries share the

@@ -7,6 +7,7 @@
 #include "src/core/check.h"
 #include "src/core/files.h"
 #include "src/model/architectures.h"
+#include "src/model/engram_hash.h"
 
 namespace deepinfer {
 
@@ -53,8 +54,14 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 }
 
 ModelConfig load_model_config(const std::filesystem::path& path) {
-  const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
-  return parse_model_config(read_text_file(file, "model config"), file.string());
+  const bool directory = std::filesystem::is_directory(path);
+  const auto file = directory ? path / "config.json" : path;
+  ModelConfig config = parse_model_config(read_text_file(file, "model config"), file.string());
+  // DeepSeek-V4.1's engram hashing tables live beside the config (launch/engram_hash.py writes them); a model
+  // built with engram layers but without them refuses to run (--no-engram drops the layers).
+  if (directory && !config.v41.engram_layer_ids.empty() && std::filesystem::exists(path / "engram_hash.json"))
+    read_engram_hash(path / "engram_hash.json", config.v41);
+  return config;
 }
 
 }  // namespace deepinfer

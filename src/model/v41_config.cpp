@@ -119,11 +119,25 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
     r.fail("candidate_source_layer_id", fmt::format("= {} is not one of index_source_layer_ids",
                                                     c.candidate_source_layer_id));
   c.engram_layer_ids = r.get_int_list("engram_layer_ids", 0, layers - 1);
-  const std::vector<int64_t> engram_rows =
-      r.get_int_list("engram_num_embeddings", 0, std::numeric_limits<int64_t>::max());
-  if (r.has("engram_num_embeddings") && engram_rows.size() != c.engram_layer_ids.size())
-    r.fail("engram_num_embeddings", fmt::format("has {} entries for {} engram layers", engram_rows.size(),
-                                                c.engram_layer_ids.size()));
+  c.engram_num_embeddings = r.get_int_list("engram_num_embeddings", 0, std::numeric_limits<int64_t>::max());
+  if (r.has("engram_num_embeddings") && c.engram_num_embeddings.size() != c.engram_layer_ids.size())
+    r.fail("engram_num_embeddings", fmt::format("has {} entries for {} engram layers",
+                                                c.engram_num_embeddings.size(), c.engram_layer_ids.size()));
+  c.engram_vocab_size = r.get_int("engram_vocab_size", 2, std::numeric_limits<int64_t>::max() / 4, 16000000);
+  c.engram_max_ngram_size = r.get_int("engram_max_ngram_size", 2, 16, 4);
+  c.engram_n_heads = r.get_int("engram_n_heads", 1, 1024, 8);
+  c.engram_head_dim = r.get_int("engram_head_dim", 1, 65536, 256);
+  // transformers names it engram_pad_id; the released config.json says engram_pad_token_id.
+  c.engram_pad_id = r.get_int(r.has("engram_pad_id") ? "engram_pad_id" : "engram_pad_token_id", 0,
+                              c.vocab_size - 1, std::min<int64_t>(2, c.vocab_size - 1));
+  c.engram_compressed_vocab_size = r.get_int("engram_compressed_vocab_size", 1, kMaxInt, 99092);
+  if (!c.engram_layer_ids.empty()) {
+    if (!r.has("engram_num_embeddings"))
+      r.fail("engram_num_embeddings", "is missing: the engram layers need their table sizes");
+    if (c.engram_compressed_vocab_size > c.vocab_size)
+      r.fail("engram_compressed_vocab_size", fmt::format("= {} exceeds vocab_size {}", c.engram_compressed_vocab_size,
+                                                         c.vocab_size));
+  }
   c.candidate_topk_blocks = r.get_int("candidate_topk_blocks", 1, kMaxInt, 2048);
   c.candidate_block_size = r.get_int("candidate_block_size", 1, kMaxInt, 8);
   c.index_n_heads = r.get_int("index_n_heads", 1, 4096, 32);
@@ -251,6 +265,15 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
         specs.push_back({a + "indexer.wk.weight", {v.index_head_dim, hd}});
         specs.push_back({a + "indexer.k_norm.weight", {v.index_head_dim}});
       }
+    }
+    const auto engram = std::find(v.engram_layer_ids.begin(), v.engram_layer_ids.end(), l);
+    if (engram != v.engram_layer_ids.end()) {
+      const int64_t rows = v.engram_num_embeddings[engram - v.engram_layer_ids.begin()];
+      const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads, ed = v.engram_head_dim;
+      specs.push_back({p + "engram.embed.weight", {rows, ed}});
+      specs.push_back({p + "engram.wkv.weight", {(hc + 1) * H, cols * ed}});
+      specs.push_back({p + "engram.q_weight", {hc, H}});
+      specs.push_back({p + "engram.k_weight", {hc, H}});
     }
     specs.push_back({p + "ffn.gate.weight", {E, H}});
     specs.push_back({p + "ffn.gate.bias", {E}});

@@ -18,6 +18,14 @@ struct V41Quantization {
   std::string expert_dtype;        // "fp4" or "fp8"
 };
 
+// The engram hashing's tables (engram_hash.h reads or generates them): token id -> compressed id, and per
+// engram layer the multipliers [max_ngram], primes [(max_ngram - 1) * n_heads] and the row offset of each
+// (order, head) bucket range in the layer's table.
+struct EngramHashTables {
+  std::vector<int32_t> compressed_ids;
+  std::vector<int64_t> multipliers, primes, offsets;
+};
+
 struct V41TextConfig {
   int64_t vocab_size = 0, hidden_size = 0, num_hidden_layers = 0, num_nextn_predict_layers = 0;
   // Attention: q low-rank, one shared K=V latent of head_dim (RoPE on its last qk_rope_head_dim channels),
@@ -28,7 +36,7 @@ struct V41TextConfig {
   // Per layer, the draft layers' included (num_hidden_layers + num_nextn_predict_layers entries; those are 0):
   // 0 window only, 1 full-resolution shared KV (the decoder), r > 1 groups of r tokens pooled (the encoder).
   std::vector<int64_t> compress_ratios;
-  std::vector<int64_t> kv_source_layer_ids, index_source_layer_ids, engram_layer_ids;
+  std::vector<int64_t> kv_source_layer_ids, index_source_layer_ids;
   int64_t candidate_source_layer_id = -1;  // -1: no two-level top-k
   int64_t candidate_topk_blocks = 0, candidate_block_size = 0;
   int64_t index_n_heads = 0, index_head_dim = 0, index_topk = 0;
@@ -46,6 +54,13 @@ struct V41TextConfig {
   double yarn_factor = 1.0, yarn_beta_fast = 32.0, yarn_beta_slow = 1.0;
   int64_t yarn_original_max_position_embeddings = 0;
   int64_t max_position_embeddings = 0;
+  // Engram (conditional memory): at these layers, before attention, every stream gains a gated value looked up
+  // by hashing the 2..engram_max_ngram_size-grams of compressed token ids ending at each token into
+  // engram_n_heads prime-sized buckets per order (tables of engram_num_embeddings rows of engram_head_dim).
+  std::vector<int64_t> engram_layer_ids, engram_num_embeddings;
+  int64_t engram_vocab_size = 0, engram_max_ngram_size = 0, engram_n_heads = 0, engram_head_dim = 0;
+  int64_t engram_pad_id = 0, engram_compressed_vocab_size = 0;
+  EngramHashTables engram_hash;  // filled by the model loader (engram_hash.h) where engram layers run
   std::vector<int64_t> eos_token_ids;
   V41Quantization quantization;
 };

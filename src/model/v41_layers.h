@@ -4,6 +4,8 @@
 // sublayer output and the mixed streams, combined). A backend supplies the blocks over its own activations:
 //
 //   embed()              the streams: hc_mult copies of the token embedding
+//   engram(l)            at an engram layer, every stream += its gate * the value looked up by the token's n-gram
+//                        hashes (nothing at other layers)
 //   hc_pre(l, site)      the site's mixes from the streams; h = rms_norm(collapse of the streams) with the
 //                        site's norm (the collapse weights are those the previous site's mixes produced)
 //   attention(l)         out = attention(h), with the layer's caches (window, compressed, indexer)
@@ -26,6 +28,7 @@ template <typename Blocks>
 auto run_v41_layers(const V41TextConfig& v, Blocks& blocks) {
   blocks.embed();
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    blocks.engram(l);
     blocks.hc_pre(l, HyperSite::kAttention);
     blocks.attention(l);
     blocks.hc_post();

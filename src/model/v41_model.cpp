@@ -6,9 +6,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/cpu/engram.h"
 #include "kernels/cpu/hyper_connections.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
+#include "src/model/engram_hash.h"
 #include "src/model/router_params.h"
 
 namespace deepinfer {
@@ -22,9 +24,9 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     const std::string p = fmt::format("layers.{}.ffn.experts.{}.", layer, e);
     return HostExpertStore::TensorNames{p + "w1.weight", p + "w3.weight", p + "w2.weight"};
   });
-  DI_INPUT_CHECK(v.engram_layer_ids.empty(),
-                 "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
-                 v.engram_layer_ids.size());
+  DI_INPUT_CHECK(v.engram_layer_ids.empty() || !v.engram_hash.compressed_ids.empty(),
+                 "DeepSeek-V4.1 engram layers need the model directory's engram_hash.json (write it with "
+                 "`python3 launch/engram_hash.py MODEL`), or --no-engram");
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
     Layer layer;
@@ -63,6 +65,14 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     layer.router = weights_.data(p + "ffn.gate.weight");
     layer.router_bias = weights_.data(p + "ffn.gate.bias");
     layer.shared = resolve_expert(p + "ffn.shared_experts");
+    const auto engram = std::find(v.engram_layer_ids.begin(), v.engram_layer_ids.end(), l);
+    if (engram != v.engram_layer_ids.end()) {
+      layer.engram_index = engram - v.engram_layer_ids.begin();
+      layer.engram_table = weights_.data(p + "engram.embed.weight");
+      layer.engram_wkv = weights_.data(p + "engram.wkv.weight");
+      layer.engram_q = weights_.data(p + "engram.q_weight");
+      layer.engram_k = weights_.data(p + "engram.k_weight");
+    }
     layers_.push_back(std::move(layer));
   }
   embed_ = weights_.data("embed.weight");
@@ -143,8 +153,26 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     std::vector<float> collapsed = std::vector<float>(T * H), h = std::vector<float>(T * H);
     std::vector<float> out = std::vector<float>(T * H);
     std::vector<SequenceState> states = std::vector<SequenceState>(batch.sequences.size());
+    // [T, engram layers, columns]: every engram layer's table rows for the step, hashed once.
+    std::vector<int64_t> engram_rows =
+        model.config_.v41.engram_layer_ids.empty() ? std::vector<int64_t>{} : deepinfer::engram_rows(model.config_.v41, batch);
 
     void embed() { cpu::hc_embed(model.embed_, batch.token_ids.data(), T, hc, H, streams.data(), pre.data()); }
+    void engram(int64_t l) {
+      const Layer& layer = model.layers_[l];
+      if (layer.engram_index < 0) return;
+      const V41TextConfig& v = model.config_.v41;
+      const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size());
+      const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads, ed = v.engram_head_dim;
+      std::vector<int64_t> rows(T * cols);
+      for (int64_t t = 0; t < T; ++t)
+        std::copy_n(engram_rows.data() + (t * layers + layer.engram_index) * cols, cols, rows.data() + t * cols);
+      std::vector<float> gathered(T * cols * ed), kv(T * (hc + 1) * H);
+      cpu::engram_gather(layer.engram_table, rows.data(), T, cols, ed, gathered.data());
+      cpu::linear(gathered.data(), layer.engram_wkv, nullptr, kv.data(), T, (hc + 1) * H, cols * ed);
+      cpu::engram_mix(streams.data(), kv.data(), layer.engram_q, layer.engram_k, T, hc, H,
+                      model.config_.rms_norm_eps);
+    }
     void hc_pre(int64_t l, HyperSite site) {
       const Layer& layer = model.layers_[l];
       const bool attn = site == HyperSite::kAttention;

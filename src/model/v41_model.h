@@ -14,7 +14,9 @@
 // on KV-source layers, its compressor inputs (projection and gate; the normalised latent at ratio 1). The
 // compressed KV, the indexer keys and the partial groups are rebuilt from them at every step, so a chunked
 // prefill or a decode step computes exactly what a one-shot forward over the same tokens computes.
-// Not built yet: engram layers (refused), the vision tower, DSpark draft layers (their weights are not read),
+// - engram: at its layers, before attention, each stream gains a gated value looked up by n-gram hashes of the
+//   compressed token ids (engram_hash.h; kernels/cpu/engram.h).
+// Not built yet: FP8 engram tables (the released format; float tables are read), the vision tower, DSpark draft layers (their weights are not read),
 // FP8/FP4 compute (weights are dequantised to fp32 on load).
 #pragma once
 
@@ -56,6 +58,8 @@ class DeepseekV41Model final : public HostCausalLm {
     const float *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
     const float *router = nullptr, *router_bias = nullptr;
     Expert shared;
+    int64_t engram_index = -1;  // which engram layer it is (its columns of the step's rows), -1 none
+    const float *engram_table = nullptr, *engram_wkv = nullptr, *engram_q = nullptr, *engram_k = nullptr;
   };
   // What the layers of one forward pass publish to the later layers, for one sequence (transformers' `shared`).
   struct SequenceState {

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "src/core/error.h"
+#include "src/model/engram_hash.h"
 #include "src/model/safetensors.h"
 #include "src/model/v41_model.h"
 #include "kernels/cpu/fake_quant.h"
@@ -136,12 +137,13 @@ TEST_F(V41Model, SequencesInOneBatchDoNotMix) {
 // fp64 (a top-k or quantisation boundary decided by rounding: fp32 cannot be held to the fp64 choice there, and
 // the token's K=V carries that choice to every later position); and the greedy continuations identical until a
 // step whose reference top-1/top-2 margin is below 1e-3.
-TEST(V41Reference, LogitsAndGreedyMatchTransformers) {
-  const auto dir = testing::fixture_dir("tiny-v41");
+// Returns the worst relative error where held.
+double check_against_transformers(const std::string& fixture) {
+  const auto dir = testing::fixture_dir(fixture);
   ModelConfig config = load_model_config(dir);
   WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
   const DeepseekV41Model model(std::move(config), std::move(weights));
-  const nlohmann::json reference = testing::fixture_reference("tiny-v41");
+  const nlohmann::json reference = testing::fixture_reference(fixture);
   const SafetensorsFile expected(dir / "reference.safetensors");
   const int64_t V = model.config().vocab_size;
   std::vector<int32_t> blocks(8);
@@ -160,7 +162,8 @@ TEST(V41Reference, LogitsAndGreedyMatchTransformers) {
     batch.all_logits = true;
     const Tensor logits = model.forward(batch, *cache);
     const Tensor want = expected.read(fmt::format("prefix_logits_{}", i));
-    ASSERT_EQ(logits.shape(), want.shape());
+    EXPECT_EQ(logits.shape(), want.shape());
+    if (logits.shape() != want.shape()) return 1.0;
     for (int64_t p = 0; p < n; ++p) {
       const std::vector<float> got(logits.data<float>() + p * V, logits.data<float>() + (p + 1) * V);
       const std::vector<float> ref(want.data<float>() + p * V, want.data<float>() + (p + 1) * V);
@@ -181,14 +184,15 @@ TEST(V41Reference, LogitsAndGreedyMatchTransformers) {
     const auto& greedy = reference["greedy"][i];
     const std::vector<int32_t> want_tokens = greedy.at("tokens").get<std::vector<int32_t>>();
     const std::vector<double> margins = greedy.at("margins").get<std::vector<double>>();
-    std::vector<int32_t> tokens;
+    std::vector<int32_t> tokens, sequence = prompt;  // sequence: every token before the step's
     const float* last = logits.data<float>() + (n - 1) * V;
     tokens.push_back(static_cast<int32_t>(std::max_element(last, last + V) - last));
     while (tokens.size() < want_tokens.size()) {
       ForwardBatch step;
       step.token_ids = {tokens.back()};
-      step.sequences.push_back({n + static_cast<int64_t>(tokens.size()) - 1, 1, blocks});
+      step.sequences.push_back({n + static_cast<int64_t>(tokens.size()) - 1, 1, blocks, sequence});
       const Tensor next = model.forward(step, *cache);
+      sequence.push_back(tokens.back());
       tokens.push_back(static_cast<int32_t>(std::max_element(next.data<float>(), next.data<float>() + V) -
                                             next.data<float>()));
     }
@@ -200,23 +204,62 @@ TEST(V41Reference, LogitsAndGreedyMatchTransformers) {
       break;
     }
   }
-  std::printf("[ V4.1     ] %lld positions: worst relative error %.3e where held to 1e-3, %.3e over all (%lld "
-              "positions at or after one where the reference's own fp32 and fp64 differ by > 1e-3)\n",
-              static_cast<long long>(positions), worst_held, worst_all, static_cast<long long>(past_floor));
+  std::printf("[ V4.1     ] %s, %lld positions: worst relative error %.3e where held to 1e-3, %.3e over all "
+              "(%lld positions at or after one where the reference's own fp32 and fp64 differ by > 1e-3)\n",
+              fixture.c_str(), static_cast<long long>(positions), worst_held, worst_all,
+              static_cast<long long>(past_floor));
+  return worst_held;
 }
 
-TEST(V41ModelConfig, EngramLayersAreRefused) {
-  ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41"));
-  config.v41.engram_layer_ids = {1};
-  WeightStore weights = WeightStore::load(config, testing::fixture_dir("tiny-v41"), LoadFormat::kDummy, 7);
+TEST(V41Reference, LogitsAndGreedyMatchTransformers) { check_against_transformers("tiny-v41"); }
+
+// tests/fixtures/tiny-v41-engram: engram at layers 1 and 4 (3 orders x 2 heads, 32-wide rows), its compressed
+// vocabulary (142 of 256 ids) from the fixture's own tokenizer through launch/engram_hash.py, the reference
+// hashing with transformers' code. The same bound as above, decode included (the hash of a decode token reads
+// the tokens before it).
+TEST(V41Reference, EngramFixtureMatchesTransformers) { check_against_transformers("tiny-v41-engram"); }
+
+// The engram layers change the outputs (a test of the fixture: without them the logits must move).
+TEST(V41Engram, LayersChangeTheLogits) {
+  const auto dir = testing::fixture_dir("tiny-v41-engram");
+  ModelConfig config = load_model_config(dir);
+  ModelConfig without = config;
+  without.v41.engram_layer_ids.clear();
+  const DeepseekV41Model with_engram(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  const DeepseekV41Model no_engram(without, WeightStore::load(without, dir, LoadFormat::kSafetensors, 0));
+  std::vector<int32_t> blocks(2);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  ForwardBatch batch;
+  for (int32_t i = 0; i < 40; ++i) batch.token_ids.push_back((i * 53 + 7) % 256);
+  batch.sequences.push_back({0, 40, blocks});
+  batch.all_logits = true;
+  auto a = with_engram.make_kv_cache(2), b = no_engram.make_kv_cache(2);
+  const Tensor x = with_engram.forward(batch, *a), y = no_engram.forward(batch, *b);
+  const std::vector<float> xs(x.data<float>(), x.data<float>() + x.numel()), ys(y.data<float>(), y.data<float>() + y.numel());
+  EXPECT_GT(worst_relative_error(xs, ys, with_engram.config().vocab_size), 0.1);
+}
+
+TEST(V41Engram, MissingHashTablesAreOneClearError) {
+  ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41-engram"));
+  config.v41.engram_hash = {};
+  WeightStore weights = WeightStore::load(config, testing::fixture_dir("tiny-v41-engram"), LoadFormat::kDummy, 7);
   try {
     DeepseekV41Model model(config, std::move(weights));
-    FAIL() << "engram layers were accepted";
+    FAIL() << "engram layers ran without their hash tables";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("engram layers (1 of them) are not implemented: pass --no-engram"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("launch/engram_hash.py"), std::string::npos) << e.what();
   }
+}
+
+// The primes the engine computes are the file's (written with sympy by launch/engram_hash.py; read_engram_hash
+// refuses a difference), and the buckets of a layer are disjoint and inside its table.
+TEST(V41Engram, PrimesAndBucketsFollowTheConfig) {
+  const ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41-engram"));
+  const EngramHashTables& t = config.v41.engram_hash;
+  EXPECT_EQ(t.primes, (std::vector<int64_t>{307, 311, 313, 317, 331, 337, 347, 349, 353, 359, 367, 373}));
+  EXPECT_EQ(t.offsets[1], 307);
+  EXPECT_EQ(t.offsets[5] + t.primes[5], 307 + 311 + 313 + 317 + 331 + 337);
+  EXPECT_EQ(t.offsets[6], 0);  // each layer's table is addressed from its own start
 }
 
 }  // namespace

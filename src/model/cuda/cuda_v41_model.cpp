@@ -249,6 +249,7 @@ struct CudaV41Model::CudaBlocks {
     cuda::hc_embed(model.embed_, plan.token_ids, T, hc, H, state.streams, state.pre, nullptr);
     sublayer = scratch.mark();
   }
+  void engram(int64_t) {}  // engram layers are refused at construction until their CUDA form lands
   void hc_pre(int64_t l, HyperSite site) {
     scratch.rewind(sublayer);  // stream order: the previous sublayer's kernels are queued before these
     const Layer& layer = model.layers_[l];
