@@ -23,6 +23,7 @@ struct ModelOptions {
   uint64_t seed = 0;  // dummy weights
   std::string device = "auto";  // cpu | cuda | auto
   bool no_engram = false;  // DeepSeek-V4.1: run without its engram layers (their tables need not be there)
+  std::string engram_tables = "device";  // DeepSeek-V4.1 on CUDA: device | host (pinned, gathered per step)
   int64_t num_layers = 0;  // > 0: run the model at this depth (v41_at_depth for V4.1; the first layers otherwise)
 };
 

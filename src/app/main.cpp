@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
     cmd->add_flag("--no-engram", model.no_engram,
                   "DeepSeek-V4.1: drop the engram layers (for shapes that cannot hold their tables; the outputs then differ "
                   "from the model's)");
+    cmd->add_option("--engram-tables", model.engram_tables,
+                    "DeepSeek-V4.1 on CUDA: keep the engram tables in GPU memory (device) or in pinned host memory, "
+                    "each step gathering its rows over PCIe (host)")
+        ->check(CLI::IsMember({"device", "host"}))
+        ->capture_default_str();
     cmd->add_option("--num-layers", model.num_layers,
                     "Run at this depth: V2/V3 their first N layers; V4.1 N layers that keep every mechanism (the "
                     "candidate source, a pooled KV source, ...; dummy weights only)")

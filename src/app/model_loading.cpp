@@ -47,6 +47,7 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
     loaded.config.v41.engram_layer_ids.clear();
   }
   V41TextConfig& v41 = loaded.config.v41;
+  v41.engram_tables_on_host = options.engram_tables == "host";
   if (!v41.engram_layer_ids.empty() && v41.engram_hash.compressed_ids.empty()) {
     // The hashing's tables: load_model_config read them where the model directory has them.
     if (format == LoadFormat::kDummy) dummy_engram_hash(v41);

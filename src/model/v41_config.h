@@ -61,6 +61,9 @@ struct V41TextConfig {
   int64_t engram_vocab_size = 0, engram_max_ngram_size = 0, engram_n_heads = 0, engram_head_dim = 0;
   int64_t engram_pad_id = 0, engram_compressed_vocab_size = 0;
   EngramHashTables engram_hash;  // filled by the model loader (engram_hash.h) where engram layers run
+  // Where the CUDA backend keeps the engram tables (a loader choice, --engram-tables; not the checkpoint's): GPU
+  // memory, or pinned host memory that each step gathers its rows from.
+  bool engram_tables_on_host = false;
   std::vector<int64_t> eos_token_ids;
   V41Quantization quantization;
 };

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <numeric>
 
+#include "kernels/cpu/engram.h"
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/hyper_connections.h"
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/sparse_attention.h"
+#include "kernels/cuda/engram.cuh"
 #include "kernels/cuda/fake_quant.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
@@ -88,6 +90,23 @@ void hc_post(OpRun& r) {
   cuda::hc_post(d_streams.data(), bf(out), d_post.data(), d_comb.data(), tokens, hc, hidden, nullptr);
   sync();
   cpu::hc_post(streams.data(), out_f.data(), post.data(), comb.data(), tokens, hc, hidden);
+  r.close("streams", d_streams.to_host(), streams);
+}
+
+// The engram block's gate: streams [T, hc, H] += gate(stream, key) * value, from kv [T, (hc + 1) * H].
+void engram_mix(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"];
+  std::normal_distribution<float> normal;
+  std::vector<float> streams(tokens * hc * hidden), kv(tokens * (hc + 1) * hidden), q(hc * hidden), k(hc * hidden);
+  for (float& v : streams) v = normal(r.rng());
+  for (float& v : kv) v = normal(r.rng());
+  for (float& v : q) v = 1.0f + 0.3f * normal(r.rng());
+  for (float& v : k) v = 1.0f + 0.3f * normal(r.rng());
+  auto d_streams = DeviceArray<float>::from_host(streams), d_kv = DeviceArray<float>::from_host(kv);
+  auto d_q = DeviceArray<float>::from_host(q), d_k = DeviceArray<float>::from_host(k);
+  cuda::engram_mix(d_streams.data(), d_kv.data(), d_q.data(), d_k.data(), tokens, hc, hidden, 1e-20f, nullptr);
+  sync();
+  cpu::engram_mix(streams.data(), kv.data(), q.data(), k.data(), tokens, hc, hidden, 1e-20f);
   r.close("streams", d_streams.to_host(), streams);
 }
 
@@ -343,6 +362,7 @@ void add_v41_rows(OpTable& t) {
       t.add("hc_collapse_rms_norm", "bf16", s, kBf16, hc_collapse_rms_norm);
       t.add("hc_post", "f32", s, kF32, hc_post);
       t.add("hc_embed", "f32", s, kExact, hc_embed);
+      t.add("engram_mix", "f32", s, kF32, engram_mix);
     }
   for (int64_t iters : {1, 20})
     for (int64_t hc : {4, 2})

@@ -1,6 +1,7 @@
 // The CUDA V4.1 model (bf16) against the CPU reference (fp32) on the V4.1 fixtures — tests/fixtures/tiny-v41
-// (every mechanism in small) with its fp32 weights and tests/fixtures/tiny-v41-fp8 (FP8 projections, FP4 experts,
-// dequantised on load) — one-shot prefill of every prompt and token-by-token decode through the cache.
+// (every mechanism in small) with its fp32 weights, tests/fixtures/tiny-v41-fp8 (FP8 projections, FP4 experts,
+// dequantised on load) and tests/fixtures/tiny-v41-engram (engram at two layers) — one-shot prefill of every
+// prompt and token-by-token decode through the cache.
 // The model is discontinuous where the reference quantises in the forward (K=V to FP8, the compressed entries,
 // indexer keys and queries to FP4) and where it selects (the routing, the indexer's top-k): a perturbation at
 // the last bit moves a value across a rounding boundary or a choice across a tie, and the logits by tens of
@@ -109,7 +110,7 @@ Tensor token_by_token(const CausalLm& model, const std::vector<int32_t>& prompt)
   for (int64_t p = 0; p < n; ++p) {
     ForwardBatch step;
     step.token_ids = {prompt[p]};
-    step.sequences.push_back({p, 1, blocks});
+    step.sequences.push_back({p, 1, blocks, {prompt.data(), static_cast<size_t>(p)}});  // engram hashes read them
     const Tensor logits = model.forward(step, *cache);
     std::copy_n(logits.data<float>(), V, all.data<float>() + p * V);
   }
@@ -207,6 +208,29 @@ TEST(CudaV41, Fp32FixtureMatchesTheCpuReference) {
 TEST(CudaV41, Fp8Fp4FixtureMatchesTheCpuReference) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   expect_gpu_matches_cpu("tiny-v41-fp8");
+}
+
+// Engram at layers 1 and 4 (tests/fixtures/tiny-v41-engram): the rows hashed on the host, gathered on the GPU.
+TEST(CudaV41, EngramFixtureMatchesTheCpuReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_gpu_matches_cpu("tiny-v41-engram");
+}
+
+// The tables in pinned host memory (--engram-tables host): the same kernels read them over PCIe, so the same bits.
+TEST(CudaV41, EngramTablesInHostMemoryGiveTheSameLogits) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const auto dir = testing::fixture_dir("tiny-v41-engram");
+  const ModelConfig config = load_model_config(dir);
+  ModelConfig on_host = config;
+  on_host.v41.engram_tables_on_host = true;
+  const WeightStore weights = load_weights(config, dir);
+  const CudaV41Model device_tables(config, HostWeightSource(weights), 0);
+  const CudaV41Model host_tables(on_host, HostWeightSource(weights), 0);
+  for (const std::vector<int32_t>& prompt : fixture_prompts()) {
+    const Tensor a = one_shot(device_tables, prompt), b = one_shot(host_tables, prompt);
+    ASSERT_EQ(a.shape(), b.shape());
+    EXPECT_TRUE(std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>())) << prompt.size();
+  }
 }
 
 // Several sequences of different lengths in one step (chunked prefill of two, a decode row, a fresh prompt): each

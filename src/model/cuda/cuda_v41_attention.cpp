@@ -12,6 +12,7 @@
 #include "kernels/cuda/sparse_attention.cuh"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/cuda_v41_step.h"
+#include "src/model/engram_hash.h"
 
 namespace deepinfer {
 
@@ -66,6 +67,17 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
   row_tables = device_copy(pool, rows_table);
   seq_tables = device_copy(pool, tables);
   extra_offsets = device_copy(pool, offsets);
+  if (!v.engram_layer_ids.empty()) {  // hashed here once; [T, layers, cols] -> [layers, T, cols] for the gathers
+    const std::vector<int64_t> rows = deepinfer::engram_rows(v, batch);
+    const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size());
+    const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads;
+    std::vector<int32_t> by_layer(rows.size());
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t e = 0; e < layers; ++e)
+        for (int64_t c = 0; c < cols; ++c)
+          by_layer[(e * T + t) * cols + c] = static_cast<int32_t>(rows[(t * layers + e) * cols + c]);
+    engram_rows = device_copy(pool, by_layer);
+  }
 }
 
 CudaV41Model::StepState::StepState(const StepPlan& plan, const V41TextConfig& v, int64_t hidden, ScratchPool& pool) {

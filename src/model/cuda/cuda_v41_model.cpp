@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/engram.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
@@ -28,9 +29,9 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   const ModelConfig& c = config_;
   const V41TextConfig& v = c.v41;
   for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
-  DI_INPUT_CHECK(v.engram_layer_ids.empty(),
-                 "DeepSeek-V4.1 engram layers ({} of them) are not implemented: pass --no-engram to run without them",
-                 v.engram_layer_ids.size());
+  DI_INPUT_CHECK(v.engram_layer_ids.empty() || !v.engram_hash.compressed_ids.empty(),
+                 "DeepSeek-V4.1 engram layers need the model directory's engram_hash.json (write it with "
+                 "`python3 launch/engram_hash.py MODEL`), or --no-engram");
   const int64_t H = c.hidden_size, hd = v.head_dim, hc = v.hc_mult;
   DI_INPUT_CHECK(hc <= cuda::kHcMaxStreams && H <= cuda::kHcMaxHidden,
                  "the CUDA hyper-connections hold hc_mult <= {} and hidden_size <= {}; the model has {} and {}",
@@ -128,6 +129,24 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
       if (!weights.has(prefix + "w1.weight")) continue;  // another EP rank's
       experts_->load(l, e, weights, prefix + "w1.weight", prefix + "w3.weight", prefix + "w2.weight");
     }
+    const auto engram = std::find(v.engram_layer_ids.begin(), v.engram_layer_ids.end(), l);
+    if (engram != v.engram_layer_ids.end()) {
+      layer.engram_index = engram - v.engram_layer_ids.begin();
+      const std::string name = p + "engram.embed.weight";
+      const Shape& shape = shapes_.at(name);
+      const size_t bytes = shape_numel(shape) * sizeof(Bf16);
+      engram_table_bytes_ += bytes;
+      if (v.engram_tables_on_host) {  // written through its mapped address, read so by the gather
+        engram_host_tables_.emplace_back(bytes);
+        layer.engram_table = static_cast<const Bf16*>(engram_host_tables_.back().data());
+        weights.fill_bf16(name, shape, static_cast<Bf16*>(engram_host_tables_.back().data()));
+      } else {
+        layer.engram_table = upload(weights, name);
+      }
+      layer.engram_wkv = upload(weights, p + "engram.wkv.weight");
+      layer.engram_q = upload_f32(weights, p + "engram.q_weight");
+      layer.engram_k = upload_f32(weights, p + "engram.k_weight");
+    }
     layers_.push_back(std::move(layer));
   }
   const size_t after_layers = arena_.bytes_in_use();
@@ -145,6 +164,10 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16",
                static_cast<double>(after_layers - before_layers) / layers / GiB, fp8 ? "FP8 projections" : "bf16",
                static_cast<double>(arena_.bytes_in_use() - after_layers) / GiB);
+  if (!v.engram_layer_ids.empty())
+    spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB (bf16) in {}", v.engram_layer_ids.size(),
+                 static_cast<double>(engram_table_bytes_) / GiB,
+                 v.engram_tables_on_host ? "pinned host memory (rows gathered over PCIe)" : "GPU memory");
 }
 
 CudaV41Model::Bf16* CudaV41Model::upload(const DeviceWeightSource& weights, const std::string& name) {
@@ -249,7 +272,21 @@ struct CudaV41Model::CudaBlocks {
     cuda::hc_embed(model.embed_, plan.token_ids, T, hc, H, state.streams, state.pre, nullptr);
     sublayer = scratch.mark();
   }
-  void engram(int64_t) {}  // engram layers are refused at construction until their CUDA form lands
+  void engram(int64_t l) {
+    const Layer& layer = model.layers_[l];
+    if (layer.engram_index < 0) return;
+    scratch.rewind(sublayer);
+    const V41TextConfig& v = model.config_.v41;
+    const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads, ed = v.engram_head_dim;
+    auto* gathered = scratch.alloc<Bf16>(T * cols * ed);
+    auto* kv = scratch.alloc<float>(T * (hc + 1) * H);
+    cuda::embedding(layer.engram_table, plan.engram_rows + layer.engram_index * T * cols, gathered, T * cols, ed,
+                    nullptr);  // a row gather
+    model.linear(gathered, layer.engram_wkv, kv, true, T, (hc + 1) * H, cols * ed);
+    cuda::engram_mix(state.streams, kv, layer.engram_q, layer.engram_k, T, hc, H, model.config_.rms_norm_eps,
+                     nullptr);
+    model.profiler_.mark("engram");
+  }
   void hc_pre(int64_t l, HyperSite site) {
     scratch.rewind(sublayer);  // stream order: the previous sublayer's kernels are queued before these
     const Layer& layer = model.layers_[l];

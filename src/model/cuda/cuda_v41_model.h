@@ -16,8 +16,11 @@
 // groups' rows are whole 32-row scale blocks) and FP4 routed
 // experts where its quantization_config says so (quantised on the device from the loaded values, which they
 // reproduce exactly), the rest bf16 (fp32: the hyper-connections' bases and scales, the sinks, the routers' bias).
-// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), CUDA graphs, engram (refused,
-// as on the CPU).
+// Engram: the step's table rows hashed on the host (engram_hash.h) and uploaded with the plan; rows gathered
+// from the tables (bf16, in GPU memory or, with --engram-tables host, pinned host memory read over PCIe),
+// projected by wkv and gated into the streams (engram_mix).
+// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), CUDA graphs, FP8 engram
+// tables (bf16 holds the fixture's; the release stores e4m3 rows with a scale per 32).
 #pragma once
 
 #include <memory>
@@ -80,6 +83,9 @@ class CudaV41Model final : public CausalLm {
     const Bf16* compressor_norm = nullptr;
     const Bf16 *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
     CudaMoeWeights moe;
+    int64_t engram_index = -1;                              // which engram layer it is, -1 none
+    const Bf16 *engram_table = nullptr, *engram_wkv = nullptr;  // table in GPU or mapped host memory
+    const float *engram_q = nullptr, *engram_k = nullptr;
   };
   struct StepPlan;   // the step's index arrays, uploaded once (cuda_v41_model.cpp)
   struct StepState;  // what the step's layers publish to the later ones (cuda_v41_model.cpp)
@@ -123,6 +129,8 @@ class CudaV41Model final : public CausalLm {
   std::unique_ptr<CudaExpertStore> experts_;
   std::unique_ptr<CudaMoe> moe_;
   std::vector<Layer> layers_;
+  std::vector<MappedHostArray> engram_host_tables_;  // --engram-tables host: the tables, pinned and mapped
+  size_t engram_table_bytes_ = 0;
   const Bf16 *embed_ = nullptr, *final_norm_ = nullptr, *head_ = nullptr;
   DeviceArray<float> main_inv_freq_, compress_inv_freq_;
   // One step at a time per model: forward() is const but not reentrant.

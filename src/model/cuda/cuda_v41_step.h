@@ -39,6 +39,7 @@ struct CudaV41Model::StepPlan {
   const int32_t* row_tables = nullptr;         // [T, max_blocks] each row's sequence's block table
   const int32_t* seq_tables = nullptr;         // [S, max_blocks]
   const int32_t* extra_offsets = nullptr;      // [T + 1] = t * index_topk: each row's slots of selected entries
+  const int32_t* engram_rows = nullptr;        // [engram layers, T, columns]: the tables' rows (engram_hash.h)
   std::map<int64_t, Groups> groups;            // by compress ratio
 };
 

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <utility>
 #include <vector>
 
 #include "src/core/device_array.h"
@@ -84,6 +85,32 @@ inline std::vector<uint16_t> to_bf16_bits(const float* data, int64_t n) {
   for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16(data[i]);
   return bits;
 }
+
+// Pinned host memory mapped into every device's address space (RAII): kernels read it over PCIe through the
+// same pointer (unified addressing), for tables too large for GPU memory that a step only gathers rows from.
+class MappedHostArray {
+ public:
+  MappedHostArray() = default;
+  explicit MappedHostArray(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) DI_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  }
+  MappedHostArray(MappedHostArray&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  MappedHostArray& operator=(MappedHostArray&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~MappedHostArray() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+  }
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 // A CUDA event that records timing (RAII).
 class CudaEvent {

@@ -1,0 +1,18 @@
+// DeepSeek-V4.1's engram block on the GPU (the CPU forms, same names: kernels/cpu/engram.h). The table rows are
+// gathered with `embedding` (a row gather: ids = the step's hashed rows) from GPU memory or from pinned host memory
+// mapped into the device's address space (the kernel reads it over PCIe), then projected by wkv (a Linear, fp32
+// out), then
+//   engram_mix   one block per (token, stream): the stream's and key's mean squares and the gated dot product in
+//                fp32 block sums, then streams[t, j] += gate * value[t] in place (streams fp32 [T, hc, H]).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+void engram_mix(float* streams, const float* kv, const float* q_weight, const float* k_weight, int64_t tokens,
+                int64_t hc, int64_t hidden, float eps, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
