@@ -2,7 +2,7 @@
 # Installs the Debian packages the build and tests need. Idempotent; silent when everything is present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config git libopenmpi-dev openmpi-bin libhdf5-dev libspdlog-dev libfmt-dev
-          libcli11-dev libgtest-dev nlohmann-json3-dev libtomlplusplus-dev python3 python3-numpy python3-h5py
+          libcli11-dev libgtest-dev nlohmann-json3-dev libpcre2-dev xz-utils libtomlplusplus-dev python3 python3-numpy python3-h5py
           python3-matplotlib slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,311 @@
+#include "src/text/bpe_tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <future>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "src/core/check.h"
+#include "src/core/files.h"
+#include "src/text/utf8.h"
+
+namespace deepinfer::text {
+
+struct BpeTokenizer::Trie {
+  struct Node {
+    std::map<uint8_t, int32_t> next;
+    int32_t id = -1;  // an added token ends here
+  };
+  std::vector<Node> nodes{Node{}};
+
+  void insert(std::string_view s, int32_t id) {
+    int32_t at = 0;
+    for (char ch : s) {
+      const auto b = static_cast<uint8_t>(ch);
+      auto it = nodes[at].next.find(b);
+      if (it == nodes[at].next.end()) {
+        nodes.push_back(Node{});
+        it = nodes[at].next.emplace(b, static_cast<int32_t>(nodes.size() - 1)).first;
+      }
+      at = it->second;
+    }
+    nodes[at].id = id;
+  }
+  // The longest token starting at `from`: its length (0: none) and id.
+  size_t longest(std::string_view s, size_t from, int32_t* id) const {
+    size_t best = 0;
+    int32_t at = 0;
+    for (size_t i = from; i < s.size(); ++i) {
+      const auto it = nodes[at].next.find(static_cast<uint8_t>(s[i]));
+      if (it == nodes[at].next.end()) break;
+      at = it->second;
+      if (nodes[at].id >= 0) best = i + 1 - from, *id = nodes[at].id;
+    }
+    return best;
+  }
+};
+
+namespace {
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+// A regex matching `literal` exactly (a Split whose pattern is a String).
+std::string quoted(const std::string& literal) {
+  std::string out;
+  for (char c : literal) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
+  const std::string source = tokenizer_json.string();
+  const nlohmann::json j = nlohmann::json::parse(read_text_file(tokenizer_json, "tokenizer"), nullptr, false);
+  DI_INPUT_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
+  auto refuse = [&](const std::string& key, const nlohmann::json& value) {
+    throw InputError(fmt::format("{}: {} = {} is not supported (a byte-level BPE of the DeepSeek kind is)", source,
+                                 key, value.dump().substr(0, 200)));
+  };
+  BpeTokenizer t;
+
+  const nlohmann::json normalizer = j.value("normalizer", nlohmann::json());
+  if (!normalizer.is_null() &&
+      !(normalizer.value("type", "") == "Sequence" && normalizer.value("normalizers", nlohmann::json::array()).empty()))
+    refuse("normalizer", normalizer);
+
+  const nlohmann::json pre = j.value("pre_tokenizer", nlohmann::json());
+  const nlohmann::json steps = pre.value("type", "") == "Sequence" ? pre.value("pretokenizers", nlohmann::json())
+                                                                   : nlohmann::json::array({pre});
+  bool byte_level = false;
+  for (const nlohmann::json& step : steps) {
+    const std::string type = step.value("type", "");
+    if (type == "Split" && step.value("behavior", "") == "Isolated" && !step.value("invert", false) && !byte_level) {
+      const nlohmann::json& pattern = step.at("pattern");
+      t.splits_.emplace_back(pattern.contains("Regex") ? pattern["Regex"].get<std::string>()
+                                                       : quoted(pattern.at("String").get<std::string>()));
+    } else if (type == "ByteLevel" && !step.value("add_prefix_space", false) && !step.value("use_regex", true)) {
+      byte_level = true;
+    } else {
+      refuse("pre_tokenizer step", step);
+    }
+  }
+  if (!byte_level) refuse("pre_tokenizer (no ByteLevel step)", pre);
+
+  const nlohmann::json& model = j.at("model");
+  if (model.value("type", "") != "BPE" || !model.value("dropout", nlohmann::json()).is_null() ||
+      !model.value("unk_token", nlohmann::json()).is_null() || model.value("byte_fallback", false) ||
+      model.value("ignore_merges", false) || !model.value("continuing_subword_prefix", nlohmann::json()).is_null() ||
+      !model.value("end_of_word_suffix", nlohmann::json()).is_null())
+    refuse("model", nlohmann::json{{"type", model.value("type", "")}});
+  const nlohmann::json decoder = j.value("decoder", nlohmann::json());
+  if (decoder.value("type", "") != "ByteLevel") refuse("decoder", decoder);
+  const nlohmann::json post = j.value("post_processor", nlohmann::json());
+  if (!post.is_null() && post.value("type", "") != "ByteLevel") refuse("post_processor", post);
+
+  // GPT-2's byte map: printable bytes stand for themselves, the others for 256 + n in byte order.
+  int next = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    const char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + next++);
+    append_utf8(t.byte_char_[b], c);
+    t.char_byte_[c] = static_cast<uint8_t>(b);
+  }
+
+  for (const auto& [token, id] : model.at("vocab").items()) {
+    const int32_t i = id.get<int32_t>();
+    t.vocab_.emplace(token, i);
+    if (static_cast<size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(i + 1);
+    t.id_to_token_[i] = token;
+  }
+  int32_t rank = 0;
+  for (const nlohmann::json& merge : model.at("merges")) {
+    std::string left, right;
+    if (merge.is_string()) {
+      const std::string m = merge.get<std::string>();
+      const size_t space = m.find(' ');
+      DI_INPUT_CHECK(space != std::string::npos, "{}: merge '{}' has no space", source, m);
+      left = m.substr(0, space), right = m.substr(space + 1);
+    } else {
+      left = merge.at(0).get<std::string>(), right = merge.at(1).get<std::string>();
+    }
+    const int32_t a = t.token_to_id(left), b = t.token_to_id(right), merged = t.token_to_id(left + right);
+    DI_INPUT_CHECK(a >= 0 && b >= 0 && merged >= 0, "{}: merge {} names a token outside the vocabulary", source,
+                   rank);
+    t.merges_.emplace(pair_key(a, b), std::pair{rank++, merged});
+  }
+
+  auto raw = std::make_shared<Trie>(), normalized = std::make_shared<Trie>();
+  for (const nlohmann::json& a : j.value("added_tokens", nlohmann::json::array())) {
+    if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
+      refuse("added token (lstrip, rstrip or single_word)", a);
+    AddedToken added{a.at("content").get<std::string>(), a.at("id").get<int32_t>(), a.value("special", false)};
+    if (static_cast<size_t>(added.id) >= t.id_to_token_.size()) t.id_to_token_.resize(added.id + 1);
+    t.id_to_token_[added.id] = added.content;
+    (a.value("normalized", true) ? *normalized : *raw).insert(added.content, added.id);
+    t.added_.push_back(std::move(added));
+  }
+  t.raw_added_ = raw;
+  t.normalized_added_ = normalized;
+  t.is_added_.assign(t.id_to_token_.size(), false);
+  t.is_special_.assign(t.id_to_token_.size(), false);
+  for (const AddedToken& a : t.added_) t.is_added_[a.id] = true, t.is_special_[a.id] = a.special;
+  return t;
+}
+
+int32_t BpeTokenizer::token_to_id(const std::string& token) const {
+  const auto it = vocab_.find(token);
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+std::vector<BpeTokenizer::Segment> BpeTokenizer::split_added(std::string_view text) const {
+  auto split = [](const Trie& trie, const std::vector<Segment>& in) {
+    std::vector<Segment> out;
+    for (const Segment& seg : in) {
+      if (seg.id >= 0) {
+        out.push_back(seg);
+        continue;
+      }
+      size_t start = 0;
+      for (size_t i = 0; i < seg.text.size();) {
+        int32_t id = -1;
+        const size_t n = trie.longest(seg.text, i, &id);
+        if (n == 0) {
+          ++i;
+          continue;
+        }
+        if (i > start) out.push_back({seg.text.substr(start, i - start), -1});
+        out.push_back({seg.text.substr(i, n), id});
+        i += n;
+        start = i;
+      }
+      if (start < seg.text.size()) out.push_back({seg.text.substr(start), -1});
+    }
+    return out;
+  };
+  return split(*normalized_added_, split(*raw_added_, {{text, -1}}));
+}
+
+void BpeTokenizer::encode_piece(std::string_view byte_level, std::vector<int32_t>& out) const {
+  std::vector<int32_t> symbols;
+  for (size_t at = 0, n = 0; at < byte_level.size(); at += n) {
+    next_code_point(byte_level, at, &n);
+    const int32_t id = token_to_id(std::string(byte_level.substr(at, n)));
+    DI_CHECK(id >= 0, "byte-level character outside the vocabulary");
+    symbols.push_back(id);
+  }
+  std::vector<int32_t> merged;
+  while (symbols.size() > 1) {
+    int32_t best_rank = INT_MAX, best = -1;
+    uint64_t best_pair = 0;
+    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+      const auto it = merges_.find(pair_key(symbols[i], symbols[i + 1]));
+      if (it != merges_.end() && it->second.first < best_rank)
+        best_rank = it->second.first, best = it->second.second, best_pair = it->first;
+    }
+    if (best < 0) break;
+    merged.clear();
+    for (size_t i = 0; i < symbols.size();) {
+      if (i + 1 < symbols.size() && pair_key(symbols[i], symbols[i + 1]) == best_pair) {
+        merged.push_back(best);
+        i += 2;
+      } else {
+        merged.push_back(symbols[i++]);
+      }
+    }
+    symbols.swap(merged);
+  }
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  std::vector<std::string_view> pieces{text}, next;
+  for (const Regex& split : splits_) {
+    next.clear();
+    for (std::string_view piece : pieces) {
+      size_t last = 0;
+      split.for_each_match(piece, [&](size_t begin, size_t end) {
+        if (begin > last) next.push_back(piece.substr(last, begin - last));
+        next.push_back(piece.substr(begin, end - begin));
+        last = end;
+      });
+      if (last < piece.size()) next.push_back(piece.substr(last));
+    }
+    pieces.swap(next);
+  }
+  std::string mapped;
+  for (std::string_view piece : pieces) {
+    mapped.clear();
+    for (char c : piece) mapped += byte_char_[static_cast<uint8_t>(c)];
+    encode_piece(mapped, out);
+  }
+}
+
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
+  DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");
+  std::vector<int32_t> ids;
+  for (const Segment& seg : split_added(text)) {
+    if (seg.id >= 0) ids.push_back(seg.id);
+    else encode_text(seg.text, ids);
+  }
+  return ids;
+}
+
+std::vector<int32_t> BpeTokenizer::encode_parallel(std::string_view text, int threads) const {
+  DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");
+  const std::vector<Segment> segments = split_added(text);
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(segments.size())));
+  if (threads == 1) return encode(text);
+  // Contiguous runs of segments of about equal bytes, one per thread; their ids concatenated in order.
+  std::vector<size_t> bounds{0};
+  const size_t share = text.size() / threads + 1;
+  size_t bytes = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    bytes += segments[s].text.size();
+    if (bytes >= share * bounds.size() && static_cast<int>(bounds.size()) < threads) bounds.push_back(s + 1);
+  }
+  if (bounds.back() != segments.size()) bounds.push_back(segments.size());
+  std::vector<std::future<std::vector<int32_t>>> parts;
+  for (size_t b = 0; b + 1 < bounds.size(); ++b)
+    parts.push_back(std::async(std::launch::async, [&, first = bounds[b], last = bounds[b + 1]] {
+      std::vector<int32_t> ids;
+      for (size_t s = first; s < last; ++s) {
+        if (segments[s].id >= 0) ids.push_back(segments[s].id);
+        else encode_text(segments[s].text, ids);
+      }
+      return ids;
+    }));
+  std::vector<int32_t> ids;
+  for (auto& part : parts) {
+    const std::vector<int32_t> p = part.get();
+    ids.insert(ids.end(), p.begin(), p.end());
+  }
+  return ids;
+}
+
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::string bytes;
+  for (int32_t id : ids) {
+    DI_INPUT_CHECK(id >= 0 && id < vocab_size(), "token id {} outside the vocabulary of {}", id, vocab_size());
+    if (skip_special_tokens && is_special_[id]) continue;
+    const std::string& token = id_to_token_[id];
+    // A token whose every character is in the byte map decodes to those bytes, any other to its own text.
+    std::string mapped;
+    bool all = true;
+    for (size_t at = 0, n = 0; at < token.size() && all; at += n) {
+      const auto it = char_byte_.find(next_code_point(token, at, &n));
+      if (it == char_byte_.end()) all = false;
+      else mapped += static_cast<char>(it->second);
+    }
+    bytes += all ? mapped : token;
+  }
+  return utf8_lossy(bytes);
+}
+
+}  // namespace deepinfer::text
