@@ -76,6 +76,7 @@ void size_kv_cache_from_memory(const CausalLm& model, const GenerateOptions& opt
 
 int run_generate(const GenerateOptions& options, const World& world) {
   std::vector<Request> requests;
+  std::optional<text::BpeTokenizer> tokenizer;  // where requests give text or --tokenizer names one
   SpmdSetup spmd;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
@@ -89,8 +90,21 @@ int run_generate(const GenerateOptions& options, const World& world) {
     DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
     // Before any work: an output that cannot be written, or that would replace an input, is refused now.
     check_output_path(options.output_path, "--output",
-                      input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path}));
-    requests = read_requests(options.input_path);
+                      input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
+                                               options.tokenizer_path}));
+    const auto tokenizer_for_prompts = [&]() -> const text::BpeTokenizer& {
+      if (!tokenizer) {
+        const std::filesystem::path file = !options.tokenizer_path.empty() ? std::filesystem::path(options.tokenizer_path)
+                                           : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
+                                                                                       : std::filesystem::path();
+        DI_INPUT_CHECK(!file.empty() && std::filesystem::exists(file),
+                       "requests give 'prompt' text: pass --tokenizer tokenizer.json (the model has none beside it)");
+        tokenizer.emplace(text::BpeTokenizer::load(file));
+      }
+      return *tokenizer;
+    };
+    if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
+    requests = read_requests(options.input_path, tokenizer_for_prompts);
     const ModelConfig config = load_model_config(model_path);
     for (const Request& request : requests) Engine::validate(config, engine_options, request);
     // Without --deploy: the one-rank case of the same SPMD path.
@@ -120,7 +134,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     if (topo.world_rank() == 0) log_rank_reports(reports);
     spmd.finalize();
     if (world.rank() != 0) return;
-    write_results(options.output_path, results);
+    write_results(options.output_path, results, tokenizer ? &*tokenizer : nullptr);
     log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::info("wrote {}", options.output_path);
   };

@@ -44,6 +44,7 @@ struct GenerateOptions {
   double gpu_memory_fraction = 0.0;  // > 0: size the KV cache from GPU memory instead of kv_cache_tokens
   std::string deploy_path;       // empty: one rank does everything
   std::string expert_plan_path;  // optional placement plan (phy2log per MoE layer)
+  std::string tokenizer_path;    // tokenizer.json: "prompt" text in, "text" out (default: the model directory's)
   int64_t eplb_interval = -1;      // -1: the deployment's value
   int64_t redundant_experts = -1;  // -1: the deployment's value
 };

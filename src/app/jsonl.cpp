@@ -25,9 +25,10 @@ int64_t integer_in_range(const nlohmann::json& value, int64_t min, int64_t max, 
 
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
-Request parse_request(const nlohmann::json& line, const std::string& where, int64_t line_idx) {
+Request parse_request(const nlohmann::json& line, const std::string& where, int64_t line_idx,
+                      const TokenizerSource& tokenizer) {
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
-  static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "max_new_tokens", "temperature",
+  static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
                                               "top_p", "top_k", "seed", "stop_token_ids",
                                               "ignore_eos"};
   for (const auto& [key, value] : line.items())
@@ -35,11 +36,24 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
   Request r;
   r.index = line_idx;
   r.id = line.contains("id") ? line["id"] : nlohmann::json(line_idx);
-  DI_INPUT_CHECK(line.contains("prompt_token_ids") && line["prompt_token_ids"].is_array(),
-                 "{}: 'prompt_token_ids' must be an array of token ids", where);
-  for (const auto& token : line["prompt_token_ids"])
-    r.prompt_token_ids.push_back(
-        static_cast<int32_t>(integer_in_range(token, 0, kMaxTokenId, where, "prompt_token_ids")));
+  DI_INPUT_CHECK(line.contains("prompt_token_ids") != line.contains("prompt"),
+                 "{}: a request gives 'prompt_token_ids' or 'prompt' (text), one of them", where);
+  if (line.contains("prompt")) {
+    DI_INPUT_CHECK(line["prompt"].is_string() && !line["prompt"].get<std::string>().empty(),
+                   "{}: 'prompt' must be a non-empty string", where);
+    DI_INPUT_CHECK(static_cast<bool>(tokenizer), "{}: 'prompt' text needs a tokenizer (--tokenizer)", where);
+    try {
+      r.prompt_token_ids = tokenizer().encode(line["prompt"].get<std::string>());
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: 'prompt': {}", where, e.what()));
+    }
+  } else {
+    DI_INPUT_CHECK(line["prompt_token_ids"].is_array(), "{}: 'prompt_token_ids' must be an array of token ids",
+                   where);
+    for (const auto& token : line["prompt_token_ids"])
+      r.prompt_token_ids.push_back(
+          static_cast<int32_t>(integer_in_range(token, 0, kMaxTokenId, where, "prompt_token_ids")));
+  }
   DI_INPUT_CHECK(line.contains("max_new_tokens") && line["max_new_tokens"].is_number_integer(),
                  "{}: 'max_new_tokens' must be an integer >= 1", where);
   r.max_new_tokens = integer_in_range(line["max_new_tokens"], 1, std::numeric_limits<int64_t>::max(), where,
@@ -70,7 +84,7 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
 
 }  // namespace
 
-std::vector<Request> read_requests(const std::filesystem::path& path) {
+std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer) {
   std::ifstream in(path);
   DI_INPUT_CHECK(in.good(), "cannot open input '{}'", path.string());
   std::vector<Request> requests;
@@ -86,17 +100,19 @@ std::vector<Request> read_requests(const std::filesystem::path& path) {
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
     }
-    requests.push_back(parse_request(line, where, static_cast<int64_t>(requests.size())));
+    requests.push_back(parse_request(line, where, static_cast<int64_t>(requests.size()), tokenizer));
   }
   DI_INPUT_CHECK(!requests.empty(), "{}: no requests", path.string());
   return requests;
 }
 
-void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results) {
+void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
+                   const text::BpeTokenizer* tokenizer) {
   OutputFile out(path);
   for (const RequestResult& r : results) {
     nlohmann::json line = result_to_json(r);
     line.erase("index");
+    if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
     out.write(line.dump());
     out.write("\n");
   }

@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
   add_model_options(generate_cmd, generate.model);
   generate_cmd->add_option("--input", generate.input_path, "JSONL: one request per line")->required();
   generate_cmd->add_option("--output", generate.output_path, "JSONL results, in input order")->required();
+  generate_cmd->add_option("--tokenizer", generate.tokenizer_path,
+                           "A Hugging Face tokenizer.json (byte-level BPE): requests may give 'prompt' text and the "
+                           "results carry 'text' (default: the model directory's tokenizer.json, loaded when a "
+                           "request gives 'prompt')");
   generate_cmd->add_option("--kv-cache-tokens", generate.kv_cache_tokens, "KV cache capacity in tokens")
       ->check(kPositive)
       ->capture_default_str();
