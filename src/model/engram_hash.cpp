@@ -159,7 +159,7 @@ std::vector<int64_t> engram_rows(const V41TextConfig& v, const ForwardBatch& bat
           hash ^= ids[n] * m[n];  // the hash of the (n + 1)-gram ending at pos
           for (int64_t h = 0; h < heads; ++h) {
             const int64_t c = (n - 1) * heads + h;
-            rows[(row * layers + e) * cols + c] = hash % t.primes[e * cols + c] + t.offsets[e * cols + c];
+            rows[(e * T + row) * cols + c] = hash % t.primes[e * cols + c] + t.offsets[e * cols + c];
           }
         }
       }

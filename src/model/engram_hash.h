@@ -29,8 +29,8 @@ void read_engram_hash(const std::filesystem::path& file, V41TextConfig& v);
 // seed (the hash then spreads like the real one; its values mean nothing).
 void dummy_engram_hash(V41TextConfig& v);
 
-// rows[(t * layers + e) * columns + c]: the table row of column c of engram layer e for new token t of `batch`
-// (columns = (max_ngram - 1) * n_heads). Each sequence's tokens before its new ones come from its
+// rows[(e * T + t) * columns + c]: the table row of column c of engram layer e for new token t of `batch` (T new
+// tokens, columns = (max_ngram - 1) * n_heads): each layer's rows one contiguous [T, columns] gather. Each sequence's tokens before its new ones come from its
 // earlier_tokens, which must hold at least the max_ngram - 1 before the first new token (or all of them).
 std::vector<int64_t> engram_rows(const V41TextConfig& v, const ForwardBatch& batch);
 

@@ -153,22 +153,20 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     std::vector<float> collapsed = std::vector<float>(T * H), h = std::vector<float>(T * H);
     std::vector<float> out = std::vector<float>(T * H);
     std::vector<SequenceState> states = std::vector<SequenceState>(batch.sequences.size());
-    // [T, engram layers, columns]: every engram layer's table rows for the step, hashed once.
-    std::vector<int64_t> engram_rows =
-        model.config_.v41.engram_layer_ids.empty() ? std::vector<int64_t>{} : deepinfer::engram_rows(model.config_.v41, batch);
+    // [engram layers, T, columns]: every engram layer's table rows for the step, hashed once.
+    std::vector<int64_t> engram_rows = model.config_.v41.engram_layer_ids.empty()
+                                           ? std::vector<int64_t>{}
+                                           : deepinfer::engram_rows(model.config_.v41, batch);
 
     void embed() { cpu::hc_embed(model.embed_, batch.token_ids.data(), T, hc, H, streams.data(), pre.data()); }
     void engram(int64_t l) {
       const Layer& layer = model.layers_[l];
       if (layer.engram_index < 0) return;
       const V41TextConfig& v = model.config_.v41;
-      const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size());
       const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads, ed = v.engram_head_dim;
-      std::vector<int64_t> rows(T * cols);
-      for (int64_t t = 0; t < T; ++t)
-        std::copy_n(engram_rows.data() + (t * layers + layer.engram_index) * cols, cols, rows.data() + t * cols);
       std::vector<float> gathered(T * cols * ed), kv(T * (hc + 1) * H);
-      cpu::engram_gather(layer.engram_table, rows.data(), T, cols, ed, gathered.data());
+      cpu::engram_gather(layer.engram_table, engram_rows.data() + layer.engram_index * T * cols, T, cols, ed,
+                         gathered.data());
       cpu::linear(gathered.data(), layer.engram_wkv, nullptr, kv.data(), T, (hc + 1) * H, cols * ed);
       cpu::engram_mix(streams.data(), kv.data(), layer.engram_q, layer.engram_k, T, hc, H,
                       model.config_.rms_norm_eps);

@@ -239,6 +239,41 @@ TEST(V41Engram, LayersChangeTheLogits) {
   EXPECT_GT(worst_relative_error(xs, ys, with_engram.config().vocab_size), 0.1);
 }
 
+// Chunked prefill with engram: each chunk's hashes read the tokens before it (earlier_tokens), so every chunk size
+// gives the one-shot logits; a chunk without those tokens is refused rather than hashed short.
+TEST(V41Engram, ChunkedPrefillEqualsOneShot) {
+  const auto dir = testing::fixture_dir("tiny-v41-engram");
+  const ModelConfig config = load_model_config(dir);
+  const DeepseekV41Model model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  std::vector<int32_t> prompt(50), blocks(2);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 29 + 3) % 256);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  auto run = [&](int64_t chunk) {
+    std::unique_ptr<KvCache> cache = model.make_kv_cache(2);
+    std::vector<float> all;
+    for (int64_t start = 0; start < static_cast<int64_t>(prompt.size()); start += chunk) {
+      const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(prompt.size()) - start);
+      ForwardBatch batch;
+      batch.token_ids.assign(prompt.begin() + start, prompt.begin() + start + n);
+      batch.sequences.push_back({start, n, blocks, {prompt.data(), static_cast<size_t>(start)}});
+      batch.all_logits = true;
+      const Tensor logits = model.forward(batch, *cache);
+      all.insert(all.end(), logits.data<float>(), logits.data<float>() + logits.numel());
+    }
+    return all;
+  };
+  const std::vector<float> one_shot = run(50);
+  for (int64_t chunk : {1, 2, 5, 17}) EXPECT_LT(worst_relative_error(run(chunk), one_shot, 256), 1e-6) << chunk;
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(2);
+  ForwardBatch first, second;
+  first.token_ids.assign(prompt.begin(), prompt.begin() + 10);
+  first.sequences.push_back({0, 10, blocks});
+  model.forward(first, *cache);
+  second.token_ids = {prompt[10]};
+  second.sequences.push_back({10, 1, blocks});  // no earlier tokens
+  EXPECT_THROW(model.forward(second, *cache), std::exception);
+}
+
 TEST(V41Engram, MissingHashTablesAreOneClearError) {
   ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41-engram"));
   config.v41.engram_hash = {};

@@ -67,16 +67,9 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
   row_tables = device_copy(pool, rows_table);
   seq_tables = device_copy(pool, tables);
   extra_offsets = device_copy(pool, offsets);
-  if (!v.engram_layer_ids.empty()) {  // hashed here once; [T, layers, cols] -> [layers, T, cols] for the gathers
+  if (!v.engram_layer_ids.empty()) {  // hashed here once; int32 for the gathers (tables below 2^31 rows)
     const std::vector<int64_t> rows = deepinfer::engram_rows(v, batch);
-    const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size());
-    const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads;
-    std::vector<int32_t> by_layer(rows.size());
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t e = 0; e < layers; ++e)
-        for (int64_t c = 0; c < cols; ++c)
-          by_layer[(e * T + t) * cols + c] = static_cast<int32_t>(rows[(t * layers + e) * cols + c]);
-    engram_rows = device_copy(pool, by_layer);
+    engram_rows = device_copy(pool, std::vector<int32_t>(rows.begin(), rows.end()));
   }
 }
 

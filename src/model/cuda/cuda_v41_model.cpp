@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "kernels/cuda/embedding.cuh"
@@ -32,6 +33,9 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   DI_INPUT_CHECK(v.engram_layer_ids.empty() || !v.engram_hash.compressed_ids.empty(),
                  "DeepSeek-V4.1 engram layers need the model directory's engram_hash.json (write it with "
                  "`python3 launch/engram_hash.py MODEL`), or --no-engram");
+  for (int64_t rows : v.engram_num_embeddings)
+    DI_INPUT_CHECK(rows <= std::numeric_limits<int32_t>::max(),
+                   "the CUDA engram gathers address tables of fewer than 2^31 rows; one has {}", rows);
   const int64_t H = c.hidden_size, hd = v.head_dim, hc = v.hc_mult;
   DI_INPUT_CHECK(hc <= cuda::kHcMaxStreams && H <= cuda::kHcMaxHidden,
                  "the CUDA hyper-connections hold hc_mult <= {} and hidden_size <= {}; the model has {} and {}",
