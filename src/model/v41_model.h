@@ -16,7 +16,8 @@
 // prefill or a decode step computes exactly what a one-shot forward over the same tokens computes.
 // - engram: at its layers, before attention, each stream gains a gated value looked up by n-gram hashes of the
 //   compressed token ids (engram_hash.h; kernels/cpu/engram.h).
-// Not built yet: FP8 engram tables (the released format; float tables are read), the vision tower, DSpark draft layers (their weights are not read),
+// Engram tables in the release's FP8 layout (a UE8M0 scale per 32 values of a row) are dequantised on load.
+// Not built yet: the vision tower, DSpark draft layers (their weights are not read),
 // FP8/FP4 compute (weights are dequantised to fp32 on load).
 #pragma once
 

@@ -98,6 +98,9 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
                    dtype_name(entry->dtype));
     if (fp4)  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
       store.tensors_.emplace(name, dequantize_fp4_groups(checkpoint.read(name), checkpoint.read(scale_of(name)), 32));
+    else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8 && name.ends_with(".engram.embed.weight"))
+      // DeepSeek-V4.1's engram tables: a scale per 32 values of a row (rows are gathered one by one).
+      store.tensors_.emplace(name, dequantize_fp8_blocks(checkpoint.read(name), checkpoint.read(scale_of(name)), 1, 32));
     else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8)
       store.tensors_.emplace(name, dequantize_fp8_blocks(checkpoint.read(name), checkpoint.read(scale_of(name)),
                                                          config.quantization.block_rows, config.quantization.block_cols));

@@ -3,6 +3,7 @@
 // fp32 scale in float32.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/fp4_weights.h"
@@ -10,6 +11,7 @@
 #include "src/model/deepseek_model.h"
 #include "src/model/quantization.h"
 #include "src/model/safetensors.h"
+#include "src/model/v41_model.h"
 #include "tests/unit/fixtures.h"
 
 namespace deepinfer {
@@ -85,6 +87,31 @@ TEST(Quantization, V41CheckpointWithFp8ProjectionsAndFp4ExpertsLoads) {
   EXPECT_EQ(fp8, 5);    // wq_a, wq_b, wkv, wo_a, wo_b of layer 1
   EXPECT_EQ(fp4, 24);   // w1, w2, w3 of its 8 experts
   EXPECT_EQ(draft, 3);  // the DSpark layer's FP8, FP4 and fp32 tensors, kept under their checkpoint names
+}
+
+// The engram variant: its tables in the release's FP8 layout (e4m3 rows, a UE8M0 scale per 32 values of a row)
+// load to their exact values, beside the FP8 projections and FP4 experts; the model then runs from them.
+TEST(Quantization, V41EngramTablesInFp8Load) {
+  const auto dir = testing::fixture_dir("tiny-v41-engram-fp8");
+  const ModelConfig config = load_model_config(dir);
+  ASSERT_TRUE(config.quantization.fp8 && !config.v41.engram_layer_ids.empty());
+  WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
+  const SafetensorsFile expected(dir / "dequantized.safetensors");
+  int64_t tables = 0;
+  for (const auto& [name, entry] : expected.entries()) {
+    expect_equal(weights.get(name), expected.read(name), name);
+    tables += name.ends_with(".engram.embed.weight");
+  }
+  EXPECT_EQ(tables, 2);
+  const DeepseekV41Model model(config, std::move(weights));
+  std::vector<int32_t> blocks = {0};
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(1);
+  ForwardBatch batch;
+  batch.token_ids = {5, 17, 200, 3};
+  batch.sequences.push_back({0, 4, blocks});
+  const Tensor logits = model.forward(batch, *cache);
+  EXPECT_TRUE(std::all_of(logits.data<float>(), logits.data<float>() + logits.numel(),
+                          [](float x) { return std::isfinite(x); }));
 }
 
 // What the GPU backend relies on when it holds these weights in FP8/FP4 again (quantised on the device from the

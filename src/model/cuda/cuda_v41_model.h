@@ -19,8 +19,8 @@
 // Engram: the step's table rows hashed on the host (engram_hash.h) and uploaded with the plan; rows gathered
 // from the tables (bf16, in GPU memory or, with --engram-tables host, pinned host memory read over PCIe),
 // projected by wkv and gated into the streams (engram_mix).
-// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), CUDA graphs, FP8 engram
-// tables (bf16 holds the fixture's; the release stores e4m3 rows with a scale per 32).
+// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), CUDA graphs, FP8-resident
+// engram tables (the release's e4m3 rows are read and held in bf16, which holds them exactly: twice the bytes).
 #pragma once
 
 #include <memory>
