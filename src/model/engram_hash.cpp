@@ -22,12 +22,10 @@ bool is_prime(int64_t n) {
   return true;
 }
 
-int64_t engram_columns(const V41TextConfig& v) { return (v.engram_max_ngram_size - 1) * v.engram_n_heads; }
-
 // Offsets of each (order, head) bucket range inside its layer's table: the running sum of the layer's primes.
 std::vector<int64_t> bucket_offsets(const V41TextConfig& v, const std::vector<int64_t>& primes,
                                     const std::string& source) {
-  const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size()), cols = engram_columns(v);
+  const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size()), cols = v41_engram_columns(v);
   std::vector<int64_t> offsets(primes.size());
   for (int64_t e = 0; e < layers; ++e) {
     int64_t total = 0;
@@ -63,6 +61,12 @@ std::vector<int64_t> engram_primes(const V41TextConfig& v) {
       }
     }
   return primes;
+}
+
+void require_engram_hash(const V41TextConfig& v) {
+  DI_INPUT_CHECK(v.engram_layer_ids.empty() || !v.engram_hash.compressed_ids.empty(),
+                 "DeepSeek-V4.1 engram layers need the model directory's engram_hash.json (write it with "
+                 "`python3 launch/engram_hash.py MODEL`), or --no-engram");
 }
 
 void read_engram_hash(const std::filesystem::path& file, V41TextConfig& v) {
@@ -127,7 +131,7 @@ void dummy_engram_hash(V41TextConfig& v) {
 std::vector<int64_t> engram_rows(const V41TextConfig& v, const ForwardBatch& batch) {
   const EngramHashTables& t = v.engram_hash;
   const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size()), N = v.engram_max_ngram_size;
-  const int64_t heads = v.engram_n_heads, cols = engram_columns(v), T = batch.num_tokens();
+  const int64_t heads = v.engram_n_heads, cols = v41_engram_columns(v), T = batch.num_tokens();
   DI_CHECK(static_cast<int64_t>(t.compressed_ids.size()) == v.vocab_size, "the engram hash tables are not loaded");
   const int64_t pad = t.compressed_ids[v.engram_pad_id];
   std::vector<int64_t> rows(T * layers * cols);

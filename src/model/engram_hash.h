@@ -23,6 +23,9 @@ namespace deepinfer {
 // order, head) took, flattened [layers][max_ngram - 1][n_heads].
 std::vector<int64_t> engram_primes(const V41TextConfig& v);
 
+// InputError unless v.engram_hash is loaded where the model has engram layers (both backends' constructors).
+void require_engram_hash(const V41TextConfig& v);
+
 // Reads `file` into v.engram_hash (InputError naming the file for a missing or inconsistent one).
 void read_engram_hash(const std::filesystem::path& file, V41TextConfig& v);
 // Tables for dummy weights: compressed id = token id mod the compressed vocabulary, multipliers from a fixed

@@ -266,10 +266,9 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
         specs.push_back({a + "indexer.k_norm.weight", {v.index_head_dim}});
       }
     }
-    const auto engram = std::find(v.engram_layer_ids.begin(), v.engram_layer_ids.end(), l);
-    if (engram != v.engram_layer_ids.end()) {
-      const int64_t rows = v.engram_num_embeddings[engram - v.engram_layer_ids.begin()];
-      const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads, ed = v.engram_head_dim;
+    if (const int64_t e = v41_layer_role(v, l).engram_index; e >= 0) {
+      const int64_t rows = v.engram_num_embeddings[e];
+      const int64_t cols = v41_engram_columns(v), ed = v.engram_head_dim;
       specs.push_back({p + "engram.embed.weight", {rows, ed}});
       specs.push_back({p + "engram.wkv.weight", {(hc + 1) * H, cols * ed}});
       specs.push_back({p + "engram.q_weight", {hc, H}});
@@ -351,6 +350,8 @@ V41LayerRole v41_layer_role(const V41TextConfig& v, int64_t l) {
   role.owns_index_keys = role.index_source && role.kv_source;
   role.candidate_source = l == v.candidate_source_layer_id;
   role.uses_candidates = v.candidate_source_layer_id >= 0 && v.candidate_source_layer_id < l;
+  const auto engram = std::find(v.engram_layer_ids.begin(), v.engram_layer_ids.end(), l);
+  if (engram != v.engram_layer_ids.end()) role.engram_index = engram - v.engram_layer_ids.begin();
   return role;
 }
 

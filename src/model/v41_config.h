@@ -95,8 +95,11 @@ struct V41LayerRole {
   bool owns_index_keys = false;
   bool candidate_source = false;  // its indexer also picks the candidate blocks
   bool uses_candidates = false;   // a later layer: its indexer's scores are masked to the candidates
+  int64_t engram_index = -1;      // its place in engram_layer_ids (its table, its columns of the hash), -1 none
 };
 V41LayerRole v41_layer_role(const V41TextConfig& v, int64_t layer);
+// The table rows an engram layer reads per token: one per (n-gram order 2..max, head).
+inline int64_t v41_engram_columns(const V41TextConfig& v) { return (v.engram_max_ngram_size - 1) * v.engram_n_heads; }
 // Values cached per token and layer (the widest layer's entry, the same for every layer, so that a cache moves
 // between backends unchanged): the window K = V, then a KV source's compressor kv (and gate, pooled sources).
 int64_t v41_cache_entry_dim(const V41TextConfig& v);

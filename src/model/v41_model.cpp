@@ -24,9 +24,7 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     const std::string p = fmt::format("layers.{}.ffn.experts.{}.", layer, e);
     return HostExpertStore::TensorNames{p + "w1.weight", p + "w3.weight", p + "w2.weight"};
   });
-  DI_INPUT_CHECK(v.engram_layer_ids.empty() || !v.engram_hash.compressed_ids.empty(),
-                 "DeepSeek-V4.1 engram layers need the model directory's engram_hash.json (write it with "
-                 "`python3 launch/engram_hash.py MODEL`), or --no-engram");
+  require_engram_hash(v);
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l);
     Layer layer;
@@ -65,9 +63,7 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     layer.router = weights_.data(p + "ffn.gate.weight");
     layer.router_bias = weights_.data(p + "ffn.gate.bias");
     layer.shared = resolve_expert(p + "ffn.shared_experts");
-    const auto engram = std::find(v.engram_layer_ids.begin(), v.engram_layer_ids.end(), l);
-    if (engram != v.engram_layer_ids.end()) {
-      layer.engram_index = engram - v.engram_layer_ids.begin();
+    if (layer.engram_index >= 0) {
       layer.engram_table = weights_.data(p + "engram.embed.weight");
       layer.engram_wkv = weights_.data(p + "engram.wkv.weight");
       layer.engram_q = weights_.data(p + "engram.q_weight");
@@ -163,7 +159,7 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
       const Layer& layer = model.layers_[l];
       if (layer.engram_index < 0) return;
       const V41TextConfig& v = model.config_.v41;
-      const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads, ed = v.engram_head_dim;
+      const int64_t cols = v41_engram_columns(v), ed = v.engram_head_dim;
       std::vector<float> gathered(T * cols * ed), kv(T * (hc + 1) * H);
       cpu::engram_gather(layer.engram_table, engram_rows.data() + layer.engram_index * T * cols, T, cols, ed,
                          gathered.data());

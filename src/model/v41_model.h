@@ -59,7 +59,6 @@ class DeepseekV41Model final : public HostCausalLm {
     const float *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
     const float *router = nullptr, *router_bias = nullptr;
     Expert shared;
-    int64_t engram_index = -1;  // which engram layer it is (its columns of the step's rows), -1 none
     const float *engram_table = nullptr, *engram_wkv = nullptr, *engram_q = nullptr, *engram_k = nullptr;
   };
   // What the layers of one forward pass publish to the later layers, for one sequence (transformers' `shared`).

@@ -247,21 +247,21 @@ void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out)
   }
 }
 
-std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
-  DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");
-  std::vector<int32_t> ids;
-  for (const Segment& seg : split_added(text)) {
-    if (seg.id >= 0) ids.push_back(seg.id);
-    else encode_text(seg.text, ids);
-  }
-  return ids;
-}
+std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const { return encode_parallel(text, 1); }
 
 std::vector<int32_t> BpeTokenizer::encode_parallel(std::string_view text, int threads) const {
   DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");
   const std::vector<Segment> segments = split_added(text);
+  auto encode_segments = [&](size_t first, size_t last) {
+    std::vector<int32_t> ids;
+    for (size_t s = first; s < last; ++s) {
+      if (segments[s].id >= 0) ids.push_back(segments[s].id);
+      else encode_text(segments[s].text, ids);
+    }
+    return ids;
+  };
   threads = std::max(1, std::min<int>(threads, static_cast<int>(segments.size())));
-  if (threads == 1) return encode(text);
+  if (threads == 1) return encode_segments(0, segments.size());
   // Contiguous runs of segments of about equal bytes, one per thread; their ids concatenated in order.
   std::vector<size_t> bounds{0};
   const size_t share = text.size() / threads + 1;
@@ -273,14 +273,7 @@ std::vector<int32_t> BpeTokenizer::encode_parallel(std::string_view text, int th
   if (bounds.back() != segments.size()) bounds.push_back(segments.size());
   std::vector<std::future<std::vector<int32_t>>> parts;
   for (size_t b = 0; b + 1 < bounds.size(); ++b)
-    parts.push_back(std::async(std::launch::async, [&, first = bounds[b], last = bounds[b + 1]] {
-      std::vector<int32_t> ids;
-      for (size_t s = first; s < last; ++s) {
-        if (segments[s].id >= 0) ids.push_back(segments[s].id);
-        else encode_text(segments[s].text, ids);
-      }
-      return ids;
-    }));
+    parts.push_back(std::async(std::launch::async, encode_segments, bounds[b], bounds[b + 1]));
   std::vector<int32_t> ids;
   for (auto& part : parts) {
     const std::vector<int32_t> p = part.get();

@@ -19,6 +19,7 @@
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/device_sampling.h"
+#include "src/model/engram_hash.h"
 #include "src/model/cuda/cuda_v41_step.h"
 #include "src/model/rope.h"
 
@@ -30,9 +31,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   const ModelConfig& c = config_;
   const V41TextConfig& v = c.v41;
   for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
-  DI_INPUT_CHECK(v.engram_layer_ids.empty() || !v.engram_hash.compressed_ids.empty(),
-                 "DeepSeek-V4.1 engram layers need the model directory's engram_hash.json (write it with "
-                 "`python3 launch/engram_hash.py MODEL`), or --no-engram");
+  require_engram_hash(v);
   for (int64_t rows : v.engram_num_embeddings)
     DI_INPUT_CHECK(rows <= std::numeric_limits<int32_t>::max(),
                    "the CUDA engram gathers address tables of fewer than 2^31 rows; one has {}", rows);
@@ -133,9 +132,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
       if (!weights.has(prefix + "w1.weight")) continue;  // another EP rank's
       experts_->load(l, e, weights, prefix + "w1.weight", prefix + "w3.weight", prefix + "w2.weight");
     }
-    const auto engram = std::find(v.engram_layer_ids.begin(), v.engram_layer_ids.end(), l);
-    if (engram != v.engram_layer_ids.end()) {
-      layer.engram_index = engram - v.engram_layer_ids.begin();
+    if (layer.engram_index >= 0) {
       const std::string name = p + "engram.embed.weight";
       const Shape& shape = shapes_.at(name);
       const size_t bytes = shape_numel(shape) * sizeof(Bf16);
@@ -281,7 +278,7 @@ struct CudaV41Model::CudaBlocks {
     if (layer.engram_index < 0) return;
     scratch.rewind(sublayer);
     const V41TextConfig& v = model.config_.v41;
-    const int64_t cols = (v.engram_max_ngram_size - 1) * v.engram_n_heads, ed = v.engram_head_dim;
+    const int64_t cols = v41_engram_columns(v), ed = v.engram_head_dim;
     auto* gathered = scratch.alloc<Bf16>(T * cols * ed);
     auto* kv = scratch.alloc<float>(T * (hc + 1) * H);
     cuda::embedding(layer.engram_table, plan.engram_rows + layer.engram_index * T * cols, gathered, T * cols, ed,

@@ -83,7 +83,6 @@ class CudaV41Model final : public CausalLm {
     const Bf16* compressor_norm = nullptr;
     const Bf16 *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
     CudaMoeWeights moe;
-    int64_t engram_index = -1;                              // which engram layer it is, -1 none
     const Bf16 *engram_table = nullptr, *engram_wkv = nullptr;  // table in GPU or mapped host memory
     const float *engram_q = nullptr, *engram_k = nullptr;
   };
