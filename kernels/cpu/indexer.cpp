@@ -27,6 +27,18 @@ void compress_pool(const float* cache, int64_t entry_stride, const int32_t* bloc
     }
 }
 
+void compress_pool_sequences(const float* cache, int64_t entry_stride, const int32_t* block_tables, int64_t max_blocks,
+                             const int32_t* counts, const int64_t* offsets, int64_t sequences, int64_t width,
+                             int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, bool zero_padding,
+                             float* out) {
+  for (int64_t s = 0; s < sequences; ++s) {
+    float* rows = out + offsets[s] * head_dim;
+    compress_pool(cache, entry_stride, block_tables + s * max_blocks, counts[s], ratio, head_dim, kv_offset,
+                  gate_offset, rows);
+    if (zero_padding) std::fill(rows + counts[s] * head_dim, rows + width * head_dim, 0.0f);
+  }
+}
+
 void indexer_scores(const float* q, const float* weights, const float* keys, const int64_t* key_offsets,
                     const int32_t* visible, int64_t rows,
                     int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale, float heads_scale,
@@ -98,10 +110,11 @@ void mask_scores(float* scores, const uint8_t* mask, int64_t n) {
     if (mask[i] == 0) scores[i] = -std::numeric_limits<float>::infinity();
 }
 
-void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, const int64_t* row_bases,
                         int32_t* out) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < k; ++j) out[r * k + j] = j < counts[r] ? ids[r * k + j] + base : -1;
+    for (int64_t j = 0; j < k; ++j)
+      out[r * k + j] = j < counts[r] ? static_cast<int32_t>(ids[r * k + j] + row_bases[r]) : -1;
 }
 
 }  // namespace deepinfer::cpu

@@ -4,6 +4,10 @@
 //                   (positions [g r, g r + r)) and channel d, out[g, d] = sum_j softmax_j(gate[g r + j, d])
 //                   kv[g r + j, d], kv and gate read from each position's paged cache entry (at kv_offset and
 //                   gate_offset within it; entry j at cache + (block_table[j / 64] * 64 + j % 64) * entry_stride).
+//   compress_pool_sequences  the same for several sequences at once: sequence s pools counts[s] groups through its
+//                   block table (block_tables + s * max_blocks) into rows offsets[s] + g of `out`; with zero_padding,
+//                   rows offsets[s] + g for counts[s] <= g < width are zeroed (a layout of `width` rows a sequence,
+//                   the fixed shapes a captured decode step needs), otherwise left alone.
 //   indexer_scores  scores[i, g] = sum_h relu(q[i, h] . keys[g]) * softmax_scale * (weights[i, h] * heads_scale)
 //                   for g < visible[i], -inf beyond (the compressed entries row i may not see yet); with
 //                   key_offsets, row i's keys start at row key_offsets[i] of `keys` (several sequences' keys side
@@ -15,9 +19,9 @@
 //                   entry (the block holding the row's newest visible entry always kept: +inf), the topk_blocks
 //                   best blocks by select_topk's rule, as a mask [rows, n] of their entries.
 //   mask_scores     scores[i] = -inf where mask[i] == 0 (the candidate source's mask on a later index layer).
-//   selected_entry_ids per row r, out[r, j] = ids[r, j] + base for j < counts[r], -1 (padding) for the rest of
-//                   the row's k slots: select_topk's picks as ids into a batch's concatenated compressed entries
-//                   (sparse_window_attention skips the padding).
+//   selected_entry_ids per row r, out[r, j] = ids[r, j] + row_bases[r] for j < counts[r], -1 (padding) for the
+//                   rest of the row's k slots: select_topk's picks as ids into a batch's compressed entries, each row's
+//                   sequence's from its first row (sparse_window_attention skips the padding).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,11 @@ namespace deepinfer::cpu {
 
 void compress_pool(const float* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups, int64_t ratio,
                    int64_t head_dim, int64_t kv_offset, int64_t gate_offset, float* out);
+
+void compress_pool_sequences(const float* cache, int64_t entry_stride, const int32_t* block_tables, int64_t max_blocks,
+                             const int32_t* counts, const int64_t* offsets, int64_t sequences, int64_t width,
+                             int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, bool zero_padding,
+                             float* out);
 
 void indexer_scores(const float* q, const float* weights, const float* keys, const int64_t* key_offsets,
                     const int32_t* visible, int64_t rows,
@@ -39,7 +48,7 @@ void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows,
 
 void mask_scores(float* scores, const uint8_t* mask, int64_t n);
 
-void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, const int64_t* row_bases,
                         int32_t* out);
 
 }  // namespace deepinfer::cpu

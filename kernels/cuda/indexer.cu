@@ -15,11 +15,20 @@ constexpr int kKeysPerBlock = 64;
 constexpr int kDimRegs = static_cast<int>(kIndexerMaxDim / 32);
 
 __global__ void __launch_bounds__(kPoolThreads) compress_pool_kernel(const __nv_bfloat16* cache, int64_t entry_stride,
-                                                                     const int32_t* block_table, int64_t ratio,
-                                                                     int64_t head_dim, int64_t kv_offset,
-                                                                     int64_t gate_offset, __nv_bfloat16* out) {
+                                                                     const int32_t* block_tables, int64_t max_blocks,
+                                                                     const int32_t* counts, const int64_t* offsets,
+                                                                     int64_t ratio, int64_t head_dim, int64_t kv_offset,
+                                                                     int64_t gate_offset, bool zero_padding,
+                                                                     __nv_bfloat16* out) {
   begin_dependent_kernel();
-  const int64_t g = blockIdx.x;
+  const int64_t g = blockIdx.x, s = blockIdx.y;
+  const int32_t* block_table = block_tables + s * max_blocks;
+  __nv_bfloat16* row = out + (offsets[s] + g) * head_dim;
+  if (g >= counts[s]) {  // past the sequence's complete groups
+    if (zero_padding)
+      for (int64_t d = threadIdx.x; d < head_dim; d += kPoolThreads) row[d] = to_bf16(0.0f);
+    return;
+  }
   auto entry = [&](int64_t j) {
     return cache + (block_table[j / kBlockTokens] * kBlockTokens + j % kBlockTokens) * entry_stride;
   };
@@ -32,7 +41,7 @@ __global__ void __launch_bounds__(kPoolThreads) compress_pool_kernel(const __nv_
       total += w;
       sum += w * to_float(entry(g * ratio + j)[kv_offset + d]);
     }
-    out[g * head_dim + d] = to_bf16(sum / total);
+    row[d] = to_bf16(sum / total);
   }
 }
 
@@ -82,7 +91,9 @@ constexpr int kSelectThreads = 512;
 
 // Larger floats map to larger unsigned keys; -inf (never selected) to the smallest finite-excluded value.
 __device__ __forceinline__ uint32_t order_key(float x) {
-  const uint32_t bits = __float_as_uint(x);
+  // -0 and +0 are one key: they compare equal on the CPU, so they tie (the lower index wins), not rank. (A score
+  // of relu'd products with negative weights is -0 where every product is.)
+  const uint32_t bits = x == 0.0f ? 0u : __float_as_uint(x);
   return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
 }
 
@@ -180,11 +191,11 @@ __global__ void mask_scores_kernel(float* scores, const uint8_t* mask, int64_t n
 }
 
 __global__ void selected_entry_ids_kernel(const int32_t* ids, const int32_t* counts, int64_t slots, int64_t k,
-                                          int32_t base, int32_t* out) {
+                                          const int64_t* row_bases, int32_t* out) {
   begin_dependent_kernel();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= slots) return;
-  out[i] = i % k < counts[i / k] ? ids[i] + base : -1;
+  out[i] = i % k < counts[i / k] ? static_cast<int32_t>(ids[i] + row_bases[i / k]) : -1;
 }
 
 }  // namespace
@@ -211,12 +222,14 @@ void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_
                    counts);
 }
 
-void compress_pool(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups,
-                   int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, __nv_bfloat16* out,
-                   cudaStream_t stream) {
-  if (groups == 0) return;
-  launch_dependent(compress_pool_kernel, static_cast<unsigned>(groups), kPoolThreads, 0, stream, cache, entry_stride,
-                   block_table, ratio, head_dim, kv_offset, gate_offset, out);
+void compress_pool_sequences(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_tables,
+                             int64_t max_blocks, const int32_t* counts, const int64_t* offsets, int64_t sequences,
+                             int64_t width, int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset,
+                             bool zero_padding, __nv_bfloat16* out, cudaStream_t stream) {
+  if (sequences == 0 || width == 0) return;
+  launch_dependent(compress_pool_kernel, dim3(static_cast<unsigned>(width), static_cast<unsigned>(sequences)),
+                   kPoolThreads, 0, stream, cache, entry_stride, block_tables, max_blocks, counts, offsets, ratio,
+                   head_dim, kv_offset, gate_offset, zero_padding, out);
 }
 
 void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys,
@@ -235,12 +248,12 @@ void mask_scores(float* scores, const uint8_t* mask, int64_t n, cudaStream_t str
   launch_dependent(mask_scores_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, scores, mask, n);
 }
 
-void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, const int64_t* row_bases,
                         int32_t* out, cudaStream_t stream) {
   const int64_t slots = rows * k;
   if (slots == 0) return;
   launch_dependent(selected_entry_ids_kernel, static_cast<unsigned>((slots + 255) / 256), 256, 0, stream, ids, counts,
-                   slots, k, base, out);
+                   slots, k, row_bases, out);
 }
 
 }  // namespace deepinfer::cuda

@@ -1,7 +1,9 @@
 // DeepSeek-V4.1's compressed KV and sparse indexer on the GPU (the CPU forms, same names and semantics:
 // kernels/cpu/indexer.h).
-//   compress_pool   one block per group, a thread per channel: the softmax over the group's r gate values, then
-//                   the weighted sum of its kv values, from the paged bf16 cache; bf16 out.
+//   compress_pool_sequences  a block per (group, sequence), a thread per channel: the softmax over the group's r
+//                   gate values, then the weighted sum of its kv values, from the paged bf16 cache; bf16 out. Every
+//                   sequence of a step in one launch of `width` groups each (the counts and offsets on the device,
+//                   so a captured decode step replays for any context within its block tables).
 //   indexer_scores  a block per (query row, 64 compressed keys), a warp per key, the row's queries in shared memory
 //                   (heads * dim <= kIndexerMaxQueryFloats); fp32 scores, -inf past the row's visible entries (not
 //                   read); with key_offsets, each row's keys from its own offset (several sequences in one launch).
@@ -11,8 +13,8 @@
 //   candidate_blocks the candidate source's first level: block scores (a thread a block), select_topk over them,
 //                   then the mask of the kept blocks' entries; the block scores and picks in caller workspace.
 //   mask_scores     elementwise: scores[i] = -inf where mask[i] == 0 (the candidate source's mask on a later index layer).
-//   selected_entry_ids a thread per slot: per row r, out[r, j] = ids[r, j] + base for j < counts[r], -1 (padding) for the rest of
-//                   the row's k slots: select_topk's picks as ids into a batch's concatenated compressed entries
+//   selected_entry_ids a thread per slot: per row r, out[r, j] = ids[r, j] + row_bases[r] for j < counts[r], -1
+//                   (padding) for the rest of the row's k slots: select_topk's picks as ids into a batch's concatenated compressed entries
 //                   (sparse_window_attention skips the padding).
 #pragma once
 
@@ -26,9 +28,10 @@ namespace deepinfer::cuda {
 constexpr int64_t kIndexerMaxQueryFloats = 12288;  // 48 KB of shared memory
 constexpr int64_t kIndexerMaxDim = 256;
 
-void compress_pool(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_table, int64_t groups,
-                   int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, __nv_bfloat16* out,
-                   cudaStream_t stream);
+void compress_pool_sequences(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_tables,
+                             int64_t max_blocks, const int32_t* counts, const int64_t* offsets, int64_t sequences,
+                             int64_t width, int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset,
+                             bool zero_padding, __nv_bfloat16* out, cudaStream_t stream);
 
 void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys,
                     const int64_t* key_offsets, const int32_t* visible,
@@ -45,7 +48,7 @@ void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows,
 
 void mask_scores(float* scores, const uint8_t* mask, int64_t n, cudaStream_t stream);
 
-void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, int32_t base,
+void selected_entry_ids(const int32_t* ids, const int32_t* counts, int64_t rows, int64_t k, const int64_t* row_bases,
                         int32_t* out, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

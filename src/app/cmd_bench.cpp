@@ -72,10 +72,12 @@ int run_bench(const BenchOptions& options, const World& world) {
     }
     auto report = [&](const StepBenchResult& r) {
       spdlog::info("{} batch {:>4} x {:>5}: {:>9.3f} ms/step (p90 {:.3f}), {:>10.1f} tok/s; floor {:.3f} ms, "
-                   "floor/measured {:.3f}{}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
+                   "floor/measured {:.3f}{}{}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
                    r.floor_ms, r.floor_over_measured,
                    r.device_idle_ms >= 0 ? fmt::format("; device idle between steps {:.3f} ms", r.device_idle_ms)
-                                         : std::string());
+                                         : std::string(),
+                   r.graph_steps > 0 ? fmt::format("; {} of {} steps from CUDA graphs", r.graph_steps, r.steps)
+                                     : std::string());
       if (hdf5) {
         table->append({static_cast<double>(r.batch), static_cast<double>(r.context),
                        static_cast<double>(r.tokens_per_step), r.median_ms, r.p90_ms, r.min_ms, r.tokens_per_s,
@@ -86,7 +88,7 @@ int run_bench(const BenchOptions& options, const World& world) {
                               {"tokens_per_step", r.tokens_per_step}, {"median_ms", r.median_ms}, {"p90_ms", r.p90_ms},
                               {"min_ms", r.min_ms}, {"tokens_per_s", r.tokens_per_s}, {"floor_ms", r.floor_ms},
                               {"floor_over_measured", r.floor_over_measured}, {"steps", r.steps},
-                              {"device_idle_ms", r.device_idle_ms},
+                              {"device_idle_ms", r.device_idle_ms}, {"graph_steps", r.graph_steps},
                               {"model", options.model.model_path}, {"device", options.model.device}}
                                                 .dump() + "\n");
       }

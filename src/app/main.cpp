@@ -56,6 +56,8 @@ int main(int argc, char** argv) {
                     "Run at this depth: V2/V3 their first N layers; V4.1 N layers that keep every mechanism (the "
                     "candidate source, a pooled KV source, ...; dummy weights only)")
         ->check(CLI::PositiveNumber);
+    cmd->add_flag("--no-cuda-graphs", model.no_cuda_graphs,
+                  "CUDA: run every decode step eagerly instead of replaying captured CUDA graphs");
   };
 
   deepinfer::app::ForwardOptions forward;

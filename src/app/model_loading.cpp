@@ -38,6 +38,7 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
   DI_INPUT_CHECK(std::filesystem::exists(path), "--model '{}' does not exist", path.string());
   LoadedModel loaded;
   loaded.device = parse_device(options.device);
+  loaded.cuda_graphs = !options.no_cuda_graphs;
   LoadFormat format = parse_load_format(options.load_format);
   if (format == LoadFormat::kAuto) format = std::filesystem::is_directory(path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
   loaded.config = options.num_layers > 0 ? config_at_depth(path, options.num_layers, format == LoadFormat::kDummy)
@@ -68,7 +69,10 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
 std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu) {
   spdlog::info("backend: {}{}", device_name(loaded.device),
                loaded.device == Device::kCuda ? fmt::format(" (GPU {})", gpu) : std::string());
-  return make_causal_lm(std::move(loaded.config), std::move(loaded.weights), loaded.device, gpu);
+  std::unique_ptr<CausalLm> model =
+      make_causal_lm(std::move(loaded.config), std::move(loaded.weights), loaded.device, gpu);
+  model->set_cuda_graphs(loaded.cuda_graphs);
+  return model;
 }
 
 void require_single_rank(const World& world, const char* command) {

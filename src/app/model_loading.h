@@ -14,6 +14,7 @@ struct LoadedModel {
   ModelConfig config;
   WeightOrigin weights;  // host tensors, or (CUDA with dummy weights) generated on the device later
   Device device = Device::kCpu;
+  bool cuda_graphs = true;
 };
 
 LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted = nullptr);

@@ -26,16 +26,19 @@ Timing summarize(std::vector<double> ms) {
 // The host time of each timed step, and the device's idle time before it where the backend measures it.
 struct StepSamples {
   std::vector<double> ms, idle_ms;
+  int64_t graph_steps = 0;
 };
 
 // warmup + steps engine steps; the first `warmup` are not kept.
 StepSamples run_steps(const CausalLm& model, Engine& engine, int64_t warmup, int64_t steps) {
   StepSamples samples;
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    const int64_t replays = model.graph_replays();
     const auto start = std::chrono::steady_clock::now();
     engine.step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (s < warmup) continue;
+    samples.graph_steps += model.graph_replays() > replays ? 1 : 0;
     samples.ms.push_back(ms);
     const double idle_ms = model.device_idle_before_last_step_ms();
     if (idle_ms >= 0) samples.idle_ms.push_back(idle_ms);
@@ -74,6 +77,7 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
   r.floor_over_measured = floor_ms / timing.median_ms;
   r.steps = steps;
   if (!samples.idle_ms.empty()) r.device_idle_ms = summarize(std::move(samples.idle_ms)).median_ms;
+  r.graph_steps = samples.graph_steps;
   return r;
 }
 

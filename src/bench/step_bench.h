@@ -28,6 +28,7 @@ struct StepBenchResult {
   double floor_over_measured = 0;
   int64_t steps = 0;
   double device_idle_ms = -1;  // median device idle before each timed step (negative: not measured)
+  int64_t graph_steps = 0;     // timed steps that ran from a captured CUDA graph
 };
 
 // `experts`: how routed experts are reached (null: all local). Every rank of an expert-parallel group must call

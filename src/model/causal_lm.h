@@ -67,6 +67,10 @@ class CausalLm {
   // How long the device sat idle between the end of the previous step's work and the start of the last step
   // (host post-processing and preparation), in ms; negative where the backend does not measure it (the CPU).
   virtual double device_idle_before_last_step_ms() const { return -1.0; }
+  // Backends that capture decode steps as CUDA graphs replay them unless this turns them off (every step eager);
+  // how many steps so far ran from a graph.
+  virtual void set_cuda_graphs(bool /*enabled*/) {}
+  virtual int64_t graph_replays() const { return 0; }
 };
 
 // Throws if the batch's sequences do not account for its tokens or a token is outside the vocabulary.

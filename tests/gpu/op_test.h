@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -103,20 +104,29 @@ class OpRun {
   // got against the CPU form's want, at the row's tolerance.
   void close(const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
     const double e = rel_error(got, want);
-    if (tolerance_ == kExact) EXPECT_EQ(e, 0.0) << what;
-    else EXPECT_LT(e, tolerance_) << what << ": relative error " << e << ", tolerance " << tolerance_;
+    if (tolerance_ == kExact) EXPECT_EQ(e, 0.0) << what << seed_note();
+    else EXPECT_LT(e, tolerance_) << what << ": relative error " << e << ", tolerance " << tolerance_ << seed_note();
   }
   // Bit for bit, whatever the row's tolerance (indices, copies, fused ops against their parts, reruns).
   template <class T>
   void exact(const std::string& what, const std::vector<T>& got, const std::vector<T>& want) {
     ASSERT_EQ(got.size(), want.size()) << what;
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0) << what << ": not the same bits";
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(T)), 0)
+        << what << ": not the same bits" << seed_note();
   }
 
  private:
+  // Every run draws new data; DEEPINFER_OP_SEED=N replays the data of a failure's seed.
+  static uint32_t choose_seed() {
+    const char* fixed = std::getenv("DEEPINFER_OP_SEED");
+    return fixed != nullptr ? static_cast<uint32_t>(std::strtoul(fixed, nullptr, 10)) : std::random_device{}();
+  }
+  std::string seed_note() const { return " (data seed " + std::to_string(seed_) + ": DEEPINFER_OP_SEED reruns it)"; }
+
   const Sizes& sizes_;
   double tolerance_;
-  std::mt19937 rng_{std::random_device{}()};
+  uint32_t seed_ = choose_seed();
+  std::mt19937 rng_{seed_};
   cublasHandle_t handle_ = nullptr;
 };
 

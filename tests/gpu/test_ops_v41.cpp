@@ -175,24 +175,42 @@ void sparse_window_attention(OpRun& r) {
   r.close("outputs", to_float(out.to_host()), want);
 }
 
-// V4.1's gated pooling of a KV source's compressor inputs, [K=V | kv | gate] entries from a shuffled paged cache.
+// V4.1's gated pooling of KV sources' compressor inputs, [K=V | kv | gate] entries from a shuffled paged cache:
+// several sequences in one launch (one without a complete group), packed or in `width` rows a sequence with the
+// padding zeroed.
 void compress_pool(OpRun& r) {
-  const int64_t groups = r["groups"], ratio = r["ratio"], hd = r["head_dim"], stride = 3 * hd;
-  const int64_t positions = groups * ratio, table_len = (positions + 63) / 64, num_blocks = table_len + 7;
+  const int64_t width = r["groups"], ratio = r["ratio"], hd = r["head_dim"], S = r["sequences"], stride = 3 * hd;
+  const bool padded = r["padded"] != 0;
+  const int64_t max_blocks = (width * ratio + 63) / 64, num_blocks = S * max_blocks + 7;
   std::vector<float> cache_f;
   auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
   std::vector<int32_t> blocks(num_blocks);
   std::iota(blocks.begin(), blocks.end(), 0);
   std::shuffle(blocks.begin(), blocks.end(), r.rng());
-  const std::vector<int32_t> table(blocks.begin(), blocks.begin() + table_len);
-  auto d_table = DeviceArray<int32_t>::from_host(table);
-  DeviceArray<Bf16> out(groups * hd);
+  const std::vector<int32_t> tables(blocks.begin(), blocks.begin() + S * max_blocks);
+  std::vector<int32_t> counts(S);
+  std::vector<int64_t> offsets(S);
+  int64_t rows = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    counts[s] = static_cast<int32_t>(s == 0 ? width : s == 1 ? 0 : r.rng()() % (width + 1));
+    offsets[s] = rows;
+    rows += padded ? width : counts[s];
+  }
+  auto d_tables = DeviceArray<int32_t>::from_host(tables);
+  auto d_counts = DeviceArray<int32_t>::from_host(counts);
+  auto d_offsets = DeviceArray<int64_t>::from_host(offsets);
+  DeviceArray<Bf16> out(std::max<int64_t>(rows, 1) * hd);
   out.poison();
-  cuda::compress_pool(bf(cache), stride, d_table.data(), groups, ratio, hd, hd, 2 * hd, bf(out), nullptr);
+  cuda::compress_pool_sequences(bf(cache), stride, d_tables.data(), max_blocks, d_counts.data(), d_offsets.data(), S,
+                                width, ratio, hd, hd, 2 * hd, padded, bf(out), nullptr);
   sync();
-  std::vector<float> want(groups * hd);
-  cpu::compress_pool(cache_f.data(), stride, table.data(), groups, ratio, hd, hd, 2 * hd, want.data());
-  r.close("pooled entries", to_float(out.to_host()), want);
+  std::vector<float> want(std::max<int64_t>(rows, 1) * hd);
+  cpu::compress_pool_sequences(cache_f.data(), stride, tables.data(), max_blocks, counts.data(), offsets.data(), S,
+                               width, ratio, hd, hd, 2 * hd, padded, want.data());
+  std::vector<float> got = to_float(out.to_host());
+  got.resize(rows * hd);
+  want.resize(rows * hd);
+  r.close("pooled entries", got, want);
 }
 
 // V4.1's indexer scores: relu'd per-head dot products weighted per head, summed; rows seeing all, some or none of
@@ -265,12 +283,15 @@ void fake_quant(OpRun& r) {
 // masked to -inf at random points, one row with fewer finite scores than k and one with none.
 void select_topk(OpRun& r) {
   const int64_t rows = r["rows"], n = r["n"], k = r["k"];
+  const bool zeros = r["zeros"] != 0;  // most scores +0 or -0, which tie (the lower index first), as on the CPU
   std::vector<float> scores(rows * n);
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t visible = i == 0 ? n : i == 1 ? k / 2 : i == 2 ? 0 : static_cast<int64_t>(r.rng()() % (n + 1));
-    for (int64_t g = 0; g < n; ++g)
-      scores[i * n + g] = g < visible ? std::round(std::normal_distribution<float>()(r.rng()) * 8.0f) / 8.0f
-                                      : -INFINITY;
+    for (int64_t g = 0; g < n; ++g) {
+      const float value = std::round(std::normal_distribution<float>()(r.rng()) * 8.0f) / 8.0f;
+      const float zero = r.rng()() % 2 == 0 ? 0.0f : -0.0f;
+      scores[i * n + g] = g >= visible ? -INFINITY : zeros && r.rng()() % 4 != 0 ? zero : value;
+    }
   }
   auto d_scores = DeviceArray<float>::from_host(scores);
   DeviceArray<int32_t> ids(rows * k), counts(rows);
@@ -306,21 +327,24 @@ void mask_scores(OpRun& r) {
   r.exact("masked scores", d_scores.to_host(), scores);
 }
 
+// Picks as ids into a batch's compressed entries, each row's from its sequence's first (rows of 3 sequences).
 void selected_entry_ids(OpRun& r) {
   const int64_t rows = r["rows"], k = r["k"];
-  const auto base = static_cast<int32_t>(r["base"]);
   std::vector<int32_t> ids(rows * k), counts(rows);
+  std::vector<int64_t> bases(rows);
   for (int64_t i = 0; i < rows; ++i) {
+    bases[i] = r["base"] * (3 * i / rows);
     counts[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? k : r.rng()() % (k + 1));
     for (int64_t j = 0; j < k; ++j) ids[i * k + j] = j < counts[i] ? static_cast<int32_t>(r.rng()() % 1000) : 12345;
   }
   auto d_ids = DeviceArray<int32_t>::from_host(ids), d_counts = DeviceArray<int32_t>::from_host(counts);
+  auto d_bases = DeviceArray<int64_t>::from_host(bases);
   DeviceArray<int32_t> out(rows * k);
   out.poison();
-  cuda::selected_entry_ids(d_ids.data(), d_counts.data(), rows, k, base, out.data(), nullptr);
+  cuda::selected_entry_ids(d_ids.data(), d_counts.data(), rows, k, d_bases.data(), out.data(), nullptr);
   sync();
   std::vector<int32_t> want(rows * k);
-  cpu::selected_entry_ids(ids.data(), counts.data(), rows, k, base, want.data());
+  cpu::selected_entry_ids(ids.data(), counts.data(), rows, k, bases.data(), want.data());
   r.exact("entry ids", out.to_host(), want);
 }
 
@@ -380,9 +404,15 @@ void add_v41_rows(OpTable& t) {
   t.add("sparse_window_attention", "bf16",
         {{"heads", 3}, {"head_dim", 200}, {"window", 16}, {"extras", 40}, {"padding", 1}}, kBf16,
         sparse_window_attention);
-  for (int64_t ratio : {4, 128})
-    t.add("compress_pool", "bf16", {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}}, kBf16, compress_pool);
-  t.add("compress_pool", "bf16", {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}}, kBf16, compress_pool);
+  for (int64_t padded : {0, 1}) {
+    for (int64_t ratio : {4, 128})
+      t.add("compress_pool_sequences", "bf16",
+            {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}, {"sequences", 4}, {"padded", padded}}, kBf16,
+            compress_pool);
+    t.add("compress_pool_sequences", "bf16",
+          {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}, {"sequences", 3}, {"padded", padded}}, kBf16,
+          compress_pool);
+  }
   for (int64_t offsets : {0, 1}) {
     t.add("indexer_scores", "f32", {{"rows", 5}, {"heads", 64}, {"dim", 128}, {"keys", 1000}, {"offsets", offsets}},
           kF32, indexer_scores);
@@ -399,8 +429,10 @@ void add_v41_rows(OpTable& t) {
   }
   t.add("fake_quant_fp4", "bf16", {{"rows", 65}, {"n", 128}, {"block", 32}, {"format", 5}, {"stride", 128}}, kExact,
         fake_quant);
-  t.add("select_topk", "i32", {{"rows", 8}, {"n", 5000}, {"k", 512}}, kExact, select_topk);
-  t.add("select_topk", "i32", {{"rows", 8}, {"n", 100}, {"k", 7}}, kExact, select_topk);
+  for (int64_t zeros : {0, 1}) {
+    t.add("select_topk", "i32", {{"rows", 8}, {"n", 5000}, {"k", 512}, {"zeros", zeros}}, kExact, select_topk);
+    t.add("select_topk", "i32", {{"rows", 8}, {"n", 100}, {"k", 7}, {"zeros", zeros}}, kExact, select_topk);
+  }
   // V4.1-Flash's defaults (blocks of 8, 2,048 of them kept) over 20,000 compressed entries; and smaller ones.
   t.add("candidate_blocks", "u8", {{"rows", 4}, {"n", 20000}, {"block_size", 8}, {"topk_blocks", 2048}}, kExact,
         candidate_blocks);

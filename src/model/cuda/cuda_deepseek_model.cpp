@@ -277,7 +277,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   const int64_t T = batch.num_tokens(), H = c.hidden_size;
   ScratchPool& scratch = scratch_;
   scratch.reset();
-  DI_CUDA_CHECK(cudaEventRecord(step_start_.get(), cudaStreamPerThread));
+  idle_.record_start();
 
   // Host-side plan: positions, cache slots, and the attention form's index arrays.
   StepPlan plan;
@@ -402,63 +402,12 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     return run_deepseek_layers(c, blocks);
   };
 
-  // Decode steps whose experts need no host round trip replay a CUDA graph of `run`, captured the second time
-  // the step's shape is seen (the first run is eager: it loads the kernels and sizes the scratch pool). The
-  // graph bakes in the scratch addresses, which repeat for the same shape because the uploads above and the
-  // allocations in `run` happen in the same order every step.
+  // Decode steps whose experts need no host round trip replay a CUDA graph of `run` (decode_graphs.h): the
+  // uploads above and the allocations in `run` happen in the same order every step of a shape.
   const bool graphable = graphs_enabled_ && plan.absorbed && experts == nullptr && !profiler_.enabled() && T > 0 &&
                          (!layers_.back().is_moe || moe_->experts_stay_on_device(T * c.num_experts_per_tok));
   if (!graphable) return run();
-  const GraphKey key{T, plan.max_blocks, R, cache->layer_data(0), decode_splits(T, plan.max_len)};
-  auto found = graphs_.find(key);
-  if (found == graphs_.end()) {
-    if (graphs_.size() >= kMaxGraphs) graphs_.clear();
-    graphs_.emplace(key, CapturedStep{});  // seen once: run eagerly, capture next time
-    return run();
-  }
-  CapturedStep& step = found->second;
-  if (!step.exec) {
-    DI_CUDA_CHECK(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeRelaxed));
-    step.logits = run();
-    cudaGraph_t graph = nullptr;
-    DI_CUDA_CHECK(cudaStreamEndCapture(cudaStreamPerThread, &graph));
-    size_t nodes = 0;
-    DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &nodes));
-    step.exec = GraphExec(graph);
-    step.end = scratch.mark();
-    spdlog::debug("captured the decode step of {} sequences ({} KV blocks each at most): {} graph nodes", T,
-                  plan.max_blocks, nodes);
-  } else {
-    scratch.rewind(step.end);  // what the graph's buffers occupy stays taken for the rest of the step
-  }
-  DI_CUDA_CHECK(cudaGraphLaunch(step.exec.get(), cudaStreamPerThread));
-  return step.logits;
-}
-
-void CudaDeepseekModel::record_step_end() const {
-  DI_CUDA_CHECK(cudaEventRecord(step_end_[end_slot_].get(), cudaStreamPerThread));
-}
-
-void CudaDeepseekModel::measure_idle() const {
-  // Both events are behind the step's result copy, which has waited for them, except where a step had no rows:
-  // a copy of 0 bytes returns at once, so wait for the step's end itself.
-  DI_CUDA_CHECK(cudaEventSynchronize(step_end_[end_slot_].get()));
-  if (have_previous_end_) {
-    float ms = 0.0f;
-    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, step_end_[1 - end_slot_].get(), step_start_.get()));
-    idle_ms_ = ms;
-  }
-  have_previous_end_ = true;
-  end_slot_ = 1 - end_slot_;
-}
-
-CudaDeepseekModel::GraphExec::GraphExec(cudaGraph_t graph) {
-  DI_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph, 0));
-  cudaGraphDestroy(graph);
-}
-
-CudaDeepseekModel::GraphExec::~GraphExec() {
-  if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  return graphs_.run({T, plan.max_blocks, R, cache->layer_data(0), decode_splits(T, plan.max_len)}, run, {&scratch});
 }
 
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
@@ -483,9 +432,9 @@ Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, Exp
   const float* logits = run_to_logits(batch, cache, experts, &rows);
   Tensor out = Tensor::zeros({rows, config_.vocab_size});
   DI_CUDA_CHECK(cudaGetLastError());
-  record_step_end();
+  idle_.record_end();
   DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
-  measure_idle();
+  idle_.measure();
   profiler_.mark("logits to host");
   profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
   return out;
@@ -496,9 +445,9 @@ std::vector<int32_t> CudaDeepseekModel::forward_and_sample(const ForwardBatch& b
   int64_t num_rows = 0;
   const float* logits = run_to_logits(batch, cache, experts, &num_rows);
   const std::vector<int32_t> tokens =
-      sample_on_device(logits, num_rows, config_.vocab_size, rows, scratch_, step_end_[end_slot_].get());
+      sample_on_device(logits, num_rows, config_.vocab_size, rows, scratch_, idle_.end_event());
   if (num_rows == 0) return tokens;
-  measure_idle();
+  idle_.measure();
   profiler_.mark("sample");
   profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
   return tokens;

@@ -4,10 +4,8 @@
 // layers are CudaMoe's (cuda_moe.h, shared with the V4.1 model). Decode steps replay CUDA graphs (run_to_logits).
 #pragma once
 
-#include <compare>
 #include <map>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "src/core/device_array.h"
@@ -16,6 +14,8 @@
 #include "src/model/cuda/cuda_expert_store.h"
 #include "src/model/cuda/cuda_mlp.h"
 #include "src/model/cuda/cuda_moe.h"
+#include "src/model/cuda/decode_graphs.h"
+#include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
@@ -38,8 +38,9 @@ class CudaDeepseekModel final : public CausalLm {
   const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 2; }
   // Off: every step runs eagerly (no CUDA graph capture or replay).
-  void set_cuda_graphs(bool enabled) { graphs_enabled_ = enabled; }
-  double device_idle_before_last_step_ms() const override { return idle_ms_; }
+  void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
+  int64_t graph_replays() const override { return graphs_.replays(); }
+  double device_idle_before_last_step_ms() const override { return idle_.last_ms(); }
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -61,36 +62,6 @@ class CudaDeepseekModel final : public CausalLm {
   float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
   // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
   int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
-
-  class GraphExec {  // an instantiated CUDA graph (RAII)
-   public:
-    GraphExec() = default;
-    explicit GraphExec(cudaGraph_t graph);  // instantiates, then destroys `graph`
-    GraphExec(GraphExec&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
-    GraphExec& operator=(GraphExec&& other) noexcept {
-      std::swap(exec_, other.exec_);
-      return *this;
-    }
-    ~GraphExec();
-    cudaGraphExec_t get() const { return exec_; }
-    explicit operator bool() const { return exec_ != nullptr; }
-
-   private:
-    cudaGraphExec_t exec_ = nullptr;
-  };
-  // A decode step's shape: what the captured graph baked in.
-  struct GraphKey {
-    int64_t tokens, max_blocks, rows;
-    const void* cache;
-    int64_t splits;
-    auto operator<=>(const GraphKey&) const = default;
-  };
-  struct CapturedStep {
-    GraphExec exec;           // empty until the shape is seen a second time
-    float* logits = nullptr;  // where the graph leaves them
-    ScratchPool::Mark end{};  // the scratch the graph's buffers occupy
-  };
-  static constexpr size_t kMaxGraphs = 64;
 
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
@@ -119,17 +90,9 @@ class CudaDeepseekModel final : public CausalLm {
   // Step buffers, reused across steps. forward() is const but not reentrant: one step at a time per model.
   mutable ScratchPool scratch_;
   mutable StepProfiler profiler_;
-  mutable std::map<GraphKey, CapturedStep> graphs_;
+  mutable DecodeGraphs graphs_;
   bool graphs_enabled_ = true;
-  // The gap on the device between steps: an event where a step's work starts, and one where each step's work
-  // ends (two, alternating, so the previous step's stays readable); measured once the step's results are back.
-  void record_step_end() const;
-  void measure_idle() const;
-  mutable CudaEvent step_start_;
-  mutable CudaEvent step_end_[2];
-  mutable int end_slot_ = 0;
-  mutable bool have_previous_end_ = false;
-  mutable double idle_ms_ = -1.0;
+  mutable DeviceIdleMeter idle_;  // the device's idle time between steps
 };
 
 }  // namespace deepinfer

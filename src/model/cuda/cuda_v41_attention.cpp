@@ -17,7 +17,8 @@
 namespace deepinfer {
 
 CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers,
-                                 ScratchPool& pool) {
+                                 bool fixed, ScratchPool& pool)
+    : fixed_shapes(fixed) {
   num_tokens = batch.num_tokens();
   const int64_t T = num_tokens, S = static_cast<int64_t>(batch.sequences.size());
   for (const SequenceChunk& seq : batch.sequences)
@@ -43,19 +44,26 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
     const int64_t r = layer.ratio;
     if (r == 0 || groups.count(r) > 0) continue;
     Groups& g = groups[r];
-    std::vector<int32_t> visible(T), group_positions;
+    const int64_t capacity = max_blocks * KvCache::kBlockSize / r;  // complete groups a block table can hold
+    std::vector<int32_t> visible(T), counts, group_positions;
     std::vector<int64_t> row_offsets(T);
     for (int64_t t = 0; t < T; ++t) visible[t] = static_cast<int32_t>((pos[t] + 1) / r);
     for (const Sequence& seq : sequences) {
       g.offset.push_back(g.total);
       g.count.push_back(seq.context / r);
-      for (int64_t j = 0; j < g.count.back(); ++j) group_positions.push_back(static_cast<int32_t>(j * r));
+      counts.push_back(static_cast<int32_t>(g.count.back()));
+      const int64_t rows = fixed_shapes ? capacity : g.count.back();
+      for (int64_t j = 0; j < rows; ++j) group_positions.push_back(static_cast<int32_t>(j * r));
       for (int64_t i = 0; i < seq.num_new; ++i) row_offsets[seq.first + i] = g.total;
-      g.total += g.count.back();
+      g.total += rows;
+      g.width = std::max(g.width, rows);
     }
+    if (fixed_shapes) g.width = capacity;
     g.visible = device_copy(pool, visible);
     g.positions = device_copy(pool, group_positions);
     g.row_offsets = device_copy(pool, row_offsets);
+    g.counts = device_copy(pool, counts);
+    g.offsets = device_copy(pool, g.offset);
   }
   const std::vector<int64_t> wanted = batch.logits_rows();
   num_rows = static_cast<int64_t>(wanted.size());
@@ -74,7 +82,7 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
 }
 
 CudaV41Model::StepState::StepState(const StepPlan& plan, const V41TextConfig& v, int64_t hidden, ScratchPool& pool) {
-  const int64_t T = plan.num_tokens, hc = v.hc_mult, S = static_cast<int64_t>(plan.sequences.size());
+  const int64_t T = plan.num_tokens, hc = v.hc_mult;
   streams = pool.alloc<float>(T * hc * hidden);
   pre = pool.alloc<float>(T * hc);
   next_pre = pool.alloc<float>(T * hc);
@@ -84,9 +92,6 @@ CudaV41Model::StepState::StepState(const StepPlan& plan, const V41TextConfig& v,
   out = pool.alloc<Bf16>(T * hidden);
   selected_ids = pool.alloc<int32_t>(T * v.index_topk);
   selected_counts = pool.alloc<int32_t>(T);
-  selected_over.assign(S, 0);
-  candidates.assign(S, nullptr);
-  candidates_over.assign(S, 0);
 }
 
 void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState& state,
@@ -97,30 +102,28 @@ void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState
   const float eps = config_.rms_norm_eps;
   const StepPlan::Groups& groups = plan.groups.at(r);
   const int64_t total = groups.total;
-  auto* latent = published_.alloc<Bf16>(total * hd);
+  auto* latent = total > 0 ? published_.alloc<Bf16>(total * hd) : nullptr;
   // Gated pooling: per channel a softmax over the group's gate values weights its projections. At ratio 1 the
   // gate is the value itself, a softmax over one value: weight 1, the (normalised) value unchanged.
-  for (size_t s = 0; s < plan.sequences.size(); ++s)
-    cuda::compress_pool(cache_layer, entry_dim_, plan.seq_table(s), groups.count[s], r, hd, /*kv_offset=*/hd,
-                        /*gate_offset=*/r > 1 ? 2 * hd : hd, latent + groups.offset[s] * hd, nullptr);
+  cuda::compress_pool_sequences(cache_layer, entry_dim_, plan.seq_tables, plan.max_blocks, groups.counts,
+                                groups.offsets, static_cast<int64_t>(plan.sequences.size()), groups.width, r, hd,
+                                /*kv_offset=*/hd, /*gate_offset=*/r > 1 ? 2 * hd : hd, plan.fixed_shapes, latent,
+                                nullptr);
+  Bf16* keys = nullptr;
   if (total > 0) {
     if (r > 1) cuda::rms_norm(latent, hd, layer.compressor_norm, latent, hd, total, hd, eps, nullptr);
     if (layer.owns_index_keys) {  // the group's indexer keys, from the latents before their RoPE
-      auto* keys = published_.alloc<Bf16>(total * id);
+      keys = published_.alloc<Bf16>(total * id);
       linear(latent, layer.indexer_wk, keys, false, total, id, hd);
       cuda::rms_norm(keys, id, layer.indexer_k_norm, keys, id, total, id, eps, nullptr);
       rotate(keys + id - v.qk_rope_head_dim, total, id, groups.positions, 1, true);
       cuda::fake_quant_fp4(keys, total, id, id, 32, /*e4m3_scales=*/false, nullptr);
-      state.index_keys = {keys, groups.offset, groups.count};
-      state.index_keys_ratio = r;
     }
     rotate(latent + hd - v.qk_rope_head_dim, total, hd, groups.positions, 1, true);
     cuda::fake_quant_fp4(latent, total, hd, hd, 16, /*e4m3_scales=*/true, nullptr);
-  } else if (layer.owns_index_keys) {
-    state.index_keys = {nullptr, groups.offset, groups.count};
-    state.index_keys_ratio = r;
   }
-  state.compressed = {latent, groups.offset, groups.count};
+  if (layer.owns_index_keys) state.index_keys = {keys, r};
+  state.compressed = {latent, r};
   profiler_.mark("attn:compressed entries");
 }
 
@@ -128,9 +131,13 @@ void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state
                                const Bf16* q_residual) const {
   const V41TextConfig& v = config_.v41;
   const Layer& layer = layers_[l];
-  if (state.index_keys.offset.empty()) return;  // no keys published yet: the previous selection stands
+  if (state.index_keys.ratio == 0) return;  // no keys published yet: the previous selection stands
+  const StepPlan::Groups& keys = plan.groups.at(state.index_keys.ratio);
   const int64_t T = plan.num_tokens, heads = v.index_n_heads, id = v.index_head_dim, K = v.index_topk;
-  const int64_t H = config_.hidden_size;
+  const int64_t H = config_.hidden_size, width = keys.width;
+  // No sequence has a key yet: its rows keep the previous picks (the CPU model's rule), none of which a row of
+  // this ratio can use (it sees no compressed entry either).
+  if (width == 0 || T == 0) return;
   auto* q = scratch_.alloc<Bf16>(T * heads * id);
   auto* w = scratch_.alloc<float>(T * heads);
   linear(q_residual, layer.indexer_wq_b, q, false, T, heads * id, v.q_lora_rank);
@@ -140,73 +147,30 @@ void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state
   const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(id));
   const float heads_scale = 1.0f / std::sqrt(static_cast<float>(heads));
   const int32_t* visible = plan.groups.at(layer.ratio).visible;
-  // Scores, candidate masks and picks in rows of the widest sequence's entry count (-inf past a row's visible
-  // entries, which are within its own sequence's), so that one launch of each kernel serves every sequence where
-  // each has keys, and a sequence at a time otherwise (one without keys keeps its previous picks).
-  const auto S = static_cast<int64_t>(plan.sequences.size());
-  int64_t width = 0;
-  bool every_sequence = true, every_candidate = true;
-  for (int64_t s = 0; s < S; ++s) {
-    width = std::max(width, state.index_keys.count[s]);
-    every_sequence &= state.index_keys.count[s] > 0 || plan.sequences[s].num_new == 0;
-    every_candidate &= state.candidates[s] != nullptr || plan.sequences[s].num_new == 0;
-  }
-  if (width == 0 || T == 0) return;
+  // Scores, candidate masks and picks of every row in one launch each, in rows of `width` entries (-inf past a
+  // row's visible entries, which are within its own sequence's): a row of a sequence without keys scores
+  // nothing and picks nothing.
   auto* scores = scratch_.alloc<float>(T * width);
+  cuda::indexer_scores(q, w, state.index_keys.data, keys.row_offsets, visible, T, heads, id, width, softmax_scale,
+                       heads_scale, scores, nullptr);
   const bool masked = layer.uses_candidates && !layer.candidate_source && state.candidate_mask != nullptr;
-  if (masked)
-    DI_CHECK(state.candidate_width == width, "layer {}: candidate masks {} entries wide, indexer keys {}", l,
-             state.candidate_width, width);
-  uint8_t* mask = nullptr;
+  if (masked) {
+    DI_CHECK(state.candidate_ratio == state.index_keys.ratio && state.candidate_width == width,
+             "layer {}: candidate masks over {} entries of ratio {}, indexer keys {} of ratio {}", l,
+             state.candidate_width, state.candidate_ratio, width, state.index_keys.ratio);
+    cuda::mask_scores(scores, state.candidate_mask, T * width, nullptr);
+  }
   if (layer.candidate_source) {
-    mask = published_.alloc<uint8_t>(T * width);
+    const int64_t bs = v.candidate_block_size, kb = v.candidate_topk_blocks;
+    auto* mask = published_.alloc<uint8_t>(T * width);
+    cuda::candidate_blocks(scores, visible, T, width, kb, bs, scratch_.alloc<float>(T * ((width + bs - 1) / bs)),
+                           scratch_.alloc<int32_t>(T * kb), scratch_.alloc<int32_t>(T), mask, nullptr);
     state.candidate_mask = mask;
     state.candidate_width = width;
+    state.candidate_ratio = state.index_keys.ratio;
   }
-  const int64_t bs = v.candidate_block_size, kb = v.candidate_topk_blocks;
-  // Rows [first, first + n) after their scores: the candidate source's mask, or the mask applied, then the picks.
-  const auto select_rows = [&](int64_t first, int64_t n, bool apply_mask) {
-    float* rows = scores + first * width;
-    if (mask != nullptr)
-      cuda::candidate_blocks(rows, visible + first, n, width, kb, bs, scratch_.alloc<float>(n * ((width + bs - 1) / bs)),
-                             scratch_.alloc<int32_t>(n * kb), scratch_.alloc<int32_t>(n), mask + first * width, nullptr);
-    else if (apply_mask)
-      cuda::mask_scores(rows, state.candidate_mask + first * width, n * width, nullptr);
-    cuda::select_topk(rows, n, width, K, state.selected_ids + first * K, state.selected_counts + first, nullptr);
-  };
-  if (every_sequence) {
-    cuda::indexer_scores(q, w, state.index_keys.data, plan.groups.at(state.index_keys_ratio).row_offsets, visible, T,
-                         heads, id, width, softmax_scale, heads_scale, scores, nullptr);
-    if (!masked || every_candidate) {
-      select_rows(0, T, masked);
-    } else {
-      for (int64_t s = 0; s < S; ++s)
-        if (plan.sequences[s].num_new > 0)
-          select_rows(plan.sequences[s].first, plan.sequences[s].num_new, state.candidates[s] != nullptr);
-    }
-  } else {
-    for (int64_t s = 0; s < S; ++s) {
-      const StepPlan::Sequence& seq = plan.sequences[s];
-      if (state.index_keys.count[s] == 0 || seq.num_new == 0) continue;  // nothing to score yet
-      cuda::indexer_scores(q + seq.first * heads * id, w + seq.first * heads,
-                           state.index_keys.data + state.index_keys.offset[s] * id, nullptr, visible + seq.first,
-                           seq.num_new, heads, id, width, softmax_scale, heads_scale, scores + seq.first * width,
-                           nullptr);
-      select_rows(seq.first, seq.num_new, masked && state.candidates[s] != nullptr);
-    }
-  }
-  for (int64_t s = 0; s < S; ++s) {
-    if (state.index_keys.count[s] == 0 || plan.sequences[s].num_new == 0) continue;
-    if (masked && state.candidates[s] != nullptr)
-      DI_CHECK(state.candidates_over[s] == state.index_keys.count[s],
-               "layer {}: candidate mask over {} entries, indexer keys {}", l, state.candidates_over[s],
-               state.index_keys.count[s]);
-    if (layer.candidate_source) {
-      state.candidates[s] = mask + plan.sequences[s].first * width;
-      state.candidates_over[s] = state.index_keys.count[s];
-    }
-    state.selected_over[s] = state.index_keys.count[s];
-  }
+  cuda::select_topk(scores, T, width, K, state.selected_ids, state.selected_counts, nullptr);
+  state.selected_ratio = state.index_keys.ratio;
   profiler_.mark("attn:indexer");
 }
 
@@ -249,17 +213,17 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, 
   }
   // Each row's slots of picks into the batch's compressed entries (-1: none); then the window plus the picks.
   auto* extra_ids = scratch_.alloc<int32_t>(T * K);
-  const bool sparse = compress && !state.compressed.offset.empty();
+  const bool sparse = compress && state.compressed.ratio != 0;
   if (sparse) {
-    DI_CUDA_CHECK(cudaMemsetAsync(extra_ids, 0xff, T * K * sizeof(int32_t), cudaStreamPerThread));
-    for (size_t s = 0; s < plan.sequences.size(); ++s) {
-      const StepPlan::Sequence& seq = plan.sequences[s];
-      const int64_t G = state.compressed.count[s];
-      if (G == 0 || state.selected_over[s] == 0) continue;
-      DI_CHECK(state.selected_over[s] == G, "layer {}: the indexer selected over {} compressed entries, the group has {}",
-               l, state.selected_over[s], G);
-      cuda::selected_entry_ids(state.selected_ids + seq.first * K, state.selected_counts + seq.first, seq.num_new, K,
-                               static_cast<int32_t>(state.compressed.offset[s]), extra_ids + seq.first * K, nullptr);
+    const StepPlan::Groups& entries = plan.groups.at(state.compressed.ratio);
+    if (state.selected_ratio == 0 || entries.total == 0) {  // nothing picked yet, or nothing to pick from
+      DI_CUDA_CHECK(cudaMemsetAsync(extra_ids, 0xff, T * K * sizeof(int32_t), cudaStreamPerThread));
+    } else {
+      DI_CHECK(state.selected_ratio == state.compressed.ratio,
+               "layer {}: the indexer selected over compressed entries of ratio {}, the layer attends ratio {}", l,
+               state.selected_ratio, state.compressed.ratio);
+      cuda::selected_entry_ids(state.selected_ids, state.selected_counts, T, K, entries.row_offsets, extra_ids,
+                               nullptr);
     }
   }
   auto* attn = scratch_.alloc<Bf16>(T * heads * hd);

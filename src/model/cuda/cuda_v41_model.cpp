@@ -75,17 +75,26 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   // wo_a runs group by group: FP8 where a group's rows are whole scale blocks (o_lora_rank 1024 in the release;
   // the tiny fixture's 16 keeps it bf16, which holds its FP8 values exactly).
   const bool fp8_wo_a = fp8 && v.o_lora_rank % 32 == 0;
-  int64_t keys_ratio = -1;  // of the latest layer that owns indexer keys
+  int64_t keys_ratio = -1;       // of the latest layer that owns indexer keys
+  int64_t entries_ratio = -1;    // of the latest KV source
+  int64_t selection_ratio = -1;  // of the keys the latest index source scored
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string p = fmt::format("layers.{}.", l), a = p + "attn.";
     Layer layer;
     static_cast<V41LayerRole&>(layer) = v41_layer_role(v, l);
     // The indexer's rows see (position + 1) / ratio entries of the keys they score: those keys must be of the same
-    // ratio (so within the row's own sequence's), as in the released schedule.
+    // ratio (so within the row's own sequence's), and a layer's picks index the compressed entries it attends, so
+    // those are of that ratio too, as in the released schedule. (Then no step's launches depend on which
+    // sequences have entries yet, and decode steps can be captured as CUDA graphs.)
     if (layer.owns_index_keys) keys_ratio = layer.ratio;
+    if (layer.kv_source) entries_ratio = layer.ratio;
+    if (layer.index_source) selection_ratio = keys_ratio;
     DI_INPUT_CHECK(!layer.index_source || layer.owns_index_keys || keys_ratio < 0 || keys_ratio == layer.ratio,
                    "layer {}: an index source of compress ratio {} reading indexer keys of ratio {} is not supported "
                    "on the GPU", l, layer.ratio, keys_ratio);
+    DI_INPUT_CHECK(layer.ratio == 0 || entries_ratio < 0 || selection_ratio < 0 || entries_ratio == selection_ratio,
+                   "layer {}: attending compressed entries of ratio {} with picks over entries of ratio {} is not "
+                   "supported on the GPU", l, entries_ratio, selection_ratio);
     for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
       mix->fn = upload(weights, p + name + "_fn");
       mix->base = upload_f32(weights, p + name + "_base");
@@ -340,14 +349,28 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   check_batch(batch, config_.vocab_size);
   published_.reset();
   scratch_.reset();
+  idle_.record_start();
   profiler_.mark("start");
-  const StepPlan plan(batch, config_.v41, layers_, published_);
+  // A decode step (one new token a sequence) lays its compressed entries out at fixed shapes, whether or not it
+  // is then graphed, so that a replay and an eager run give the same bits.
+  const bool decode = !batch.sequences.empty() &&
+                      std::all_of(batch.sequences.begin(), batch.sequences.end(),
+                                  [](const SequenceChunk& seq) { return seq.num_new == 1; });
+  const StepPlan plan(batch, config_.v41, layers_, decode, published_);
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   profiler_.mark("host plan");
   *num_rows = plan.num_rows;
-  CudaBlocks blocks{*this, plan, state, *cache, experts, scratch_, {}, plan.num_tokens, config_.hidden_size,
-                    config_.v41.hc_mult};
-  return run_v41_layers(config_.v41, blocks);
+  const auto run = [&]() -> float* {
+    CudaBlocks blocks{*this, plan, state, *cache, experts, scratch_, {}, plan.num_tokens, config_.hidden_size,
+                      config_.v41.hc_mult};
+    return run_v41_layers(config_.v41, blocks);
+  };
+  // Decode steps whose experts need no host round trip replay a CUDA graph of `run` (decode_graphs.h).
+  const bool graphable = graphs_enabled_ && decode && experts == nullptr && !profiler_.enabled() &&
+                         moe_->experts_stay_on_device(plan.num_tokens * config_.num_experts_per_tok);
+  if (!graphable) return run();
+  return graphs_.run({plan.num_tokens, plan.max_blocks, plan.num_rows, cache->layer_data(0), 0}, run,
+                     {&published_, &scratch_});
 }
 
 Tensor CudaV41Model::forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts) const {
@@ -355,7 +378,9 @@ Tensor CudaV41Model::forward(const ForwardBatch& batch, KvCache& cache, ExpertDi
   const float* logits = run_to_logits(batch, cache, experts, &rows);
   Tensor out = Tensor::zeros({rows, config_.vocab_size});
   DI_CUDA_CHECK(cudaGetLastError());
+  idle_.record_end();
   DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
+  idle_.measure();
   profiler_.mark("logits to host");
   profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
   return out;
@@ -366,7 +391,8 @@ std::vector<int32_t> CudaV41Model::forward_and_sample(const ForwardBatch& batch,
                                                       std::span<const SamplingRow> rows) const {
   int64_t num_rows = 0;
   const float* logits = run_to_logits(batch, cache, experts, &num_rows);
-  std::vector<int32_t> tokens = sample_on_device(logits, num_rows, config_.vocab_size, rows, scratch_);
+  std::vector<int32_t> tokens = sample_on_device(logits, num_rows, config_.vocab_size, rows, scratch_, idle_.end_event());
+  if (num_rows > 0) idle_.measure();
   profiler_.mark("sample");
   profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
   return tokens;

@@ -19,7 +19,9 @@
 // Engram: the step's table rows hashed on the host (engram_hash.h) and uploaded with the plan; rows gathered
 // from the tables (bf16, in GPU memory or, with --engram-tables host, pinned host memory read over PCIe),
 // projected by wkv and gated into the streams (engram_mix).
-// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), CUDA graphs, FP8-resident
+// Decode steps (one new token a sequence) lay the compressed entries out in fixed shapes (StepPlan::Groups) and
+// replay CUDA graphs (decode_graphs.h).
+// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), FP8-resident
 // engram tables (the release's e4m3 rows are read and held in bf16, which holds them exactly: twice the bytes).
 #pragma once
 
@@ -31,6 +33,8 @@
 #include "src/model/causal_lm.h"
 #include "src/model/cuda/cuda_expert_store.h"
 #include "src/model/cuda/cuda_moe.h"
+#include "src/model/cuda/decode_graphs.h"
+#include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
@@ -49,6 +53,10 @@ class CudaV41Model final : public CausalLm {
   bool samples_on_device() const override { return true; }
   std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                           std::span<const SamplingRow> rows) const override;
+  // Off: every step runs eagerly (no CUDA graph capture or replay).
+  void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
+  int64_t graph_replays() const override { return graphs_.replays(); }
+  double device_idle_before_last_step_ms() const override { return idle_.last_ms(); }
   ExpertStore& experts() override { return *experts_; }
   const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override {
@@ -135,6 +143,9 @@ class CudaV41Model final : public CausalLm {
   // One step at a time per model: forward() is const but not reentrant.
   mutable ScratchPool published_;  // the step's plan and what its layers publish (reset per step)
   mutable ScratchPool scratch_;    // one sublayer's temporaries (rewound at every sublayer)
+  mutable DecodeGraphs graphs_;
+  bool graphs_enabled_ = true;
+  mutable DeviceIdleMeter idle_;  // the device's idle time between steps
 };
 
 }  // namespace deepinfer

@@ -17,20 +17,29 @@ struct CudaV41Model::StepPlan {
     int64_t context = 0;  // cached + new tokens
   };
   // Per compress ratio r among the layers: which compressed entries each row may see ((position + 1) / r), and
-  // each sequence's complete groups (context / r; a partial last group waits for its tokens), concatenated.
+  // each sequence's complete groups (context / r; a partial last group waits for its tokens). Laid out packed
+  // (sequence after sequence) or, for a step of fixed shapes, in `width` rows a sequence, the capacity of its
+  // block table: then every launch's size follows from the batch size and the block tables' length alone, and a
+  // captured decode step replays while the contexts grow.
   struct Groups {
     const int32_t* visible = nullptr;          // [T]
-    const int32_t* positions = nullptr;        // [total]: g * r for g < groups[s], sequence after sequence
+    const int32_t* positions = nullptr;        // [total]: g * r for each sequence's rows
     const int64_t* row_offsets = nullptr;      // [T]: each row's sequence's first group
-    std::vector<int64_t> count, offset;        // per sequence
-    int64_t total = 0;
+    const int32_t* counts = nullptr;           // [S] on the device
+    const int64_t* offsets = nullptr;          // [S] on the device
+    std::vector<int64_t> count, offset;        // the same on the host
+    int64_t total = 0;  // rows of the layout
+    int64_t width = 0;  // entries a launch covers per sequence: the largest count, or the capacity
   };
 
-  StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, ScratchPool& pool);
+  // With `fixed_shapes`, the groups' capacity layout.
+  StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, bool fixed_shapes,
+           ScratchPool& pool);
   const int32_t* seq_table(size_t s) const { return seq_tables + static_cast<int64_t>(s) * max_blocks; }
 
   std::vector<Sequence> sequences;
   int64_t num_tokens = 0, num_rows = 0, max_blocks = 1;
+  bool fixed_shapes = false;
   const int32_t* token_ids = nullptr;
   const int32_t* row_ids = nullptr;            // [num_rows] the rows whose logits are wanted
   const int32_t* positions = nullptr;          // [T]
@@ -44,10 +53,11 @@ struct CudaV41Model::StepPlan {
 };
 
 struct CudaV41Model::StepState {
-  // Rows of head_dim-wide (or index_head_dim-wide) entries, each sequence's at its offset; null until published.
+  // Rows of head_dim-wide (or index_head_dim-wide) entries in the layout of the plan's groups of `ratio`
+  // (0: none published yet; data null where the layout has no rows).
   struct Entries {
     Bf16* data = nullptr;
-    std::vector<int64_t> offset, count;  // per sequence
+    int64_t ratio = 0;
   };
 
   StepState(const StepPlan& plan, const V41TextConfig& v, int64_t hidden, ScratchPool& pool);
@@ -56,17 +66,14 @@ struct CudaV41Model::StepState {
   Bf16 *h, *out;                                  // a sublayer's input and output [T, H]
   Entries compressed;  // of the latest KV source
   Entries index_keys;  // of the latest KV source that owns indexer keys
-  int64_t index_keys_ratio = 0;  // that source's compress ratio
-  // The latest index source's picks per row: ids into the sequence's compressed entries, ascending, and how many.
+  // The latest index source's picks per row: ids into the row's sequence's compressed entries of ratio
+  // `selected_ratio` (0: no picks yet), ascending, and how many.
   int32_t* selected_ids = nullptr;     // [T, index_topk]
   int32_t* selected_counts = nullptr;  // [T]
-  std::vector<int64_t> selected_over;  // per sequence: how many entries its picks index (0: none yet)
-  // The candidate source's masks, [T, candidate_width] (each row's sequence's entries, padded); per sequence its
-  // rows (null: none yet) and how many entries they cover.
+  int64_t selected_ratio = 0;
+  // The candidate source's masks [T, candidate_width] over the entries of ratio `candidate_ratio` (null: none yet).
   uint8_t* candidate_mask = nullptr;
-  int64_t candidate_width = 0;
-  std::vector<uint8_t*> candidates;
-  std::vector<int64_t> candidates_over;
+  int64_t candidate_width = 0, candidate_ratio = 0;
 };
 
 }  // namespace deepinfer
