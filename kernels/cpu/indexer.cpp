@@ -63,6 +63,22 @@ void indexer_scores(const float* q, const float* weights, const float* keys, con
     }
 }
 
+void indexer_head_sum(const float* dots, int64_t dots_ld, const float* weights, const int32_t* visible, int64_t rows,
+                      int64_t heads, int64_t num_keys, int64_t width, float softmax_scale, float heads_scale,
+                      float* scores) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t g = 0; g < width; ++g) {
+      float& score = scores[i * width + g];
+      if (g >= visible[i] || g >= num_keys) {
+        score = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      score = 0.0f;
+      for (int64_t h = 0; h < heads; ++h)
+        score += std::max(dots[(i * heads + h) * dots_ld + g], 0.0f) * softmax_scale * (weights[i * heads + h] * heads_scale);
+    }
+}
+
 void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   std::vector<int64_t> order(n);

@@ -12,6 +12,9 @@
 //                   for g < visible[i], -inf beyond (the compressed entries row i may not see yet); with
 //                   key_offsets, row i's keys start at row key_offsets[i] of `keys` (several sequences' keys side
 //                   by side, scores [rows, num_keys] padded with -inf: keys past visible are not read).
+//   indexer_head_sum the same scores from precomputed per-head dot products dots[(i heads + h) dots_ld + g] (what
+//                   a GEMM of the queries by the keys gives), into scores [rows, width]: -inf from min(visible[i],
+//                   num_keys) on.
 //   select_topk     per row of scores [rows, n], the indices of its k largest finite scores (ties to the lower
 //                   index), ascending, into ids[row * k ...]; counts[row] how many (fewer than k where fewer are
 //                   finite).
@@ -40,6 +43,10 @@ void indexer_scores(const float* q, const float* weights, const float* keys, con
                     const int32_t* visible, int64_t rows,
                     int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale, float heads_scale,
                     float* scores);
+
+void indexer_head_sum(const float* dots, int64_t dots_ld, const float* weights, const int32_t* visible, int64_t rows,
+                      int64_t heads, int64_t num_keys, int64_t width, float softmax_scale, float heads_scale,
+                      float* scores);
 
 void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts);
 

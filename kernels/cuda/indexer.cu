@@ -87,6 +87,22 @@ __global__ void __launch_bounds__(kWarps * 32) indexer_scores_kernel(const __nv_
   }
 }
 
+__global__ void indexer_head_sum_kernel(const float* dots, int64_t dots_ld, const float* weights,
+                                        const int32_t* visible, int64_t heads, int64_t num_keys, int64_t width,
+                                        float softmax_scale, float heads_scale, float* scores) {
+  begin_dependent_kernel();
+  const int64_t i = blockIdx.y, g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= width) return;
+  if (g >= visible[i] || g >= num_keys) {
+    scores[i * width + g] = -INFINITY;
+    return;
+  }
+  float total = 0.0f;  // the heads in order, each term as indexer_scores forms it
+  for (int64_t h = 0; h < heads; ++h)
+    total += fmaxf(dots[(i * heads + h) * dots_ld + g], 0.0f) * softmax_scale * (weights[i * heads + h] * heads_scale);
+  scores[i * width + g] = total;
+}
+
 constexpr int kSelectThreads = 512;
 
 // Larger floats map to larger unsigned keys; -inf (never selected) to the smallest finite-excluded value.
@@ -241,6 +257,17 @@ void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfl
   const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>((num_keys + kKeysPerBlock - 1) / kKeysPerBlock));
   launch_dependent(indexer_scores_kernel, grid, kWarps * 32, heads * dim * sizeof(float), stream, q, weights, keys,
                    key_offsets, visible, heads, dim, num_keys, softmax_scale, heads_scale, scores);
+}
+
+void indexer_head_sum(const float* dots, int64_t dots_ld, const float* weights, const int32_t* visible, int64_t rows,
+                      int64_t heads, int64_t num_keys, int64_t width, float softmax_scale, float heads_scale,
+                      float* scores, cudaStream_t stream) {
+  if (rows == 0 || width == 0) return;
+  constexpr int kThreads = 256;
+  launch_dependent(indexer_head_sum_kernel,
+                   dim3(static_cast<unsigned>((width + kThreads - 1) / kThreads), static_cast<unsigned>(rows)), kThreads,
+                   0, stream, dots, dots_ld, weights, visible, heads, num_keys, width, softmax_scale, heads_scale,
+                   scores);
 }
 
 void mask_scores(float* scores, const uint8_t* mask, int64_t n, cudaStream_t stream) {

@@ -7,6 +7,10 @@
 //   indexer_scores  a block per (query row, 64 compressed keys), a warp per key, the row's queries in shared memory
 //                   (heads * dim <= kIndexerMaxQueryFloats); fp32 scores, -inf past the row's visible entries (not
 //                   read); with key_offsets, each row's keys from its own offset (several sequences in one launch).
+//   indexer_head_sum the indexer's scores from the per-head dot products a GEMM computed (prefill: q [rows x heads,
+//                   dim] . keys^T on the tensor cores): a thread per (row, entry), the heads' relu'd dots weighted and
+//                   summed; dots [rows * heads, num_keys] rows dots_ld apart, scores [rows, width] (-inf from
+//                   min(visible, num_keys) on).
 //   select_topk     a block per row: a radix select over the scores' order-preserving bits finds the k-th largest
 //                   finite score, then block scans over the row in index order keep every larger score and the
 //                   lowest-index ties, and write the kept indices ascending (the CPU's partial sort's set).
@@ -37,6 +41,10 @@ void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfl
                     const int64_t* key_offsets, const int32_t* visible,
                     int64_t rows, int64_t heads, int64_t dim, int64_t num_keys, float softmax_scale,
                     float heads_scale, float* scores, cudaStream_t stream);
+
+void indexer_head_sum(const float* dots, int64_t dots_ld, const float* weights, const int32_t* visible, int64_t rows,
+                      int64_t heads, int64_t num_keys, int64_t width, float softmax_scale, float heads_scale,
+                      float* scores, cudaStream_t stream);
 
 void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_t* ids, int32_t* counts,
                  cudaStream_t stream);

@@ -11,6 +11,7 @@
 #include "kernels/cpu/sparse_attention.h"
 #include "kernels/cuda/engram.cuh"
 #include "kernels/cuda/fake_quant.cuh"
+#include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
@@ -254,6 +255,54 @@ void indexer_scores(OpRun& r) {
   r.close("scores", got_finite, want_finite);
 }
 
+// The prefill indexer: the per-head dot products by cuBLAS (as the model runs them), then indexer_head_sum,
+// against the CPU's indexer_scores on the same queries and keys; and indexer_head_sum alone against its CPU form
+// on the same products. Rows seeing none, all and some of the keys; scores padded to a wider row.
+void indexer_head_sum(OpRun& r) {
+  const int64_t rows = r["rows"], heads = r["heads"], dim = r["dim"], num_keys = r["keys"], width = num_keys + 5;
+  std::vector<float> q_f, k_f, weights(rows * heads);
+  auto q = DeviceArray<Bf16>::from_host(r.random_bf16(rows * heads * dim, q_f));
+  auto keys = DeviceArray<Bf16>::from_host(r.random_bf16(num_keys * dim, k_f));
+  for (float& w : weights) w = std::normal_distribution<float>()(r.rng());
+  std::vector<int32_t> visible(rows);
+  for (int64_t i = 0; i < rows; ++i)
+    visible[i] = static_cast<int32_t>(i == 0 ? 0 : i == 1 ? num_keys : r.rng()() % num_keys);
+  auto d_weights = DeviceArray<float>::from_host(weights);
+  auto d_visible = DeviceArray<int32_t>::from_host(visible);
+  DeviceArray<float> dots(rows * heads * num_keys), scores(rows * width);
+  scores.poison();
+  const float softmax_scale = 1.0f / std::sqrt(static_cast<float>(dim)), heads_scale = 1.0f / std::sqrt(float(heads));
+  ASSERT_EQ(cuda::gemm_bf16(r.blas(), rows * heads, num_keys, dim, {bf(q), dim}, {bf(keys), dim}, true, dots.data(),
+                            num_keys, 0, true, 1), CUBLAS_STATUS_SUCCESS);
+  cuda::indexer_head_sum(dots.data(), num_keys, d_weights.data(), d_visible.data(), rows, heads, num_keys, width,
+                         softmax_scale, heads_scale, scores.data(), nullptr);
+  sync();
+  std::vector<float> full(rows * num_keys), from_dots(rows * width);
+  cpu::indexer_scores(q_f.data(), weights.data(), k_f.data(), nullptr, visible.data(), rows, heads, dim, num_keys,
+                      softmax_scale, heads_scale, full.data());
+  cpu::indexer_head_sum(dots.to_host().data(), num_keys, weights.data(), visible.data(), rows, heads, num_keys, width,
+                        softmax_scale, heads_scale, from_dots.data());
+  const std::vector<float> got = scores.to_host();
+  std::vector<float> got_finite, want_finite, same_dots;
+  std::vector<int32_t> got_masked, want_masked, dots_masked;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t g = 0; g < width; ++g) {
+      const float want = g < num_keys ? full[i * num_keys + g] : -INFINITY, value = got[i * width + g];
+      got_masked.push_back(std::isinf(value) ? 1 : 0);
+      want_masked.push_back(std::isinf(want) ? 1 : 0);
+      dots_masked.push_back(std::isinf(from_dots[i * width + g]) ? 1 : 0);
+      if (!std::isinf(want)) {
+        got_finite.push_back(value);
+        want_finite.push_back(want);
+        same_dots.push_back(from_dots[i * width + g]);
+      }
+    }
+  r.exact("which entries are masked", got_masked, want_masked);
+  r.exact("which entries the CPU's head sum masks", got_masked, dots_masked);
+  r.close("scores against indexer_scores", got_finite, want_finite);
+  r.close("scores against the CPU's head sum of the same products", got_finite, same_dots);
+}
+
 // V4.1's in-forward quantisation, bf16 rows in place against the CPU on the same values: bit for bit (the formats'
 // code is one for both, kernels/fp_formats.h). Values over a wide range of magnitudes, blocks of tiny ones included.
 // Rows `stride` apart, the first n quantised (the V4.1 model quantises K=V in place inside its projection's rows):
@@ -413,6 +462,8 @@ void add_v41_rows(OpTable& t) {
           {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}, {"sequences", 3}, {"padded", padded}}, kBf16,
           compress_pool);
   }
+  t.add("indexer_head_sum", "f32", {{"rows", 37}, {"heads", 64}, {"dim", 128}, {"keys", 1000}}, kF32, indexer_head_sum);
+  t.add("indexer_head_sum", "f32", {{"rows", 5}, {"heads", 3}, {"dim", 72}, {"keys", 70}}, kF32, indexer_head_sum);
   for (int64_t offsets : {0, 1}) {
     t.add("indexer_scores", "f32", {{"rows", 5}, {"heads", 64}, {"dim", 128}, {"keys", 1000}, {"offsets", offsets}},
           kF32, indexer_scores);

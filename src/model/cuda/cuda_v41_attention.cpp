@@ -1,5 +1,6 @@
 // The CUDA V4.1 model's step plan and its attention: the projections and cache writes, the KV sources'
 // compressed entries, the index sources' picks, and the window + sparse attention. See cuda_v41_model.h.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/fake_quant.cuh"
@@ -151,8 +152,32 @@ void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state
   // row's visible entries, which are within its own sequence's): a row of a sequence without keys scores
   // nothing and picks nothing.
   auto* scores = scratch_.alloc<float>(T * width);
-  cuda::indexer_scores(q, w, state.index_keys.data, keys.row_offsets, visible, T, heads, id, width, softmax_scale,
-                       heads_scale, scores, nullptr);
+  if (!plan.fixed_shapes && T >= kIndexerProductRows) {
+    // Prefill: per sequence, the per-head dot products of its rows' queries with its keys on the tensor cores
+    // (cuBLAS, in chunks of rows whose products fit kIndexerProductBytes), then their weighted relu sum.
+    int64_t largest = 0;
+    for (size_t s = 0; s < plan.sequences.size(); ++s)
+      largest = std::max(largest, std::min(plan.sequences[s].num_new * heads * keys.count[s],
+                                           std::max<int64_t>(kIndexerProductBytes / 4, heads * keys.count[s])));
+    auto* dots = scratch_.alloc<float>(largest);
+    for (size_t s = 0; s < plan.sequences.size(); ++s) {
+      const StepPlan::Sequence& seq = plan.sequences[s];
+      const int64_t count = keys.count[s];
+      const int64_t chunk = count == 0 ? seq.num_new : std::max<int64_t>(1, largest / (heads * count));
+      for (int64_t r0 = 0; r0 < seq.num_new; r0 += chunk) {
+        const int64_t n = std::min(chunk, seq.num_new - r0), row = seq.first + r0;
+        if (count > 0)
+          DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), n * heads, count, id, {q + row * heads * id, id},
+                                          {state.index_keys.data + keys.offset[s] * id, id}, true, dots, count, 0,
+                                          true, 1));
+        cuda::indexer_head_sum(dots, count, w + row * heads, visible + row, n, heads, count, width, softmax_scale,
+                               heads_scale, scores + row * width, nullptr);
+      }
+    }
+  } else {
+    cuda::indexer_scores(q, w, state.index_keys.data, keys.row_offsets, visible, T, heads, id, width, softmax_scale,
+                         heads_scale, scores, nullptr);
+  }
   const bool masked = layer.uses_candidates && !layer.candidate_source && state.candidate_mask != nullptr;
   if (masked) {
     DI_CHECK(state.candidate_ratio == state.index_keys.ratio && state.candidate_width == width,

@@ -94,6 +94,10 @@ class CudaV41Model final : public CausalLm {
     const Bf16 *engram_table = nullptr, *engram_wkv = nullptr;  // table in GPU or mapped host memory
     const float *engram_q = nullptr, *engram_k = nullptr;
   };
+  // Steps of at least this many rows (prefill; never a fixed-shape decode step) score the indexer's keys with
+  // cuBLAS products, at most this many bytes of them at a time.
+  static constexpr int64_t kIndexerProductRows = 16;
+  static constexpr int64_t kIndexerProductBytes = int64_t{256} << 20;
   struct StepPlan;   // the step's index arrays, uploaded once (cuda_v41_model.cpp)
   struct StepState;  // what the step's layers publish to the later ones (cuda_v41_model.cpp)
   struct CudaBlocks;
