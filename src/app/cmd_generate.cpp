@@ -77,6 +77,8 @@ void size_kv_cache_from_memory(const CausalLm& model, const GenerateOptions& opt
 int run_generate(const GenerateOptions& options, const World& world) {
   std::vector<Request> requests;
   std::optional<text::BpeTokenizer> tokenizer;  // where requests give text or --tokenizer names one
+  std::optional<text::ChatProse> chat_prose;    // where requests are chat requests
+  std::vector<OutputReading> readings;
   SpmdSetup spmd;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
@@ -91,21 +93,37 @@ int run_generate(const GenerateOptions& options, const World& world) {
     // Before any work: an output that cannot be written, or that would replace an input, is refused now.
     check_output_path(options.output_path, "--output",
                       input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
-                                               options.tokenizer_path}));
+                                               options.tokenizer_path, options.chat_prose_path}));
+    const std::filesystem::path tokenizer_file =
+        !options.tokenizer_path.empty()           ? std::filesystem::path(options.tokenizer_path)
+        : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
+                                                    : std::filesystem::path();
     const auto tokenizer_for_prompts = [&]() -> const text::BpeTokenizer& {
       if (!tokenizer) {
-        const std::filesystem::path file = !options.tokenizer_path.empty() ? std::filesystem::path(options.tokenizer_path)
-                                           : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
-                                                                                       : std::filesystem::path();
-        DI_INPUT_CHECK(!file.empty() && std::filesystem::exists(file),
-                       "requests give 'prompt' text: pass --tokenizer tokenizer.json (the model has none beside it)");
-        tokenizer.emplace(text::BpeTokenizer::load(file));
+        DI_INPUT_CHECK(!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file),
+                       "requests give 'prompt' text or 'messages': pass --tokenizer tokenizer.json (the model has "
+                       "none beside it)");
+        tokenizer.emplace(text::BpeTokenizer::load(tokenizer_file));
       }
       return *tokenizer;
     };
+    const auto prose_for_chats = [&]() -> const text::ChatProse& {
+      if (!chat_prose) {
+        const std::filesystem::path file = !options.chat_prose_path.empty()
+                                               ? std::filesystem::path(options.chat_prose_path)
+                                               : tokenizer_file.parent_path() / "chat_prose.json";
+        DI_INPUT_CHECK(std::filesystem::exists(file),
+                       "chat requests need DeepSeek's effort instructions: run launch/chat_prose.py {} (pip install "
+                       "deepseek-recipe==0.2.0), or pass --chat-prose FILE", file.string());
+        chat_prose.emplace(text::ChatProse::load(file));
+      }
+      return *chat_prose;
+    };
     if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
-    requests = read_requests(options.input_path, tokenizer_for_prompts);
     const ModelConfig config = load_model_config(model_path);
+    const ChatSource chat{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
+                          prose_for_chats};
+    requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
     for (const Request& request : requests) Engine::validate(config, engine_options, request);
     // Without --deploy: the one-rank case of the same SPMD path.
     SpmdSetupOptions setup{options.deploy_path, std::nullopt, options.expert_plan_path, options.eplb_interval,
@@ -134,7 +152,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     if (topo.world_rank() == 0) log_rank_reports(reports);
     spmd.finalize();
     if (world.rank() != 0) return;
-    write_results(options.output_path, results, tokenizer ? &*tokenizer : nullptr);
+    write_results(options.output_path, results, tokenizer ? &*tokenizer : nullptr, &readings);
     log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::info("wrote {}", options.output_path);
   };

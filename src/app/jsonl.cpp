@@ -1,11 +1,13 @@
 #include "src/app/jsonl.h"
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <set>
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/text/chat_request.h"
 
 namespace deepinfer::app {
 
@@ -26,19 +28,39 @@ int64_t integer_in_range(const nlohmann::json& value, int64_t min, int64_t max, 
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
 Request parse_request(const nlohmann::json& line, const std::string& where, int64_t line_idx,
-                      const TokenizerSource& tokenizer) {
+                      const TokenizerSource& tokenizer, const ChatSource& chat, OutputReading& reading) {
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
                                               "top_p", "top_k", "seed", "stop_token_ids",
                                               "ignore_eos"};
+  // A chat request's own keys (text/chat_request.h reads them); "model" names the API model and is not used.
+  static const std::set<std::string> kChatKeys = {"messages", "thinking", "reasoning_effort", "model", "tools",
+                                                  "tool_choice", "response_format", "max_tokens"};
+  const bool is_chat = line.contains("messages");
   for (const auto& [key, value] : line.items())
-    DI_INPUT_CHECK(kKeys.contains(key), "{}: unknown key '{}'", where, key);
+    DI_INPUT_CHECK(kKeys.contains(key) || (is_chat && kChatKeys.contains(key)), "{}: unknown key '{}'", where, key);
   Request r;
   r.index = line_idx;
   r.id = line.contains("id") ? line["id"] : nlohmann::json(line_idx);
-  DI_INPUT_CHECK(line.contains("prompt_token_ids") != line.contains("prompt"),
-                 "{}: a request gives 'prompt_token_ids' or 'prompt' (text), one of them", where);
-  if (line.contains("prompt")) {
+  DI_INPUT_CHECK(line.contains("prompt_token_ids") + line.contains("prompt") + is_chat == 1,
+                 "{}: a request gives 'prompt_token_ids', 'prompt' (text) or 'messages' (chat), one of them", where);
+  if (is_chat) {
+    DI_INPUT_CHECK(static_cast<bool>(tokenizer) && static_cast<bool>(chat.prose),
+                   "{}: a chat request needs a tokenizer (--tokenizer)", where);
+    const text::ChatConversation conversation = text::parse_chat_request(line, where);
+    const text::RenderedChat prompt = text::render_chat(chat.format, chat.prose(), conversation, where);
+    try {
+      r.prompt_token_ids = text::encode_chat(tokenizer(), prompt);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", where, e.what()));
+    }
+    reading.chat = true;
+    // Where the prompt's last special token opens the reasoning, the output starts with it.
+    const auto& last = prompt.special_ranges.back();  // BOS at least
+    reading.reasoning_first = prompt.text.compare(last.first, last.second - last.first, "<think>") == 0;
+    DI_INPUT_CHECK(!(line.contains("max_tokens") && line.contains("max_new_tokens")),
+                   "{}: give 'max_tokens' or 'max_new_tokens', not both", where);
+  } else if (line.contains("prompt")) {
     DI_INPUT_CHECK(line["prompt"].is_string() && !line["prompt"].get<std::string>().empty(),
                    "{}: 'prompt' must be a non-empty string", where);
     DI_INPUT_CHECK(static_cast<bool>(tokenizer), "{}: 'prompt' text needs a tokenizer (--tokenizer)", where);
@@ -54,10 +76,10 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
       r.prompt_token_ids.push_back(
           static_cast<int32_t>(integer_in_range(token, 0, kMaxTokenId, where, "prompt_token_ids")));
   }
-  DI_INPUT_CHECK(line.contains("max_new_tokens") && line["max_new_tokens"].is_number_integer(),
-                 "{}: 'max_new_tokens' must be an integer >= 1", where);
-  r.max_new_tokens = integer_in_range(line["max_new_tokens"], 1, std::numeric_limits<int64_t>::max(), where,
-                                      "max_new_tokens");
+  const char* max_key = is_chat && line.contains("max_tokens") ? "max_tokens" : "max_new_tokens";
+  DI_INPUT_CHECK(line.contains(max_key) && line[max_key].is_number_integer(), "{}: '{}' must be an integer >= 1",
+                 where, max_key);
+  r.max_new_tokens = integer_in_range(line[max_key], 1, std::numeric_limits<int64_t>::max(), where, max_key);
   auto number = [&](const char* key, double min, double max, double fallback) {
     if (!line.contains(key) || line[key].is_null()) return fallback;
     DI_INPUT_CHECK(line[key].is_number(), "{}: '{}' must be a number", where, key);
@@ -84,7 +106,8 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
 
 }  // namespace
 
-std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer) {
+std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer,
+                                   const ChatSource& chat, std::vector<OutputReading>* readings) {
   std::ifstream in(path);
   DI_INPUT_CHECK(in.good(), "cannot open input '{}'", path.string());
   std::vector<Request> requests;
@@ -100,19 +123,33 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
     }
-    requests.push_back(parse_request(line, where, static_cast<int64_t>(requests.size()), tokenizer));
+    OutputReading reading;
+    requests.push_back(parse_request(line, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading));
+    if (readings != nullptr) readings->push_back(reading);
   }
   DI_INPUT_CHECK(!requests.empty(), "{}: no requests", path.string());
   return requests;
 }
 
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
-                   const text::BpeTokenizer* tokenizer) {
+                   const text::BpeTokenizer* tokenizer, const std::vector<OutputReading>* readings) {
   OutputFile out(path);
-  for (const RequestResult& r : results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    const RequestResult& r = results[i];
     nlohmann::json line = result_to_json(r);
     line.erase("index");
     if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
+    const OutputReading reading = readings != nullptr && i < readings->size() ? (*readings)[i] : OutputReading{};
+    if (tokenizer != nullptr && reading.chat) {
+      // Reasoning first where the prompt opened it: the tokens up to the first </think>, then the content.
+      const std::vector<int32_t>& ids = r.output_token_ids;
+      auto end = reading.reasoning_first ? std::find(ids.begin(), ids.end(), tokenizer->token_to_id("</think>"))
+                                         : ids.begin();
+      line["reasoning_content"] =
+          reading.reasoning_first ? nlohmann::json(tokenizer->decode({ids.begin(), end}, true)) : nlohmann::json();
+      line["content"] = tokenizer->decode({end == ids.end() ? end : end + (reading.reasoning_first ? 1 : 0),
+                                           ids.end()}, true);
+    }
     out.write(line.dump());
     out.write("\n");
   }

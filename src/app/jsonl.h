@@ -7,19 +7,38 @@
 
 #include "src/engine/request.h"
 #include "src/text/bpe_tokenizer.h"
+#include "src/text/chat_template.h"
 
 namespace deepinfer::app {
 
 // The tokenizer a request with "prompt" text needs, loaded when first asked for (InputError where there is none).
 using TokenizerSource = std::function<const text::BpeTokenizer&()>;
 
-// Throws InputError naming the file and line number of a malformed line or a bad field. A request gives either
-// "prompt_token_ids" or "prompt" (text, encoded by the tokenizer, special tokens matched).
-std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer = {});
+// What chat requests need besides the tokenizer: the model's chat format and the effort instructions (loaded
+// when first asked for).
+struct ChatSource {
+  text::ChatFormat format = text::ChatFormat::kV4;
+  std::function<const text::ChatProse&()> prose;
+};
+
+// How a request's output reads as text: a chat request whose prompt opened the reasoning (thinking mode) has its
+// reasoning first, up to </think>.
+struct OutputReading {
+  bool chat = false;
+  bool reasoning_first = false;
+};
+
+// Throws InputError naming the file and line number of a malformed line or a bad field. A request gives
+// "prompt_token_ids", "prompt" (text, encoded by the tokenizer, special tokens matched) or "messages" (an OpenAI
+// chat-completions request, text/chat_request.h: rendered with the model's chat template, then encoded; its
+// "max_tokens" stands for "max_new_tokens"). `readings` (optional) gets one entry per request.
+std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer = {},
+                                   const ChatSource& chat = {}, std::vector<OutputReading>* readings = nullptr);
 
 // Writes the results in order, whole or not at all (temporary file, then rename). With a tokenizer each result
-// also carries "text", its output decoded (special tokens skipped).
+// also carries "text", its output decoded (special tokens skipped), and a chat request's result its
+// "reasoning_content" (null outside thinking mode) and "content".
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
-                   const text::BpeTokenizer* tokenizer = nullptr);
+                   const text::BpeTokenizer* tokenizer = nullptr, const std::vector<OutputReading>* readings = nullptr);
 
 }  // namespace deepinfer::app

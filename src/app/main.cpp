@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
                            "A Hugging Face tokenizer.json (byte-level BPE): requests may give 'prompt' text and the "
                            "results carry 'text' (default: the model directory's tokenizer.json, loaded when a "
                            "request gives 'prompt')");
+  generate_cmd->add_option("--chat-prose", generate.chat_prose_path,
+                           "Chat requests ('messages'): the effort instructions launch/chat_prose.py writes from "
+                           "deepseek-recipe (default: chat_prose.json beside the tokenizer)");
   generate_cmd->add_option("--kv-cache-tokens", generate.kv_cache_tokens, "KV cache capacity in tokens")
       ->check(kPositive)
       ->capture_default_str();

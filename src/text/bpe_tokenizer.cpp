@@ -160,6 +160,8 @@ BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
 }
 
 int32_t BpeTokenizer::token_to_id(const std::string& token) const {
+  for (const AddedToken& added : added_)  // first, as Hugging Face's token_to_id (few: a linear search)
+    if (added.content == token) return added.id;
   const auto it = vocab_.find(token);
   return it == vocab_.end() ? -1 : it->second;
 }
@@ -248,6 +250,13 @@ void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out)
 }
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const { return encode_parallel(text, 1); }
+
+std::vector<int32_t> BpeTokenizer::encode_plain(std::string_view text) const {
+  DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");
+  std::vector<int32_t> ids;
+  encode_text(text, ids);
+  return ids;
+}
 
 std::vector<int32_t> BpeTokenizer::encode_parallel(std::string_view text, int threads) const {
   DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");

@@ -33,11 +33,14 @@ class BpeTokenizer {
   std::vector<int32_t> encode(std::string_view text) const;
   // The same ids, the text between added tokens encoded on up to `threads` threads.
   std::vector<int32_t> encode_parallel(std::string_view text, int threads) const;
+  // `text` as plain text: added-token spellings in it are not matched (a chat prompt's text between its special
+  // tokens, so that a user who types "<｜User｜>" gets the characters, not the token).
+  std::vector<int32_t> encode_plain(std::string_view text) const;
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
 
   int64_t vocab_size() const { return static_cast<int64_t>(id_to_token_.size()); }
   const std::string& id_to_token(int32_t id) const { return id_to_token_.at(id); }
-  // -1 when the string is no token.
+  // An added token's id, else the vocabulary's (byte-level spelling); -1 when the string is no token.
   int32_t token_to_id(const std::string& token) const;
 
  private:

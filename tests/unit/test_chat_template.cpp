@@ -1,0 +1,108 @@
+// The chat templates and request parsing against deepseek-recipe 0.2.0: tests/fixtures/make_chat_fixtures.py
+// wrote 800 random OpenAI chat requests (system/user/assistant turns, text parts, reasoning, prefix messages,
+// thinking on/off/adaptive, every reasoning effort; text with special-token spellings, CJK, emoji, whitespace)
+// with the prompt text, special-token ranges and ids deepseek-recipe renders and encodes for V4 and V4.1, and
+// the requests it refuses. Every one must be equal (and refused).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "src/core/error.h"
+#include "src/core/files.h"
+#include "src/text/chat_request.h"
+#include "src/text/chat_template.h"
+
+namespace deepinfer::text {
+namespace {
+
+const std::filesystem::path kChat = DEEPINFER_CHAT_FIXTURE;
+const std::filesystem::path kTokenizer = std::filesystem::path(DEEPINFER_TOKENIZER_FIXTURE) / "tokenizer.json";
+const std::filesystem::path kProse = std::filesystem::path(DEEPINFER_SOURCE_DIR) / "tests/fixtures/chat/chat_prose.json";
+
+std::vector<nlohmann::json> fixture() {
+  std::ifstream in(kChat / "conversations.jsonl");
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+// The V4 tokenizer with V4.1's <｜System｜> appended at `id`, as the fixture gave both implementations.
+BpeTokenizer v41_tokenizer(int32_t id) {
+  nlohmann::json spec = nlohmann::json::parse(read_text_file(kTokenizer, "tokenizer"));
+  spec["added_tokens"].push_back({{"id", id}, {"content", "<｜System｜>"}, {"single_word", false}, {"lstrip", false},
+                                  {"rstrip", false}, {"normalized", false}, {"special", true}});
+  const auto path = std::filesystem::temp_directory_path() / "deepinfer-v41-tokenizer.json";
+  std::ofstream(path) << spec.dump();
+  return BpeTokenizer::load(path);
+}
+
+TEST(ChatTemplate, RendersAndEncodesAsDeepseekRecipe) {
+  const std::vector<nlohmann::json> lines = fixture();
+  ASSERT_GT(lines.size(), 800u);
+  const ChatProse prose = ChatProse::load(kProse);
+  const BpeTokenizer v4 = BpeTokenizer::load(kTokenizer);
+  const BpeTokenizer v41 = v41_tokenizer(lines[0].at("v41_system_token_id").get<int32_t>());
+  int64_t rendered = 0, refused = 0, mismatches = 0;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const nlohmann::json& line = lines[i];
+    const std::string what = fmt::format("fixture line {}", i + 1);
+    if (line.contains("error")) {
+      EXPECT_THROW(parse_chat_request(line["body"], what), InputError) << line.dump() << " (recipe: " << line["error"];
+      ++refused;
+      continue;
+    }
+    const ChatConversation conversation = parse_chat_request(line["body"], what);
+    for (const auto& [name, format, tokenizer] :
+         {std::tuple{"v4", ChatFormat::kV4, &v4}, std::tuple{"v41", ChatFormat::kV41, &v41}}) {
+      const nlohmann::json& want = line[name];
+      const RenderedChat got = render_chat(format, prose, conversation, what);
+      std::vector<std::pair<size_t, size_t>> want_ranges;
+      for (const auto& r : want["special_ranges"]) want_ranges.emplace_back(r[0].get<size_t>(), r[1].get<size_t>());
+      const bool same = got.text == want["prompt"].get<std::string>() && got.special_ranges == want_ranges &&
+                        encode_chat(*tokenizer, got) == want["ids"].get<std::vector<int32_t>>();
+      if (!same && ++mismatches <= 5)
+        ADD_FAILURE() << name << ", " << what << ": " << line["body"].dump() << "\n got: " << nlohmann::json(got.text)
+                      << "\nwant: " << want["prompt"];
+      ++rendered;
+    }
+  }
+  std::printf("[ chat ] %lld renderings (V4 and V4.1) equal to deepseek-recipe's: %lld; %lld bad requests refused\n",
+              static_cast<long long>(rendered), static_cast<long long>(rendered - mismatches),
+              static_cast<long long>(refused));
+  EXPECT_EQ(mismatches, 0);
+  EXPECT_GE(refused, 16);
+}
+
+TEST(ChatTemplate, NamesTheFieldOfABadRequest) {
+  const auto error_of = [](const std::string& body) {
+    try {
+      parse_chat_request(nlohmann::json::parse(body), "requests.jsonl line 7");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": 5}]})"),
+            "requests.jsonl line 7: messages[0].content: content should be a string or a list of text parts");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "robot", "content": "x"}]})"),
+            "requests.jsonl line 7: messages[0]: unknown role 'robot' (system, user, assistant, tool or latest_reminder)");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "tool", "content": "x"}]})"),
+            "requests.jsonl line 7: messages[0]: tool messages are not supported yet");
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "huge"})"),
+            "requests.jsonl line 7: reasoning_effort 'huge' is none of none, minimal, low, medium, high, xhigh, ultra, "
+            "max");
+}
+
+TEST(ChatTemplate, RefusesProseWithoutAnEffort) {
+  const auto path = std::filesystem::temp_directory_path() / "deepinfer-bad-prose.json";
+  std::ofstream(path) << R"({"v4": {"effort": {"low": ""}}})";
+  EXPECT_THROW(ChatProse::load(path), InputError);
+}
+
+}  // namespace
+}  // namespace deepinfer::text
