@@ -291,21 +291,25 @@ std::vector<int32_t> BpeTokenizer::encode_parallel(std::string_view text, int th
   return ids;
 }
 
+std::string BpeTokenizer::token_bytes(int32_t id) const {
+  DI_INPUT_CHECK(id >= 0 && id < vocab_size(), "token id {} outside the vocabulary of {}", id, vocab_size());
+  const std::string& token = id_to_token_[id];
+  // A token whose every character is in the byte map decodes to those bytes, any other to its own text.
+  std::string mapped;
+  for (size_t at = 0, n = 0; at < token.size(); at += n) {
+    const auto it = char_byte_.find(next_code_point(token, at, &n));
+    if (it == char_byte_.end()) return token;
+    mapped += static_cast<char>(it->second);
+  }
+  return mapped;
+}
+
 std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   std::string bytes;
   for (int32_t id : ids) {
     DI_INPUT_CHECK(id >= 0 && id < vocab_size(), "token id {} outside the vocabulary of {}", id, vocab_size());
     if (skip_special_tokens && is_special_[id]) continue;
-    const std::string& token = id_to_token_[id];
-    // A token whose every character is in the byte map decodes to those bytes, any other to its own text.
-    std::string mapped;
-    bool all = true;
-    for (size_t at = 0, n = 0; at < token.size() && all; at += n) {
-      const auto it = char_byte_.find(next_code_point(token, at, &n));
-      if (it == char_byte_.end()) all = false;
-      else mapped += static_cast<char>(it->second);
-    }
-    bytes += all ? mapped : token;
+    bytes += token_bytes(id);
   }
   return utf8_lossy(bytes);
 }

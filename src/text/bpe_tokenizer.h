@@ -37,6 +37,10 @@ class BpeTokenizer {
   // tokens, so that a user who types "<｜User｜>" gets the characters, not the token).
   std::vector<int32_t> encode_plain(std::string_view text) const;
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
+  // One token's bytes as decoding joins them (maybe part of a UTF-8 character).
+  std::string token_bytes(int32_t id) const;
+  bool is_special(int32_t id) const { return is_special_.at(id); }
+  bool is_added(int32_t id) const { return is_added_.at(id); }
 
   int64_t vocab_size() const { return static_cast<int64_t>(id_to_token_.size()); }
   const std::string& id_to_token(int32_t id) const { return id_to_token_.at(id); }

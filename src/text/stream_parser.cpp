@@ -1,0 +1,134 @@
+#include "src/text/stream_parser.h"
+
+#include <utility>
+
+#include "src/core/check.h"
+#include "src/text/utf8.h"
+
+namespace deepinfer::text {
+
+namespace {
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+}  // namespace
+
+ChatStreamParser::ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning_first,
+                                   std::vector<std::string> stop_sequences)
+    : tokenizer_(tokenizer),
+      think_end_(tokenizer.token_to_id("</think>")),
+      reasoning_(reasoning_first),
+      stops_(std::move(stop_sequences)) {
+  std::erase(stops_, std::string());
+}
+
+void ChatStreamParser::emit(std::vector<StreamEvent>& out, std::string text) {
+  if (at_channel_start_) {  // a channel's first text loses its leading line breaks
+    text.erase(0, text.find_first_not_of('\n'));
+    at_channel_start_ = text.empty();
+  }
+  if (text.empty()) return;
+  out.push_back({reasoning_ ? StreamEvent::Channel::kReasoning : StreamEvent::Channel::kContent, std::move(text), {}});
+}
+
+void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string text) {
+  if (stops_.empty() || reasoning_) return emit(out, std::move(text));  // stop sequences end the content only
+  held_.push_back(std::move(text));
+  std::string joined;
+  for (const std::string& t : held_) joined += t;
+  size_t first_stop = std::string::npos;
+  for (const std::string& stop : stops_) first_stop = std::min(first_stop, joined.find(stop));
+  if (first_stop != std::string::npos) {  // each held token's text up to the stop, then the end
+    size_t at = 0;
+    for (const std::string& t : held_) {
+      if (at >= first_stop) break;
+      emit(out, t.substr(0, first_stop - at));
+      at += t.size();
+    }
+    out.push_back({StreamEvent::Channel::kContent, {}, "stop"});
+    held_.clear();
+    finished_ = true;
+    return;
+  }
+  // The earliest place a stop sequence may begin; the tokens wholly before it go out.
+  size_t may_begin = joined.size();
+  for (size_t at = 0; at < joined.size() && may_begin == joined.size(); ++at)
+    for (const std::string& stop : stops_)
+      if (stop.compare(0, joined.size() - at, joined, at) == 0) {
+        may_begin = at;
+        break;
+      }
+  size_t end = 0, taken = 0;  // an event for each token let go
+  for (const std::string& t : held_) {
+    if (end + t.size() > may_begin) break;
+    end += t.size();
+    emit(out, t);
+    ++taken;
+  }
+  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(taken));
+}
+
+void ChatStreamParser::deliver(std::vector<StreamEvent>& out, std::string text) {
+  if (reasoning_) {
+    // The reasoning's last line break waits for what follows it: a token that ends a line is held, and line
+    // breaks alone after it join it; anything else lets the held tokens go.
+    if (!line_ends_.empty() && text.find_first_not_of('\n') == std::string::npos)
+      return line_ends_.push_back(std::move(text));
+    for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
+    if (text.ends_with('\n')) line_ends_.push_back(std::move(text));
+    else emit(out, std::move(text));
+    return;
+  }
+  through_stops(out, std::move(text));
+}
+
+std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
+  DI_CHECK(!finished_, "the stream has finished");
+  std::vector<StreamEvent> out;
+  if (reasoning_ && token == think_end_) {  // the reasoning ends: its last line breaks are not sent
+    if (!bytes_.empty()) {  // what is incomplete is invalid now, and the reasoning's last text
+      for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
+      emit(out, utf8_lossy(std::exchange(bytes_, std::string())));
+    } else {
+      std::string last;
+      for (const std::string& held : std::exchange(line_ends_, {})) last += held;
+      while (last.ends_with('\n')) last.pop_back();
+      emit(out, std::move(last));
+    }
+    reasoning_ = false;
+    at_channel_start_ = true;
+    return out;
+  }
+  if (tokenizer_.is_added(token)) {  // its own text: what came before it is complete (or invalid) now
+    if (!bytes_.empty()) deliver(out, utf8_lossy(std::exchange(bytes_, std::string())));
+    if (finished_) return out;
+    std::string text = tokenizer_.token_bytes(token);
+    if (reasoning_) {
+      deliver(out, std::move(text));
+    } else {  // not searched for stop sequences
+      for (std::string& held : std::exchange(held_, {})) emit(out, std::move(held));
+      emit(out, std::move(text));
+    }
+    return out;
+  }
+  // Text that ends in a replacement character waits: more bytes may complete it.
+  bytes_ += tokenizer_.token_bytes(token);
+  std::string text = utf8_lossy(bytes_);
+  if (text.ends_with(kReplacement)) return out;
+  bytes_.clear();
+  deliver(out, std::move(text));
+  return out;
+}
+
+std::vector<StreamEvent> ChatStreamParser::finish(const std::string& reason) {
+  DI_CHECK(!finished_, "the stream has finished");
+  std::vector<StreamEvent> out;
+  for (std::string& t : std::exchange(line_ends_, {})) emit(out, std::move(t));
+  for (std::string& t : std::exchange(held_, {})) emit(out, std::move(t));  // no stop sequence came
+
+  out.push_back({StreamEvent::Channel::kContent, {}, reason});
+  finished_ = true;
+  return out;
+}
+
+}  // namespace deepinfer::text

@@ -1,0 +1,56 @@
+// Output tokens to chat events, one token at a time, as deepseek-recipe 0.2.0's stream processor gives them for a
+// request without tools (checked against it: tests/fixtures/chat/streams.jsonl.xz): text goes to the reasoning
+// until </think> where the prompt opened the reasoning, to the content after, each losing its leading line breaks; decoded text that ends in U+FFFD
+// waits for the next token's bytes (which may complete a character; where the reasoning ends it goes out as it is,
+// at the finish it is dropped); reasoning tokens that end a line wait for the next token, and the line breaks
+// that end the reasoning are not sent; in the content, tokens whose text may begin a stop sequence wait, whole, until it
+// is known whether one does (then each goes out as its own event), and a stop sequence met ends the stream there
+// (finish reason "stop", the text before it sent). The reasoning is not searched for stop sequences.
+// Not built yet: DSML tool calls and their incremental arguments, JSON output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/text/bpe_tokenizer.h"
+
+namespace deepinfer::text {
+
+struct StreamEvent {
+  enum class Channel { kContent, kReasoning };
+  Channel channel = Channel::kContent;
+  std::string text;
+  std::string finish_reason;  // set on the last event: "stop" (a stop sequence) or the engine's reason
+};
+
+class ChatStreamParser {
+ public:
+  // `tokenizer` outlives the parser.
+  ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning_first, std::vector<std::string> stop_sequences);
+
+  // The events of one more output token (none while it completes nothing).
+  std::vector<StreamEvent> push(int32_t token);
+  // The last event where the stream ended without a stop sequence (e.g. "length").
+  std::vector<StreamEvent> finish(const std::string& reason);
+  bool finished() const { return finished_; }
+
+ private:
+  void emit(std::vector<StreamEvent>& out, std::string text);
+  // Decoded text into the current channel: the reasoning (a line end waits a token) or the content (stops).
+  void deliver(std::vector<StreamEvent>& out, std::string text);
+  // The text of held tokens that may begin a stop sequence, and the new text: what can be emitted now.
+  void through_stops(std::vector<StreamEvent>& out, std::string text);
+
+  const BpeTokenizer& tokenizer_;
+  int32_t think_end_ = -1;
+  bool reasoning_;
+  std::vector<std::string> stops_;
+  std::string bytes_;              // decoded bytes not yet a whole UTF-8 character
+  std::vector<std::string> held_;  // token texts that may begin a stop sequence
+  std::vector<std::string> line_ends_;  // reasoning token texts that end a line, waiting for what follows
+  bool at_channel_start_ = true;        // nothing sent in the current channel yet
+  bool finished_ = false;
+};
+
+}  // namespace deepinfer::text

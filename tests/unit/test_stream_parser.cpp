@@ -1,0 +1,57 @@
+// The stream parser against deepseek-recipe 0.2.0's stream processor: tests/fixtures/make_stream_fixtures.py fed
+// 1,500 output token streams (reasoning then content, or content alone; emoji split across tokens; byte tokens that
+// leave UTF-8 incomplete or invalid; stop sequences within a token, across tokens, never met) one token at a time
+// and kept every chat-completion delta. The C++ parser must give the same events in the same order.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "src/text/stream_parser.h"
+
+namespace deepinfer::text {
+namespace {
+
+const std::filesystem::path kChat = DEEPINFER_CHAT_FIXTURE;
+const std::filesystem::path kTokenizer = std::filesystem::path(DEEPINFER_TOKENIZER_FIXTURE) / "tokenizer.json";
+
+// An event as the fixture writes it: [token index (-1: the finish), content, reasoning, finish reason].
+nlohmann::json as_fixture(int64_t index, const StreamEvent& e) {
+  const bool reasoning = e.channel == StreamEvent::Channel::kReasoning;
+  return {index, reasoning ? nlohmann::json() : nlohmann::json(e.text),
+          reasoning ? nlohmann::json(e.text) : nlohmann::json(),
+          e.finish_reason.empty() ? nlohmann::json() : nlohmann::json(e.finish_reason)};
+}
+
+TEST(ChatStreamParser, GivesDeepseekRecipesEventsTokenByToken) {
+  const BpeTokenizer tokenizer = BpeTokenizer::load(kTokenizer);
+  std::ifstream in(kChat / "streams.jsonl");
+  int64_t streams = 0, events = 0, mismatches = 0;
+  for (std::string text; std::getline(in, text);) {
+    const nlohmann::json line = nlohmann::json::parse(text);
+    const nlohmann::json& body = line["request"];
+    const bool thinking = !(body.contains("thinking") && body["thinking"]["type"] == "disabled");
+    std::vector<std::string> stops;
+    if (body.contains("stop")) stops = body["stop"].get<std::vector<std::string>>();
+    ChatStreamParser parser(tokenizer, thinking, stops);
+    nlohmann::json got = nlohmann::json::array();
+    const std::vector<int32_t> tokens = line["tokens"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < tokens.size() && !parser.finished(); ++i)
+      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(as_fixture(static_cast<int64_t>(i), e));
+    if (!parser.finished())
+      for (const StreamEvent& e : parser.finish("length")) got.push_back(as_fixture(-1, e));
+    ++streams;
+    events += static_cast<int64_t>(line["events"].size());
+    if (got != line["events"] && ++mismatches <= 5)
+      ADD_FAILURE() << "stream " << streams << " " << body.dump() << " tokens " << line["tokens"].dump()
+                    << "\n got: " << got.dump() << "\nwant: " << line["events"].dump();
+  }
+  std::printf("[ stream ] %lld streams, %lld events: %lld streams differ from deepseek-recipe\n",
+              static_cast<long long>(streams), static_cast<long long>(events), static_cast<long long>(mismatches));
+  EXPECT_EQ(streams, 1500);
+  EXPECT_EQ(mismatches, 0);
+}
+
+}  // namespace
+}  // namespace deepinfer::text
