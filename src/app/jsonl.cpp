@@ -8,6 +8,7 @@
 #include "src/core/check.h"
 #include "src/core/files.h"
 #include "src/text/chat_request.h"
+#include "src/text/stream_parser.h"
 
 namespace deepinfer::app {
 
@@ -35,7 +36,7 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
                                               "ignore_eos"};
   // A chat request's own keys (text/chat_request.h reads them); "model" names the API model and is not used.
   static const std::set<std::string> kChatKeys = {"messages", "thinking", "reasoning_effort", "model", "tools",
-                                                  "tool_choice", "response_format", "max_tokens"};
+                                                  "tool_choice", "response_format", "max_tokens", "stop"};
   const bool is_chat = line.contains("messages");
   for (const auto& [key, value] : line.items())
     DI_INPUT_CHECK(kKeys.contains(key) || (is_chat && kChatKeys.contains(key)), "{}: unknown key '{}'", where, key);
@@ -60,6 +61,15 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
     reading.reasoning_first = prompt.text.compare(last.first, last.second - last.first, "<think>") == 0;
     DI_INPUT_CHECK(!(line.contains("max_tokens") && line.contains("max_new_tokens")),
                    "{}: give 'max_tokens' or 'max_new_tokens', not both", where);
+    if (line.contains("stop") && !line["stop"].is_null()) {
+      const nlohmann::json& stop = line["stop"];
+      const bool strings = stop.is_string() || (stop.is_array() && std::all_of(stop.begin(), stop.end(), [](const auto& s) {
+                                                  return s.is_string();
+                                                }));
+      DI_INPUT_CHECK(strings, "{}: 'stop' must be a string or a list of strings", where);
+      if (stop.is_string()) reading.stop.push_back(stop.get<std::string>());
+      else reading.stop = stop.get<std::vector<std::string>>();
+    }
   } else if (line.contains("prompt")) {
     DI_INPUT_CHECK(line["prompt"].is_string() && !line["prompt"].get<std::string>().empty(),
                    "{}: 'prompt' must be a non-empty string", where);
@@ -140,15 +150,20 @@ void write_results(const std::filesystem::path& path, const std::vector<RequestR
     line.erase("index");
     if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
     const OutputReading reading = readings != nullptr && i < readings->size() ? (*readings)[i] : OutputReading{};
-    if (tokenizer != nullptr && reading.chat) {
-      // Reasoning first where the prompt opened it: the tokens up to the first </think>, then the content.
-      const std::vector<int32_t>& ids = r.output_token_ids;
-      auto end = reading.reasoning_first ? std::find(ids.begin(), ids.end(), tokenizer->token_to_id("</think>"))
-                                         : ids.begin();
-      line["reasoning_content"] =
-          reading.reasoning_first ? nlohmann::json(tokenizer->decode({ids.begin(), end}, true)) : nlohmann::json();
-      line["content"] = tokenizer->decode({end == ids.end() ? end : end + (reading.reasoning_first ? 1 : 0),
-                                           ids.end()}, true);
+    if (tokenizer != nullptr && reading.chat) {  // the output as a stream of events (special tokens left out)
+      text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop);
+      std::string reasoning, content;
+      const auto take = [&](const std::vector<text::StreamEvent>& events) {
+        for (const text::StreamEvent& e : events) {
+          (e.channel == text::StreamEvent::Channel::kReasoning ? reasoning : content) += e.text;
+          if (e.finish_reason == "stop") line["finish_reason"] = "stop";
+        }
+      };
+      for (int32_t id : r.output_token_ids)
+        if (!parser.finished() && !tokenizer->is_special(id)) take(parser.push(id));
+      if (!parser.finished()) take(parser.finish(line["finish_reason"].get<std::string>()));
+      line["reasoning_content"] = reading.reasoning_first ? nlohmann::json(reasoning) : nlohmann::json();
+      line["content"] = content;
     }
     out.write(line.dump());
     out.write("\n");

@@ -26,18 +26,22 @@ struct ChatSource {
 struct OutputReading {
   bool chat = false;
   bool reasoning_first = false;
+  std::vector<std::string> stop;  // the chat request's stop sequences
 };
 
 // Throws InputError naming the file and line number of a malformed line or a bad field. A request gives
 // "prompt_token_ids", "prompt" (text, encoded by the tokenizer, special tokens matched) or "messages" (an OpenAI
 // chat-completions request, text/chat_request.h: rendered with the model's chat template, then encoded; its
-// "max_tokens" stands for "max_new_tokens"). `readings` (optional) gets one entry per request.
+// "max_tokens" stands for "max_new_tokens"; "stop" holds stop sequences, which end its content in the result).
+// `readings` (optional) gets one entry per request.
 std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer = {},
                                    const ChatSource& chat = {}, std::vector<OutputReading>* readings = nullptr);
 
 // Writes the results in order, whole or not at all (temporary file, then rename). With a tokenizer each result
 // also carries "text", its output decoded (special tokens skipped), and a chat request's result its
-// "reasoning_content" (null outside thinking mode) and "content".
+// "reasoning_content" (null outside thinking mode) and "content" as the stream parser (text/stream_parser.h) reads
+// the output token by token; a stop sequence met ends the content there and makes the finish reason "stop" (the
+// engine does not stop at stop sequences: the tokens after one were generated and are in the ids).
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
                    const text::BpeTokenizer* tokenizer = nullptr, const std::vector<OutputReading>* readings = nullptr);
 
