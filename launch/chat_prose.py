@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Writes chat_prose.json: the instruction text DeepSeek's chat encodings put before a conversation in thinking
-mode (the reasoning-effort paragraph of V4, the effort line of V4.1), read from deepseek-recipe's renderings.
+"""Writes chat_prose.json: the instruction text DeepSeek's chat encodings put before a conversation — in thinking
+mode the reasoning-effort paragraph of V4 or the effort line of V4.1, and with tools the tool-use instructions
+around the tools' schemas (as segments: text, and the special tokens it names) — read from deepseek-recipe's
+renderings.
 The engine's chat templates (src/text/chat_template.h) need it and do not carry DeepSeek's prose themselves.
 
     pip install deepseek-recipe==0.2.0
@@ -25,13 +27,42 @@ def effort_text(encoding, lead, effort):
     return head[len(lead):]
 
 
+PROBE_TOOL = dr.ToolDefinition("probe_tool", "probe", {"type": "object"})
+PROBE_SCHEMA = json.dumps({"name": "probe_tool", "description": "probe", "parameters": {"type": "object"}})
+
+
+def segments(prompt, ranges, start, end):
+    """prompt[start:end] as [{"text"} | {"special"}], the special tokens where `ranges` has them."""
+    out, at = [], start
+    for a, b in ranges:
+        if b <= start or a >= end:
+            continue
+        if a > at:
+            out.append({"text": prompt[at:a]})
+        out.append({"special": prompt[a:b]})
+        at = b
+    if end > at:
+        out.append({"text": prompt[at:end]})
+    return out
+
+
+def tools_text(encoding, lead):
+    """The tool-use instructions before and after the tools' schemas (one JSON line each)."""
+    rendered = encoding.render_conversation(
+        dr.Conversation([dr.UserMessage("Q")], thinking_mode=False, tools=[PROBE_TOOL]))
+    prompt, user = rendered.prompt, dr.SpecialToken.User.default_str()
+    schema = prompt.index(PROBE_SCHEMA)
+    return {"before": segments(prompt, rendered.special_ranges, len(lead), schema),
+            "after": segments(prompt, rendered.special_ranges, schema + len(PROBE_SCHEMA), prompt.index(user))}
+
+
 def prose():
     bos, system = dr.SpecialToken.Bos.default_str(), dr.SpecialToken.System.default_str()
     out = {"source": f"deepseek-recipe {dr.__version__}"}
     for name, encoding, lead in (("v4", dr.DeepseekV4Encoding(), bos), ("v41", dr.DeepseekV41Encoding(), bos + system)):
         texts = {effort: effort_text(encoding, lead, effort) for effort in EFFORTS}
         texts["default"] = effort_text(encoding, lead, None)
-        out[name] = {"effort": texts}
+        out[name] = {"effort": texts, "tools": tools_text(encoding, lead)}
     return out
 
 

@@ -28,8 +28,10 @@ int64_t integer_in_range(const nlohmann::json& value, int64_t min, int64_t max, 
 
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
-Request parse_request(const nlohmann::json& line, const std::string& where, int64_t line_idx,
-                      const TokenizerSource& tokenizer, const ChatSource& chat, OutputReading& reading) {
+// `ordered`: the same line with its keys in their order (a chat request's tool schemas and arguments keep it).
+Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& ordered, const std::string& where,
+                      int64_t line_idx, const TokenizerSource& tokenizer, const ChatSource& chat,
+                      OutputReading& reading) {
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
                                               "top_p", "top_k", "seed", "stop_token_ids",
@@ -48,7 +50,7 @@ Request parse_request(const nlohmann::json& line, const std::string& where, int6
   if (is_chat) {
     DI_INPUT_CHECK(static_cast<bool>(tokenizer) && static_cast<bool>(chat.prose),
                    "{}: a chat request needs a tokenizer (--tokenizer)", where);
-    const text::ChatConversation conversation = text::parse_chat_request(line, where);
+    const text::ChatConversation conversation = text::parse_chat_request(ordered, where);
     const text::RenderedChat prompt = text::render_chat(chat.format, chat.prose(), conversation, where);
     try {
       r.prompt_token_ids = text::encode_chat(tokenizer(), prompt);
@@ -128,13 +130,16 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are allowed
     const std::string where = fmt::format("{}:{}", path.string(), line_number);
     nlohmann::json line;
+    nlohmann::ordered_json ordered;
     try {
       line = nlohmann::json::parse(text);
+      ordered = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
     }
     OutputReading reading;
-    requests.push_back(parse_request(line, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading));
+    requests.push_back(
+        parse_request(line, ordered, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading));
     if (readings != nullptr) readings->push_back(reading);
   }
   DI_INPUT_CHECK(!requests.empty(), "{}: no requests", path.string());

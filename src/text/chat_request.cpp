@@ -1,18 +1,25 @@
 #include "src/text/chat_request.h"
 
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+#include <set>
+
 #include "src/core/check.h"
 
 namespace deepinfer::text {
 
 namespace {
 
+using Json = nlohmann::ordered_json;
+
 // A message's content: a string, or text parts joined by blank lines.
-std::string content_of(const nlohmann::json& content, const std::string& field) {
+std::string content_of(const Json& content, const std::string& field) {
   if (content.is_string()) return content.get<std::string>();
   DI_INPUT_CHECK(content.is_array(), "{}: content should be a string or a list of text parts", field);
   std::string joined;
   for (size_t i = 0; i < content.size(); ++i) {
-    const nlohmann::json& part = content[i];
+    const Json& part = content[i];
     const std::string at = fmt::format("{}[{}]", field, i);
     DI_INPUT_CHECK(part.is_object() && part.contains("type"), "{}: a content part needs a 'type'", at);
     DI_INPUT_CHECK(part["type"] == "text", "{}: content parts of type {} are not supported (text is)", at,
@@ -24,23 +31,57 @@ std::string content_of(const nlohmann::json& content, const std::string& field) 
   return joined;
 }
 
-bool present(const nlohmann::json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+bool present(const Json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
 
 }  // namespace
 
-ChatConversation parse_chat_request(const nlohmann::json& body, const std::string& what) {
+ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const std::string& what) {
   DI_INPUT_CHECK(body.is_object(), "{}: a chat request is a JSON object", what);
   DI_INPUT_CHECK(body.contains("messages"), "{}: a chat request needs 'messages'", what);
-  const nlohmann::json& messages = body["messages"];
+  const Json& messages = body["messages"];
   DI_INPUT_CHECK(messages.is_array(), "{}: 'messages' should be a list", what);
   DI_INPUT_CHECK(!messages.empty(), "{}: 'messages' is empty", what);
-  DI_INPUT_CHECK(!present(body, "tools") || body["tools"].empty(), "{}: 'tools' are not supported yet", what);
+  ChatConversation c;
+  if (present(body, "tools")) {
+    DI_INPUT_CHECK(body["tools"].is_array(), "{}: 'tools' should be a list", what);
+    for (size_t i = 0; i < body["tools"].size(); ++i) {
+      const Json& tool = body["tools"][i];
+      const std::string field = fmt::format("{}: tools[{}]", what, i);
+      DI_INPUT_CHECK(tool.is_object() && tool.value("type", "") == "function" && tool.contains("function") &&
+                         tool["function"].is_object(),
+                     "{}: a tool is {{\"type\": \"function\", \"function\": {{...}}}}", field);
+      const Json& f = tool["function"];
+      DI_INPUT_CHECK(f.contains("name") && f["name"].is_string(), "{}.function needs a string 'name'", field);
+      DI_INPUT_CHECK(!present(f, "description") || f["description"].is_string(),
+                     "{}.function.description should be a string", field);
+      ChatTool t;
+      t.name = f["name"].get<std::string>();
+      DI_INPUT_CHECK(!t.name.empty() && std::all_of(t.name.begin(), t.name.end(), [](char ch) {
+                       return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-';
+                     }), "{}.function.name '{}' is not of the letters, digits, _ and - a tool name allows", field, t.name);
+      if (present(f, "description")) t.description = f["description"].get<std::string>();
+      // The schema as written, key order kept (the prompt shows it so); none is an empty object, as the API has it.
+      t.parameters = present(f, "parameters") ? f["parameters"] : Json::object();
+      c.tools.push_back(std::move(t));
+    }
+  }
+  if (present(body, "tool_choice")) {
+    DI_INPUT_CHECK(body["tool_choice"].is_string(), "{}: a tool_choice naming one function is not supported yet", what);
+    c.tool_choice = body["tool_choice"].get<std::string>();
+    DI_INPUT_CHECK(c.tool_choice == "auto" || c.tool_choice == "none" || c.tool_choice == "required",
+                   "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
+  }
   DI_INPUT_CHECK(!present(body, "response_format") ||
                      (body["response_format"].is_object() && body["response_format"].value("type", "") == "text"),
                  "{}: response formats other than text are not supported yet", what);
-  ChatConversation c;
+  size_t answered_until = 0;  // messages before this one are the answers to an assistant's tool calls
+  // Where the answers to the latest tool calls start in c.messages, and the calls' ids in order: the answers are
+  // put in the calls' order, as the API does.
+  std::pair<size_t, std::vector<std::string>> answers;
+  std::vector<std::string> answer_ids;  // the tool_call_id of each message in c.messages (tool messages)
   for (size_t i = 0; i < messages.size(); ++i) {
-    const nlohmann::json& m = messages[i];
+    const Json& m = messages[i];
+    std::vector<std::string> call_ids;
     const std::string field = fmt::format("{}: messages[{}]", what, i);
     DI_INPUT_CHECK(m.is_object() && m.contains("role") && m["role"].is_string(), "{}: a message needs a 'role'",
                    field);
@@ -52,14 +93,51 @@ ChatConversation parse_chat_request(const nlohmann::json& body, const std::strin
       message.role = ChatMessage::Role::kUser;
     } else if (role == "assistant") {
       message.role = ChatMessage::Role::kAssistant;
-      DI_INPUT_CHECK(!present(m, "tool_calls"), "{}: tool calls are not supported yet", field);
+      if (present(m, "tool_calls")) {
+        DI_INPUT_CHECK(m["tool_calls"].is_array(), "{}.tool_calls should be a list", field);
+        for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
+          const Json& call = m["tool_calls"][k];
+          const std::string at = fmt::format("{}.tool_calls[{}]", field, k);
+          DI_INPUT_CHECK(call.is_object() && call.contains("function") && call["function"].is_object() &&
+                             call["function"].contains("name") && call["function"]["name"].is_string() &&
+                             call["function"].contains("arguments") && call["function"]["arguments"].is_string(),
+                         "{}: a tool call is {{\"function\": {{\"name\", \"arguments\"}}}} (arguments a JSON "
+                         "string)", at);
+          nlohmann::ordered_json arguments =
+              nlohmann::ordered_json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+          DI_INPUT_CHECK(!arguments.is_discarded() && arguments.is_object(),
+                         "{}.function.arguments is not a JSON object", at);
+          message.tool_calls.push_back({call["function"]["name"].get<std::string>(), std::move(arguments)});
+          call_ids.push_back(call.value("id", ""));
+        }
+        // As the API requires: a result for each call, in the messages right after it.
+        std::multiset<std::string> pending(call_ids.begin(), call_ids.end());
+        size_t next = i + 1;
+        for (; next < messages.size() && next < i + 1 + call_ids.size(); ++next) {
+          const Json& reply = messages[next];
+          if (!reply.is_object() || reply.value("role", "") != "tool") break;
+          const auto found = pending.find(reply.value("tool_call_id", ""));
+          DI_INPUT_CHECK(found != pending.end(), "{}: messages[{}] answers no tool call of messages[{}]", what, next,
+                         i);
+          pending.erase(found);
+        }
+        DI_INPUT_CHECK(pending.empty(), "{}: the tool calls of messages[{}] need a tool message each right after it",
+                       what, i);
+        answered_until = next;
+        answers = {c.messages.size() + 1, std::move(call_ids)};
+      }
+    } else if (role == "tool") {
+      message.role = ChatMessage::Role::kTool;
+      DI_INPUT_CHECK(i < answered_until, "{}: a tool message answers the tool calls of the assistant message before it",
+                     field);
     } else {
-      DI_INPUT_CHECK(role != "tool" && role != "latest_reminder", "{}: {} messages are not supported yet", field, role);
+      DI_INPUT_CHECK(role != "latest_reminder", "{}: {} messages are not supported yet", field, role);
       throw InputError(fmt::format("{}: unknown role '{}' (system, user, assistant, tool or latest_reminder)", field,
                                    role));
     }
     if (message.role == ChatMessage::Role::kAssistant) {
-      DI_INPUT_CHECK(present(m, "content"), "{}: an assistant message needs its content", field);
+      DI_INPUT_CHECK(present(m, "content") || !message.tool_calls.empty(),
+                     "{}: an assistant message needs its content or tool calls", field);
       if (present(m, "reasoning_content")) {
         DI_INPUT_CHECK(m["reasoning_content"].is_string(), "{}.reasoning_content should be a string", field);
         message.reasoning = m["reasoning_content"].get<std::string>();
@@ -69,18 +147,30 @@ ChatConversation parse_chat_request(const nlohmann::json& body, const std::strin
         message.prefix = m["prefix"].get<bool>();
         DI_INPUT_CHECK(!message.prefix || i + 1 == messages.size(),
                        "{}: prefix is set on an assistant message that is not the last", field);
+        DI_INPUT_CHECK(!message.prefix || c.tools.empty(), "{}: a prefix message cannot be used with tools", field);
       }
     }
-    DI_INPUT_CHECK(m.contains("content"), "{}: a message needs 'content'", field);
-    message.content = content_of(m["content"], field + ".content");
-    // As the API converts them: an empty system message is left out; an assistant's reasoning is empty, not absent.
+    DI_INPUT_CHECK(m.contains("content") || !message.tool_calls.empty(), "{}: a message needs 'content'", field);
+    if (present(m, "content") || message.role != ChatMessage::Role::kAssistant)
+      message.content = content_of(m["content"], field + ".content");
+    // As the API converts them: an empty system message is left out.
     if (message.role == ChatMessage::Role::kSystem && message.content.empty()) continue;
-    if (message.role == ChatMessage::Role::kAssistant && !message.reasoning) message.reasoning = "";
+    answer_ids.push_back(message.role == ChatMessage::Role::kTool ? m.value("tool_call_id", "") : std::string());
     c.messages.push_back(std::move(message));
+    if (i + 1 == answered_until) {  // the last answer: order them as the calls
+      const auto& [first, ids] = answers;
+      std::vector<size_t> order(c.messages.size() - first);
+      std::iota(order.begin(), order.end(), first);
+      const auto rank = [&](size_t k) { return std::find(ids.begin(), ids.end(), answer_ids[k]) - ids.begin(); };
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank(a) < rank(b); });
+      std::vector<ChatMessage> sorted;
+      for (size_t k : order) sorted.push_back(c.messages[k]);
+      std::move(sorted.begin(), sorted.end(), c.messages.begin() + static_cast<std::ptrdiff_t>(first));
+    }
   }
   const bool thinking_given = present(body, "thinking");
   if (thinking_given) {
-    const nlohmann::json& thinking = body["thinking"];
+    const Json& thinking = body["thinking"];
     DI_INPUT_CHECK(thinking.is_object() && thinking.contains("type") && thinking["type"].is_string(),
                    "{}: 'thinking' should be {{\"type\": \"enabled\" | \"adaptive\" | \"disabled\"}}", what);
     const std::string type = thinking["type"].get<std::string>();
@@ -102,6 +192,11 @@ ChatConversation parse_chat_request(const nlohmann::json& body, const std::strin
                                    "ultra, max", what, e));
   }
   c.reasoning_effort = c.thinking ? effort : std::string();
+  // As the API converts them: in thinking mode an assistant's reasoning is "" where not given; outside it, none.
+  for (ChatMessage& m : c.messages)
+    if (m.role == ChatMessage::Role::kAssistant) m.reasoning = c.thinking ? m.reasoning.value_or("") : std::optional<std::string>();
+  DI_INPUT_CHECK(!(c.thinking && c.tool_choice == "required"),
+                 "{}: tool_choice 'required' is not supported in thinking mode", what);
   return c;
 }
 

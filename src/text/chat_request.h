@@ -3,8 +3,13 @@
 // {"type": "text", "text"} parts, joined by blank lines; an assistant's reasoning_content; `prefix` on a last
 // assistant message), `thinking` ({"type": "enabled" | "adaptive" | "disabled"}, enabled by default) and
 // `reasoning_effort` (none turns thinking off; minimal and low are low, medium and high high, ultra is max).
-// Sampling fields (temperature, max_tokens, ...) are not read here. Tools, tool messages, latest-reminder
-// messages and response formats are refused as not built yet.
+// Tools ({"type": "function", "function": {name, description, parameters}}), tool_choice (auto, none,
+// required), assistant tool_calls (arguments a JSON object's text) and tool messages, with the API's checks: tool
+// names of letters, digits, _ and -; every tool call answered by a tool message right after it (the answers put
+// in the calls' order); no tool message elsewhere; no prefix message with tools; no tool_choice required in
+// thinking mode. In thinking mode an assistant's reasoning is "" where not given; outside it, none is kept. Empty
+// system messages are left out. Sampling fields (temperature, max_tokens, ...) are not read here. A tool_choice
+// naming a function, latest-reminder messages and response formats are refused as not built yet.
 #pragma once
 
 #include <string>
@@ -15,7 +20,8 @@
 
 namespace deepinfer::text {
 
-// `what` names the request in errors (e.g. "requests.jsonl line 3"); an InputError names the field.
-ChatConversation parse_chat_request(const nlohmann::json& body, const std::string& what);
+// `what` names the request in errors (e.g. "requests.jsonl line 3"); an InputError names the field. The body keeps
+// its keys' order (tool schemas and arguments are shown in it).
+ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const std::string& what);
 
 }  // namespace deepinfer::text

@@ -27,6 +27,12 @@ class PromptWriter {
     out_.text += token;
     out_.special_ranges.emplace_back(start, out_.text.size());
   }
+  void prose(const std::vector<ChatProse::Segment>& segments) {
+    for (const ChatProse::Segment& s : segments) {
+      if (s.special) special(s.text.c_str());
+      else text(s.text);
+    }
+  }
   RenderedChat take() { return std::move(out_); }
 
  private:
@@ -50,30 +56,157 @@ std::string join_nonempty(const std::vector<std::string>& parts) {
   return joined;
 }
 
-// The messages after V4 hoists its system texts: runs of user messages become one turn.
+// JSON as Python's json.dumps(value, ensure_ascii=False) writes it (", " and ": " between items), which the
+// templates use for tool schemas and DSML values.
+void python_json(const nlohmann::ordered_json& v, std::string& out) {
+  switch (v.type()) {
+    case nlohmann::ordered_json::value_t::object: {
+      out += '{';
+      bool first = true;
+      for (const auto& [key, value] : v.items()) {
+        if (!first) out += ", ";
+        first = false;
+        python_json(key, out);
+        out += ": ";
+        python_json(value, out);
+      }
+      out += '}';
+      return;
+    }
+    case nlohmann::ordered_json::value_t::array: {
+      out += '[';
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (i > 0) out += ", ";
+        python_json(v[i], out);
+      }
+      out += ']';
+      return;
+    }
+    case nlohmann::ordered_json::value_t::string: {
+      out += '"';
+      for (const char c : v.get_ref<const std::string&>()) {
+        switch (c) {
+          case '"': out += "\\\""; break;
+          case '\\': out += "\\\\"; break;
+          case '\n': out += "\\n"; break;
+          case '\r': out += "\\r"; break;
+          case '\t': out += "\\t"; break;
+          case '\b': out += "\\b"; break;
+          case '\f': out += "\\f"; break;
+          default:
+            if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+            else out += c;
+        }
+      }
+      out += '"';
+      return;
+    }
+    default:
+      out += v.dump();  // numbers, booleans, null (floats: nlohmann's shortest form, which may differ from Python's)
+  }
+}
+
+std::string python_json(const nlohmann::ordered_json& v) {
+  std::string out;
+  python_json(v, out);
+  return out;
+}
+
+// The DSML markup of each format: the tags after the DSML token.
+struct Dsml {
+  const char* calls;
+  const char* invoke;
+  const char* parameter;
+  bool newline_per_parameter;  // V4 ends every parameter line with a line break; V4.1 joins them with one
+};
+Dsml dsml_of(ChatFormat format) {
+  return format == ChatFormat::kV4 ? Dsml{"tool_calls", "invoke", "parameter", true}
+                                   : Dsml{" calls", " invoke", " parameter", false};
+}
+constexpr const char* kDsml = "｜DSML｜";
+
+void write_tool_calls(PromptWriter& w, ChatFormat format, const std::vector<ChatToolCall>& calls) {
+  const Dsml d = dsml_of(format);
+  const auto tag = [&](const char* open, const char* name, const std::string& rest) {
+    w.text(open);
+    w.special(kDsml);
+    w.text(std::string(name) + rest);
+  };
+  tag("\n\n<", d.calls, ">\n");
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (c > 0) w.text("\n");
+    tag("<", d.invoke, fmt::format(" name=\"{}\">\n", calls[c].name));
+    size_t p = 0;
+    for (const auto& [key, value] : calls[c].arguments.items()) {
+      if (p++ > 0 && !d.newline_per_parameter) w.text("\n");
+      const bool is_string = value.is_string();
+      tag("<", d.parameter, fmt::format(" name=\"{}\" string=\"{}\">{}", key, is_string ? "true" : "false",
+                                        is_string ? value.get<std::string>() : python_json(value)));
+      tag("</", d.parameter, d.newline_per_parameter ? ">\n" : ">");
+    }
+    tag(d.newline_per_parameter ? "</" : "\n</", d.invoke, ">");
+  }
+  tag("\n</", d.calls, ">");
+}
+
+void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vector<ChatTool>& tools) {
+  w.prose(prose.tools_before);
+  for (size_t i = 0; i < tools.size(); ++i) {
+    if (i > 0) w.text("\n");
+    nlohmann::ordered_json schema;
+    schema["name"] = tools[i].name;
+    schema["description"] = tools[i].description;
+    schema["parameters"] = tools[i].parameters;
+    w.text(python_json(schema));
+  }
+  w.prose(prose.tools_after);
+}
+
+// The messages after V4 hoists its system texts: a run of user messages and tool results is one user turn.
 struct Turn {
   ChatMessage::Role role;
-  std::string text;              // a user turn's joined texts
+  std::string text;              // a user turn's joined texts, a system turn's text
   const ChatMessage* assistant;  // an assistant turn's message
 };
 
-// V4 joins a run of user messages' non-empty texts by blank lines; V4.1 joins all of them.
+// A run of user messages and tool results becomes one user turn. V4.1 joins all their texts by blank lines. V4
+// starts a new turn at a tool result that follows a user message, so a V4 turn is tool results (joined by blank
+// lines) and then user messages (their non-empty texts joined), a blank line between the two parts wherever
+// user messages follow the results.
 std::vector<Turn> turns_of(ChatFormat format, const std::vector<const ChatMessage*>& messages) {
   std::vector<Turn> turns;
-  bool user_open = false;
-  std::string users;  // the open user turn's text
+  std::vector<std::string> results, users;  // V4.1: every text in `users`, in order
+  bool open = false;
   auto close_users = [&] {
-    if (!user_open) return;
-    turns.push_back({ChatMessage::Role::kUser, users, nullptr});
-    user_open = false;
+    if (!open) return;
+    std::string text;
+    if (format == ChatFormat::kV41) {
+      for (size_t i = 0; i < users.size(); ++i) text += (i == 0 ? "" : "\n\n") + users[i];
+    } else {
+      for (size_t i = 0; i < results.size(); ++i) text += (i == 0 ? "" : "\n\n") + results[i];
+      if (!results.empty() && !users.empty()) text += "\n\n";
+      text += join_nonempty(users);
+    }
+    turns.push_back({ChatMessage::Role::kUser, std::move(text), nullptr});
+    results.clear();
     users.clear();
+    open = false;
   };
   for (const ChatMessage* m : messages) {
+    if (m->role == ChatMessage::Role::kTool) {
+      std::string result = "<tool_result>" + m->content + "</tool_result>";
+      if (format == ChatFormat::kV41) {
+        users.push_back(std::move(result));
+      } else {
+        if (!users.empty()) close_users();  // V4: results after a user message: a new turn
+        results.push_back(std::move(result));
+      }
+      open = true;
+      continue;
+    }
     if (m->role == ChatMessage::Role::kUser) {
-      const bool join = format == ChatFormat::kV41 ? user_open : !users.empty() && !m->content.empty();
-      if (join) users += "\n\n";
-      users += m->content;
-      user_open = true;
+      users.push_back(m->content);
+      open = true;
       continue;
     }
     close_users();
@@ -83,20 +216,29 @@ std::vector<Turn> turns_of(ChatFormat format, const std::vector<const ChatMessag
   return turns;
 }
 
-void write_assistant(PromptWriter& w, ChatFormat format, const ChatMessage& m, bool last, bool first,
-                     bool thinking) {
+struct AssistantStyle {
+  ChatFormat format;
+  bool thinking;
+  bool keep_reasoning;  // earlier turns keep their reasoning (a conversation with tools)
+};
+
+void write_assistant(PromptWriter& w, const AssistantStyle& style, const ChatMessage& m, bool last, bool first) {
   w.special(kAssistant);
   const bool continued = m.prefix && last;
   // The continued message's reasoning is written in thinking mode (V4.1: unless the message opens the conversation).
-  if (continued && thinking && m.reasoning && !(format == ChatFormat::kV41 && first)) {
+  if (continued && style.thinking && m.reasoning && !(style.format == ChatFormat::kV41 && first)) {
     w.special(kThinkStart);
     w.text(*m.reasoning);
-    if (m.content.empty()) return;  // the reasoning is what continues
+    if (m.content.empty() && m.tool_calls.empty()) return;  // the reasoning is what continues
+  } else if (!continued && style.keep_reasoning && m.reasoning) {
+    w.special(kThinkStart);
+    w.text(*m.reasoning);
   }
-  w.special(kThinkEnd);  // earlier turns' reasoning is dropped
+  w.special(kThinkEnd);  // without tools, earlier turns' reasoning is dropped
   w.text(m.content);
+  if (!m.tool_calls.empty()) write_tool_calls(w, style.format, m.tool_calls);
   // V4.1 leaves a prefix message open wherever it stands; V4 only the last one.
-  if (!continued && !(format == ChatFormat::kV41 && m.prefix)) w.special(kEos);
+  if (!continued && !(style.format == ChatFormat::kV41 && m.prefix)) w.special(kEos);
 }
 
 }  // namespace
@@ -108,12 +250,25 @@ ChatProse ChatProse::load(const std::filesystem::path& chat_prose_json) {
                             false);
   DI_INPUT_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   ChatProse prose;
-  for (auto [key, efforts] : {std::pair{"v4", &prose.v4_effort}, std::pair{"v41", &prose.v41_effort}}) {
-    const nlohmann::json section = j.value(key, nlohmann::json()).value("effort", nlohmann::json());
-    for (const char* effort : {"low", "high", "xhigh", "max", "default"}) {
-      DI_INPUT_CHECK(section.is_object() && section.contains(effort) && section[effort].is_string(),
-                     "{}: {}.effort.{} is missing or not a string", source, key, effort);
-      (*efforts)[effort] = section[effort].get<std::string>();
+  for (auto [key, format] : {std::pair{"v4", &prose.v4}, std::pair{"v41", &prose.v41}}) {
+    const nlohmann::json section = j.value(key, nlohmann::json());
+    const nlohmann::json effort = section.value("effort", nlohmann::json());
+    for (const char* e : {"low", "high", "xhigh", "max", "default"}) {
+      DI_INPUT_CHECK(effort.is_object() && effort.contains(e) && effort[e].is_string(),
+                     "{}: {}.effort.{} is missing or not a string", source, key, e);
+      format->effort[e] = effort[e].get<std::string>();
+    }
+    const nlohmann::json tools = section.value("tools", nlohmann::json());
+    for (auto [part, segments] : {std::pair{"before", &format->tools_before}, std::pair{"after", &format->tools_after}}) {
+      DI_INPUT_CHECK(tools.is_object() && tools.contains(part) && tools[part].is_array(),
+                     "{}: {}.tools.{} is missing or not a list", source, key, part);
+      for (const nlohmann::json& segment : tools[part]) {
+        const bool special = segment.contains("special");
+        DI_INPUT_CHECK(segment.is_object() && (special || segment.contains("text")) &&
+                           segment[special ? "special" : "text"].is_string(),
+                       "{}: {}.tools.{}: a segment is {{\"text\"}} or {{\"special\"}}", source, key, part);
+        segments->push_back({segment[special ? "special" : "text"].get<std::string>(), special});
+      }
     }
   }
   return prose;
@@ -125,6 +280,10 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
   for (size_t i = 0; i < c.messages.size(); ++i)
     DI_INPUT_CHECK(!c.messages[i].prefix || c.messages[i].role == ChatMessage::Role::kAssistant,
                    "{}: messages[{}]: only an assistant message can be a prefix", what, i);
+  DI_INPUT_CHECK(c.tool_choice == "auto" || c.tool_choice == "none" || c.tool_choice == "required",
+                 "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
+  const ChatProse::Format& text = format == ChatFormat::kV4 ? prose.v4 : prose.v41;
+  const bool tools = !c.tools.empty() && c.tool_choice != "none";  // their instructions and schemas are shown
   PromptWriter w;
   w.special(kBos);
   std::vector<const ChatMessage*> conversation;
@@ -133,32 +292,42 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
     for (const ChatMessage& m : c.messages)
       if (m.role == ChatMessage::Role::kSystem) system.push_back(m.content);
       else conversation.push_back(&m);
-    w.text((c.thinking ? effort_text(prose.v4_effort, c.reasoning_effort, what) : std::string()) +
-           join_nonempty(system));
+    w.text((c.thinking ? effort_text(text.effort, c.reasoning_effort, what) : std::string()) + join_nonempty(system));
+    if (tools) write_tools(w, text, c.tools);
   } else {
     for (const ChatMessage& m : c.messages) conversation.push_back(&m);
   }
-  // V4.1 in thinking mode opens a system block with the effort instruction (where there is any message); a first
-  // system message continues it.
-  bool system_open = false;
-  if (format == ChatFormat::kV41 && c.thinking && !c.messages.empty()) {
+  // V4.1 opens a system block for the effort instruction (thinking mode, where there is any message) and the
+  // tools; a first system message's text continues it, before the tools.
+  const bool first_is_system = last != nullptr && c.messages.front().role == ChatMessage::Role::kSystem;
+  bool system_open = false, tools_pending = false;
+  if (format == ChatFormat::kV41 && ((c.thinking && !c.messages.empty()) || tools)) {
     w.special(kSystem);
-    w.text(effort_text(prose.v41_effort, c.reasoning_effort, what));
+    if (c.thinking && !c.messages.empty()) w.text(effort_text(text.effort, c.reasoning_effort, what));
     system_open = true;
+    tools_pending = tools;
+    if (tools_pending && !first_is_system) {
+      write_tools(w, text, c.tools);
+      tools_pending = false;
+    }
   }
+  const AssistantStyle style{format, c.thinking, tools && (format == ChatFormat::kV4 || c.thinking)};
   for (const Turn& turn : turns_of(format, conversation)) {
     switch (turn.role) {
       case ChatMessage::Role::kUser:
+      case ChatMessage::Role::kTool:
         w.special(kUser);
         w.text(turn.text);
         break;
       case ChatMessage::Role::kSystem:  // V4.1 only: V4's moved to the top
         if (!system_open) w.special(kSystem);
         w.text(turn.text);
+        if (tools_pending) write_tools(w, text, c.tools);
+        tools_pending = false;
         break;
       case ChatMessage::Role::kAssistant:
-        write_assistant(w, format, *turn.assistant, turn.assistant == last, turn.assistant == &c.messages.front(),
-                        c.thinking);
+        // "first": the conversation's first message (V4: once its system messages have moved to the top).
+        write_assistant(w, style, *turn.assistant, turn.assistant == last, turn.assistant == conversation.front());
         break;
     }
     system_open = false;
@@ -166,6 +335,12 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
   if (last == nullptr || !(last->role == ChatMessage::Role::kAssistant && last->prefix)) {
     w.special(kAssistant);
     w.special(c.thinking ? kThinkStart : kThinkEnd);
+    if (tools && c.tool_choice == "required") {  // the answer starts inside a tool-call block
+      const Dsml d = dsml_of(format);
+      w.text("\n\n<");
+      w.special(kDsml);
+      w.text(std::string(d.calls) + ">\n");
+    }
   }
   return w.take();
 }

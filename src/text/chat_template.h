@@ -14,10 +14,17 @@
 //   - V4.1: a system message stays where it is, as <｜System｜> + its text; in thinking mode a conversation with
 //     messages opens with <｜System｜> + the effort instruction, which a first system message's text continues. A
 //     prefix assistant message that is not last is left open as well (V4 closes it).
-// The effort instructions are DeepSeek's prose, not carried here: launch/chat_prose.py writes them (chat_prose.json)
-// from the installed deepseek-recipe.
-// Not built yet (refused with an error naming them): tools and tool calls, tool results, latest-reminder messages,
-// response formats.
+//   - Tools (unless tool_choice is none): the tool-use instructions with one JSON line per tool's schema (as Python's
+//     json.dumps writes it) follow the system text (V4.1: inside the opening system block); earlier assistant
+//     turns then keep their reasoning (<think> + reasoning + </think>; V4.1 in thinking mode only); an assistant's
+//     tool calls follow its content as a DSML block (each argument a parameter: strings as they are, other values
+//     as JSON); tool results are user text, <tool_result> + content + </tool_result> (V4: results after a user
+//     message open a new user turn, and a blank line parts the results from the user texts after them);
+//     tool_choice required opens the answer's DSML block.
+// The effort and tool-use instructions are DeepSeek's prose, not carried here: launch/chat_prose.py writes them
+// (chat_prose.json) from the installed deepseek-recipe.
+// Not built yet (refused with an error naming them): latest-reminder messages, response formats, system messages
+// carrying tools. Floats in tool schemas print in nlohmann's shortest form, which can differ from Python's.
 #pragma once
 
 #include <cstdint>
@@ -28,29 +35,54 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "src/text/bpe_tokenizer.h"
 
 namespace deepinfer::text {
 
 enum class ChatFormat { kV4, kV41 };
 
+struct ChatToolCall {
+  std::string name;
+  nlohmann::ordered_json arguments;  // an object: each member one DSML parameter, in order
+};
+
 struct ChatMessage {
-  enum class Role { kSystem, kUser, kAssistant };
+  enum class Role { kSystem, kUser, kAssistant, kTool };
   Role role = Role::kUser;
   std::string content;
   std::optional<std::string> reasoning;  // assistant: its reasoning_content
+  std::vector<ChatToolCall> tool_calls;  // assistant
   bool prefix = false;                   // assistant, last: continued instead of closed
+};
+
+struct ChatTool {
+  std::string name;
+  std::string description;
+  nlohmann::ordered_json parameters;  // its JSON Schema (null: none)
 };
 
 struct ChatConversation {
   std::vector<ChatMessage> messages;
   bool thinking = true;
   std::string reasoning_effort;  // low | high | xhigh | max; empty: the encoding's default
+  std::vector<ChatTool> tools;
+  std::string tool_choice = "auto";  // auto | none | required
 };
 
-// The effort instructions of each format: effort -> the text put before the conversation in thinking mode.
+// DeepSeek's instructions, per format: effort -> the text put before the conversation in thinking mode; the
+// tool-use instructions before and after the tools' schemas, as text and the special tokens it names.
 struct ChatProse {
-  std::map<std::string, std::string> v4_effort, v41_effort;  // keys low, high, xhigh, max, default
+  struct Segment {
+    std::string text;
+    bool special = false;
+  };
+  struct Format {
+    std::map<std::string, std::string> effort;  // keys low, high, xhigh, max, default
+    std::vector<Segment> tools_before, tools_after;
+  };
+  Format v4, v41;
 
   static ChatProse load(const std::filesystem::path& chat_prose_json);  // InputError naming the file and key
 };
