@@ -28,7 +28,7 @@ int64_t integer_in_range(const nlohmann::json& value, int64_t min, int64_t max, 
 
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
-// `ordered`: the same line with its keys in their order (a chat request's tool schemas and arguments keep it).
+// `ordered`: a chat request's line again with its keys in their order (its tool schemas and arguments keep it).
 Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& ordered, const std::string& where,
                       int64_t line_idx, const TokenizerSource& tokenizer, const ChatSource& chat,
                       OutputReading& reading) {
@@ -133,7 +133,7 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
     nlohmann::ordered_json ordered;
     try {
       line = nlohmann::json::parse(text);
-      ordered = nlohmann::ordered_json::parse(text);
+      if (line.is_object() && line.contains("messages")) ordered = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
     }
