@@ -58,6 +58,7 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
       throw InputError(fmt::format("{}: {}", where, e.what()));
     }
     reading.chat = true;
+    reading.tool_calls = !conversation.tools.empty() && conversation.tool_choice != "none";
     // Where the prompt's last special token opens the reasoning, the output starts with it.
     const auto& last = prompt.special_ranges.back();  // BOS at least
     reading.reasoning_first = prompt.text.compare(last.first, last.second - last.first, "<think>") == 0;
@@ -156,12 +157,21 @@ void write_results(const std::filesystem::path& path, const std::vector<RequestR
     if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
     const OutputReading reading = readings != nullptr && i < readings->size() ? (*readings)[i] : OutputReading{};
     if (tokenizer != nullptr && reading.chat) {  // the output as a stream of events (special tokens left out)
-      text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop);
+      text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop, reading.tool_calls);
       std::string reasoning, content;
+      nlohmann::json calls = nlohmann::json::array();
       const auto take = [&](const std::vector<text::StreamEvent>& events) {
         for (const text::StreamEvent& e : events) {
+          if (e.channel == text::StreamEvent::Channel::kToolCall) {
+            if (e.call_start)
+              calls.push_back({{"id", fmt::format("call_{}", e.call_index)}, {"type", "function"},
+                               {"function", {{"name", e.text}, {"arguments", ""}}}});
+            else if (!calls.empty())
+              calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + e.text;
+            continue;
+          }
           (e.channel == text::StreamEvent::Channel::kReasoning ? reasoning : content) += e.text;
-          if (e.finish_reason == "stop") line["finish_reason"] = "stop";
+          if (e.finish_reason == "stop" || e.finish_reason == "tool_calls") line["finish_reason"] = e.finish_reason;
         }
       };
       for (int32_t id : r.output_token_ids)
@@ -169,6 +179,7 @@ void write_results(const std::filesystem::path& path, const std::vector<RequestR
       if (!parser.finished()) take(parser.finish(line["finish_reason"].get<std::string>()));
       line["reasoning_content"] = reading.reasoning_first ? nlohmann::json(reasoning) : nlohmann::json();
       line["content"] = content;
+      if (reading.tool_calls) line["tool_calls"] = calls;
     }
     out.write(line.dump());
     out.write("\n");

@@ -27,6 +27,7 @@ struct OutputReading {
   bool chat = false;
   bool reasoning_first = false;
   std::vector<std::string> stop;  // the chat request's stop sequences
+  bool tool_calls = false;        // its tools are shown: the output's DSML tool calls become tool_calls
 };
 
 // Throws InputError naming the file and line number of a malformed line or a bad field. A request gives
@@ -39,8 +40,8 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
 
 // Writes the results in order, whole or not at all (temporary file, then rename). With a tokenizer each result
 // also carries "text", its output decoded (special tokens skipped), and a chat request's result its
-// "reasoning_content" (null outside thinking mode) and "content" as the stream parser (text/stream_parser.h) reads
-// the output token by token; a stop sequence met ends the content there and makes the finish reason "stop" (the
+// "reasoning_content" (null outside thinking mode), "content" and, where it had tools, "tool_calls" (OpenAI's
+// form, ids call_0, call_1, ...) as the stream parser (text/stream_parser.h) reads the output token by token; a stop sequence met ends the content there and makes the finish reason "stop" (the
 // engine does not stop at stop sequences: the tokens after one were generated and are in the ids).
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
                    const text::BpeTokenizer* tokenizer = nullptr, const std::vector<OutputReading>* readings = nullptr);

@@ -14,11 +14,12 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 }  // namespace
 
 ChatStreamParser::ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning_first,
-                                   std::vector<std::string> stop_sequences)
+                                   std::vector<std::string> stop_sequences, bool tool_calls)
     : tokenizer_(tokenizer),
       think_end_(tokenizer.token_to_id("</think>")),
       reasoning_(reasoning_first),
-      stops_(std::move(stop_sequences)) {
+      stops_(std::move(stop_sequences)),
+      tool_calls_(tool_calls) {
   std::erase(stops_, std::string());
 }
 
@@ -79,7 +80,27 @@ void ChatStreamParser::deliver(std::vector<StreamEvent>& out, std::string text) 
     else emit(out, std::move(text));
     return;
   }
-  through_stops(out, std::move(text));
+  content(out, std::move(text), false);
+}
+
+void ChatStreamParser::content(std::vector<StreamEvent>& out, std::string text, bool added_token) {
+  if (tool_calls_)
+    return take(out, dsml_.feed(added_token && text == "｜DSML｜" ? std::string(DsmlParser::kDsmlToken) : text));
+  if (!added_token) return through_stops(out, std::move(text));
+  for (std::string& held : std::exchange(held_, {})) emit(out, std::move(held));  // not searched for stops
+  emit(out, std::move(text));
+}
+
+void ChatStreamParser::take(std::vector<StreamEvent>& out, std::vector<DsmlPiece> pieces) {
+  for (DsmlPiece& p : pieces) {
+    if (finished_) return;
+    if (p.kind == DsmlPiece::Kind::kContent) {
+      through_stops(out, std::move(p.text));
+      continue;
+    }
+    out.push_back({StreamEvent::Channel::kToolCall, std::move(p.text), {}, p.index,
+                   p.kind == DsmlPiece::Kind::kCallStart});
+  }
 }
 
 std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
@@ -103,12 +124,8 @@ std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
     if (!bytes_.empty()) deliver(out, utf8_lossy(std::exchange(bytes_, std::string())));
     if (finished_) return out;
     std::string text = tokenizer_.token_bytes(token);
-    if (reasoning_) {
-      deliver(out, std::move(text));
-    } else {  // not searched for stop sequences
-      for (std::string& held : std::exchange(held_, {})) emit(out, std::move(held));
-      emit(out, std::move(text));
-    }
+    if (reasoning_) deliver(out, std::move(text));
+    else content(out, std::move(text), true);
     return out;
   }
   // Text that ends in a replacement character waits: more bytes may complete it.
@@ -124,8 +141,14 @@ std::vector<StreamEvent> ChatStreamParser::finish(const std::string& reason) {
   DI_CHECK(!finished_, "the stream has finished");
   std::vector<StreamEvent> out;
   for (std::string& t : std::exchange(line_ends_, {})) emit(out, std::move(t));
+  if (tool_calls_) take(out, dsml_.finish());
   for (std::string& t : std::exchange(held_, {})) emit(out, std::move(t));  // no stop sequence came
-
+  if (finished_) return out;
+  if (dsml_.calls_started() > 0) {
+    out.push_back({StreamEvent::Channel::kContent, {}, "tool_calls"});
+    finished_ = true;
+    return out;
+  }
   out.push_back({StreamEvent::Channel::kContent, {}, reason});
   finished_ = true;
   return out;

@@ -6,7 +6,8 @@
 // that end the reasoning are not sent; in the content, tokens whose text may begin a stop sequence wait, whole, until it
 // is known whether one does (then each goes out as its own event), and a stop sequence met ends the stream there
 // (finish reason "stop", the text before it sent). The reasoning is not searched for stop sequences.
-// Not built yet: DSML tool calls and their incremental arguments, JSON output.
+// Tool calls: with `tool_calls` (a request with tools), dsml_parser.h's events. Not built yet: JSON output, a
+// stream that starts inside the tool-call block (tool_choice required).
 #pragma once
 
 #include <cstdint>
@@ -14,20 +15,25 @@
 #include <vector>
 
 #include "src/text/bpe_tokenizer.h"
+#include "src/text/dsml_parser.h"
 
 namespace deepinfer::text {
 
 struct StreamEvent {
-  enum class Channel { kContent, kReasoning };
+  enum class Channel { kContent, kReasoning, kToolCall };
   Channel channel = Channel::kContent;
-  std::string text;
-  std::string finish_reason;  // set on the last event: "stop" (a stop sequence) or the engine's reason
+  std::string text;           // kToolCall: the call's name where `call_start`, else a piece of its arguments
+  std::string finish_reason;  // set on the last event: "stop" (a stop sequence), "tool_calls" or the engine's reason
+  int64_t call_index = 0;
+  bool call_start = false;
 };
 
 class ChatStreamParser {
  public:
   // `tokenizer` outlives the parser.
-  ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning_first, std::vector<std::string> stop_sequences);
+  // With `tool_calls`, the content's DSML tool-call block becomes kToolCall events (dsml_parser.h).
+  ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning_first, std::vector<std::string> stop_sequences,
+                   bool tool_calls = false);
 
   // The events of one more output token (none while it completes nothing).
   std::vector<StreamEvent> push(int32_t token);
@@ -41,6 +47,9 @@ class ChatStreamParser {
   void deliver(std::vector<StreamEvent>& out, std::string text);
   // The text of held tokens that may begin a stop sequence, and the new text: what can be emitted now.
   void through_stops(std::vector<StreamEvent>& out, std::string text);
+  // Content text through the DSML parser (where tool calls are parsed): its pieces out as events.
+  void content(std::vector<StreamEvent>& out, std::string text, bool added_token);
+  void take(std::vector<StreamEvent>& out, std::vector<DsmlPiece> pieces);
 
   const BpeTokenizer& tokenizer_;
   int32_t think_end_ = -1;
@@ -50,6 +59,8 @@ class ChatStreamParser {
   std::vector<std::string> held_;  // token texts that may begin a stop sequence
   std::vector<std::string> line_ends_;  // reasoning token texts that end a line, waiting for what follows
   bool at_channel_start_ = true;        // nothing sent in the current channel yet
+  bool tool_calls_ = false;
+  DsmlParser dsml_;
   bool finished_ = false;
 };
 

@@ -53,5 +53,48 @@ TEST(ChatStreamParser, GivesDeepseekRecipesEventsTokenByToken) {
   EXPECT_EQ(mismatches, 0);
 }
 
+// With tools: the fixture's events carry a fifth field, [call index, name or null, arguments piece or null].
+nlohmann::json as_tool_fixture(int64_t index, const StreamEvent& e) {
+  if (e.channel != StreamEvent::Channel::kToolCall) {
+    nlohmann::json j = as_fixture(index, e);
+    j.push_back(nullptr);
+    return j;
+  }
+  return {index, nullptr, nullptr, nullptr,
+          {e.call_index, e.call_start ? nlohmann::json(e.text) : nlohmann::json(),
+           e.call_start ? nlohmann::json("") : nlohmann::json(e.text)}};
+}
+
+// 800 outputs of requests with tools: content, then a DSML block of 1-2 invokes with parameters of every JSON kind
+// (some cut short), text after it; reasoning first in thinking mode.
+TEST(ChatStreamParser, ParsesToolCallsAsDeepseekRecipe) {
+  const BpeTokenizer tokenizer = BpeTokenizer::load(kTokenizer);
+  std::ifstream in(kChat / "streams_tools.jsonl");
+  int64_t streams = 0, events = 0, calls = 0, mismatches = 0;
+  for (std::string text; std::getline(in, text);) {
+    const nlohmann::json line = nlohmann::json::parse(text);
+    const nlohmann::json& body = line["request"];
+    const bool thinking = !(body.contains("thinking") && body["thinking"]["type"] == "disabled");
+    ChatStreamParser parser(tokenizer, thinking, {}, /*tool_calls=*/true);
+    nlohmann::json got = nlohmann::json::array();
+    const std::vector<int32_t> tokens = line["tokens"].get<std::vector<int32_t>>();
+    for (size_t i = 0; i < tokens.size() && !parser.finished(); ++i)
+      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(as_tool_fixture(static_cast<int64_t>(i), e));
+    if (!parser.finished())
+      for (const StreamEvent& e : parser.finish("stop")) got.push_back(as_tool_fixture(-1, e));
+    ++streams;
+    events += static_cast<int64_t>(line["events"].size());
+    for (const auto& e : line["events"]) calls += e[4].is_array() && e[4][1].is_string();
+    if (got != line["events"] && ++mismatches <= 5)
+      ADD_FAILURE() << "stream " << streams << " tokens " << line["tokens"].dump() << "\n got: " << got.dump()
+                    << "\nwant: " << line["events"].dump();
+  }
+  std::printf("[ stream ] with tools: %lld streams, %lld events, %lld calls: %lld streams differ from deepseek-recipe\n",
+              static_cast<long long>(streams), static_cast<long long>(events), static_cast<long long>(calls),
+              static_cast<long long>(mismatches));
+  EXPECT_EQ(streams, 800);
+  EXPECT_EQ(mismatches, 0);
+}
+
 }  // namespace
 }  // namespace deepinfer::text

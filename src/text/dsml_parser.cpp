@@ -1,0 +1,282 @@
+#include "src/text/dsml_parser.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+namespace deepinfer::text {
+
+namespace {
+
+// The DSML token stands in the parser's text as kDsmlToken (a spelling no decoded text has), so that the token's
+// text typed out in pieces is no markup.
+#define DSML "\x01DSML\x01"
+constexpr std::string_view kOpen = "<" DSML "tool_calls>";
+constexpr std::string_view kTagStart = "<" DSML;
+constexpr std::string_view kInvoke = "<" DSML "invoke name=\"";
+constexpr std::string_view kParameter = "<" DSML "parameter name=\"";
+constexpr std::string_view kClose = "</" DSML;
+#undef DSML
+
+// `s` is a (proper or whole) beginning of `pattern`.
+bool begins(std::string_view pattern, std::string_view s) { return pattern.substr(0, s.size()) == s; }
+
+std::string json_escaped(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        else out += c;
+    }
+  }
+  return out;
+}
+
+// Content as the model wrote it: the DSML token's own spelling back.
+std::string as_content(std::string s) {
+  for (size_t at = 0; (at = s.find(DsmlParser::kDsmlToken, at)) != std::string::npos;)
+    s.replace(at, DsmlParser::kDsmlToken.size(), "｜DSML｜");
+  return s;
+}
+
+std::string without_trailing_line_breaks(std::string s) {
+  while (s.ends_with('\n')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+void DsmlParser::arguments(std::vector<DsmlPiece>& out, std::string text) const {
+  if (!text.empty()) out.push_back({DsmlPiece::Kind::kArguments, std::move(text), calls_});
+}
+
+std::vector<DsmlPiece> DsmlParser::feed(const std::string& text) {
+  std::vector<DsmlPiece> out;
+  if (mode_ == Mode::kText) {
+    held_.push_back(text);
+    text_mode(out);
+  } else if (mode_ == Mode::kValue) {
+    value(out, text);
+  } else {
+    buf_ += text;
+  }
+  if (mode_ != Mode::kText) parse(out);
+  return out;
+}
+
+void DsmlParser::value(std::vector<DsmlPiece>& out, std::string text) {
+  held_.push_back(std::move(text));
+  std::string joined;
+  for (const std::string& t : held_) joined += t;
+  const size_t close = joined.find(kClose);
+  // Where the closing tag may begin; the tokens wholly before it go out, each a piece.
+  size_t until = close;
+  if (close == std::string::npos) {
+    until = joined.size();
+    for (size_t at = 0; at < joined.size(); ++at)
+      if (begins(kClose, std::string_view(joined).substr(at))) {
+        until = at;
+        break;
+      }
+  }
+  size_t end = 0, taken = 0;
+  for (const std::string& t : held_) {
+    const bool whole = end + t.size() <= until;
+    if (!whole && close == std::string::npos) break;
+    const std::string part = whole ? t : t.substr(0, until - end);
+    arguments(out, string_value_ ? json_escaped(part) : part);
+    end += t.size();
+    ++taken;
+    if (!whole) break;
+  }
+  if (close == std::string::npos) {
+    held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(taken));
+    return;
+  }
+  if (string_value_) arguments(out, "\"");
+  buf_ = joined.substr(close + kClose.size());
+  held_.clear();
+  mode_ = Mode::kAfterParam;
+}
+
+void DsmlParser::text_mode(std::vector<DsmlPiece>& out) {
+  std::string joined;
+  for (const std::string& t : held_) joined += t;
+  const size_t tag = joined.find(kTagStart);
+  if (tag != std::string::npos) {  // a DSML tag begins: the content before it (its last line breaks not) goes out
+    const std::string rest = joined.substr(tag);
+    if (rest.size() < kOpen.size() && begins(kOpen, rest)) {  // the block's name still to come
+      std::string before = without_trailing_line_breaks(joined.substr(0, tag));
+      if (!before.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(before)), 0});
+      held_ = {rest};
+      return;
+    }
+    std::string before = without_trailing_line_breaks(joined.substr(0, tag));
+    if (!before.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(before)), 0});
+    held_.clear();
+    // The block, or another DSML tag: what follows it is not content either way.
+    buf_ = rest.starts_with(kOpen) ? rest.substr(kOpen.size()) : std::string();
+    mode_ = rest.starts_with(kOpen) ? Mode::kBlock : Mode::kDone;
+    return;
+  }
+  // A '<' that cannot begin the tag: every held token goes out.
+  const size_t lt = joined.rfind('<');
+  if (lt != std::string::npos && !begins(kOpen, std::string_view(joined).substr(lt))) {
+    for (std::string& t : std::exchange(held_, {}))
+      if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
+    return;
+  }
+  // The earliest place the block may begin (line breaks, then a beginning of its tag); the tokens wholly before
+  // it go out, each as its own piece.
+  size_t may_begin = joined.size();
+  for (size_t at = 0; at < joined.size(); ++at) {
+    const size_t tag_at = joined.find_first_not_of('\n', at);
+    if (tag_at == std::string::npos || begins(kOpen, std::string_view(joined).substr(tag_at))) {
+      may_begin = at;
+      break;
+    }
+  }
+  size_t end = 0, taken = 0;
+  for (const std::string& t : held_) {
+    if (end + t.size() > may_begin) break;
+    end += t.size();
+    if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(t), 0});
+    ++taken;
+  }
+  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(taken));
+}
+
+void DsmlParser::parse(std::vector<DsmlPiece>& out) {
+  for (;;) {
+    switch (mode_) {
+      case Mode::kText:
+        return;
+      case Mode::kDone:
+        buf_.clear();
+        return;
+      case Mode::kBlock: {  // between invokes
+        buf_.erase(0, std::min(buf_.size(), buf_.find_first_not_of(" \n")));
+        if (buf_.starts_with(kInvoke)) {
+          buf_.erase(0, kInvoke.size());
+          attrs_.clear();
+          mode_ = Mode::kInvokeName;
+        } else if (buf_.starts_with(kClose)) {
+          mode_ = Mode::kDone;
+        } else if (buf_.empty() || begins(kInvoke, buf_) || begins(kClose, buf_)) {
+          return;
+        } else {
+          buf_.erase(0, 1);  // not markup: passed over
+        }
+        break;
+      }
+      case Mode::kInvokeName: {
+        const size_t quote = buf_.find('"');
+        if (quote == std::string::npos) {
+          attrs_ += std::exchange(buf_, std::string());
+          return;
+        }
+        attrs_ += buf_.substr(0, quote);
+        buf_.erase(0, quote + 1);
+        out.push_back({DsmlPiece::Kind::kCallStart, attrs_, calls_});
+        ++started_;
+        has_params_ = false;
+        mode_ = Mode::kInvokeOpen;
+        break;
+      }
+      case Mode::kInvokeOpen:
+      case Mode::kAfterParam:
+      case Mode::kAfterInvoke: {  // up to the tag's '>'
+        const size_t close = buf_.find('>');
+        if (close == std::string::npos) {
+          buf_.clear();
+          return;
+        }
+        buf_.erase(0, close + 1);
+        if (mode_ == Mode::kAfterParam) has_params_ = true;
+        mode_ = mode_ == Mode::kAfterInvoke ? Mode::kBlock : Mode::kInvokeBody;
+        break;
+      }
+      case Mode::kInvokeBody: {  // between parameters
+        buf_.erase(0, std::min(buf_.size(), buf_.find_first_not_of(" \n")));
+        if (buf_.starts_with(kParameter)) {
+          buf_.erase(0, kParameter.size());
+          arguments(out, has_params_ ? ", " : "{");
+          arguments(out, "\"");
+          key_separator_sent_ = false;
+          mode_ = Mode::kParamName;
+        } else if (buf_.starts_with(kClose)) {
+          buf_.erase(0, kClose.size());
+          arguments(out, has_params_ ? "}" : "{}");
+          ++calls_;
+          mode_ = Mode::kAfterInvoke;
+        } else if (buf_.empty() || begins(kParameter, buf_) || begins(kClose, buf_)) {
+          return;
+        } else {
+          buf_.erase(0, 1);
+        }
+        break;
+      }
+      case Mode::kParamName: {  // the key as it stands; it ends at its quote, or at a space (the attributes)
+        const size_t end = buf_.find_first_of("\" ");
+        arguments(out, buf_.substr(0, end));
+        if (end == std::string::npos) {
+          buf_.clear();
+          return;
+        }
+        if (buf_[end] == '"') {
+          arguments(out, "\"");
+          buf_.erase(0, end + 1);
+        } else {
+          buf_.erase(0, end);
+        }
+        attrs_.clear();
+        mode_ = Mode::kParamAttrs;
+        break;
+      }
+      case Mode::kParamAttrs: {
+        if (buf_.empty()) return;
+        if (!key_separator_sent_) {
+          arguments(out, ": ");
+          key_separator_sent_ = true;
+        }
+        const size_t close = buf_.find('>');
+        attrs_ += buf_.substr(0, close);
+        if (close == std::string::npos) {
+          buf_.clear();
+          return;
+        }
+        buf_.erase(0, close + 1);
+        string_value_ = attrs_.find("string=\"true\"") != std::string::npos;
+        if (string_value_) arguments(out, "\"");
+        held_.clear();
+        mode_ = Mode::kValue;
+        break;
+      }
+      case Mode::kValue:  // what the token that opened the value held of it
+        if (buf_.empty()) return;
+        value(out, std::exchange(buf_, std::string()));
+        break;
+    }
+  }
+}
+
+std::vector<DsmlPiece> DsmlParser::finish() {
+  std::vector<DsmlPiece> out;
+  if (mode_ == Mode::kText && held_.size() == 1 && held_[0].starts_with(kTagStart)) return out;  // a tag cut short
+  if (mode_ == Mode::kText)
+    for (std::string& t : std::exchange(held_, {}))
+      if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
+  if (mode_ == Mode::kValue)  // a value cut short: what waited for its closing tag goes out
+    for (std::string& t : std::exchange(held_, {})) arguments(out, string_value_ ? json_escaped(t) : t);
+  return out;
+}
+
+}  // namespace deepinfer::text

@@ -1,0 +1,53 @@
+// The DSML tool-call block in a model's content, parsed as the text arrives, as deepseek-recipe 0.2.0's stream
+// processor does (checked against it: tests/fixtures/chat/streams_tools.jsonl.xz). Content before the block
+// passes through (text that may begin "<｜DSML｜tool_calls>", line breaks before it included, waits whole tokens at
+// a time; the line breaks right before the block are not sent); in the block each invoke becomes a call — its
+// name as soon as it is read, then its arguments as a JSON object written piece by piece (`{`, each key as a
+// JSON string, `: `, a string parameter's value JSON-escaped between quotes or another value as it stands, `, `
+// between parameters, `}`); text after the block is dropped. V4 tag spelling (what the V4.1 stream parses too).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deepinfer::text {
+
+struct DsmlPiece {
+  enum class Kind { kContent, kCallStart, kArguments };
+  Kind kind = Kind::kContent;
+  std::string text;  // content, the call's name (kCallStart) or a piece of its arguments
+  int64_t index = 0;  // the call's
+};
+
+class DsmlParser {
+ public:
+  // What to feed for the DSML special token (its text typed out in ordinary tokens is no markup).
+  static constexpr std::string_view kDsmlToken = "\x01DSML\x01";
+
+  // One token's text (the pieces it completes; content comes whole tokens at a time).
+  std::vector<DsmlPiece> feed(const std::string& text);
+  // The end of the output: held content goes out.
+  std::vector<DsmlPiece> finish();
+  int64_t calls_started() const { return started_; }
+
+ private:
+  enum class Mode { kText, kBlock, kInvokeName, kInvokeOpen, kInvokeBody, kParamName, kParamAttrs, kValue,
+                    kAfterParam, kAfterInvoke, kDone };
+  void text_mode(std::vector<DsmlPiece>& out);
+  void parse(std::vector<DsmlPiece>& out);  // the block, from buf_
+  void arguments(std::vector<DsmlPiece>& out, std::string text) const;
+  // A parameter's value, token by token: tokens that may begin its closing tag wait whole.
+  void value(std::vector<DsmlPiece>& out, std::string text);
+
+  Mode mode_ = Mode::kText;
+  std::vector<std::string> held_;  // token texts that may begin the block (text mode) or a value's closing tag
+  std::string buf_;                // block: text not parsed yet
+  std::string attrs_;              // a parameter's attributes, up to its '>'
+  bool string_value_ = false, has_params_ = false, key_separator_sent_ = false;
+  int64_t calls_ = 0;    // invokes closed
+  int64_t started_ = 0;  // invokes whose name was read
+};
+
+}  // namespace deepinfer::text
