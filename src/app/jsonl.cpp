@@ -59,6 +59,7 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
     }
     reading.chat = true;
     reading.tool_calls = !conversation.tools.empty() && conversation.tool_choice != "none";
+    reading.in_tool_calls = reading.tool_calls && conversation.tool_choice == "required";
     // Where the prompt's last special token opens the reasoning, the output starts with it.
     const auto& last = prompt.special_ranges.back();  // BOS at least
     reading.reasoning_first = prompt.text.compare(last.first, last.second - last.first, "<think>") == 0;
@@ -157,7 +158,8 @@ void write_results(const std::filesystem::path& path, const std::vector<RequestR
     if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
     const OutputReading reading = readings != nullptr && i < readings->size() ? (*readings)[i] : OutputReading{};
     if (tokenizer != nullptr && reading.chat) {  // the output as a stream of events (special tokens left out)
-      text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop, reading.tool_calls);
+      text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop, reading.tool_calls,
+                                    reading.in_tool_calls);
       std::string reasoning, content;
       nlohmann::json calls = nlohmann::json::array();
       const auto take = [&](const std::vector<text::StreamEvent>& events) {

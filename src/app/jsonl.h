@@ -28,6 +28,7 @@ struct OutputReading {
   bool reasoning_first = false;
   std::vector<std::string> stop;  // the chat request's stop sequences
   bool tool_calls = false;        // its tools are shown: the output's DSML tool calls become tool_calls
+  bool in_tool_calls = false;     // tool_choice required: the prompt opened the tool-call block
 };
 
 // Throws InputError naming the file and line number of a malformed line or a bad field. A request gives

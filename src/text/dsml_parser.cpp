@@ -14,7 +14,7 @@ namespace {
 constexpr std::string_view kOpen = "<" DSML "tool_calls>";
 constexpr std::string_view kTagStart = "<" DSML;
 constexpr std::string_view kInvoke = "<" DSML "invoke name=\"";
-constexpr std::string_view kParameter = "<" DSML "parameter name=\"";
+constexpr std::string_view kParameter = "<" DSML "parameter name=";  // then the key's quote
 constexpr std::string_view kClose = "</" DSML;
 #undef DSML
 
@@ -209,9 +209,8 @@ void DsmlParser::parse(std::vector<DsmlPiece>& out) {
         if (buf_.starts_with(kParameter)) {
           buf_.erase(0, kParameter.size());
           arguments(out, has_params_ ? ", " : "{");
-          arguments(out, "\"");
           key_separator_sent_ = false;
-          mode_ = Mode::kParamName;
+          mode_ = Mode::kParamQuote;
         } else if (buf_.starts_with(kClose)) {
           buf_.erase(0, kClose.size());
           arguments(out, has_params_ ? "}" : "{}");
@@ -222,6 +221,15 @@ void DsmlParser::parse(std::vector<DsmlPiece>& out) {
         } else {
           buf_.erase(0, 1);
         }
+        break;
+      }
+      case Mode::kParamQuote: {  // the key's opening quote
+        if (buf_.empty()) return;
+        if (buf_[0] == '"') {
+          arguments(out, "\"");
+          buf_.erase(0, 1);
+        }
+        mode_ = Mode::kParamName;
         break;
       }
       case Mode::kParamName: {  // the key as it stands; it ends at its quote, or at a space (the attributes)

@@ -23,6 +23,8 @@ struct DsmlPiece {
 
 class DsmlParser {
  public:
+  // `in_block`: the prompt opened the block (tool_choice required): the text starts inside it.
+  explicit DsmlParser(bool in_block = false) : mode_(in_block ? Mode::kBlock : Mode::kText) {}
   // What to feed for the DSML special token (its text typed out in ordinary tokens is no markup).
   static constexpr std::string_view kDsmlToken = "\x01DSML\x01";
 
@@ -33,15 +35,15 @@ class DsmlParser {
   int64_t calls_started() const { return started_; }
 
  private:
-  enum class Mode { kText, kBlock, kInvokeName, kInvokeOpen, kInvokeBody, kParamName, kParamAttrs, kValue,
-                    kAfterParam, kAfterInvoke, kDone };
+  enum class Mode { kText, kBlock, kInvokeName, kInvokeOpen, kInvokeBody, kParamQuote, kParamName, kParamAttrs,
+                    kValue, kAfterParam, kAfterInvoke, kDone };
   void text_mode(std::vector<DsmlPiece>& out);
   void parse(std::vector<DsmlPiece>& out);  // the block, from buf_
   void arguments(std::vector<DsmlPiece>& out, std::string text) const;
   // A parameter's value, token by token: tokens that may begin its closing tag wait whole.
   void value(std::vector<DsmlPiece>& out, std::string text);
 
-  Mode mode_ = Mode::kText;
+  Mode mode_;
   std::vector<std::string> held_;  // token texts that may begin the block (text mode) or a value's closing tag
   std::string buf_;                // block: text not parsed yet
   std::string attrs_;              // a parameter's attributes, up to its '>'

@@ -14,12 +14,13 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 }  // namespace
 
 ChatStreamParser::ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning_first,
-                                   std::vector<std::string> stop_sequences, bool tool_calls)
+                                   std::vector<std::string> stop_sequences, bool tool_calls, bool in_tool_calls)
     : tokenizer_(tokenizer),
       think_end_(tokenizer.token_to_id("</think>")),
       reasoning_(reasoning_first),
       stops_(std::move(stop_sequences)),
-      tool_calls_(tool_calls) {
+      tool_calls_(tool_calls),
+      dsml_(in_tool_calls) {
   std::erase(stops_, std::string());
 }
 

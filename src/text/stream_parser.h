@@ -6,8 +6,7 @@
 // that end the reasoning are not sent; in the content, tokens whose text may begin a stop sequence wait, whole, until it
 // is known whether one does (then each goes out as its own event), and a stop sequence met ends the stream there
 // (finish reason "stop", the text before it sent). The reasoning is not searched for stop sequences.
-// Tool calls: with `tool_calls` (a request with tools), dsml_parser.h's events. Not built yet: JSON output, a
-// stream that starts inside the tool-call block (tool_choice required).
+// Tool calls: with `tool_calls` (a request with tools), dsml_parser.h's events. Not built yet: JSON output.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +31,9 @@ class ChatStreamParser {
  public:
   // `tokenizer` outlives the parser.
   // With `tool_calls`, the content's DSML tool-call block becomes kToolCall events (dsml_parser.h).
+  // `in_tool_calls`: the prompt opened the tool-call block (tool_choice required).
   ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning_first, std::vector<std::string> stop_sequences,
-                   bool tool_calls = false);
+                   bool tool_calls = false, bool in_tool_calls = false);
 
   // The events of one more output token (none while it completes nothing).
   std::vector<StreamEvent> push(int32_t token);

@@ -75,7 +75,8 @@ TEST(ChatStreamParser, ParsesToolCallsAsDeepseekRecipe) {
     const nlohmann::json line = nlohmann::json::parse(text);
     const nlohmann::json& body = line["request"];
     const bool thinking = !(body.contains("thinking") && body["thinking"]["type"] == "disabled");
-    ChatStreamParser parser(tokenizer, thinking, {}, /*tool_calls=*/true);
+    ChatStreamParser parser(tokenizer, thinking, {}, /*tool_calls=*/true,
+                            /*in_tool_calls=*/body.value("tool_choice", "") == "required");
     nlohmann::json got = nlohmann::json::array();
     const std::vector<int32_t> tokens = line["tokens"].get<std::vector<int32_t>>();
     for (size_t i = 0; i < tokens.size() && !parser.finished(); ++i)
