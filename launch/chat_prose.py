@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes chat_prose.json: the instruction text DeepSeek's chat encodings put before a conversation — in thinking
-mode the reasoning-effort paragraph of V4 or the effort line of V4.1, and with tools the tool-use instructions
-around the tools' schemas (as segments: text, and the special tokens it names) — read from deepseek-recipe's
-renderings.
+mode the reasoning-effort paragraph of V4 or the effort line of V4.1, with tools the tool-use instructions
+around the tools' schemas (as segments: text, and the special tokens it names), and the response-format
+instructions (before a JSON schema; for a JSON object) — read from deepseek-recipe's renderings.
 The engine's chat templates (src/text/chat_template.h) need it and do not carry DeepSeek's prose themselves.
 
     pip install deepseek-recipe==0.2.0
@@ -56,13 +56,27 @@ def tools_text(encoding, lead):
             "after": segments(prompt, rendered.special_ranges, schema + len(PROBE_SCHEMA), prompt.index(user))}
 
 
+PROBE_RESPONSE_SCHEMA = {"type": "object"}
+
+
+def response_text(encoding, lead):
+    """The response-format instructions: before a JSON schema, and the whole of them for a JSON object."""
+    user = dr.SpecialToken.User.default_str()
+    schema = encoding.render_conversation(dr.Conversation(
+        [dr.UserMessage("Q")], thinking_mode=False, response_schema=PROBE_RESPONSE_SCHEMA)).prompt
+    json_object = encoding.render_conversation(dr.Conversation(
+        [dr.UserMessage("Q json")], thinking_mode=False, response_format="json_object")).prompt
+    return {"schema_before": schema[len(lead): schema.index(json.dumps(PROBE_RESPONSE_SCHEMA))],
+            "json_object": json_object[len(lead): json_object.index(user)]}
+
+
 def prose():
     bos, system = dr.SpecialToken.Bos.default_str(), dr.SpecialToken.System.default_str()
     out = {"source": f"deepseek-recipe {dr.__version__}"}
     for name, encoding, lead in (("v4", dr.DeepseekV4Encoding(), bos), ("v41", dr.DeepseekV41Encoding(), bos + system)):
         texts = {effort: effort_text(encoding, lead, effort) for effort in EFFORTS}
         texts["default"] = effort_text(encoding, lead, None)
-        out[name] = {"effort": texts, "tools": tools_text(encoding, lead)}
+        out[name] = {"effort": texts, "tools": tools_text(encoding, lead), "response": response_text(encoding, lead)}
     return out
 
 

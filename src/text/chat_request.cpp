@@ -71,9 +71,23 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
     DI_INPUT_CHECK(c.tool_choice == "auto" || c.tool_choice == "none" || c.tool_choice == "required",
                    "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
   }
-  DI_INPUT_CHECK(!present(body, "response_format") ||
-                     (body["response_format"].is_object() && body["response_format"].value("type", "") == "text"),
-                 "{}: response formats other than text are not supported yet", what);
+  if (present(body, "response_format")) {
+    const Json& rf = body["response_format"];
+    DI_INPUT_CHECK(rf.is_object() && rf.contains("type") && rf["type"].is_string(),
+                   "{}: 'response_format' should be {{\"type\": ...}}", what);
+    c.response_format = rf["type"].get<std::string>();
+    DI_INPUT_CHECK(c.response_format == "text" || c.response_format == "json_object" ||
+                       c.response_format == "json_schema" || c.response_format == "regex",
+                   "{}: response_format type '{}' is none of text, json_object, json_schema, regex", what,
+                   c.response_format);
+    if (c.response_format == "json_schema") {
+      DI_INPUT_CHECK(rf.contains("json_schema") && rf["json_schema"].is_object() && rf["json_schema"].contains("schema"),
+                     "{}: response_format json_schema needs json_schema.schema", what);
+      c.response_schema = rf["json_schema"]["schema"];
+    }
+    if (c.response_format == "regex")
+      DI_INPUT_CHECK(rf.contains("regex") && rf["regex"].is_string(), "{}: response_format regex needs 'regex'", what);
+  }
   size_t answered_until = 0;  // messages before this one are the answers to an assistant's tool calls
   // Where the answers to the latest tool calls start in c.messages, and the calls' ids in order: the answers are
   // put in the calls' order, as the API does.
@@ -130,8 +144,9 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
       message.role = ChatMessage::Role::kTool;
       DI_INPUT_CHECK(i < answered_until, "{}: a tool message answers the tool calls of the assistant message before it",
                      field);
+    } else if (role == "latest_reminder") {
+      message.role = ChatMessage::Role::kReminder;
     } else {
-      DI_INPUT_CHECK(role != "latest_reminder", "{}: {} messages are not supported yet", field, role);
       throw InputError(fmt::format("{}: unknown role '{}' (system, user, assistant, tool or latest_reminder)", field,
                                    role));
     }
@@ -195,6 +210,15 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
   // As the API converts them: in thinking mode an assistant's reasoning is "" where not given; outside it, none.
   for (ChatMessage& m : c.messages)
     if (m.role == ChatMessage::Role::kAssistant) m.reasoning = c.thinking ? m.reasoning.value_or("") : std::optional<std::string>();
+  if (c.response_format == "json_object") {  // as the API requires
+    bool says_json = false;
+    for (const ChatMessage& m : c.messages) {
+      std::string lower = m.content;
+      for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      says_json |= lower.find("json") != std::string::npos;
+    }
+    DI_INPUT_CHECK(says_json, "{}: a json_object response format needs the word 'json' in the messages", what);
+  }
   DI_INPUT_CHECK(!(c.thinking && c.tool_choice == "required"),
                  "{}: tool_choice 'required' is not supported in thinking mode", what);
   return c;

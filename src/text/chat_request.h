@@ -8,8 +8,10 @@
 // names of letters, digits, _ and -; every tool call answered by a tool message right after it (the answers put
 // in the calls' order); no tool message elsewhere; no prefix message with tools; no tool_choice required in
 // thinking mode. In thinking mode an assistant's reasoning is "" where not given; outside it, none is kept. Empty
-// system messages are left out. Sampling fields (temperature, max_tokens, ...) are not read here. A tool_choice
-// naming a function, latest-reminder messages and response formats are refused as not built yet.
+// system messages are left out. latest_reminder messages; response_format text, json_object (the messages must
+// say "json"), json_schema and regex (the prompt's instructions only: enforcing them is the structured-output
+// work). Sampling fields (temperature, max_tokens, ...) are not read here. A tool_choice naming a function is
+// refused as not built yet.
 #pragma once
 
 #include <string>

@@ -17,6 +17,7 @@ constexpr const char* kAssistant = "<｜Assistant｜>";
 constexpr const char* kSystem = "<｜System｜>";
 constexpr const char* kThinkStart = "<think>";
 constexpr const char* kThinkEnd = "</think>";
+constexpr const char* kReminder = "<｜latest_reminder｜>";
 
 // A prompt being written: text, and special tokens whose byte ranges are recorded.
 class PromptWriter {
@@ -149,6 +150,20 @@ void write_tool_calls(PromptWriter& w, ChatFormat format, const std::vector<Chat
   tag("\n</", d.calls, ">");
 }
 
+// What the system area gains after its text: the tools' instructions and schemas, then the response format's.
+bool has_system_extras(const ChatConversation& c) {
+  return (!c.tools.empty() && c.tool_choice != "none") || c.response_format == "json_object" ||
+         c.response_format == "json_schema";
+}
+
+void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vector<ChatTool>& tools);
+
+void write_system_extras(PromptWriter& w, const ChatProse::Format& prose, const ChatConversation& c) {
+  if (!c.tools.empty() && c.tool_choice != "none") write_tools(w, prose, c.tools);
+  if (c.response_format == "json_object") w.text(prose.response_json_object);
+  if (c.response_format == "json_schema") w.text(prose.response_schema_before + python_json(c.response_schema));
+}
+
 void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vector<ChatTool>& tools) {
   w.prose(prose.tools_before);
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -210,7 +225,12 @@ std::vector<Turn> turns_of(ChatFormat format, const std::vector<const ChatMessag
       continue;
     }
     close_users();
-    turns.push_back({m->role, m->role == ChatMessage::Role::kSystem ? m->content : std::string(), m});
+    // V4.1 shows the first of consecutive latest_reminder messages only.
+    if (format == ChatFormat::kV41 && m->role == ChatMessage::Role::kReminder && !turns.empty() &&
+        turns.back().role == ChatMessage::Role::kReminder)
+      continue;
+    const bool has_text = m->role == ChatMessage::Role::kSystem || m->role == ChatMessage::Role::kReminder;
+    turns.push_back({m->role, has_text ? m->content : std::string(), m});
   }
   close_users();
   return turns;
@@ -258,6 +278,13 @@ ChatProse ChatProse::load(const std::filesystem::path& chat_prose_json) {
                      "{}: {}.effort.{} is missing or not a string", source, key, e);
       format->effort[e] = effort[e].get<std::string>();
     }
+    const nlohmann::json response = section.value("response", nlohmann::json());
+    for (auto [part, field] : {std::pair{"schema_before", &format->response_schema_before},
+                               std::pair{"json_object", &format->response_json_object}}) {
+      DI_INPUT_CHECK(response.is_object() && response.contains(part) && response[part].is_string(),
+                     "{}: {}.response.{} is missing or not a string", source, key, part);
+      *field = response[part].get<std::string>();
+    }
     const nlohmann::json tools = section.value("tools", nlohmann::json());
     for (auto [part, segments] : {std::pair{"before", &format->tools_before}, std::pair{"after", &format->tools_after}}) {
       DI_INPUT_CHECK(tools.is_object() && tools.contains(part) && tools[part].is_array(),
@@ -293,22 +320,22 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
       if (m.role == ChatMessage::Role::kSystem) system.push_back(m.content);
       else conversation.push_back(&m);
     w.text((c.thinking ? effort_text(text.effort, c.reasoning_effort, what) : std::string()) + join_nonempty(system));
-    if (tools) write_tools(w, text, c.tools);
+    write_system_extras(w, text, c);
   } else {
     for (const ChatMessage& m : c.messages) conversation.push_back(&m);
   }
   // V4.1 opens a system block for the effort instruction (thinking mode, where there is any message) and the
   // tools; a first system message's text continues it, before the tools.
   const bool first_is_system = last != nullptr && c.messages.front().role == ChatMessage::Role::kSystem;
-  bool system_open = false, tools_pending = false;
-  if (format == ChatFormat::kV41 && ((c.thinking && !c.messages.empty()) || tools)) {
+  bool system_open = false, extras_pending = false;
+  if (format == ChatFormat::kV41 && ((c.thinking && !c.messages.empty()) || has_system_extras(c))) {
     w.special(kSystem);
     if (c.thinking && !c.messages.empty()) w.text(effort_text(text.effort, c.reasoning_effort, what));
     system_open = true;
-    tools_pending = tools;
-    if (tools_pending && !first_is_system) {
-      write_tools(w, text, c.tools);
-      tools_pending = false;
+    extras_pending = has_system_extras(c);
+    if (extras_pending && !first_is_system) {
+      write_system_extras(w, text, c);
+      extras_pending = false;
     }
   }
   const AssistantStyle style{format, c.thinking, tools && (format == ChatFormat::kV4 || c.thinking)};
@@ -322,8 +349,12 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
       case ChatMessage::Role::kSystem:  // V4.1 only: V4's moved to the top
         if (!system_open) w.special(kSystem);
         w.text(turn.text);
-        if (tools_pending) write_tools(w, text, c.tools);
-        tools_pending = false;
+        if (extras_pending) write_system_extras(w, text, c);
+        extras_pending = false;
+        break;
+      case ChatMessage::Role::kReminder:
+        w.special(kReminder);
+        w.text(turn.text);
         break;
       case ChatMessage::Role::kAssistant:
         // "first": the conversation's first message (V4: once its system messages have moved to the top).

@@ -21,10 +21,11 @@
 //     as JSON); tool results are user text, <tool_result> + content + </tool_result> (V4: results after a user
 //     message open a new user turn, and a blank line parts the results from the user texts after them);
 //     tool_choice required opens the answer's DSML block.
+//   - A response format (json_object, or json_schema with its schema) adds its instructions after the tools'; a
+//     latest_reminder message is <｜latest_reminder｜> + its text, a turn of its own (V4.1: of consecutive ones the first).
 // The effort and tool-use instructions are DeepSeek's prose, not carried here: launch/chat_prose.py writes them
 // (chat_prose.json) from the installed deepseek-recipe.
-// Not built yet (refused with an error naming them): latest-reminder messages, response formats, system messages
-// carrying tools. Floats in tool schemas print in nlohmann's shortest form, which can differ from Python's.
+// Not built yet (refused with an error naming them): system messages carrying tools. Floats in tool schemas print in nlohmann's shortest form, which can differ from Python's.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,7 @@ struct ChatToolCall {
 };
 
 struct ChatMessage {
-  enum class Role { kSystem, kUser, kAssistant, kTool };
+  enum class Role { kSystem, kUser, kAssistant, kTool, kReminder };  // kReminder: a latest_reminder message
   Role role = Role::kUser;
   std::string content;
   std::optional<std::string> reasoning;  // assistant: its reasoning_content
@@ -69,6 +70,8 @@ struct ChatConversation {
   std::string reasoning_effort;  // low | high | xhigh | max; empty: the encoding's default
   std::vector<ChatTool> tools;
   std::string tool_choice = "auto";  // auto | none | required
+  std::string response_format = "text";  // text | json_object | json_schema | regex (the last: no instructions)
+  nlohmann::ordered_json response_schema;  // json_schema's
 };
 
 // DeepSeek's instructions, per format: effort -> the text put before the conversation in thinking mode; the
@@ -81,6 +84,7 @@ struct ChatProse {
   struct Format {
     std::map<std::string, std::string> effort;  // keys low, high, xhigh, max, default
     std::vector<Segment> tools_before, tools_after;
+    std::string response_schema_before, response_json_object;
   };
   Format v4, v41;
 
