@@ -94,6 +94,12 @@ int run_generate(const GenerateOptions& options, const World& world) {
     check_output_path(options.output_path, "--output",
                       input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
                                                options.tokenizer_path, options.chat_prose_path}));
+    if (!options.stream_path.empty() && options.stream_path != "-") {
+      DI_INPUT_CHECK(options.stream_path != options.output_path, "--stream and --output name the same file");
+      check_output_path(options.stream_path, "--stream",
+                        input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
+                                                 options.tokenizer_path, options.chat_prose_path}));
+    }
     const std::filesystem::path tokenizer_file =
         !options.tokenizer_path.empty()           ? std::filesystem::path(options.tokenizer_path)
         : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
@@ -146,12 +152,24 @@ int run_generate(const GenerateOptions& options, const World& world) {
     SpmdGenerationOptions generation;
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
+    std::unique_ptr<StreamWriter> stream;
+    if (!options.stream_path.empty()) {
+      generation.stream_tokens = true;  // every rank sends; world rank 0 writes
+      if (topo.world_rank() == 0) {
+        stream = std::make_unique<StreamWriter>(options.stream_path, requests, readings,
+                                                tokenizer ? &*tokenizer : nullptr);
+        generation.on_tokens = [&](int64_t request, int64_t, std::span<const int32_t> tokens) {
+          stream->tokens(request, tokens);
+        };
+      }
+    }
     std::vector<RankReport> reports;
     results = generate_spmd(model, topo, spmd.ep_comm(), spmd.role_comm(), spmd.experts(), requests, generation,
                             &reports);
     if (topo.world_rank() == 0) log_rank_reports(reports);
     spmd.finalize();
     if (world.rank() != 0) return;
+    if (stream) stream->finish(results);
     write_results(options.output_path, results, tokenizer ? &*tokenizer : nullptr, &readings);
     log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::info("wrote {}", options.output_path);

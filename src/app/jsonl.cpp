@@ -148,6 +148,91 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
   return requests;
 }
 
+StreamWriter::StreamWriter(const std::filesystem::path& path, const std::vector<Request>& requests,
+                           const std::vector<OutputReading>& readings, const text::BpeTokenizer* tokenizer)
+    : requests_(requests), tokenizer_(tokenizer), finish_reasons_(requests.size()) {
+  if (path == "-") {
+    out_ = stdout;
+  } else {
+    out_ = std::fopen(path.c_str(), "w");
+    DI_INPUT_CHECK(out_ != nullptr, "cannot write --stream '{}'", path.string());
+    own_ = true;
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const OutputReading reading = i < readings.size() ? readings[i] : OutputReading{};
+    parsers_.push_back(tokenizer == nullptr ? nullptr
+                                            : std::make_unique<text::ChatStreamParser>(
+                                                  *tokenizer, reading.reasoning_first, reading.stop,
+                                                  reading.tool_calls, reading.in_tool_calls));
+  }
+}
+
+StreamWriter::~StreamWriter() {
+  if (own_) std::fclose(out_);
+}
+
+void StreamWriter::write(const nlohmann::json& line) {
+  const std::string text = line.dump() + "\n";
+  DI_CHECK(std::fwrite(text.data(), 1, text.size(), out_) == text.size() && std::fflush(out_) == 0,
+           "writing the token stream failed");
+}
+
+nlohmann::json StreamWriter::delta(const std::vector<text::StreamEvent>& events, std::string* finish_reason) const {
+  nlohmann::json d = nlohmann::json::object();
+  for (const text::StreamEvent& e : events) {
+    if (!e.finish_reason.empty()) *finish_reason = e.finish_reason;
+    switch (e.channel) {
+      case text::StreamEvent::Channel::kContent:
+        if (!e.text.empty()) d["content"] = d.value("content", "") + e.text;
+        break;
+      case text::StreamEvent::Channel::kReasoning:
+        d["reasoning_content"] = d.value("reasoning_content", "") + e.text;
+        break;
+      case text::StreamEvent::Channel::kToolCall: {
+        nlohmann::json call = {{"index", e.call_index}, {"function", {{"arguments", e.call_start ? "" : e.text}}}};
+        if (e.call_start) {
+          call["id"] = fmt::format("call_{}", e.call_index);
+          call["type"] = "function";
+          call["function"]["name"] = e.text;
+        }
+        d["tool_calls"].push_back(std::move(call));
+        break;
+      }
+    }
+  }
+  return d.empty() ? nlohmann::json() : d;
+}
+
+void StreamWriter::tokens(int64_t request_index, std::span<const int32_t> tokens) {
+  nlohmann::json line = {{"id", requests_.at(request_index).id},
+                         {"token_ids", std::vector<int32_t>(tokens.begin(), tokens.end())}};
+  if (text::ChatStreamParser* parser = parsers_[request_index].get()) {
+    std::vector<text::StreamEvent> events;
+    for (int32_t id : tokens) {
+      if (parser->finished() || tokenizer_->is_special(id)) continue;
+      for (text::StreamEvent& e : parser->push(id)) events.push_back(std::move(e));
+    }
+    const nlohmann::json d = delta(events, &finish_reasons_[request_index]);
+    if (!d.is_null()) line["delta"] = d;
+  }
+  write(line);
+}
+
+void StreamWriter::finish(const std::vector<RequestResult>& results) {
+  for (const RequestResult& r : results) {
+    nlohmann::json line = {{"id", r.id}};
+    std::string reason = finish_reasons_.at(r.index);
+    text::ChatStreamParser* parser = parsers_.at(r.index).get();
+    if (parser != nullptr && !parser->finished()) {
+      const nlohmann::json d = delta(parser->finish(result_to_json(r).at("finish_reason").get<std::string>()), &reason);
+      if (!d.is_null()) line["delta"] = d;
+    }
+    line["finish_reason"] = reason.empty() ? result_to_json(r).at("finish_reason").get<std::string>() : reason;
+    write(line);
+  }
+  write({{"done", true}});
+}
+
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
                    const text::BpeTokenizer* tokenizer, const std::vector<OutputReading>* readings) {
   OutputFile out(path);

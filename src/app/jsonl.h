@@ -1,13 +1,17 @@
 // The generate command's files: requests in, results out, one JSON object per line.
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "src/engine/request.h"
 #include "src/text/bpe_tokenizer.h"
 #include "src/text/chat_template.h"
+#include "src/text/stream_parser.h"
 
 namespace deepinfer::app {
 
@@ -38,6 +42,35 @@ struct OutputReading {
 // `readings` (optional) gets one entry per request.
 std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer = {},
                                    const ChatSource& chat = {}, std::vector<OutputReading>* readings = nullptr);
+
+// generate --stream: one JSON object per line, written as the tokens arrive on world rank 0 (flushed each time):
+// {"id", "token_ids", "delta"} with delta's "content", "reasoning_content" and "tool_calls" (OpenAI's chunk form,
+// call ids call_0, ...) where a tokenizer reads the output (a chat request through the stream parser, a text
+// prompt's output as content), then per request {"id", "finish_reason"} once generation is over, and last
+// {"done": true}: a file without that line is not whole. PATH "-" is the standard output.
+class StreamWriter {
+ public:
+  StreamWriter(const std::filesystem::path& path, const std::vector<Request>& requests,
+               const std::vector<OutputReading>& readings, const text::BpeTokenizer* tokenizer);
+  ~StreamWriter();
+  StreamWriter(const StreamWriter&) = delete;
+  StreamWriter& operator=(const StreamWriter&) = delete;
+
+  void tokens(int64_t request_index, std::span<const int32_t> tokens);
+  void finish(const std::vector<RequestResult>& results);
+
+ private:
+  void write(const nlohmann::json& line);
+  // The events' delta (null: nothing to say); `finish_reason` gets a parser's own end (stop, tool_calls).
+  nlohmann::json delta(const std::vector<text::StreamEvent>& events, std::string* finish_reason) const;
+
+  const std::vector<Request>& requests_;
+  const text::BpeTokenizer* tokenizer_;
+  std::vector<std::unique_ptr<text::ChatStreamParser>> parsers_;
+  std::vector<std::string> finish_reasons_;  // a parser's own end, where it had one
+  std::FILE* out_ = nullptr;
+  bool own_ = false;
+};
 
 // Writes the results in order, whole or not at all (temporary file, then rename). With a tokenizer each result
 // also carries "text", its output decoded (special tokens skipped), and a chat request's result its

@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--chat-prose", generate.chat_prose_path,
                            "Chat requests ('messages'): the effort instructions launch/chat_prose.py writes from "
                            "deepseek-recipe (default: chat_prose.json beside the tokenizer)");
+  generate_cmd->add_option("--stream", generate.stream_path,
+                           "Also write each request's tokens, text and tool calls as they are generated (JSONL, "
+                           "flushed as they arrive on rank 0; '-': standard output)");
   generate_cmd->add_option("--kv-cache-tokens", generate.kv_cache_tokens, "KV cache capacity in tokens")
       ->check(kPositive)
       ->capture_default_str();

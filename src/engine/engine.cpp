@@ -132,6 +132,17 @@ std::vector<RequestResult> Engine::take_finished() {
   return results;
 }
 
+std::vector<TokenUpdate> Engine::take_new_tokens() {
+  std::vector<TokenUpdate> updates;
+  for (const auto& seq : sequences_) {
+    if (seq->num_generated() <= seq->num_streamed) continue;
+    updates.push_back({seq->request->index, seq->num_streamed,
+                       {seq->tokens.begin() + seq->num_prompt_tokens + seq->num_streamed, seq->tokens.end()}});
+    seq->num_streamed = seq->num_generated();
+  }
+  return updates;
+}
+
 std::vector<PrefilledSequence> Engine::take_handoffs() {
   std::vector<PrefilledSequence> handoffs;
   for (Sequence* seq : scheduler_.take_handoffs()) {

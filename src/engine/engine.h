@@ -27,6 +27,13 @@ struct PrefilledSequence {
   std::vector<float> kv;
 };
 
+// Generated tokens of a request since the last report: `tokens` at output positions [first, first + size).
+struct TokenUpdate {
+  int64_t request_index = 0;
+  int64_t first = 0;
+  std::vector<int32_t> tokens;
+};
+
 struct EngineStats {
   int64_t num_steps = 0;
   int64_t num_prefill_tokens = 0;
@@ -59,6 +66,8 @@ class Engine {
   void fill_cache_random(uint64_t seed) { cache_->fill_random(seed); }
   // Results of the sequences finished since the last call.
   std::vector<RequestResult> take_finished();
+  // The tokens every sequence generated since the last call (streaming output).
+  std::vector<TokenUpdate> take_new_tokens();
 
   // Results in the order requests were added.
   std::vector<RequestResult> results() const;

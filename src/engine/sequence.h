@@ -21,6 +21,7 @@ struct Sequence {
   std::vector<int32_t> block_table;
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
+  int64_t num_streamed = 0;  // generated tokens Engine::take_new_tokens has reported
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

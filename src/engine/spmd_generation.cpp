@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <deque>
 #include <list>
+#include <map>
 #include <thread>
 
 #include "src/dist/mailbox.h"
@@ -23,6 +24,7 @@ constexpr int kTagHandoffTokens = 102;  // int32 tokens
 constexpr int kTagHandoffKv = 103;      // float latent KV
 constexpr int kTagResult = 201;         // JSON text of a RequestResult
 constexpr int kTagDone = 301;           // world rank 0 -> decode ranks: every result is in
+constexpr int kTagTokens = 401;         // int64 [request, first, count, tokens...]... of one step (streaming)
 
 using Clock = std::chrono::steady_clock;
 
@@ -94,6 +96,88 @@ class ResultCollector {
   std::map<int64_t, std::pair<int, int64_t>> assigned_;
   Clock::time_point last_progress_ = Clock::now();
 };
+
+// World rank 0's streaming: token updates from any rank, passed on in each request's order (a piece that
+// arrives ahead of one before it waits; positions already passed on are dropped: a prefill rank and the decode
+// rank both report the first token).
+class TokenCollector {
+ public:
+  TokenCollector(Mailbox& mail, int64_t num_requests, TokenStream on_tokens)
+      : mail_(mail), next_(num_requests, 0), pending_(num_requests), on_tokens_(std::move(on_tokens)) {}
+
+  void add(const TokenUpdate& u) {
+    DI_CHECK(u.request_index >= 0 && u.request_index < static_cast<int64_t>(next_.size()),
+             "a token update for request {}", u.request_index);
+    pending_[u.request_index][u.first] = u.tokens;
+    auto& waiting = pending_[u.request_index];
+    int64_t& next = next_[u.request_index];
+    for (auto it = waiting.begin(); it != waiting.end() && it->first <= next; it = waiting.erase(it)) {
+      const int64_t end = it->first + static_cast<int64_t>(it->second.size());
+      if (end <= next) continue;
+      const std::span<const int32_t> fresh(it->second.data() + (next - it->first), static_cast<size_t>(end - next));
+      on_tokens_(u.request_index, next, fresh);
+      next = end;
+    }
+  }
+  void poll() {
+    while (const std::optional<Mailbox::Arrival> arrival = mail_.probe(kTagTokens, DType::kI64)) {
+      std::vector<int64_t> words(arrival->count);
+      mail_.receive(words.data(), arrival->count, DType::kI64, arrival->source, kTagTokens, "streamed tokens");
+      if (words.size() == 1 && words[0] == kStreamEnd) {
+        ++ends_;
+        continue;
+      }
+      for (size_t at = 0; at + 3 <= words.size();) {
+        TokenUpdate u{words[at], words[at + 1], {}};
+        const auto count = static_cast<size_t>(words[at + 2]);
+        for (size_t k = 0; k < count; ++k) u.tokens.push_back(static_cast<int32_t>(words[at + 3 + k]));
+        at += 3 + count;
+        add(u);
+      }
+    }
+  }
+  // Every other rank's last message says it streams no more (after all its others: one tag, one order).
+  void wait_for_ends(int senders, double timeout_s) {
+    const auto start = Clock::now();
+    while (ends_ < senders) {
+      poll();
+      if (std::chrono::duration<double>(Clock::now() - start).count() > timeout_s) {
+        spdlog::error("world rank 0 waited {:.0f} s for the token streams of {} more ranks; aborting", timeout_s,
+                      senders - ends_);
+        abort_job(kExitRuntimeError);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  // Once every result is in: what the messages have not brought yet comes from the results.
+  void finish(const std::vector<RequestResult>& results) {
+    for (const RequestResult& r : results) add({r.index, 0, r.output_token_ids});
+  }
+  static constexpr int64_t kStreamEnd = -1;
+
+ private:
+  Mailbox& mail_;
+  std::vector<int64_t> next_;
+  std::vector<std::map<int64_t, std::vector<int32_t>>> pending_;
+  TokenStream on_tokens_;
+  int ends_ = 0;
+};
+
+// After a step, the tokens it generated: to the collector on world rank 0, by one message elsewhere.
+void stream_tokens(Engine& engine, TokenCollector* tokens, Mailbox& mail) {
+  std::vector<TokenUpdate> updates = engine.take_new_tokens();
+  if (updates.empty()) return;
+  if (tokens != nullptr) {
+    for (const TokenUpdate& u : updates) tokens->add(u);
+    return;
+  }
+  auto words = std::make_shared<std::vector<int64_t>>();
+  for (const TokenUpdate& u : updates) {
+    words->insert(words->end(), {u.request_index, u.first, static_cast<int64_t>(u.tokens.size())});
+    words->insert(words->end(), u.tokens.begin(), u.tokens.end());
+  }
+  mail.post(words, words->data(), static_cast<int64_t>(words->size()), DType::kI64, 0, kTagTokens);
+}
 
 // Results go to world rank 0: straight into the collector there, by message elsewhere.
 void deliver(std::vector<RequestResult> results, ResultCollector* collector, Mailbox& mail) {
@@ -264,7 +348,7 @@ class ColocatedPolicy final : public RolePolicy {
 
 // The loop of every role: take in, agree, step (or idle), deliver what finished, hand out.
 void run_role_loop(Engine& engine, CausalLm& model, ExpertDispatcher& experts, RolePolicy& role,
-                   ResultCollector* collector, Mailbox& mail, RankReport& report) {
+                   ResultCollector* collector, bool stream, TokenCollector* tokens, Mailbox& mail, RankReport& report) {
   for (;;) {
     role.take_in(engine);
     const RolePolicy::Turn turn = role.agree(engine);
@@ -276,10 +360,12 @@ void run_role_loop(Engine& engine, CausalLm& model, ExpertDispatcher& experts, R
     } else {
       role.idle();
     }
+    if (stream) stream_tokens(engine, tokens, mail);
     deliver(engine.take_finished(), collector, mail);
     role.hand_out(engine);
     mail.progress();
     if (collector != nullptr) collector->poll();
+    if (tokens != nullptr) tokens->poll();
   }
 }
 
@@ -314,9 +400,13 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   const RoleSpec* decode = topo.deployment().find(Role::kDecode);
   Mailbox mail(topo.world(), options.timeout_s);
   std::unique_ptr<ResultCollector> collector;
-  if (is_root)
+  std::unique_ptr<TokenCollector> tokens;
+  if (is_root) {
     collector = std::make_unique<ResultCollector>(mail, static_cast<int64_t>(requests.size()),
                                                   decode ? decode->num_ranks : 1);
+    if (options.stream_tokens)
+      tokens = std::make_unique<TokenCollector>(mail, static_cast<int64_t>(requests.size()), options.on_tokens);
+  }
 
   if (topo.role() != Role::kDecode) {
     const std::vector<int> owner = assign_requests_by_prompt_tokens(requests, spec.num_ranks);
@@ -339,7 +429,11 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
       policy = std::make_unique<ColocatedPolicy>(ep_comm);
       break;
   }
-  run_role_loop(engine, model, experts, *policy, collector.get(), mail, report);
+  run_role_loop(engine, model, experts, *policy, collector.get(), options.stream_tokens, tokens.get(), mail, report);
+  if (options.stream_tokens && !is_root) {  // the last of this rank's token messages
+    auto end = std::make_shared<int64_t>(TokenCollector::kStreamEnd);
+    mail.post(end, end.get(), 1, DType::kI64, 0, kTagTokens);
+  }
   if (is_root) {
     collector->wait_complete(options.timeout_s);
     if (decode != nullptr) {
@@ -347,6 +441,7 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
       for (int d = 0; d < decode->num_ranks; ++d)
         mail.post(stop, stop.get(), 1, DType::kI64, topo.deployment().roles[0].num_ranks + d, kTagDone);
     }
+    if (tokens != nullptr) tokens->wait_for_ends(topo.world_size() - 1, options.timeout_s);
   }
   mail.drain();
 
@@ -363,7 +458,10 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   std::vector<RankReport> all(fields.size() / kReportFields);
   std::memcpy(static_cast<void*>(all.data()), fields.data(), fields.size() * sizeof(int64_t));
   if (reports != nullptr) *reports = std::move(all);
-  return is_root ? collector->take() : std::vector<RequestResult>{};
+  if (!is_root) return {};
+  std::vector<RequestResult> results = collector->take();
+  if (tokens != nullptr) tokens->finish(results);
+  return results;
 }
 
 }  // namespace deepinfer

@@ -11,6 +11,8 @@
 //  - world rank 0 collects every result and, once all are in, tells the decode ranks to stop.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "src/dist/communicator.h"
@@ -19,9 +21,17 @@
 
 namespace deepinfer {
 
+// A request's output tokens as they are generated, in order: `tokens` at output positions [first, ...).
+using TokenStream = std::function<void(int64_t request_index, int64_t first, std::span<const int32_t> tokens)>;
+
 struct SpmdGenerationOptions {
   int64_t kv_cache_tokens = 16384;
   double timeout_s = 600.0;  // longest wait for any message or exchange
+  // Streaming: every rank sends world rank 0 the tokens it generates after each step (the same on every rank);
+  // rank 0 calls `on_tokens` with each request's tokens in order as they arrive, the last ones at the latest with
+  // the request's result.
+  bool stream_tokens = false;
+  TokenStream on_tokens;  // world rank 0's
 };
 
 // What one rank did, for the summary world rank 0 prints.
