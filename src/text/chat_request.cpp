@@ -66,10 +66,23 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
     }
   }
   if (present(body, "tool_choice")) {
-    DI_INPUT_CHECK(body["tool_choice"].is_string(), "{}: a tool_choice naming one function is not supported yet", what);
-    c.tool_choice = body["tool_choice"].get<std::string>();
-    DI_INPUT_CHECK(c.tool_choice == "auto" || c.tool_choice == "none" || c.tool_choice == "required",
-                   "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
+    const Json& choice = body["tool_choice"];
+    if (choice.is_object()) {  // one function: that tool alone, and a call of it required (as the API has it)
+      DI_INPUT_CHECK(choice.value("type", "") == "function" && choice.contains("function") &&
+                         choice["function"].is_object() && choice["function"].contains("name") &&
+                         choice["function"]["name"].is_string(),
+                     "{}: tool_choice is none, auto, required or {{\"type\": \"function\", \"function\": "
+                     "{{\"name\"}}}}", what);
+      const std::string name = choice["function"]["name"].get<std::string>();
+      std::erase_if(c.tools, [&](const ChatTool& t) { return t.name != name; });
+      DI_INPUT_CHECK(!c.tools.empty(), "{}: tool_choice names '{}', which is none of the tools", what, name);
+      c.tool_choice = "required";
+    } else {
+      DI_INPUT_CHECK(choice.is_string(), "{}: tool_choice is none, auto, required or a function", what);
+      c.tool_choice = choice.get<std::string>();
+      DI_INPUT_CHECK(c.tool_choice == "auto" || c.tool_choice == "none" || c.tool_choice == "required",
+                     "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
+    }
   }
   if (present(body, "response_format")) {
     const Json& rf = body["response_format"];
@@ -219,6 +232,7 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
     }
     DI_INPUT_CHECK(says_json, "{}: a json_object response format needs the word 'json' in the messages", what);
   }
+  if (c.tools.empty()) c.tool_choice = "auto";  // nothing to require (the API's reading)
   DI_INPUT_CHECK(!(c.thinking && c.tool_choice == "required"),
                  "{}: tool_choice 'required' is not supported in thinking mode", what);
   return c;

@@ -4,14 +4,13 @@
 // assistant message), `thinking` ({"type": "enabled" | "adaptive" | "disabled"}, enabled by default) and
 // `reasoning_effort` (none turns thinking off; minimal and low are low, medium and high high, ultra is max).
 // Tools ({"type": "function", "function": {name, description, parameters}}), tool_choice (auto, none,
-// required), assistant tool_calls (arguments a JSON object's text) and tool messages, with the API's checks: tool
+// required, or one function: that tool alone, required), assistant tool_calls (arguments a JSON object's text) and tool messages, with the API's checks: tool
 // names of letters, digits, _ and -; every tool call answered by a tool message right after it (the answers put
 // in the calls' order); no tool message elsewhere; no prefix message with tools; no tool_choice required in
 // thinking mode. In thinking mode an assistant's reasoning is "" where not given; outside it, none is kept. Empty
 // system messages are left out. latest_reminder messages; response_format text, json_object (the messages must
 // say "json"), json_schema and regex (the prompt's instructions only: enforcing them is the structured-output
-// work). Sampling fields (temperature, max_tokens, ...) are not read here. A tool_choice naming a function is
-// refused as not built yet.
+// work). Sampling fields (temperature, max_tokens, ...) are not read here.
 #pragma once
 
 #include <string>
