@@ -4,6 +4,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/text/json_text.h"
 
 namespace deepinfer::text {
 
@@ -55,62 +56,6 @@ std::string join_nonempty(const std::vector<std::string>& parts) {
     joined += p;
   }
   return joined;
-}
-
-// JSON as Python's json.dumps(value, ensure_ascii=False) writes it (", " and ": " between items), which the
-// templates use for tool schemas and DSML values.
-void python_json(const nlohmann::ordered_json& v, std::string& out) {
-  switch (v.type()) {
-    case nlohmann::ordered_json::value_t::object: {
-      out += '{';
-      bool first = true;
-      for (const auto& [key, value] : v.items()) {
-        if (!first) out += ", ";
-        first = false;
-        python_json(key, out);
-        out += ": ";
-        python_json(value, out);
-      }
-      out += '}';
-      return;
-    }
-    case nlohmann::ordered_json::value_t::array: {
-      out += '[';
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (i > 0) out += ", ";
-        python_json(v[i], out);
-      }
-      out += ']';
-      return;
-    }
-    case nlohmann::ordered_json::value_t::string: {
-      out += '"';
-      for (const char c : v.get_ref<const std::string&>()) {
-        switch (c) {
-          case '"': out += "\\\""; break;
-          case '\\': out += "\\\\"; break;
-          case '\n': out += "\\n"; break;
-          case '\r': out += "\\r"; break;
-          case '\t': out += "\\t"; break;
-          case '\b': out += "\\b"; break;
-          case '\f': out += "\\f"; break;
-          default:
-            if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
-            else out += c;
-        }
-      }
-      out += '"';
-      return;
-    }
-    default:
-      out += v.dump();  // numbers, booleans, null (floats: nlohmann's shortest form, which may differ from Python's)
-  }
-}
-
-std::string python_json(const nlohmann::ordered_json& v) {
-  std::string out;
-  python_json(v, out);
-  return out;
 }
 
 // The DSML markup of each format: the tags after the DSML token.

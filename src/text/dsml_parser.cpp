@@ -1,8 +1,8 @@
 #include "src/text/dsml_parser.h"
 
-#include <fmt/format.h>
-
 #include <utility>
+
+#include "src/text/json_text.h"
 
 namespace deepinfer::text {
 
@@ -20,25 +20,6 @@ constexpr std::string_view kClose = "</" DSML;
 
 // `s` is a (proper or whole) beginning of `pattern`.
 bool begins(std::string_view pattern, std::string_view s) { return pattern.substr(0, s.size()) == s; }
-
-std::string json_escaped(std::string_view s) {
-  std::string out;
-  for (const char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        else out += c;
-    }
-  }
-  return out;
-}
 
 // Content as the model wrote it: the DSML token's own spelling back.
 std::string as_content(std::string s) {
