@@ -60,9 +60,7 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
     reading.chat = true;
     reading.tool_calls = !conversation.tools.empty() && conversation.tool_choice != "none";
     reading.in_tool_calls = reading.tool_calls && conversation.tool_choice == "required";
-    // Where the prompt's last special token opens the reasoning, the output starts with it.
-    const auto& last = prompt.special_ranges.back();  // BOS at least
-    reading.reasoning_first = prompt.text.compare(last.first, last.second - last.first, "<think>") == 0;
+    reading.reasoning_first = prompt.reasoning_open;
     DI_INPUT_CHECK(!(line.contains("max_tokens") && line.contains("max_new_tokens")),
                    "{}: give 'max_tokens' or 'max_new_tokens', not both", where);
     if (line.contains("stop") && !line["stop"].is_null()) {
@@ -207,12 +205,7 @@ void StreamWriter::tokens(int64_t request_index, std::span<const int32_t> tokens
   nlohmann::json line = {{"id", requests_.at(request_index).id},
                          {"token_ids", std::vector<int32_t>(tokens.begin(), tokens.end())}};
   if (text::ChatStreamParser* parser = parsers_[request_index].get()) {
-    std::vector<text::StreamEvent> events;
-    for (int32_t id : tokens) {
-      if (parser->finished() || tokenizer_->is_special(id)) continue;
-      for (text::StreamEvent& e : parser->push(id)) events.push_back(std::move(e));
-    }
-    const nlohmann::json d = delta(events, &finish_reasons_[request_index]);
+    const nlohmann::json d = delta(parser->push_output(tokens), &finish_reasons_[request_index]);
     if (!d.is_null()) line["delta"] = d;
   }
   write(line);
@@ -261,8 +254,7 @@ void write_results(const std::filesystem::path& path, const std::vector<RequestR
           if (e.finish_reason == "stop" || e.finish_reason == "tool_calls") line["finish_reason"] = e.finish_reason;
         }
       };
-      for (int32_t id : r.output_token_ids)
-        if (!parser.finished() && !tokenizer->is_special(id)) take(parser.push(id));
+      take(parser.push_output(r.output_token_ids));
       if (!parser.finished()) take(parser.finish(line["finish_reason"].get<std::string>()));
       line["reasoning_content"] = reading.reasoning_first ? nlohmann::json(reasoning) : nlohmann::json();
       line["content"] = content;

@@ -35,7 +35,12 @@ class PromptWriter {
       else text(s.text);
     }
   }
-  RenderedChat take() { return std::move(out_); }
+  RenderedChat take() {
+    // Where the last special token opens the reasoning (<think>, then perhaps the reasoning continued).
+    const auto& last = out_.special_ranges.back();  // BOS at least
+    out_.reasoning_open = out_.text.compare(last.first, last.second - last.first, kThinkStart) == 0;
+    return std::move(out_);
+  }
 
  private:
   RenderedChat out_;
@@ -95,20 +100,6 @@ void write_tool_calls(PromptWriter& w, ChatFormat format, const std::vector<Chat
   tag("\n</", d.calls, ">");
 }
 
-// What the system area gains after its text: the tools' instructions and schemas, then the response format's.
-bool has_system_extras(const ChatConversation& c) {
-  return (!c.tools.empty() && c.tool_choice != "none") || c.response_format == "json_object" ||
-         c.response_format == "json_schema";
-}
-
-void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vector<ChatTool>& tools);
-
-void write_system_extras(PromptWriter& w, const ChatProse::Format& prose, const ChatConversation& c) {
-  if (!c.tools.empty() && c.tool_choice != "none") write_tools(w, prose, c.tools);
-  if (c.response_format == "json_object") w.text(prose.response_json_object);
-  if (c.response_format == "json_schema") w.text(prose.response_schema_before + python_json(c.response_schema));
-}
-
 void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vector<ChatTool>& tools) {
   w.prose(prose.tools_before);
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -120,6 +111,21 @@ void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vec
     w.text(python_json(schema));
   }
   w.prose(prose.tools_after);
+}
+
+// The tools' instructions and schemas are shown (tool_choice none hides them).
+bool tools_shown(const ChatConversation& c) { return !c.tools.empty() && c.tool_choice != "none"; }
+
+// What the system area gains after its text: the tools' instructions and schemas, then the response format's.
+bool has_system_extras(const ChatConversation& c) {
+  return tools_shown(c) || c.response_format == "json_object" ||
+         c.response_format == "json_schema";
+}
+
+void write_system_extras(PromptWriter& w, const ChatProse::Format& prose, const ChatConversation& c) {
+  if (tools_shown(c)) write_tools(w, prose, c.tools);
+  if (c.response_format == "json_object") w.text(prose.response_json_object);
+  if (c.response_format == "json_schema") w.text(prose.response_schema_before + python_json(c.response_schema));
 }
 
 // The messages after V4 hoists its system texts: a run of user messages and tool results is one user turn.
@@ -255,7 +261,7 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
   DI_INPUT_CHECK(c.tool_choice == "auto" || c.tool_choice == "none" || c.tool_choice == "required",
                  "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
   const ChatProse::Format& text = format == ChatFormat::kV4 ? prose.v4 : prose.v41;
-  const bool tools = !c.tools.empty() && c.tool_choice != "none";  // their instructions and schemas are shown
+  const bool tools = tools_shown(c);
   PromptWriter w;
   w.special(kBos);
   std::vector<const ChatMessage*> conversation;

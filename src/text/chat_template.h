@@ -95,6 +95,7 @@ struct ChatProse {
 struct RenderedChat {
   std::string text;
   std::vector<std::pair<size_t, size_t>> special_ranges;
+  bool reasoning_open = false;  // the prompt ends inside the reasoning: the output starts with it
 };
 
 // `what` names the conversation in errors (e.g. "request line 3").

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "src/text/held_tokens.h"
 #include "src/text/json_text.h"
 
 namespace deepinfer::text {
@@ -93,19 +94,16 @@ void DsmlParser::text_mode(std::vector<DsmlPiece>& out) {
   for (const std::string& t : held_) joined += t;
   const size_t tag = joined.find(kTagStart);
   if (tag != std::string::npos) {  // a DSML tag begins: the content before it (its last line breaks not) goes out
-    const std::string rest = joined.substr(tag);
-    if (rest.size() < kOpen.size() && begins(kOpen, rest)) {  // the block's name still to come
-      std::string before = without_trailing_line_breaks(joined.substr(0, tag));
-      if (!before.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(before)), 0});
-      held_ = {rest};
-      return;
-    }
     std::string before = without_trailing_line_breaks(joined.substr(0, tag));
     if (!before.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(before)), 0});
-    held_.clear();
-    // The block, or another DSML tag: what follows it is not content either way.
-    buf_ = rest.starts_with(kOpen) ? rest.substr(kOpen.size()) : std::string();
-    mode_ = rest.starts_with(kOpen) ? Mode::kBlock : Mode::kDone;
+    const std::string rest = joined.substr(tag);
+    if (rest.size() < kOpen.size() && begins(kOpen, rest)) {  // the block's name still to come
+      held_ = {rest};
+    } else {  // the block, or another DSML tag: what follows it is not content either way
+      held_.clear();
+      buf_ = rest.starts_with(kOpen) ? rest.substr(kOpen.size()) : std::string();
+      mode_ = rest.starts_with(kOpen) ? Mode::kBlock : Mode::kDone;
+    }
     return;
   }
   // A '<' that cannot begin the tag: every held token goes out.
@@ -125,14 +123,9 @@ void DsmlParser::text_mode(std::vector<DsmlPiece>& out) {
       break;
     }
   }
-  size_t end = 0, taken = 0;
-  for (const std::string& t : held_) {
-    if (end + t.size() > may_begin) break;
-    end += t.size();
-    if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(t), 0});
-    ++taken;
-  }
-  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(taken));
+  release_held_before(held_, may_begin, [&](std::string t) {
+    if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
+  });
 }
 
 void DsmlParser::parse(std::vector<DsmlPiece>& out) {

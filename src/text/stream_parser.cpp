@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "src/core/check.h"
+#include "src/text/held_tokens.h"
 #include "src/text/utf8.h"
 
 namespace deepinfer::text {
@@ -60,14 +61,7 @@ void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string 
         may_begin = at;
         break;
       }
-  size_t end = 0, taken = 0;  // an event for each token let go
-  for (const std::string& t : held_) {
-    if (end + t.size() > may_begin) break;
-    end += t.size();
-    emit(out, t);
-    ++taken;
-  }
-  held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(taken));
+  release_held_before(held_, may_begin, [&](std::string t) { emit(out, std::move(t)); });  // an event a token
 }
 
 void ChatStreamParser::deliver(std::vector<StreamEvent>& out, std::string text) {
@@ -135,6 +129,16 @@ std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
   if (text.ends_with(kReplacement)) return out;
   bytes_.clear();
   deliver(out, std::move(text));
+  return out;
+}
+
+std::vector<StreamEvent> ChatStreamParser::push_output(std::span<const int32_t> tokens) {
+  std::vector<StreamEvent> out;
+  for (const int32_t id : tokens) {
+    if (finished_) break;
+    if (tokenizer_.is_special(id)) continue;
+    for (StreamEvent& e : push(id)) out.push_back(std::move(e));
+  }
   return out;
 }
 

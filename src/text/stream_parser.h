@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ class ChatStreamParser {
 
   // The events of one more output token (none while it completes nothing).
   std::vector<StreamEvent> push(int32_t token);
+  // The events of an engine's output tokens: special ones (the EOS that ended it) left out, none after the end.
+  std::vector<StreamEvent> push_output(std::span<const int32_t> tokens);
   // The last event where the stream ended without a stop sequence (e.g. "length").
   std::vector<StreamEvent> finish(const std::string& reason);
   bool finished() const { return finished_; }

@@ -35,7 +35,6 @@ struct CudaV41Model::StepPlan {
   // With `fixed_shapes`, the groups' capacity layout.
   StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, bool fixed_shapes,
            ScratchPool& pool);
-  const int32_t* seq_table(size_t s) const { return seq_tables + static_cast<int64_t>(s) * max_blocks; }
 
   std::vector<Sequence> sequences;
   int64_t num_tokens = 0, num_rows = 0, max_blocks = 1;
