@@ -1,9 +1,10 @@
 // DeepSeek-V4.1's attention core on the GPU (the CPU form, same name and semantics: kernels/cpu/sparse_attention.h):
 // per query row its sliding window of K = V entries from the paged cache plus the compressed entries the indexer
-// selected, a per-head sink in the softmax's denominator. One warp per (row, head), a block per row and up to 8
-// heads, so the heads of a row read each key once from L1/L2 between them; scores and values in fp32 from bf16
-// keys (the FP8 window and FP4 compressed values are exact in bf16). The same kernel serves decode (one row per
-// sequence) and prefill (every new token a row). head_dim <= kSparseMaxHeadDim.
+// selected, a per-head sink in the softmax's denominator. The same kernel serves decode (one row per sequence) and
+// prefill (every new token a row). head_dim 512 (V4.1's) with 16-byte aligned rows takes a tensor-core kernel (a
+// block per row and 16 heads, the row's keys gathered into shared memory, bf16 MMAs, P rounded to bf16 for P . V);
+// other widths up to kSparseMaxHeadDim a warp per (row, head) on CUDA cores, in fp32. Keys are bf16 (the FP8
+// window and FP4 compressed values are exact in bf16).
 #pragma once
 
 #include <cuda_bf16.h>

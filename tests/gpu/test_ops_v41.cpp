@@ -445,9 +445,11 @@ void add_v41_rows(OpTable& t) {
     t.add("sparse_window_attention", "bf16",
           {{"heads", 64}, {"head_dim", 512}, {"window", 128}, {"extras", extras}, {"padding", 0}}, kBf16,
           sparse_window_attention);
-  t.add("sparse_window_attention", "bf16",
-        {{"heads", 16}, {"head_dim", 512}, {"window", 128}, {"extras", 64}, {"padding", 1}}, kBf16,
-        sparse_window_attention);
+  // The tensor-core kernel's edges: padding ids inside its key tiles, a head group cut short (20 = 16 + 4).
+  for (int64_t heads : {16, 20, 64})
+    t.add("sparse_window_attention", "bf16",
+          {{"heads", heads}, {"head_dim", 512}, {"window", 128}, {"extras", heads == 16 ? 64 : 512}, {"padding", 1}},
+          kBf16, sparse_window_attention);
   t.add("mask_scores", "f32", {{"n", 10007}}, kExact, mask_scores);
   t.add("selected_entry_ids", "i32", {{"rows", 37}, {"k", 512}, {"base", 777}}, kExact, selected_entry_ids);
   t.add("sparse_window_attention", "bf16",
