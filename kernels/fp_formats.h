@@ -92,7 +92,7 @@ DEEPINFER_HOST_DEVICE inline float ue8m0_value(uint32_t byte) { return ldexpf(1.
 DEEPINFER_HOST_DEVICE inline uint32_t e4m3_code(float x) {
   const float v = round_e4m3(x);
   const float m = fabsf(v);
-  const uint32_t sign = v < 0.0f ? 0x80u : 0u;
+  const uint32_t sign = copysignf(1.0f, v) < 0.0f ? 0x80u : 0u;  // -0 keeps its sign (code 0x80), as in the CPU forms
   if (m < ldexpf(1.0f, -6)) return sign | static_cast<uint32_t>(rintf(m * 512.0f));  // subnormal (or zero)
   const int e = ilogbf(m);
   const uint32_t mantissa = static_cast<uint32_t>(rintf((m / ldexpf(1.0f, e) - 1.0f) * 8.0f));

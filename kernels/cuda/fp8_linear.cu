@@ -1,7 +1,5 @@
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemv_transposed.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -12,12 +10,6 @@ namespace deepinfer::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-
-// Two e4m3 codes (the first in the low byte) as floats, by the hardware conversion (exact: e4m3 is within f16).
-__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t two) {
-  const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
-  return __half22float2(__half2(raw));
-}
 
 // A block of 256 threads per 32 x 32 weight block: its largest magnitude, then 4 codes a thread.
 __global__ void __launch_bounds__(256) quantize_kernel(const __nv_bfloat16* w, int64_t k, uint8_t* codes,

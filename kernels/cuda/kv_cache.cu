@@ -1,5 +1,8 @@
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/fp_formats.h"
 
 namespace deepinfer::cuda {
 
@@ -18,7 +21,77 @@ __global__ void gather_kernel(const __nv_bfloat16* cache, const int64_t* slots, 
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = cache[slots[t] * dim + i];
 }
 
+constexpr int kFp8Block = 32;  // values per scale byte
+constexpr int kFp8Threads = 128;
+
+// A thread per block of 32 values: its largest magnitude, the power-of-two scale, 32 codes as two 16-byte stores.
+__global__ void __launch_bounds__(kFp8Threads) write_fp8_kernel(const __nv_bfloat16* src, int64_t src_stride,
+                                                                const int64_t* slots, int64_t num_blocks,
+                                                                int64_t blocks_per_row, uint8_t* codes,
+                                                                uint8_t* scales) {
+  begin_dependent_kernel();
+  const int64_t b = blockIdx.x * static_cast<int64_t>(kFp8Threads) + threadIdx.x;
+  if (b >= num_blocks) return;
+  const int64_t t = b / blocks_per_row, part = b % blocks_per_row, dim = blocks_per_row * kFp8Block;
+  const __nv_bfloat16* x = src + t * src_stride + part * kFp8Block;
+  float v[kFp8Block], amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kFp8Block; ++i) amax = fmaxf(amax, fabsf(v[i] = to_float(x[i])));
+  const float scale = fp8_block_scale(amax);
+  uint32_t words[kFp8Block / 4];
+#pragma unroll
+  for (int w = 0; w < kFp8Block / 4; ++w) {
+    words[w] = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float q = v[4 * w + i] / scale;  // exact: a power-of-two scale
+      words[w] |= e4m3_code(q < -448.0f ? -448.0f : q > 448.0f ? 448.0f : q) << (8 * i);
+    }
+  }
+  const int64_t slot = slots[t];
+  auto* out = reinterpret_cast<uint4*>(codes + slot * dim + part * kFp8Block);
+  out[0] = make_uint4(words[0], words[1], words[2], words[3]);
+  out[1] = make_uint4(words[4], words[5], words[6], words[7]);
+  scales[slot * blocks_per_row + part] = static_cast<uint8_t>(ilogbf(scale) + 127);
+}
+
+__global__ void __launch_bounds__(kFp8Threads) gather_fp8_kernel(const uint8_t* codes, const uint8_t* scales,
+                                                                 const int64_t* slots, int64_t num_blocks,
+                                                                 int64_t blocks_per_row, __nv_bfloat16* out,
+                                                                 int64_t out_stride) {
+  begin_dependent_kernel();
+  const int64_t b = blockIdx.x * static_cast<int64_t>(kFp8Threads) + threadIdx.x;
+  if (b >= num_blocks) return;
+  const int64_t t = b / blocks_per_row, part = b % blocks_per_row, dim = blocks_per_row * kFp8Block;
+  const int64_t slot = slots[t];
+  const auto* in = reinterpret_cast<const uint4*>(codes + slot * dim + part * kFp8Block);
+  const float scale = ue8m0_to_float(scales[slot * blocks_per_row + part]);
+  auto* dst = reinterpret_cast<uint4*>(out + t * out_stride + part * kFp8Block);
+  for (int half = 0; half < 2; ++half) {
+    uint4 values[2];
+    e4m3x16_to_bf16(in[half], scale, values);
+    dst[2 * half] = values[0];
+    dst[2 * half + 1] = values[1];
+  }
+}
+
 }  // namespace
+
+void write_fp8_kv_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
+                       int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream) {
+  if (num_tokens == 0 || dim % kFp8Block != 0) return;  // the model checks dim
+  const int64_t num_blocks = num_tokens * (dim / kFp8Block);
+  launch_dependent(write_fp8_kernel, static_cast<unsigned>((num_blocks + kFp8Threads - 1) / kFp8Threads), kFp8Threads,
+                   0, stream, src, src_stride, slots, num_blocks, dim / kFp8Block, codes, scales);
+}
+
+void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int64_t* slots, int64_t num_tokens,
+                        int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {
+  if (num_tokens == 0 || dim % kFp8Block != 0) return;
+  const int64_t num_blocks = num_tokens * (dim / kFp8Block);
+  launch_dependent(gather_fp8_kernel, static_cast<unsigned>((num_blocks + kFp8Threads - 1) / kFp8Threads),
+                   kFp8Threads, 0, stream, codes, scales, slots, num_blocks, dim / kFp8Block, out, out_stride);
+}
 
 void write_kv_entries(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
                       int64_t dim, __nv_bfloat16* cache, int64_t cache_stride, cudaStream_t stream) {

@@ -3,6 +3,12 @@
 //   write_kv_entries:  cache[slots[t], 0:dim] = src[t * src_stride, 0:dim]  (cache rows cache_stride >= dim apart:
 //                      a layer may write the first part of a wider entry)
 //   gather_kv_entries: out[t, :] = cache[slots[t], :]
+// and DeepSeek-V4.1's window K=V as the FP8 bytes its numerics imply (the CPU model's fake_quant_fp8, blocks of 32:
+// e4m3 codes [num_blocks * block_size, dim] with a ue8m0 scale byte per 32 values [num_blocks * block_size, dim / 32];
+// dim a multiple of 32):
+//   write_fp8_kv_rows:  slot slots[t] = the quantisation of src[t * src_stride, 0:dim] (scale 2^ceil(log2(amax / 448))
+//                       per block, kernels/fp_formats.h), so that its value is fp8_dequantised's
+//   gather_fp8_kv_rows: out[t * out_stride, 0:dim] = the values of slot slots[t] (bf16 holds them exactly)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,5 +22,10 @@ void write_kv_entries(const __nv_bfloat16* src, int64_t src_stride, const int64_
                       int64_t dim, __nv_bfloat16* cache, int64_t cache_stride, cudaStream_t stream);
 void gather_kv_entries(const __nv_bfloat16* cache, const int64_t* slots, int64_t num_tokens, int64_t dim,
                        __nv_bfloat16* out, cudaStream_t stream);
+
+void write_fp8_kv_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
+                       int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream);
+void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int64_t* slots, int64_t num_tokens,
+                        int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -1,4 +1,5 @@
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
@@ -16,6 +17,7 @@ __global__ void __launch_bounds__(kWarps * 32) sparse_window_kernel(const __nv_b
                                                                      int64_t head_dim, float scale,
                                                                      __nv_bfloat16* out) {
   begin_dependent_kernel();
+  __shared__ __nv_bfloat16 decoded[kWarps][kSparseMaxHeadDim];  // each warp's window key, decoded from FP8
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t r = blockIdx.x, h = blockIdx.y * kWarps + warp;
   if (h >= heads) return;
@@ -25,10 +27,15 @@ __global__ void __launch_bounds__(kWarps * 32) sparse_window_kernel(const __nv_b
   attn.running_max = sinks[h];
   attn.running_sum = 1.0f;
   const int64_t p = k.positions[r];
+  __nv_bfloat16* key = decoded[warp];
   for (int64_t j = p - k.window + 1 < 0 ? 0 : p - k.window + 1; j <= p; ++j) {
-    const int64_t block = k.block_table[r * k.max_blocks + j / kBlockTokens];
-    const __nv_bfloat16* key = k.cache + (block * kBlockTokens + j % kBlockTokens) * k.entry_stride;
+    const int64_t slot = k.block_table[r * k.max_blocks + j / kBlockTokens] * kBlockTokens + j % kBlockTokens;
+    for (int64_t d = lane; d < head_dim; d += 32)
+      key[d] = to_bf16(e4m3x2_to_float2(k.window_codes[slot * head_dim + d]).x *
+                       ue8m0_to_float(k.window_scales[slot * (head_dim / 32) + d / 32]));
+    __syncwarp();
     attn.add(attn.dot(key, head_dim, lane, head_dim, 0) * scale, key, head_dim, lane);
+    __syncwarp();  // every lane has read the key before the next overwrites it
   }
   if (k.extra_offsets != nullptr)
     for (int64_t i = k.extra_offsets[r]; i < k.extra_offsets[r + 1]; ++i) {
@@ -80,7 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) sparse_window_mma_kernel(const
   __nv_bfloat16* kt = qs + kMmaHeads * kStride;                                // [kBuffers][kKeys][kStride]
   __nv_bfloat16* ps = kt + kBuffers * kKeys * kStride;                         // [16][kKeys + kPad]
   auto* row_stat = reinterpret_cast<float*>(ps + kMmaHeads * (kKeys + kPad));  // [kScoreWarps][16]
-  int* key_ok = reinterpret_cast<int*>(row_stat + kScoreWarps * kMmaHeads);    // [kBuffers][kKeys]
+  int* key_kind = reinterpret_cast<int*>(row_stat + kScoreWarps * kMmaHeads);  // [kBuffers][kKeys]
 
   begin_dependent_kernel();
   const int64_t r = blockIdx.x;
@@ -95,36 +102,65 @@ __global__ void __launch_bounds__(kWarps * 32, 2) sparse_window_mma_kernel(const
   const int32_t* table = k.block_table + r * k.max_blocks;
 
   // Warp w stages keys w, w + 8, ... of a tile: its lanes find their keys' addresses together (one block-table
-  // or id latency per tile, not per key), then 16-byte asynchronous copies along each; keys past the end and
-  // padding ids are zero-filled and marked in key_ok, which masks their scores.
+  // or id latency per tile, not per key), then 16-byte asynchronous copies. A picked entry (bf16) fills its row; a
+  // window key's 512 codes go to the row's second half and its 16 scale bytes to the row's padding, decoded in
+  // place once they have arrived (decode_window_rows). Keys past the end and padding ids are zero-filled; key_kind
+  // says which is which (0: masked, 1: window, 2: picked).
+  const __nv_bfloat16* no_source = k.extra != nullptr ? k.extra : q;  // any valid address: zero-length copies
   auto stage = [&](int tile) {
     __nv_bfloat16* buffer = kt + (tile % kBuffers) * kKeys * kStride;
-    const __nv_bfloat16* lane_src = k.cache;
-    int lane_valid = 0;
+    const void* lane_src = no_source;
+    const void* lane_scales = no_source;
+    int lane_kind = 0;
     const int lane_key = tile * kKeys + warp + kWarps * lane;
     if (lane < Tile::kKeysPerWarp && lane_key < num_keys) {
       if (lane_key < num_window) {
         const int64_t j = first_window + lane_key;
-        lane_src = k.cache + (table[j / kBlockTokens] * kBlockTokens + j % kBlockTokens) * k.entry_stride;
-        lane_valid = 1;
+        const int64_t slot = table[j / kBlockTokens] * kBlockTokens + j % kBlockTokens;
+        lane_src = k.window_codes + slot * kMmaDim;
+        lane_scales = k.window_scales + slot * (kMmaDim / 32);
+        lane_kind = 1;
       } else {
         const int32_t id = k.extra_ids[extra_begin + lane_key - num_window];
-        lane_valid = id >= 0;
-        if (lane_valid) lane_src = k.extra + static_cast<int64_t>(id) * kMmaDim;
+        if (id >= 0) lane_src = k.extra + static_cast<int64_t>(id) * kMmaDim, lane_kind = 2;
       }
     }
 #pragma unroll
     for (int i = 0; i < Tile::kKeysPerWarp; ++i) {
-      const auto* src = reinterpret_cast<const __nv_bfloat16*>(
+      const auto* src = reinterpret_cast<const unsigned char*>(
           __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(lane_src), i));
-      const bool valid = __shfl_sync(0xffffffffu, lane_valid, i) != 0;
+      const auto* src_scales = reinterpret_cast<const unsigned char*>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<unsigned long long>(lane_scales), i));
+      const int kind = __shfl_sync(0xffffffffu, lane_kind, i);
       const int row = warp + kWarps * i;
-      if (lane == 0) key_ok[(tile % kBuffers) * kKeys + row] = valid;
+      auto* dst = reinterpret_cast<unsigned char*>(buffer + row * kStride);
+      if (lane == 0) key_kind[(tile % kBuffers) * kKeys + row] = kind;
+      if (kind == 1) {
+        cp_async_16(dst + kMmaDim + 16 * lane, src + 16 * lane, true);  // 32 lanes x 16 codes
+        if (lane == 0) cp_async_16(dst + 2 * kMmaDim, src_scales, true);
+      } else {
 #pragma unroll
-      for (int v = 0; v < (kPieces + 31) / 32; ++v) {
-        const int piece = lane + 32 * v;
-        if (piece < kPieces) cp_async_16(buffer + row * kStride + 8 * piece, src + 8 * piece, valid);
+        for (int v = 0; v < kPieces / 32; ++v) cp_async_16(dst + 16 * (lane + 32 * v), src + 16 * (lane + 32 * v), kind == 2);
       }
+    }
+  };
+  // This warp's window rows of a tile whose copies (this warp's own) have landed: codes and scales read first,
+  // then the row rewritten as bf16 (lane l values [16 l, 16 l + 16), scale byte l / 2).
+  auto decode_window_rows = [&](int tile) {
+    __nv_bfloat16* buffer = kt + (tile % kBuffers) * kKeys * kStride;
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < Tile::kKeysPerWarp; ++i) {
+      const int row = warp + kWarps * i;
+      if (key_kind[(tile % kBuffers) * kKeys + row] != 1) continue;
+      auto* bytes = reinterpret_cast<unsigned char*>(buffer + row * kStride);
+      const uint4 codes = *reinterpret_cast<const uint4*>(bytes + kMmaDim + 16 * lane);
+      const float row_scale = ue8m0_to_float(bytes[2 * kMmaDim + lane / 2]);
+      __syncwarp();
+      uint4 values[2];
+      e4m3x16_to_bf16(codes, row_scale, values);
+      reinterpret_cast<uint4*>(bytes)[2 * lane] = values[0];
+      reinterpret_cast<uint4*>(bytes)[2 * lane + 1] = values[1];
     }
   };
   constexpr int kPrologue = kBuffers > 1 ? kBuffers - 1 : 1;
@@ -154,9 +190,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) sparse_window_mma_kernel(const
     if (next >= kPrologue && next < num_tiles) stage(next);
     cp_async_commit();
     cp_async_wait<kBuffers - 1>();
-    __syncthreads();  // this tile (every warp's copies and key_ok marks) is in shared memory
+    decode_window_rows(tile);
+    __syncthreads();  // this tile (every warp's rows and key_kind marks) is in shared memory
     const __nv_bfloat16* kv = kt + (tile % kBuffers) * kKeys * kStride;
-    const int* ok = key_ok + (tile % kBuffers) * kKeys;
+    const int* kind = key_kind + (tile % kBuffers) * kKeys;
 
     float s[2][4];  // [n-tile][fragment]: keys key0 + 8 n + {0, 1} of rows g and g + 8
     if (scores) {
@@ -176,7 +213,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) sparse_window_mma_kernel(const
       for (int n = 0; n < 2; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          s[n][i] = ok[key0 + 8 * n + (i & 1)] ? (chains[0][n][i] + chains[1][n][i]) * scale : -INFINITY;
+          s[n][i] = kind[key0 + 8 * n + (i & 1)] != 0 ? (chains[0][n][i] + chains[1][n][i]) * scale : -INFINITY;
       float mx[2] = {fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1])),
                      fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]))};
 #pragma unroll
@@ -265,10 +302,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) sparse_window_mma_kernel(const
   }
 }
 
-// 16-byte rows everywhere the tensor-core kernel copies from.
+// 16-byte aligned rows everywhere the tensor-core kernel copies from.
 bool mma_supported(const SparseWindowKeys& k, int64_t head_dim) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return head_dim == kMmaDim && k.entry_stride % 8 == 0 && aligned(k.cache) &&
+  return head_dim == kMmaDim && aligned(k.window_codes) && aligned(k.window_scales) &&
          (k.extra_offsets == nullptr || aligned(k.extra));
 }
 
@@ -276,7 +313,7 @@ bool mma_supported(const SparseWindowKeys& k, int64_t head_dim) {
 
 void sparse_window_attention(const __nv_bfloat16* q, const SparseWindowKeys& keys, const float* sinks, int64_t rows,
                              int64_t heads, int64_t head_dim, float scale, __nv_bfloat16* out, cudaStream_t stream) {
-  if (rows == 0 || head_dim > kSparseMaxHeadDim) return;  // the model checks head_dim
+  if (rows == 0 || head_dim > kSparseMaxHeadDim || head_dim % 32 != 0) return;  // the model checks head_dim
   if (mma_supported(keys, head_dim)) {
     using Tile = SparseTile<32, 2>;
     constexpr auto kernel = sparse_window_mma_kernel<32, 2>;

@@ -1,10 +1,11 @@
 // DeepSeek-V4.1's attention core on the GPU (the CPU form, same name and semantics: kernels/cpu/sparse_attention.h):
-// per query row its sliding window of K = V entries from the paged cache plus the compressed entries the indexer
-// selected, a per-head sink in the softmax's denominator. The same kernel serves decode (one row per sequence) and
-// prefill (every new token a row). head_dim 512 (V4.1's) with 16-byte aligned rows takes a tensor-core kernel (a
-// block per row and 16 heads, the row's keys gathered into shared memory, bf16 MMAs, P rounded to bf16 for P . V);
-// other widths up to kSparseMaxHeadDim a warp per (row, head) on CUDA cores, in fp32. Keys are bf16 (the FP8
-// window and FP4 compressed values are exact in bf16).
+// per query row its sliding window of K = V entries from the paged FP8 window cache (e4m3 codes with a ue8m0 scale
+// per 32 values, kernels/cuda/kv_cache.cuh's write_fp8_kv_rows) plus the compressed entries the indexer selected
+// (bf16: their FP4 values are exact in it), a per-head sink in the softmax's denominator. The same kernel serves
+// decode (one row per sequence) and prefill (every new token a row). head_dim 512 (V4.1's) takes a tensor-core
+// kernel: a block per row and 16 heads, the row's keys gathered into shared memory (window codes decoded to bf16
+// there, exactly), bf16 MMAs, P rounded to bf16 for P . V. Other widths (multiples of 32 up to kSparseMaxHeadDim)
+// take a warp per (row, head) on CUDA cores, in fp32.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,9 +18,9 @@ namespace deepinfer::cuda {
 constexpr int64_t kSparseMaxHeadDim = 512;
 
 struct SparseWindowKeys {
-  const __nv_bfloat16* cache = nullptr;  // one layer: [blocks * 64, entry_stride]
-  int64_t entry_stride = 0;
-  const int32_t* block_table = nullptr;  // [rows, max_blocks]
+  const uint8_t* window_codes = nullptr;   // one layer: [blocks * 64, head_dim] e4m3
+  const uint8_t* window_scales = nullptr;  // [blocks * 64, head_dim / 32] ue8m0
+  const int32_t* block_table = nullptr;    // [rows, max_blocks]
   int64_t max_blocks = 0;
   const int32_t* positions = nullptr;    // [rows]
   int64_t window = 0;

@@ -10,6 +10,7 @@
 #include "kernels/cpu/router.h"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
+#include "kernels/cuda/moe_fp4_gemm.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
@@ -331,6 +332,43 @@ void moe_gemv_fp4(OpRun& r) {
   r.close("routed sums", to_float(out.to_host()), want);
 }
 
+// The prefill form of FP4 experts: one projection over expert-sorted rows against FP4 weights, every expert's
+// rows in 64-row tiles (expert 1 none, expert 0 several tiles and a partial one), weight rows past a 128-column
+// tile's end (n off the tile), k from one scale block to V4.1-Flash's hidden size. Against the CPU's dequantised
+// weights times the same bf16 rows in fp32.
+void moe_fp4_gemm(OpRun& r) {
+  const int64_t n = r["n"], k = r["k"], experts = 5;
+  const std::vector<int32_t> counts = {150, 0, 64, 1, 77};
+  std::vector<int32_t> offsets = {0};
+  for (int32_t c : counts) offsets.push_back(offsets.back() + c);
+  const int64_t rows = offsets.back();
+  std::vector<float> x_f, w_raw, w_f(experts * n * k);
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(rows * k, x_f));
+  r.random_bf16(experts * n * k, w_raw, 0.06f);
+  std::vector<uint8_t> codes(experts * n * k / 2), scales(experts * n * k / 32);
+  cpu::quantize_fp4_rows(w_raw.data(), experts * n, k, codes.data(), scales.data());
+  cpu::dequantize_fp4_rows(codes.data(), scales.data(), experts * n, k, w_f.data());
+  auto d_codes = DeviceArray<uint8_t>::from_host(codes), d_scales = DeviceArray<uint8_t>::from_host(scales);
+  const std::vector<cuda::Fp4GemmTile> tiles = cuda::fp4_gemm_tiles(offsets);
+  std::vector<int32_t> tile_ints;
+  for (const cuda::Fp4GemmTile& tile : tiles) tile_ints.insert(tile_ints.end(), {tile.expert, tile.first_row, tile.rows});
+  auto d_tiles = DeviceArray<int32_t>::from_host(tile_ints);
+  DeviceArray<Bf16> y(rows * n);
+  y.poison();
+  cuda::moe_fp4_gemm(bf(x), {d_codes.data(), d_scales.data()}, reinterpret_cast<const cuda::Fp4GemmTile*>(d_tiles.data()),
+                     static_cast<int64_t>(tiles.size()), n, k, bf(y), nullptr);
+  sync();
+  std::vector<float> want(rows * n);
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t row = offsets[e]; row < offsets[e + 1]; ++row)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < k; ++i) sum += static_cast<double>(x_f[row * k + i]) * w_f[(e * n + j) * k + i];
+        want[row * n + j] = static_cast<float>(sum);
+      }
+  r.close("projected rows", to_float(y.to_host()), want);
+}
+
 // Route, the grouped expert kernels, unpermute (the decode path above 64 pairs). Expert 0 is chosen by every
 // token (more rows than one 64-row pass when tokens > 64), experts from `used` on by none. Twice on the same sync
 // words: the first launch must leave them as the second needs them (zero), and the items' order among blocks
@@ -439,6 +477,8 @@ void add_moe_rows(OpTable& t) {
             moe_gemv);
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 5120}, {64, 2304}, {3, 32}})
     t.add("fp4_rows", "u8", {{"rows", rows}, {"cols", cols}}, kExact, fp4_rows);
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 5120}, {200, 2304}, {64, 32}, {4608, 96}})
+    t.add("moe_fp4_gemm", "bf16", {{"n", n}, {"k", k}}, kBf16, moe_fp4_gemm);
   for (auto [tokens, top_k, hidden, inter] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 6, 5120, 256},
                                               {3, 6, 320, 96}, {40, 6, 64, 32}, {2, 5, 512, 2304}})
     for (int64_t limit : {0, 500})

@@ -14,6 +14,7 @@
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 
 #include "tests/gpu/op_test.h"
@@ -129,19 +130,61 @@ void hc_embed(OpRun& r) {
   r.exact("first collapse weights", pre.to_host(), want_pre);
 }
 
+// V4.1's FP8 window cache: rows `stride` apart written into shuffled slots as codes and scales, gathered back: the
+// values are the CPU's fake_quant_fp8 of the rows (blocks of 32) bit for bit, magnitudes as in fake_quant below.
+void fp8_kv_rows(OpRun& r) {
+  const int64_t rows = r["rows"], n = r["n"], stride = r["stride"], num_slots = rows + 13;
+  std::vector<float> x_f;
+  std::vector<Bf16> bits = r.random_bf16(rows * stride, x_f);
+  for (int64_t i = 0; i < rows * stride; ++i) {
+    const int shift = static_cast<int>(r.rng()() % 31) - 20;
+    const float v = (i / 32) % 8 == 3 ? std::ldexp(x_f[i], -12) : std::ldexp(x_f[i], shift);
+    bits[i] = float_to_bf16(v);
+    x_f[i] = bf16_to_float(bits[i]);
+  }
+  std::vector<int64_t> slots(num_slots);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), r.rng());
+  slots.resize(rows);
+  auto x = DeviceArray<Bf16>::from_host(bits);
+  auto d_slots = DeviceArray<int64_t>::from_host(slots);
+  DeviceArray<uint8_t> codes(num_slots * n), scales(num_slots * n / 32);
+  DeviceArray<Bf16> out(rows * n);
+  out.poison();
+  cuda::write_fp8_kv_rows(bf(x), stride, d_slots.data(), rows, n, codes.data(), scales.data(), nullptr);
+  cuda::gather_fp8_kv_rows(codes.data(), scales.data(), d_slots.data(), rows, n, bf(out), n, nullptr);
+  sync();
+  std::vector<float> want(rows * n);
+  for (int64_t i = 0; i < rows; ++i) {
+    cpu::fake_quant_fp8(x_f.data() + i * stride, 1, n, 32);
+    std::copy(x_f.begin() + i * stride, x_f.begin() + i * stride + n, want.begin() + i * n);
+  }
+  r.exact("values read back", to_float(out.to_host()), want);
+}
+
 // V4.1's attention core: rows at positions short of the window (3, 40), across it (130, 700), and with up to
-// `extras` selected compressed entries each (random picks, ascending), the cache entries `stride` apart; with
-// `padding`, each row's slots end in a few -1 ids (select_topk's unused slots), which must be skipped.
+// `extras` selected compressed entries each (random picks, ascending), the window keys in the FP8 cache (written
+// by write_fp8_kv_rows, the CPU given the values read back); with `padding`, each row's slots end in a few -1 ids
+// (select_topk's unused slots), which must be skipped.
 void sparse_window_attention(OpRun& r) {
   const int64_t heads = r["heads"], hd = r["head_dim"], window = r["window"], max_extras = r["extras"];
   const bool padding = r["padding"] != 0;
-  const int64_t stride = 2 * hd, num_blocks = 40, max_blocks = 12, num_extra = 600;
+  const int64_t num_blocks = 40, max_blocks = 12, num_extra = 600, num_slots = num_blocks * 64;
   const std::vector<int32_t> positions = {3, 40, 130, 700, 64, 127};
   const auto rows = static_cast<int64_t>(positions.size());
-  std::vector<float> q_f, cache_f, extra_f, sinks(heads);
+  std::vector<float> q_f, values_f, extra_f, sinks(heads);
   auto q = DeviceArray<Bf16>::from_host(r.random_bf16(rows * heads * hd, q_f, 0.05f));
-  auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
+  auto values = DeviceArray<Bf16>::from_host(r.random_bf16(num_slots * hd, values_f));
   auto extra = DeviceArray<Bf16>::from_host(r.random_bf16(num_extra * hd, extra_f));
+  std::vector<int64_t> all_slots(num_slots);
+  std::iota(all_slots.begin(), all_slots.end(), 0);
+  auto d_all_slots = DeviceArray<int64_t>::from_host(all_slots);
+  DeviceArray<uint8_t> codes(num_slots * hd), scales(num_slots * hd / 32);
+  DeviceArray<Bf16> cached(num_slots * hd);
+  cuda::write_fp8_kv_rows(bf(values), hd, d_all_slots.data(), num_slots, hd, codes.data(), scales.data(), nullptr);
+  cuda::gather_fp8_kv_rows(codes.data(), scales.data(), d_all_slots.data(), num_slots, hd, bf(cached), hd, nullptr);
+  sync();
+  const std::vector<float> cache_f = to_float(cached.to_host());
   for (float& v : sinks) v = std::normal_distribution<float>(0.0f, 2.0f)(r.rng());
   std::vector<int32_t> blocks(num_blocks);
   std::iota(blocks.begin(), blocks.end(), 0);
@@ -165,12 +208,12 @@ void sparse_window_attention(OpRun& r) {
   DeviceArray<Bf16> out(rows * heads * hd);
   out.poison();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const cuda::SparseWindowKeys keys{bf(cache), stride, d_table.data(), max_blocks, d_pos.data(), window, bf(extra),
-                                    max_extras > 0 ? d_offsets.data() : nullptr, d_ids.data()};
+  const cuda::SparseWindowKeys keys{codes.data(), scales.data(), d_table.data(), max_blocks, d_pos.data(), window,
+                                    bf(extra),    max_extras > 0 ? d_offsets.data() : nullptr, d_ids.data()};
   cuda::sparse_window_attention(bf(q), keys, d_sinks.data(), rows, heads, hd, scale, bf(out), nullptr);
   sync();
   std::vector<float> want(rows * heads * hd);
-  const cpu::SparseWindowKeys cpu_keys{cache_f.data(), stride, table.data(), max_blocks, positions.data(), window,
+  const cpu::SparseWindowKeys cpu_keys{cache_f.data(), hd, table.data(), max_blocks, positions.data(), window,
                                        extra_f.data(), max_extras > 0 ? offsets.data() : nullptr, ids.data()};
   cpu::sparse_window_attention(q_f.data(), cpu_keys, sinks.data(), rows, heads, hd, scale, want.data());
   r.close("outputs", to_float(out.to_host()), want);
@@ -453,8 +496,11 @@ void add_v41_rows(OpTable& t) {
   t.add("mask_scores", "f32", {{"n", 10007}}, kExact, mask_scores);
   t.add("selected_entry_ids", "i32", {{"rows", 37}, {"k", 512}, {"base", 777}}, kExact, selected_entry_ids);
   t.add("sparse_window_attention", "bf16",
-        {{"heads", 3}, {"head_dim", 200}, {"window", 16}, {"extras", 40}, {"padding", 1}}, kBf16,
+        {{"heads", 3}, {"head_dim", 96}, {"window", 16}, {"extras", 40}, {"padding", 1}}, kBf16,
         sparse_window_attention);
+  for (int64_t stride : {512, 1568})
+    t.add("fp8_kv_rows", "u8", {{"rows", 300}, {"n", 512}, {"stride", stride}}, kExact, fp8_kv_rows);
+  t.add("fp8_kv_rows", "u8", {{"rows", 7}, {"n", 64}, {"stride", 64}}, kExact, fp8_kv_rows);
   for (int64_t padded : {0, 1}) {
     for (int64_t ratio : {4, 128})
       t.add("compress_pool_sequences", "bf16",

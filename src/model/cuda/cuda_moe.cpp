@@ -6,6 +6,7 @@
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
+#include "kernels/cuda/moe_fp4_gemm.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/router.cuh"
@@ -168,6 +169,24 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   std::vector<int32_t> host_offsets(num_ids + 1);
   DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   profiler_.mark("moe:permute+offsets");
+  if (fp4 && n < kFp4TileMaxRowsPerExpert * E) {
+    // FP4 experts at prefill, few rows an expert: each projection one tiled kernel over 64-row tiles of one
+    // expert's rows, the codes decoded in shared memory (moe_fp4_gemm.cuh): no bf16 copy, no padded rows.
+    const std::vector<cuda::Fp4GemmTile> tiles = cuda::fp4_gemm_tiles(host_offsets);
+    const cuda::Fp4GemmTile* d_tiles = device_copy(scratch, tiles);
+    const auto num_tiles = static_cast<int64_t>(tiles.size());
+    auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
+    auto* act = scratch.alloc<Bf16>(n * I);
+    auto* y_perm = scratch.alloc<Bf16>(n * H);
+    cuda::moe_fp4_gemm(x_perm, experts_.gate_up_fp4(moe_layer), d_tiles, num_tiles, 2 * I, H, gate_up, nullptr);
+    cuda::silu_mul(gate_up, act, n, I, swiglu_limit_, nullptr);
+    cuda::moe_fp4_gemm(act, experts_.down_fp4(moe_layer), d_tiles, num_tiles, H, I, y_perm, nullptr);
+    profiler_.mark("moe:experts (fp4 tiles)");
+    wait_for(out_ready);
+    cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+    profiler_.mark("moe:unpermute");
+    return false;
+  }
   // Many rows: each expert's rows padded to whole chunks, every projection one batched GEMM of uniform chunks
   // (cuBLAS tiles it far better than the grouped call's ragged groups); with entries served elsewhere
   // (expert parallelism's extra id) one grouped GEMM over the real experts.

@@ -47,7 +47,11 @@ class CudaMoe {
   // chunks and every projection is one batched cuBLAS GEMM of uniform chunks.
   static constexpr int64_t kGroupedMaxPairs = 4096;
   static constexpr int64_t kExpertChunk = 256;
-  // FP4 experts at prefill: this many are dequantised to bf16 at a time for the chunked GEMMs.
+  // FP4 experts at prefill: below this many rows an expert on average the projections read the codes as stored
+  // (moe_fp4_gemm, ~180 TFLOP/s at any count); from it kDequantExperts at a time are dequantised to bf16 for the
+  // chunked GEMMs (a cost that hardly grows with the rows: at 384 x 256 rows 12.2 ms against 25.6 for the gate/up
+  // projection, at 64 rows 12.2 against 6.6; benchmarks/moe_fp4_gemm_bench, results/h200/v41/).
+  static constexpr int64_t kFp4TileMaxRowsPerExpert = 128;
   static constexpr int64_t kDequantExperts = 16;
 
   // `config`, `experts` and `profiler` are the model's and outlive this block.

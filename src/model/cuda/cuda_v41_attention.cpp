@@ -96,7 +96,7 @@ CudaV41Model::StepState::StepState(const StepPlan& plan, const V41TextConfig& v,
 }
 
 void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState& state,
-                                      const Bf16* cache_layer) const {
+                                      const CudaV41KvCache::Layer& cache_layer) const {
   const V41TextConfig& v = config_.v41;
   const Layer& layer = layers_[l];
   const int64_t hd = v.head_dim, r = layer.ratio, id = v.index_head_dim;
@@ -106,10 +106,10 @@ void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState
   auto* latent = total > 0 ? published_.alloc<Bf16>(total * hd) : nullptr;
   // Gated pooling: per channel a softmax over the group's gate values weights its projections. At ratio 1 the
   // gate is the value itself, a softmax over one value: weight 1, the (normalised) value unchanged.
-  cuda::compress_pool_sequences(cache_layer, entry_dim_, plan.seq_tables, plan.max_blocks, groups.counts,
-                                groups.offsets, static_cast<int64_t>(plan.sequences.size()), groups.width, r, hd,
-                                /*kv_offset=*/hd, /*gate_offset=*/r > 1 ? 2 * hd : hd, plan.fixed_shapes, latent,
-                                nullptr);
+  cuda::compress_pool_sequences(cache_layer.inputs, cache_layer.input_width, plan.seq_tables, plan.max_blocks,
+                                groups.counts, groups.offsets, static_cast<int64_t>(plan.sequences.size()),
+                                groups.width, r, hd, /*kv_offset=*/0, /*gate_offset=*/r > 1 ? hd : 0,
+                                plan.fixed_shapes, latent, nullptr);
   Bf16* keys = nullptr;
   if (total > 0) {
     if (r > 1) cuda::rms_norm(latent, hd, layer.compressor_norm, latent, hd, total, hd, eps, nullptr);
@@ -199,8 +199,8 @@ void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state
   profiler_.mark("attn:indexer");
 }
 
-void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, Bf16* cache_layer, const Bf16* h,
-                             Bf16* out) const {
+void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state,
+                             const CudaV41KvCache::Layer& cache_layer, const Bf16* h, Bf16* out) const {
   const V41TextConfig& v = config_.v41;
   const Layer& layer = layers_[l];
   const int64_t T = plan.num_tokens, heads = v.num_attention_heads, hd = v.head_dim;
@@ -208,8 +208,8 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, 
   const float eps = config_.rms_norm_eps;
   const bool compress = layer.ratio > 0;  // these layers rotate with the compress RoPE
 
-  // h -> [q residual | K=V] in one product; K=V normalised, rotated and quantised in place, then cached at the
-  // start of the layer's entries; on a KV source the compressor's inputs after it.
+  // h -> [q residual | K=V] in one product; K=V normalised, rotated, then cached as FP8 codes and scales (the
+  // reference's quantisation, as stored); on a KV source the compressor's inputs beside them.
   auto* proj = scratch_.alloc<Bf16>(T * width);
   auto* q_residual = scratch_.alloc<Bf16>(T * q_lora);
   auto* q = scratch_.alloc<Bf16>(T * heads * hd);
@@ -220,15 +220,15 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, 
   Bf16* kv = proj + q_lora;
   cuda::rms_norm(kv, width, layer.kv_norm, kv, width, T, hd, eps, nullptr);
   rotate(kv + hd - v.qk_rope_head_dim, T, width, plan.positions, 1, compress);
-  cuda::fake_quant_fp8(kv, T, hd, width, 32, nullptr);
-  cuda::write_kv_entries(kv, width, plan.new_slots, T, hd, cache_layer, entry_dim_, nullptr);
+  cuda::write_fp8_kv_rows(kv, width, plan.new_slots, T, hd, cache_layer.codes, cache_layer.scales, nullptr);
   if (layer.kv_source) {
     const int64_t parts = layer.compressor.n;  // [kv | gate] at ratio > 1, kv alone at ratio 1
     auto* inputs = scratch_.alloc<Bf16>(T * parts);
     linear(h, layer.compressor, inputs, false, T);
     if (layer.ratio == 1)  // at ratio 1 the compressor's input is cached normalised
       cuda::rms_norm(inputs, parts, layer.compressor_norm, inputs, parts, T, hd, eps, nullptr);
-    cuda::write_kv_entries(inputs, parts, plan.new_slots, T, parts, cache_layer + hd, entry_dim_, nullptr);
+    cuda::write_kv_entries(inputs, parts, plan.new_slots, T, parts, cache_layer.inputs, cache_layer.input_width,
+                           nullptr);
   }
   profiler_.mark("attn:projections+cache");
 
@@ -252,8 +252,8 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state, 
     }
   }
   auto* attn = scratch_.alloc<Bf16>(T * heads * hd);
-  const cuda::SparseWindowKeys keys{cache_layer,     entry_dim_,        plan.row_tables,
-                                    plan.max_blocks, plan.positions,    v.sliding_window,
+  const cuda::SparseWindowKeys keys{cache_layer.codes, cache_layer.scales, plan.row_tables,
+                                    plan.max_blocks,   plan.positions,      v.sliding_window,
                                     state.compressed.data, sparse ? plan.extra_offsets : nullptr, extra_ids};
   cuda::sparse_window_attention(q, keys, layer.attn_sink, T, heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
                                 attn, nullptr);

@@ -165,6 +165,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   head_ = upload(weights, "head.weight");
   // The CPU model's entry, so that caches move between the backends (KV handoff) unchanged.
   entry_dim_ = v41_cache_entry_dim(v);
+  for (const Layer& layer : layers_) input_widths_.push_back(layer.kv_source ? layer.compressor.n : 0);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const double GiB = 1 << 30, layers = static_cast<double>(std::max<int64_t>(c.num_hidden_layers, 1));
   spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {}; a layer: {:.3f} GiB of routed experts ({}, every slot), "
@@ -248,7 +249,7 @@ void CudaV41Model::fill_rows(const DeviceWeightSource& weights, const std::strin
 
 std::unique_ptr<KvCache> CudaV41Model::make_kv_cache(int64_t num_blocks) const {
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
-  return std::make_unique<CudaMlaKvCache>(config_.num_hidden_layers, num_blocks, entry_dim_);
+  return std::make_unique<CudaV41KvCache>(num_blocks, config_.v41.head_dim, input_widths_);
 }
 
 void CudaV41Model::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
@@ -271,7 +272,7 @@ struct CudaV41Model::CudaBlocks {
   const CudaV41Model& model;
   const StepPlan& plan;
   StepState& state;
-  CudaMlaKvCache& cache;
+  CudaV41KvCache& cache;
   ExpertDispatcher* dispatcher;
   ScratchPool& scratch;
   ScratchPool::Mark sublayer{};
@@ -316,7 +317,7 @@ struct CudaV41Model::CudaBlocks {
     model.profiler_.mark("hyper-connections pre");
   }
   void attention(int64_t l) {
-    model.attention(l, plan, state, static_cast<Bf16*>(cache.layer_data(l)), state.h, state.out);
+    model.attention(l, plan, state, cache.layer(l), state.h, state.out);
   }
   void moe(int64_t l) {
     model.moe_->run(l, model.layers_[l].moe, state.h, state.out, T, dispatcher, scratch, nullptr);
@@ -343,8 +344,9 @@ struct CudaV41Model::CudaBlocks {
 
 float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,
                                    int64_t* num_rows) const {
-  auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
-  DI_CHECK(cache != nullptr && cache->entry_dim() == entry_dim_, "the CUDA V4.1 model needs its own device cache");
+  auto* cache = dynamic_cast<CudaV41KvCache*>(&kv_cache);
+  DI_CHECK(cache != nullptr && cache->entry_dim() == entry_dim_ && cache->num_layers() == config_.num_hidden_layers,
+           "the CUDA V4.1 model needs its own device cache");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   check_batch(batch, config_.vocab_size);
   published_.reset();
@@ -369,7 +371,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   const bool graphable = graphs_enabled_ && decode && experts == nullptr && !profiler_.enabled() &&
                          moe_->experts_stay_on_device(plan.num_tokens * config_.num_experts_per_tok);
   if (!graphable) return run();
-  return graphs_.run({plan.num_tokens, plan.max_blocks, plan.num_rows, cache->layer_data(0), 0}, run,
+  return graphs_.run({plan.num_tokens, plan.max_blocks, plan.num_rows, cache->layer(0).codes, 0}, run,
                      {&published_, &scratch_});
 }
 

@@ -2,9 +2,9 @@
 // reference (DeepseekV41Model, checked against it) with bf16 weights and activations, fp32 residual streams
 // (hyper-connections) and fp32 accumulation.
 //  - Attention: one projection of h for the query's low rank, K=V and (on KV sources) the compressor inputs
-//    (their weights stacked), K=V RMS-normalised, rotated and FP8-quantised in place, then written to the paged
-//    cache in the CPU model's entry layout [K=V | compressor kv | compressor gate] (bf16; FP8 and FP4 values
-//    are exact in bf16). KV sources rebuild their group's compressed entries (gated pooling, norm, RoPE, FP4)
+//    (their weights stacked), K=V RMS-normalised and rotated, then written to the paged cache as FP8 bytes (e4m3
+//    codes, a ue8m0 scale per 32: cuda_v41_kv_cache.h), KV sources' compressor inputs beside it (bf16). KV
+//    sources rebuild their group's compressed entries (gated pooling, norm, RoPE, FP4)
 //    and indexer keys from the cache every step, as the CPU model does; index sources score them (FP4 queries,
 //    relu-weighted), mask by the candidate source's blocks and keep the top-k; every query then attends its
 //    window plus its picks with the head's sink (sparse_window_attention, one kernel for prefill and decode),
@@ -21,7 +21,7 @@
 // projected by wkv and gated into the streams (engram_mix).
 // Decode steps (one new token a sequence) lay the compressed entries out in fixed shapes (StepPlan::Groups) and
 // replay CUDA graphs (decode_graphs.h).
-// Not built yet: FP8 shared experts, FP8 window cache (bf16 holds the FP8 values), FP8-resident
+// Not built yet: FP8 shared experts, compressed entries cached per complete group (rebuilt every step), FP8-resident
 // engram tables (the release's e4m3 rows are read and held in bf16, which holds them exactly: twice the bytes).
 #pragma once
 
@@ -33,6 +33,7 @@
 #include "src/model/causal_lm.h"
 #include "src/model/cuda/cuda_expert_store.h"
 #include "src/model/cuda/cuda_moe.h"
+#include "src/model/cuda/cuda_v41_kv_cache.h"
 #include "src/model/cuda/decode_graphs.h"
 #include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
@@ -60,7 +61,7 @@ class CudaV41Model final : public CausalLm {
   ExpertStore& experts() override { return *experts_; }
   const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override {
-    return static_cast<size_t>(config_.num_hidden_layers * entry_dim_) * sizeof(__nv_bfloat16);
+    return CudaV41KvCache::bytes_per_token(config_.v41.head_dim, input_widths_);
   }
 
  private:
@@ -112,10 +113,11 @@ class CudaV41Model final : public CausalLm {
   // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch).
   float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
   // out = attention(h) of layer `l`, appending the new tokens' entries to `cache_layer` (cuda_v41_attention.cpp).
-  void attention(int64_t l, const StepPlan& plan, StepState& state, Bf16* cache_layer, const Bf16* h,
-                 Bf16* out) const;
+  void attention(int64_t l, const StepPlan& plan, StepState& state, const CudaV41KvCache::Layer& cache_layer,
+                 const Bf16* h, Bf16* out) const;
   // A KV source's compressed entries (and indexer keys, where it owns them) for every sequence, into `state`.
-  void publish_compressed(int64_t l, const StepPlan& plan, StepState& state, const Bf16* cache_layer) const;
+  void publish_compressed(int64_t l, const StepPlan& plan, StepState& state,
+                          const CudaV41KvCache::Layer& cache_layer) const;
   // An index source's picks for every new token whose sequence has indexer keys, into `state`.
   void run_indexer(int64_t l, const StepPlan& plan, StepState& state, const Bf16* h, const Bf16* q_residual) const;
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream.
@@ -133,7 +135,8 @@ class CudaV41Model final : public CausalLm {
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
   DeviceSelection device_;                // first CUDA member: the ones below are created on this device
   int num_sms_ = 0;
-  int64_t entry_dim_ = 0;  // cached values per token and layer (the widest layer's entry)
+  int64_t entry_dim_ = 0;  // the CPU model's cache entry: what transfers carry per token and layer
+  std::vector<int64_t> input_widths_;  // per layer, the compressor inputs its cache holds a token (0: none)
   DeviceArena arena_;
   CublasHandle cublas_;
   mutable StepProfiler profiler_;

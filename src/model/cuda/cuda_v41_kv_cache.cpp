@@ -1,0 +1,121 @@
+#include "src/model/cuda/cuda_v41_kv_cache.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/cuda/dummy_init.cuh"
+#include "kernels/cuda/kv_cache.cuh"
+#include "src/core/random.h"
+#include "src/model/cuda/cuda_kv_cache.h"
+
+namespace deepinfer {
+
+namespace {
+
+constexpr size_t kAlign = 256;
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// One layer's bytes for `slots` token slots: codes, scales, inputs, each region aligned.
+size_t layer_bytes(int64_t slots, int64_t head_dim, int64_t input_width) {
+  return aligned(slots * head_dim) + aligned(slots * head_dim / 32) + aligned(slots * input_width * 2);
+}
+
+}  // namespace
+
+size_t CudaV41KvCache::bytes_per_token(int64_t head_dim, const std::vector<int64_t>& input_widths) {
+  size_t bytes = 0;
+  for (int64_t width : input_widths) bytes += head_dim + head_dim / 32 + width * 2;
+  return bytes;
+}
+
+CudaV41KvCache::CudaV41KvCache(int64_t num_blocks, int64_t head_dim, std::vector<int64_t> input_widths)
+    : num_blocks_(num_blocks), head_dim_(head_dim) {
+  DI_CHECK(head_dim % 32 == 0, "the FP8 window cache needs head_dim a multiple of 32 (one scale per 32), not {}",
+           head_dim);
+  const int64_t slots = num_blocks * kBlockSize;
+  entry_dim_ = head_dim + *std::max_element(input_widths.begin(), input_widths.end());
+  size_t total = 0;
+  for (int64_t width : input_widths) total += layer_bytes(slots, head_dim, width);
+  storage_ = DeviceArray<uint8_t>(total);
+  uint8_t* next = storage_.data();
+  for (int64_t width : input_widths) {
+    Layer layer;
+    layer.codes = next;
+    layer.scales = next + aligned(slots * head_dim);
+    if (width > 0) layer.inputs = reinterpret_cast<__nv_bfloat16*>(layer.scales + aligned(slots * head_dim / 32));
+    layer.input_width = width;
+    layers_.push_back(layer);
+    next += layer_bytes(slots, head_dim, width);
+  }
+}
+
+void CudaV41KvCache::export_entries(std::span<const int32_t> block_table, int64_t count, float* dst) const {
+  const auto slots = DeviceArray<int64_t>::from_host(slots_of(block_table, 0, count));
+  DeviceArray<__nv_bfloat16> window(std::max<int64_t>(count, 1) * head_dim_);
+  std::vector<float> entry(count * entry_dim_);
+  for (const Layer& layer : layers_) {
+    std::fill(entry.begin(), entry.end(), 0.0f);
+    cuda::gather_fp8_kv_rows(layer.codes, layer.scales, slots.data(), count, head_dim_, window.data(), head_dim_,
+                             nullptr);
+    DI_CUDA_CHECK(cudaGetLastError());
+    const std::vector<__nv_bfloat16> kv = window.to_host();
+    for (int64_t t = 0; t < count; ++t)
+      for (int64_t i = 0; i < head_dim_; ++i) entry[t * entry_dim_ + i] = __bfloat162float(kv[t * head_dim_ + i]);
+    if (layer.inputs != nullptr) {
+      DeviceArray<__nv_bfloat16> inputs(std::max<int64_t>(count, 1) * layer.input_width);
+      cuda::gather_kv_entries(layer.inputs, slots.data(), count, layer.input_width, inputs.data(), nullptr);
+      DI_CUDA_CHECK(cudaGetLastError());
+      const std::vector<__nv_bfloat16> host = inputs.to_host();
+      for (int64_t t = 0; t < count; ++t)
+        for (int64_t i = 0; i < layer.input_width; ++i)
+          entry[t * entry_dim_ + head_dim_ + i] = __bfloat162float(host[t * layer.input_width + i]);
+    }
+    dst = std::copy(entry.begin(), entry.end(), dst);
+  }
+}
+
+void CudaV41KvCache::import_entries(std::span<const int32_t> block_table, int64_t count, const float* src) {
+  const auto slots = DeviceArray<int64_t>::from_host(slots_of(block_table, 0, count));
+  std::vector<__nv_bfloat16> host(count * entry_dim_);
+  DeviceArray<__nv_bfloat16> staged(std::max<int64_t>(count, 1) * entry_dim_);
+  for (const Layer& layer : layers_) {
+    for (__nv_bfloat16& value : host) value = __float2bfloat16(*src++);
+    if (count == 0) continue;
+    DI_CUDA_CHECK(cudaMemcpy(staged.data(), host.data(), host.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice));
+    // The K=V values are FP8 values already (the exporting cache's): quantising them again gives their codes.
+    cuda::write_fp8_kv_rows(staged.data(), entry_dim_, slots.data(), count, head_dim_, layer.codes, layer.scales,
+                            nullptr);
+    if (layer.inputs != nullptr)
+      cuda::write_kv_entries(staged.data() + head_dim_, entry_dim_, slots.data(), count, layer.input_width,
+                             layer.inputs, layer.input_width, nullptr);
+    DI_CUDA_CHECK(cudaGetLastError());
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // `host` is refilled for the next layer
+  }
+}
+
+void CudaV41KvCache::fill_random(uint64_t seed) {
+  // Random K=V rows quantised into the window cache (random bytes would hold NaN codes), random inputs, in chunks.
+  constexpr int64_t kChunk = 16384;
+  const int64_t slots = num_blocks_ * kBlockSize;
+  DeviceArray<__nv_bfloat16> values(std::min(slots, kChunk) * head_dim_);
+  DeviceArray<int64_t> chunk_slots(std::min(slots, kChunk));
+  std::vector<int64_t> host_slots(chunk_slots.size());
+  uint64_t key = splitmix64(seed);
+  for (const Layer& layer : layers_) {
+    for (int64_t first = 0; first < slots; first += kChunk) {
+      const int64_t n = std::min(kChunk, slots - first);
+      std::iota(host_slots.begin(), host_slots.begin() + n, first);
+      DI_CUDA_CHECK(cudaMemcpy(chunk_slots.data(), host_slots.data(), n * sizeof(int64_t), cudaMemcpyHostToDevice));
+      cuda::fill_dummy_bf16(values.data(), n * head_dim_, key = splitmix64(key), 1.0f, 0.0f, nullptr);
+      cuda::write_fp8_kv_rows(values.data(), head_dim_, chunk_slots.data(), n, head_dim_, layer.codes, layer.scales,
+                              nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    if (layer.inputs != nullptr)
+      cuda::fill_dummy_bf16(layer.inputs, slots * layer.input_width, key = splitmix64(key), 1.0f, 0.0f, nullptr);
+  }
+  DI_CUDA_CHECK(cudaGetLastError());
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace deepinfer
