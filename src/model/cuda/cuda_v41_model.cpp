@@ -175,6 +175,10 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16",
                static_cast<double>(after_layers - before_layers) / layers / GiB, fp8 ? "FP8 projections" : "bf16",
                static_cast<double>(arena_.bytes_in_use() - after_layers) / GiB);
+  const int64_t sources = std::count_if(input_widths_.begin(), input_widths_.end(), [](int64_t w) { return w > 0; });
+  spdlog::info("CUDA V4.1 cache: {} bytes a token over {} layers (FP8 window K=V: {} bytes a layer; bf16 compressor "
+               "inputs on the {} KV sources)", CudaV41KvCache::bytes_per_token(hd, input_widths_), layers_.size(),
+               hd + hd / 32, sources);
   if (!v.engram_layer_ids.empty())
     spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB (bf16) in {}", v.engram_layer_ids.size(),
                  static_cast<double>(engram_table_bytes_) / GiB,
