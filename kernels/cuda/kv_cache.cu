@@ -28,7 +28,7 @@ constexpr int kFp8Threads = 128;
 __global__ void __launch_bounds__(kFp8Threads) write_fp8_kernel(const __nv_bfloat16* src, int64_t src_stride,
                                                                 const int64_t* slots, int64_t num_blocks,
                                                                 int64_t blocks_per_row, uint8_t* codes,
-                                                                uint8_t* scales) {
+                                                                uint8_t* scales, bool exact_fit) {
   begin_dependent_kernel();
   const int64_t b = blockIdx.x * static_cast<int64_t>(kFp8Threads) + threadIdx.x;
   if (b >= num_blocks) return;
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(kFp8Threads) write_fp8_kernel(const __nv_bfloa
   float v[kFp8Block], amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < kFp8Block; ++i) amax = fmaxf(amax, fabsf(v[i] = to_float(x[i])));
-  const float scale = fp8_block_scale(amax);
+  const float scale = exact_fit ? ue8m0_value(fp8_weight_scale_byte(amax)) : fp8_block_scale(amax);
   uint32_t words[kFp8Block / 4];
 #pragma unroll
   for (int w = 0; w < kFp8Block / 4; ++w) {
@@ -55,15 +55,16 @@ __global__ void __launch_bounds__(kFp8Threads) write_fp8_kernel(const __nv_bfloa
   scales[slot * blocks_per_row + part] = static_cast<uint8_t>(ilogbf(scale) + 127);
 }
 
+template <class Slot>
 __global__ void __launch_bounds__(kFp8Threads) gather_fp8_kernel(const uint8_t* codes, const uint8_t* scales,
-                                                                 const int64_t* slots, int64_t num_blocks,
+                                                                 const Slot* slots, int64_t num_blocks,
                                                                  int64_t blocks_per_row, __nv_bfloat16* out,
                                                                  int64_t out_stride) {
   begin_dependent_kernel();
   const int64_t b = blockIdx.x * static_cast<int64_t>(kFp8Threads) + threadIdx.x;
   if (b >= num_blocks) return;
   const int64_t t = b / blocks_per_row, part = b % blocks_per_row, dim = blocks_per_row * kFp8Block;
-  const int64_t slot = slots[t];
+  const int64_t slot = static_cast<int64_t>(slots[t]);
   const auto* in = reinterpret_cast<const uint4*>(codes + slot * dim + part * kFp8Block);
   const float scale = ue8m0_to_float(scales[slot * blocks_per_row + part]);
   auto* dst = reinterpret_cast<uint4*>(out + t * out_stride + part * kFp8Block);
@@ -78,19 +79,31 @@ __global__ void __launch_bounds__(kFp8Threads) gather_fp8_kernel(const uint8_t* 
 }  // namespace
 
 void write_fp8_kv_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
-                       int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream) {
+                       int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream, Fp8Scales rule) {
   if (num_tokens == 0 || dim % kFp8Block != 0) return;  // the model checks dim
   const int64_t num_blocks = num_tokens * (dim / kFp8Block);
   launch_dependent(write_fp8_kernel, static_cast<unsigned>((num_blocks + kFp8Threads - 1) / kFp8Threads), kFp8Threads,
-                   0, stream, src, src_stride, slots, num_blocks, dim / kFp8Block, codes, scales);
+                   0, stream, src, src_stride, slots, num_blocks, dim / kFp8Block, codes, scales,
+                   rule == Fp8Scales::kExactFit);
+}
+
+template <class Slot>
+void gather_fp8(const uint8_t* codes, const uint8_t* scales, const Slot* slots, int64_t num_tokens, int64_t dim,
+                __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {
+  if (num_tokens == 0 || dim % kFp8Block != 0) return;
+  const int64_t num_blocks = num_tokens * (dim / kFp8Block);
+  launch_dependent(gather_fp8_kernel<Slot>, static_cast<unsigned>((num_blocks + kFp8Threads - 1) / kFp8Threads),
+                   kFp8Threads, 0, stream, codes, scales, slots, num_blocks, dim / kFp8Block, out, out_stride);
 }
 
 void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int64_t* slots, int64_t num_tokens,
                         int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {
-  if (num_tokens == 0 || dim % kFp8Block != 0) return;
-  const int64_t num_blocks = num_tokens * (dim / kFp8Block);
-  launch_dependent(gather_fp8_kernel, static_cast<unsigned>((num_blocks + kFp8Threads - 1) / kFp8Threads),
-                   kFp8Threads, 0, stream, codes, scales, slots, num_blocks, dim / kFp8Block, out, out_stride);
+  gather_fp8(codes, scales, slots, num_tokens, dim, out, out_stride, stream);
+}
+
+void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int32_t* slots, int64_t num_tokens,
+                        int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {
+  gather_fp8(codes, scales, slots, num_tokens, dim, out, out_stride, stream);
 }
 
 void write_kv_entries(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,

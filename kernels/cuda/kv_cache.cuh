@@ -23,9 +23,16 @@ void write_kv_entries(const __nv_bfloat16* src, int64_t src_stride, const int64_
 void gather_kv_entries(const __nv_bfloat16* cache, const int64_t* slots, int64_t num_tokens, int64_t dim,
                        __nv_bfloat16* out, cudaStream_t stream);
 
+// The same rows serve DeepSeek-V4.1's FP8 engram tables (a ue8m0 scale per 32 values of a row, rows gathered by
+// id), whose blocks take the least power of two that fits instead (so the checkpoint's FP8 values quantise back
+// to themselves): Fp8Scales::kExactFit.
+enum class Fp8Scales { kActivation, kExactFit };
 void write_fp8_kv_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
-                       int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream);
+                       int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream,
+                       Fp8Scales rule = Fp8Scales::kActivation);
 void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int64_t* slots, int64_t num_tokens,
+                        int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream);
+void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int32_t* slots, int64_t num_tokens,
                         int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -16,6 +16,7 @@
 #include "kernels/cuda/indexer.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
+#include "kernels/fp_formats.h"
 
 #include "tests/gpu/op_test.h"
 
@@ -132,13 +133,20 @@ void hc_embed(OpRun& r) {
 
 // V4.1's FP8 window cache: rows `stride` apart written into shuffled slots as codes and scales, gathered back: the
 // values are the CPU's fake_quant_fp8 of the rows (blocks of 32) bit for bit, magnitudes as in fake_quant below.
+// With exact_fit (the engram tables' rule) the rows are FP8 values already, each block of 32 at its own power of two
+// (down to 2^-40, below the activation rule's floor), and must come back unchanged.
 void fp8_kv_rows(OpRun& r) {
   const int64_t rows = r["rows"], n = r["n"], stride = r["stride"], num_slots = rows + 13;
+  const bool exact_fit = r["exact_fit"] != 0;
   std::vector<float> x_f;
   std::vector<Bf16> bits = r.random_bf16(rows * stride, x_f);
   for (int64_t i = 0; i < rows * stride; ++i) {
     const int shift = static_cast<int>(r.rng()() % 31) - 20;
-    const float v = (i / 32) % 8 == 3 ? std::ldexp(x_f[i], -12) : std::ldexp(x_f[i], shift);
+    float v = (i / 32) % 8 == 3 ? std::ldexp(x_f[i], -12) : std::ldexp(x_f[i], shift);
+    if (exact_fit) {  // an e4m3 value times the block's power of two
+      const int block_shift = static_cast<int>((i / 32) * 7919 % 51) - 40;
+      v = std::ldexp(e4m3_value(static_cast<uint32_t>(r.rng()() % 256) & 0xf7u), block_shift);
+    }
     bits[i] = float_to_bf16(v);
     x_f[i] = bf16_to_float(bits[i]);
   }
@@ -151,12 +159,13 @@ void fp8_kv_rows(OpRun& r) {
   DeviceArray<uint8_t> codes(num_slots * n), scales(num_slots * n / 32);
   DeviceArray<Bf16> out(rows * n);
   out.poison();
-  cuda::write_fp8_kv_rows(bf(x), stride, d_slots.data(), rows, n, codes.data(), scales.data(), nullptr);
+  cuda::write_fp8_kv_rows(bf(x), stride, d_slots.data(), rows, n, codes.data(), scales.data(), nullptr,
+                          exact_fit ? cuda::Fp8Scales::kExactFit : cuda::Fp8Scales::kActivation);
   cuda::gather_fp8_kv_rows(codes.data(), scales.data(), d_slots.data(), rows, n, bf(out), n, nullptr);
   sync();
   std::vector<float> want(rows * n);
   for (int64_t i = 0; i < rows; ++i) {
-    cpu::fake_quant_fp8(x_f.data() + i * stride, 1, n, 32);
+    if (!exact_fit) cpu::fake_quant_fp8(x_f.data() + i * stride, 1, n, 32);
     std::copy(x_f.begin() + i * stride, x_f.begin() + i * stride + n, want.begin() + i * n);
   }
   r.exact("values read back", to_float(out.to_host()), want);
@@ -498,9 +507,13 @@ void add_v41_rows(OpTable& t) {
   t.add("sparse_window_attention", "bf16",
         {{"heads", 3}, {"head_dim", 96}, {"window", 16}, {"extras", 40}, {"padding", 1}}, kBf16,
         sparse_window_attention);
-  for (int64_t stride : {512, 1568})
-    t.add("fp8_kv_rows", "u8", {{"rows", 300}, {"n", 512}, {"stride", stride}}, kExact, fp8_kv_rows);
-  t.add("fp8_kv_rows", "u8", {{"rows", 7}, {"n", 64}, {"stride", 64}}, kExact, fp8_kv_rows);
+  for (int64_t exact_fit : {0, 1}) {
+    for (int64_t stride : {512, 1568})
+      t.add("fp8_kv_rows", "u8", {{"rows", 300}, {"n", 512}, {"stride", stride}, {"exact_fit", exact_fit}}, kExact,
+            fp8_kv_rows);
+    t.add("fp8_kv_rows", "u8", {{"rows", 7}, {"n", 64}, {"stride", 64}, {"exact_fit", exact_fit}}, kExact,
+          fp8_kv_rows);
+  }
   for (int64_t padded : {0, 1}) {
     for (int64_t ratio : {4, 128})
       t.add("compress_pool_sequences", "bf16",

@@ -216,20 +216,30 @@ TEST(CudaV41, EngramFixtureMatchesTheCpuReference) {
   expect_gpu_matches_cpu("tiny-v41-engram");
 }
 
-// The tables in pinned host memory (--engram-tables host): the same kernels read them over PCIe, so the same bits.
+// The FP8 checkpoint's tables stay FP8 on the GPU (codes and a scale per 32 values of a row).
+TEST(CudaV41, EngramFp8FixtureMatchesTheCpuReference) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  expect_gpu_matches_cpu("tiny-v41-engram-fp8");
+}
+
+// The tables in pinned host memory (--engram-tables host): the same kernels read them over PCIe, so the same bits;
+// bf16 tables and FP8 ones.
 TEST(CudaV41, EngramTablesInHostMemoryGiveTheSameLogits) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const auto dir = testing::fixture_dir("tiny-v41-engram");
-  const ModelConfig config = load_model_config(dir);
-  ModelConfig on_host = config;
-  on_host.v41.engram_tables_on_host = true;
-  const WeightStore weights = load_weights(config, dir);
-  const CudaV41Model device_tables(config, HostWeightSource(weights), 0);
-  const CudaV41Model host_tables(on_host, HostWeightSource(weights), 0);
-  for (const std::vector<int32_t>& prompt : fixture_prompts()) {
-    const Tensor a = one_shot(device_tables, prompt), b = one_shot(host_tables, prompt);
-    ASSERT_EQ(a.shape(), b.shape());
-    EXPECT_TRUE(std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>())) << prompt.size();
+  for (const char* fixture : {"tiny-v41-engram", "tiny-v41-engram-fp8"}) {
+    const auto dir = testing::fixture_dir(fixture);
+    const ModelConfig config = load_model_config(dir);
+    ModelConfig on_host = config;
+    on_host.v41.engram_tables_on_host = true;
+    const WeightStore weights = load_weights(config, dir);
+    const CudaV41Model device_tables(config, HostWeightSource(weights), 0);
+    const CudaV41Model host_tables(on_host, HostWeightSource(weights), 0);
+    for (const std::vector<int32_t>& prompt : fixture_prompts()) {
+      const Tensor a = one_shot(device_tables, prompt), b = one_shot(host_tables, prompt);
+      ASSERT_EQ(a.shape(), b.shape());
+      EXPECT_TRUE(std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>()))
+          << fixture << ", " << prompt.size() << " tokens";
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "kernels/cuda/embedding.cuh"
@@ -11,6 +12,7 @@
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/hyper_connections.cuh"
 #include "kernels/cuda/indexer.cuh"
+#include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -142,16 +144,41 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
       experts_->load(l, e, weights, prefix + "w1.weight", prefix + "w3.weight", prefix + "w2.weight");
     }
     if (layer.engram_index >= 0) {
+      // FP8 checkpoints' tables stay FP8 (codes and a scale byte per 32 values of a row, quantised on the device
+      // from the loaded values, which they reproduce exactly), in GPU memory or pinned host memory; the bf16
+      // staging copy lives in the same kind of memory and is freed after.
       const std::string name = p + "engram.embed.weight";
       const Shape& shape = shapes_.at(name);
-      const size_t bytes = shape_numel(shape) * sizeof(Bf16);
+      const int64_t rows = shape[0], cols = shape_numel(shape) / rows;
+      const bool table_fp8 = fp8 && cols % 32 == 0;
+      const size_t bf16_bytes = shape_numel(shape) * sizeof(Bf16);
+      const size_t bytes = table_fp8 ? static_cast<size_t>(rows * cols + rows * cols / 32) : bf16_bytes;
       engram_table_bytes_ += bytes;
+      void* table = nullptr;
       if (v.engram_tables_on_host) {  // written through its mapped address, read so by the gather
         engram_host_tables_.emplace_back(bytes);
-        layer.engram_table = static_cast<const Bf16*>(engram_host_tables_.back().data());
-        weights.fill_bf16(name, shape, static_cast<Bf16*>(engram_host_tables_.back().data()));
+        table = engram_host_tables_.back().data();
       } else {
-        layer.engram_table = upload(weights, name);
+        table = arena_.take(bytes);
+      }
+      if (!table_fp8) {
+        weights.fill_bf16(name, shape, static_cast<Bf16*>(table));
+        layer.engram_table = static_cast<const Bf16*>(table);
+      } else {
+        MappedHostArray host_staging(v.engram_tables_on_host ? bf16_bytes : 0);
+        DeviceArray<Bf16> device_staging(v.engram_tables_on_host ? 0 : rows * cols);
+        auto* staging = v.engram_tables_on_host ? static_cast<Bf16*>(host_staging.data()) : device_staging.data();
+        weights.fill_bf16(name, shape, staging);
+        std::vector<int64_t> all(rows);
+        std::iota(all.begin(), all.end(), 0);
+        const auto ids = DeviceArray<int64_t>::from_host(all);
+        auto* codes = static_cast<uint8_t*>(table);
+        cuda::write_fp8_kv_rows(staging, cols, ids.data(), rows, cols, codes, codes + rows * cols, nullptr,
+                                cuda::Fp8Scales::kExactFit);
+        DI_CUDA_CHECK(cudaGetLastError());
+        DI_CUDA_CHECK(cudaDeviceSynchronize());  // before the staging copies go
+        layer.engram_codes = codes;
+        layer.engram_scales = codes + rows * cols;
       }
       layer.engram_wkv = upload(weights, p + "engram.wkv.weight");
       layer.engram_q = upload_f32(weights, p + "engram.q_weight");
@@ -180,8 +207,9 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                "inputs on the {} KV sources)", CudaV41KvCache::bytes_per_token(hd, input_widths_), layers_.size(),
                hd + hd / 32, sources);
   if (!v.engram_layer_ids.empty())
-    spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB (bf16) in {}", v.engram_layer_ids.size(),
+    spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB ({}) in {}", v.engram_layer_ids.size(),
                  static_cast<double>(engram_table_bytes_) / GiB,
+                 layers_[v.engram_layer_ids[0]].engram_codes != nullptr ? "FP8 e4m3 + ue8m0 per 32" : "bf16",
                  v.engram_tables_on_host ? "pinned host memory (rows gathered over PCIe)" : "GPU memory");
 }
 
@@ -295,8 +323,11 @@ struct CudaV41Model::CudaBlocks {
     const int64_t cols = v41_engram_columns(v), ed = v.engram_head_dim;
     auto* gathered = scratch.alloc<Bf16>(T * cols * ed);
     auto* kv = scratch.alloc<float>(T * (hc + 1) * H);
-    cuda::embedding(layer.engram_table, plan.engram_rows + layer.engram_index * T * cols, gathered, T * cols, ed,
-                    nullptr);  // a row gather
+    const int32_t* rows = plan.engram_rows + layer.engram_index * T * cols;
+    if (layer.engram_codes != nullptr)
+      cuda::gather_fp8_kv_rows(layer.engram_codes, layer.engram_scales, rows, T * cols, ed, gathered, ed, nullptr);
+    else
+      cuda::embedding(layer.engram_table, rows, gathered, T * cols, ed, nullptr);  // a row gather
     model.linear(gathered, layer.engram_wkv, kv, true, T, (hc + 1) * H, cols * ed);
     cuda::engram_mix(state.streams, kv, layer.engram_q, layer.engram_k, T, hc, H, model.config_.rms_norm_eps,
                      nullptr);

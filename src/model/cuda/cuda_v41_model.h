@@ -17,12 +17,12 @@
 // experts where its quantization_config says so (quantised on the device from the loaded values, which they
 // reproduce exactly), the rest bf16 (fp32: the hyper-connections' bases and scales, the sinks, the routers' bias).
 // Engram: the step's table rows hashed on the host (engram_hash.h) and uploaded with the plan; rows gathered
-// from the tables (bf16, in GPU memory or, with --engram-tables host, pinned host memory read over PCIe),
+// from the tables (FP8 with a scale per 32 values where the checkpoint is FP8, else bf16; in GPU memory or, with
+// --engram-tables host, pinned host memory read over PCIe),
 // projected by wkv and gated into the streams (engram_mix).
 // Decode steps (one new token a sequence) lay the compressed entries out in fixed shapes (StepPlan::Groups) and
 // replay CUDA graphs (decode_graphs.h).
-// Not built yet: FP8 shared experts, compressed entries cached per complete group (rebuilt every step), FP8-resident
-// engram tables (the release's e4m3 rows are read and held in bf16, which holds them exactly: twice the bytes).
+// Not built yet: FP8 shared experts, compressed entries cached per complete group (rebuilt every step).
 #pragma once
 
 #include <memory>
@@ -92,7 +92,11 @@ class CudaV41Model final : public CausalLm {
     const Bf16* compressor_norm = nullptr;
     const Bf16 *indexer_wq_b = nullptr, *indexer_weights = nullptr, *indexer_wk = nullptr, *indexer_k_norm = nullptr;
     CudaMoeWeights moe;
-    const Bf16 *engram_table = nullptr, *engram_wkv = nullptr;  // table in GPU or mapped host memory
+    // The table in GPU or mapped host memory: bf16 rows, or (FP8 checkpoints) e4m3 codes with a ue8m0 scale per
+    // 32 values of a row, as the checkpoint stores it.
+    const Bf16* engram_table = nullptr;
+    const uint8_t *engram_codes = nullptr, *engram_scales = nullptr;
+    const Bf16* engram_wkv = nullptr;
     const float *engram_q = nullptr, *engram_k = nullptr;
   };
   // Steps of at least this many rows (prefill; never a fixed-shape decode step) score the indexer's keys with
