@@ -28,6 +28,12 @@ struct Fp4GemmTile {
 // rows give none).
 std::vector<Fp4GemmTile> fp4_gemm_tiles(const std::vector<int32_t>& offsets);
 
+// The decode form, for CUDA graphs: a column of blocks per expert e, which reads its rows [offsets[e],
+// offsets[e + 1]) from the device (no host round trip), and x row token_of_row[r] for row r where token_of_row is
+// given (moe_route's, so the rows are never copied into expert order).
+void moe_fp4_gemm_by_expert(const __nv_bfloat16* x, const int32_t* token_of_row, Fp4Rows w, const int32_t* offsets,
+                            int64_t num_experts, int64_t n, int64_t k, __nv_bfloat16* y, cudaStream_t stream);
+
 // stage_k: the k a pipeline stage covers, 32 (and 0) or 64 (where k allows; measured slower:
 // benchmarks/moe_fp4_gemm_bench).
 void moe_fp4_gemm(const __nv_bfloat16* x, Fp4Rows w, const Fp4GemmTile* tiles, int64_t num_tiles, int64_t n,

@@ -23,6 +23,7 @@
 
 #include "src/core/device.h"
 #include "src/model/architectures.h"
+#include "src/model/cuda/cuda_moe.h"
 #include "src/model/cuda/cuda_v41_model.h"
 #include "src/model/safetensors.h"
 #include "src/model/v41_model.h"
@@ -289,6 +290,46 @@ TEST(CudaV41, SequencesInOneBatchDoNotMix) {
     for (double e : by_position(mine, theirs)) errors.push_back(e);
   }
   expect_mostly_calm(errors, "tiny-v41-fp8, four sequences in one step against each alone");
+}
+
+// A decode step of 40 sequences (80 expert pairs: the FP4 experts by expert, moe_fp4_gemm_by_expert, where a few
+// sequences take the matrix-vector kernels): each sequence's logits as when its whole prompt runs alone.
+TEST(CudaV41, ManySequencesDecodeAsEachAlone) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const auto dir = testing::fixture_dir("tiny-v41-fp8");
+  const ModelConfig config = all_selected(load_model_config(dir));
+  const WeightStore weights = load_weights(config, dir);
+  const CudaV41Model gpu(config, HostWeightSource(weights), 0);
+  const auto prompts = fixture_prompts();
+  constexpr int kSequences = 40;
+  ASSERT_GT(kSequences * config.num_experts_per_tok, CudaMoe::kGemvMaxPairs);
+  std::unique_ptr<KvCache> cache = gpu.make_kv_cache(kSequences * 4);
+  std::vector<std::vector<int32_t>> seqs, tables;
+  ForwardBatch decode;
+  for (int s = 0; s < kSequences; ++s) {
+    const std::vector<int32_t>& prompt = prompts[s % prompts.size()];
+    seqs.emplace_back(prompt.begin(), prompt.end() - (s % 3));
+    const auto len = static_cast<int64_t>(seqs.back().size());
+    ASSERT_LE(len, 4 * KvCache::kBlockSize);
+    tables.push_back({4 * s, 4 * s + 1, 4 * s + 2, 4 * s + 3});
+    ForwardBatch prefill;  // all but the last token, alone
+    prefill.token_ids.assign(seqs.back().begin(), seqs.back().end() - 1);
+    prefill.sequences.push_back({0, len - 1, tables.back()});
+    gpu.forward(prefill, *cache);
+    decode.token_ids.push_back(seqs.back().back());
+    decode.sequences.push_back({len - 1, 1, tables.back()});
+  }
+  const Tensor together = gpu.forward(decode, *cache);
+  const int64_t V = config.vocab_size;
+  std::vector<double> errors;
+  for (int s = 0; s < kSequences; ++s) {
+    const Tensor alone = one_shot(gpu, seqs[s]);
+    Tensor mine = Tensor::zeros({1, V}), theirs = Tensor::zeros({1, V});
+    std::copy_n(together.data<float>() + s * V, V, mine.data<float>());
+    std::copy_n(alone.data<float>() + (alone.shape()[0] - 1) * V, V, theirs.data<float>());
+    errors.push_back(relative_error(mine, theirs));
+  }
+  expect_mostly_calm(errors, "tiny-v41-fp8, a decode step of 40 sequences against each alone");
 }
 
 // The dummy weights generated on the GPU: the CPU's dummy values (generated on the host, then rounded) within the
