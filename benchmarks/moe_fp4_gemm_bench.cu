@@ -6,17 +6,12 @@
 //   moe_fp4_gemm_bench [--reps 5]
 //
 // Prints per (projection, rows per expert, kernel) the median time of one projection over every expert and the
-// rate in TFLOP/s of the rows' real products (no padding counted). Then the decode form: a whole routed-expert
-// block at batch 1-128 with random top-6 routing, the FP4 matrix-vector kernels (moe_gemv_*_fp4, every pair
-// streaming its expert) against route + moe_fp4_gemm_by_expert (every used expert streamed once) + unpermute, with
-// the bytes of the distinct experts used and the rate each reaches on them.
+// rate in TFLOP/s of the rows' real products (no padding counted).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -25,8 +20,6 @@
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/moe_fp4_gemm.cuh"
-#include "kernels/cuda/moe_permute.cuh"
-#include "kernels/cuda/silu_mul.cuh"
 #include "src/core/check.h"
 #include "src/model/cuda/device_memory.h"
 
@@ -37,63 +30,6 @@ using deepinfer::DeviceArray;
 namespace cuda = deepinfer::cuda;
 
 constexpr int64_t kExperts = 384, kDequantExperts = 16, kChunk = 256;
-
-void decode_blocks(int reps) {
-  constexpr int64_t H = 5120, I = 2304, K = 6;
-  DeviceArray<__nv_bfloat16> staging(kDequantExperts * 2 * I * H);
-  DeviceArray<uint8_t> gu_codes(kExperts * 2 * I * H / 2), gu_scales(kExperts * 2 * I * H / 32),
-      d_codes(kExperts * H * I / 2), d_scales(kExperts * H * I / 32);
-  cuda::fill_dummy_bf16(staging.data(), kDequantExperts * 2 * I * H, 5, 0.05f, 0.0f, cudaStreamPerThread);
-  for (int64_t e = 0; e < kExperts; e += kDequantExperts) {
-    cuda::quantize_fp4_rows(staging.data(), kDequantExperts * 2 * I, H, gu_codes.data() + e * 2 * I * H / 2,
-                            gu_scales.data() + e * 2 * I * H / 32, cudaStreamPerThread);
-    cuda::quantize_fp4_rows(staging.data(), kDequantExperts * H, I, d_codes.data() + e * H * I / 2,
-                            d_scales.data() + e * H * I / 32, cudaStreamPerThread);
-  }
-  const cuda::Fp4Rows gate_up{gu_codes.data(), gu_scales.data()}, down{d_codes.data(), d_scales.data()};
-  const double expert_bytes = 3.0 * I * H / 2 + 3.0 * I * H / 32;  // codes and scales of one expert
-  std::mt19937 rng(3);
-  for (int64_t tokens : {1, 8, 16, 32, 64, 128}) {
-    const int64_t n = tokens * K;
-    std::vector<int32_t> ids(n);
-    std::set<int32_t> used;
-    for (int64_t t = 0; t < tokens; ++t) {
-      std::set<int32_t> picked;
-      while (static_cast<int64_t>(picked.size()) < K) picked.insert(static_cast<int32_t>(rng() % kExperts));
-      std::copy(picked.begin(), picked.end(), ids.begin() + t * K);
-      used.insert(picked.begin(), picked.end());
-    }
-    std::vector<float> weights(n, 1.0f / K);
-    DeviceArray<int32_t> d_ids(n), row_of(n), token_of_row(n), offsets(kExperts + 1);
-    DeviceArray<float> d_weights(n);
-    DI_CUDA_CHECK(cudaMemcpy(d_ids.data(), ids.data(), n * 4, cudaMemcpyHostToDevice));
-    DI_CUDA_CHECK(cudaMemcpy(d_weights.data(), weights.data(), n * 4, cudaMemcpyHostToDevice));
-    DeviceArray<__nv_bfloat16> x(tokens * H), out(tokens * H), gu(n * 2 * I), act(n * I), y_perm(n * H);
-    cuda::fill_dummy_bf16(x.data(), tokens * H, 9, 1.0f, 0.0f, cudaStreamPerThread);
-    const float gemv_ms = median_ms(reps, [&] {
-      cuda::moe_gemv_gate_up_fp4(x.data(), d_ids.data(), tokens, K, kExperts, H, I, gate_up, 0.0f, act.data(),
-                                 cudaStreamPerThread);
-      cuda::moe_gemv_down_fp4(act.data(), d_ids.data(), d_weights.data(), tokens, K, kExperts, H, I, down, out.data(),
-                              cudaStreamPerThread);
-    });
-    const float tiles_ms = median_ms(reps, [&] {
-      cuda::moe_route(d_ids.data(), tokens, K, kExperts, row_of.data(), token_of_row.data(), offsets.data(),
-                      cudaStreamPerThread);
-      cuda::moe_fp4_gemm_by_expert(x.data(), token_of_row.data(), gate_up, offsets.data(), kExperts, 2 * I, H,
-                                   gu.data(), cudaStreamPerThread);
-      cuda::silu_mul(gu.data(), act.data(), n, I, 0.0f, cudaStreamPerThread);
-      cuda::moe_fp4_gemm_by_expert(act.data(), nullptr, down, offsets.data(), kExperts, H, I, y_perm.data(),
-                                   cudaStreamPerThread);
-      cuda::moe_unpermute(y_perm.data(), row_of.data(), d_weights.data(), tokens, K, H, out.data(),
-                          cudaStreamPerThread);
-    });
-    const double bytes = expert_bytes * static_cast<double>(used.size());
-    std::printf("decode batch %3ld (%3zu experts, %.2f GB)  FP4 matrix-vector %7.3f ms (%.2f TB/s)  by expert "
-                "%7.3f ms (%.2f TB/s)\n",
-                static_cast<long>(tokens), used.size(), bytes * 1e-9, gemv_ms, bytes / (gemv_ms * 1e-3) * 1e-12,
-                tiles_ms, bytes / (tiles_ms * 1e-3) * 1e-12);
-  }
-}
 
 int run(int argc, char** argv) {
   int reps = 5;
@@ -153,7 +89,6 @@ int run(int argc, char** argv) {
                   static_cast<long>(per_expert), dequant_ms, tflop / (dequant_ms * 1e-3));
     }
   }
-  decode_blocks(reps);
   return 0;
 }
 

@@ -26,48 +26,23 @@ struct Shared {
   uint32_t pairs[256];  // a code byte (two e2m1 values) -> their bf16 pair
 };
 
-// One tile: the pipeline over k for rows [tile.first_row, + tile.rows) of x (through token_of_row where given)
-// against weight rows [n0, n0 + 128) of tile.expert.
 template <int kBK>
-__device__ __forceinline__ void fp4_gemm_tile(Shared<kBK>& s, const __nv_bfloat16* x, const int32_t* token_of_row,
-                                              Fp4Rows w, Fp4GemmTile tile, int n0, int n, int k,
-                                              __nv_bfloat16* y);
-
-template <int kBK>
-__global__ void __launch_bounds__(kThreads, 4) fp4_gemm_kernel(const __nv_bfloat16* x, const int32_t* token_of_row,
-                                                            Fp4Rows w, const Fp4GemmTile* tiles,
-                                                            const int32_t* offsets, int n, int k,
+__global__ void __launch_bounds__(kThreads) fp4_gemm_kernel(const __nv_bfloat16* x, Fp4Rows w,
+                                                            const Fp4GemmTile* tiles, int n, int k,
                                                             __nv_bfloat16* y) {
   using S = Shared<kBK>;
+  constexpr int kBlocks = S::kBlocks, kXPieces = kBM * kBK / 8 / kThreads;  // 16-byte x pieces a thread a stage
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   S& s = *reinterpret_cast<S*>(shared_bytes);
-  for (int b = threadIdx.x; b < 256; b += kThreads) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
+  for (int b = tid; b < 256; b += kThreads) {
     const __nv_bfloat162 pair = __floats2bfloat162_rn(e2m1_value(b & 15u), e2m1_value(b >> 4));
     s.pairs[b] = *reinterpret_cast<const uint32_t*>(&pair);
   }
   __syncthreads();  // the table is read by every thread's decode
   begin_dependent_kernel();
-  const int n0 = blockIdx.x * kBN;
-  if (tiles != nullptr) {
-    fp4_gemm_tile<kBK>(s, x, token_of_row, w, tiles[blockIdx.y], n0, n, k, y);
-    return;
-  }
-  // By expert: blockIdx.y's rows as the device has them, in tiles of kBM (none for an expert without rows).
-  const int e = blockIdx.y, first = offsets[e], last = offsets[e + 1];
-  for (int row = first; row < last; row += kBM) {
-    if (row > first) __syncthreads();  // every warp is done with the previous tile's buffers
-    fp4_gemm_tile<kBK>(s, x, token_of_row, w, {e, row, min(kBM, last - row)}, n0, n, k, y);
-  }
-}
-
-template <int kBK>
-__device__ __forceinline__ void fp4_gemm_tile(Shared<kBK>& s, const __nv_bfloat16* x, const int32_t* token_of_row,
-                                              Fp4Rows w, Fp4GemmTile tile, int n0, int n, int k,
-                                              __nv_bfloat16* y) {
-  using S = Shared<kBK>;
-  constexpr int kBlocks = S::kBlocks, kXPieces = kBM * kBK / 8 / kThreads;  // 16-byte x pieces a thread a stage
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, t = lane & 3;
-  const int stages = k / kBK;
+  const Fp4GemmTile tile = tiles[blockIdx.y];
+  const int n0 = blockIdx.x * kBN, stages = k / kBK;
   const int64_t w_row0 = static_cast<int64_t>(tile.expert) * n + n0;  // this block's first weight row
   // Thread `tid` copies weight row tid's codes and decodes that row (so a decode reads only its own copies).
   const bool w_valid = n0 + tid < n;
@@ -79,9 +54,8 @@ __device__ __forceinline__ void fp4_gemm_tile(Shared<kBK>& s, const __nv_bfloat1
     for (int i = 0; i < kXPieces; ++i) {
       const int piece = tid + kThreads * i, row = piece / (kBK / 8), part = piece % (kBK / 8);
       const bool valid = row < tile.rows;
-      const int r = tile.first_row + (valid ? row : 0);
       const __nv_bfloat16* src =
-          x + static_cast<int64_t>(token_of_row != nullptr ? token_of_row[r] : r) * k + stage * kBK + 8 * part;
+          x + static_cast<int64_t>(tile.first_row + (valid ? row : 0)) * k + stage * kBK + 8 * part;
       cp_async_16(&s.x[buffer][row][8 * part], src, valid);
     }
 #pragma unroll
@@ -177,16 +151,14 @@ __device__ __forceinline__ void fp4_gemm_tile(Shared<kBK>& s, const __nv_bfloat1
     }
 }
 
-// grid_rows: tiles, or experts (offsets given).
 template <int kBK>
-void launch(const __nv_bfloat16* x, const int32_t* token_of_row, Fp4Rows w, const Fp4GemmTile* tiles,
-            const int32_t* offsets, int64_t grid_rows, int64_t n, int64_t k, __nv_bfloat16* y, cudaStream_t stream) {
+void launch(const __nv_bfloat16* x, Fp4Rows w, const Fp4GemmTile* tiles, int64_t num_tiles, int64_t n, int64_t k,
+            __nv_bfloat16* y, cudaStream_t stream) {
   constexpr size_t kShared = sizeof(Shared<kBK>);
   constexpr auto kernel = fp4_gemm_kernel<kBK>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kShared));
-  const dim3 grid(static_cast<unsigned>((n + kBN - 1) / kBN), static_cast<unsigned>(grid_rows));
-  launch_dependent(kernel, grid, kThreads, kShared, stream, x, token_of_row, w, tiles, offsets, static_cast<int>(n),
-                   static_cast<int>(k), y);
+  const dim3 grid(static_cast<unsigned>((n + kBN - 1) / kBN), static_cast<unsigned>(num_tiles));
+  launch_dependent(kernel, grid, kThreads, kShared, stream, x, w, tiles, static_cast<int>(n), static_cast<int>(k), y);
 }
 
 }  // namespace
@@ -203,14 +175,8 @@ std::vector<Fp4GemmTile> fp4_gemm_tiles(const std::vector<int32_t>& offsets) {
 void moe_fp4_gemm(const __nv_bfloat16* x, Fp4Rows w, const Fp4GemmTile* tiles, int64_t num_tiles, int64_t n,
                   int64_t k, __nv_bfloat16* y, cudaStream_t stream, int stage_k) {
   if (num_tiles == 0 || k % 32 != 0 || n % 2 != 0) return;  // the caller checks the shapes
-  if (stage_k == 64 && k % 64 == 0) launch<64>(x, nullptr, w, tiles, nullptr, num_tiles, n, k, y, stream);
-  else launch<32>(x, nullptr, w, tiles, nullptr, num_tiles, n, k, y, stream);
-}
-
-void moe_fp4_gemm_by_expert(const __nv_bfloat16* x, const int32_t* token_of_row, Fp4Rows w, const int32_t* offsets,
-                            int64_t num_experts, int64_t n, int64_t k, __nv_bfloat16* y, cudaStream_t stream) {
-  if (num_experts == 0 || k % 32 != 0 || n % 2 != 0) return;  // the caller checks the shapes
-  launch<32>(x, token_of_row, w, nullptr, offsets, num_experts, n, k, y, stream);
+  if (stage_k == 64 && k % 64 == 0) launch<64>(x, w, tiles, num_tiles, n, k, y, stream);
+  else launch<32>(x, w, tiles, num_tiles, n, k, y, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -5,7 +5,10 @@
 // Fp4Rows (moe_fp4.cuh: e2m1 codes [E * n, k / 2], ue8m0 scales [E * n, k / 32]); y: [*, n]. Tiles list up to
 // kFp4GemmTileRows rows of one expert each (fp4_gemm_tiles builds them from expert offsets). k a multiple of 32,
 // n even. The CPU form: dequantise (kernels/cpu/fp4_weights.h) and multiply. About 180 TFLOP/s on the H200 at any
-// rows an expert; cuBLAS on dequantised weights overtakes it from ~128 (CudaMoe::kFp4TileMaxRowsPerExpert).
+// rows an expert; cuBLAS on dequantised weights overtakes it from ~128 (CudaMoe::kFp4TileMaxRowsPerExpert). A decode
+// form of it (a column of blocks per expert, the offsets read on the device) streamed the experts at 0.70 TB/s
+// against the FP4 matrix-vector kernels' 1.0-1.3 TB/s at batch 8-64, and was withdrawn (commit 21d324c,
+// results/h200/v41/moe-fp4-gemm-bench.txt).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -27,12 +30,6 @@ struct Fp4GemmTile {
 // Every expert's rows [offsets[e], offsets[e + 1]) cut into tiles of at most kFp4GemmTileRows (experts without
 // rows give none).
 std::vector<Fp4GemmTile> fp4_gemm_tiles(const std::vector<int32_t>& offsets);
-
-// The decode form, for CUDA graphs: a column of blocks per expert e, which reads its rows [offsets[e],
-// offsets[e + 1]) from the device (no host round trip), and x row token_of_row[r] for row r where token_of_row is
-// given (moe_route's, so the rows are never copied into expert order).
-void moe_fp4_gemm_by_expert(const __nv_bfloat16* x, const int32_t* token_of_row, Fp4Rows w, const int32_t* offsets,
-                            int64_t num_experts, int64_t n, int64_t k, __nv_bfloat16* y, cudaStream_t stream);
 
 // stage_k: the k a pipeline stage covers, 32 (and 0) or 64 (where k allows; measured slower:
 // benchmarks/moe_fp4_gemm_bench).

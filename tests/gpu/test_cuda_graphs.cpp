@@ -98,7 +98,7 @@ TEST(CudaGraphs, V41ReplayedDecodeStepsEqualEagerOnes) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   expect_v41_replays_equal_eager("tiny-v41-fp8", 3);
   expect_v41_replays_equal_eager("tiny-v41-fp8", 12);
-  expect_v41_replays_equal_eager("tiny-v41-fp8", 40);  // 80 expert pairs: the FP4 experts by expert
+  expect_v41_replays_equal_eager("tiny-v41-fp8", 40);  // 80 expert pairs
   expect_v41_replays_equal_eager("tiny-v41", 3);
 }
 

@@ -332,8 +332,8 @@ void moe_gemv_fp4(OpRun& r) {
   r.close("routed sums", to_float(out.to_host()), want);
 }
 
-// FP4 experts' projections over expert-sorted rows against FP4 weights (the prefill form's host-built tiles, or
-// the decode form's device offsets), every expert's rows in 64-row tiles (expert 1 none, expert 0 several tiles and a partial one), weight rows past a 128-column
+// The prefill form of FP4 experts: one projection over expert-sorted rows against FP4 weights, every expert's
+// rows in 64-row tiles (expert 1 none, expert 0 several tiles and a partial one), weight rows past a 128-column
 // tile's end (n off the tile), k from one scale block to V4.1-Flash's hidden size. Against the CPU's dequantised
 // weights times the same bf16 rows in fp32.
 void moe_fp4_gemm(OpRun& r) {
@@ -355,28 +355,15 @@ void moe_fp4_gemm(OpRun& r) {
   auto d_tiles = DeviceArray<int32_t>::from_host(tile_ints);
   DeviceArray<Bf16> y(rows * n);
   y.poison();
-  // by_expert: the decode form, the offsets on the device and the rows read through a permutation of x's.
-  const bool by_expert = r["by_expert"] != 0;
-  std::vector<int32_t> token_of_row(rows);
-  std::iota(token_of_row.begin(), token_of_row.end(), 0);
-  std::shuffle(token_of_row.begin(), token_of_row.end(), r.rng());
-  auto d_token_of_row = DeviceArray<int32_t>::from_host(token_of_row);
-  auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
-  if (by_expert)
-    cuda::moe_fp4_gemm_by_expert(bf(x), d_token_of_row.data(), {d_codes.data(), d_scales.data()}, d_offsets.data(),
-                                 experts, n, k, bf(y), nullptr);
-  else
-    cuda::moe_fp4_gemm(bf(x), {d_codes.data(), d_scales.data()},
-                       reinterpret_cast<const cuda::Fp4GemmTile*>(d_tiles.data()), static_cast<int64_t>(tiles.size()),
-                       n, k, bf(y), nullptr);
+  cuda::moe_fp4_gemm(bf(x), {d_codes.data(), d_scales.data()}, reinterpret_cast<const cuda::Fp4GemmTile*>(d_tiles.data()),
+                     static_cast<int64_t>(tiles.size()), n, k, bf(y), nullptr);
   sync();
   std::vector<float> want(rows * n);
   for (int64_t e = 0; e < experts; ++e)
     for (int64_t row = offsets[e]; row < offsets[e + 1]; ++row)
       for (int64_t j = 0; j < n; ++j) {
         double sum = 0.0;
-        const int64_t x_row = by_expert ? token_of_row[row] : row;
-        for (int64_t i = 0; i < k; ++i) sum += static_cast<double>(x_f[x_row * k + i]) * w_f[(e * n + j) * k + i];
+        for (int64_t i = 0; i < k; ++i) sum += static_cast<double>(x_f[row * k + i]) * w_f[(e * n + j) * k + i];
         want[row * n + j] = static_cast<float>(sum);
       }
   r.close("projected rows", to_float(y.to_host()), want);
@@ -490,9 +477,8 @@ void add_moe_rows(OpTable& t) {
             moe_gemv);
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 5120}, {64, 2304}, {3, 32}})
     t.add("fp4_rows", "u8", {{"rows", rows}, {"cols", cols}}, kExact, fp4_rows);
-  for (int64_t by_expert : {0, 1})
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 5120}, {200, 2304}, {64, 32}, {4608, 96}})
-      t.add("moe_fp4_gemm", "bf16", {{"n", n}, {"k", k}, {"by_expert", by_expert}}, kBf16, moe_fp4_gemm);
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 5120}, {200, 2304}, {64, 32}, {4608, 96}})
+    t.add("moe_fp4_gemm", "bf16", {{"n", n}, {"k", k}}, kBf16, moe_fp4_gemm);
   for (auto [tokens, top_k, hidden, inter] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 6, 5120, 256},
                                               {3, 6, 320, 96}, {40, 6, 64, 32}, {2, 5, 512, 2304}})
     for (int64_t limit : {0, 500})

@@ -292,8 +292,9 @@ TEST(CudaV41, SequencesInOneBatchDoNotMix) {
   expect_mostly_calm(errors, "tiny-v41-fp8, four sequences in one step against each alone");
 }
 
-// A decode step of 40 sequences (80 expert pairs: the FP4 experts by expert, moe_fp4_gemm_by_expert, where a few
-// sequences take the matrix-vector kernels): each sequence's logits as when its whole prompt runs alone.
+// A decode step of 40 sequences (80 expert pairs, past CudaMoe::kGemvMaxPairs: the FP4 experts' matrix-vector
+// kernels at a size where bf16 experts take the grouped kernel): each sequence's logits as when its whole prompt
+// runs alone.
 TEST(CudaV41, ManySequencesDecodeAsEachAlone) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const auto dir = testing::fixture_dir("tiny-v41-fp8");

@@ -114,29 +114,9 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   const Bf16* gate_up_w = experts_.gate_up(moe_layer);
   const Bf16* down_w = experts_.down(moe_layer);
   const bool fp4 = experts_.format() == CudaExpertStore::Format::kFp4;
-  if (fp4 && num_ids == E && n > kGemvMaxPairs && experts_stay_on_device(n)) {
-    // FP4 experts at decode above kGemvMaxPairs: each expert's codes streamed once for all its rows by the tiled
-    // kernel, its row ranges read on the device (graphed like the rest of the step), x read where it is.
-    auto* row_of = scratch.alloc<int32_t>(n);
-    auto* token_of_row = scratch.alloc<int32_t>(n);
-    auto* offsets = scratch.alloc<int32_t>(E + 1);
-    auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
-    auto* act = scratch.alloc<Bf16>(n * I);
-    auto* y_perm = scratch.alloc<Bf16>(n * H);
-    cuda::moe_route(ids, rows, K, E, row_of, token_of_row, offsets, nullptr);
-    cuda::moe_fp4_gemm_by_expert(x, token_of_row, experts_.gate_up_fp4(moe_layer), offsets, E, 2 * I, H, gate_up,
-                                 nullptr);
-    cuda::silu_mul(gate_up, act, n, I, swiglu_limit_, nullptr);
-    cuda::moe_fp4_gemm_by_expert(act, nullptr, experts_.down_fp4(moe_layer), offsets, E, H, I, y_perm, nullptr);
-    profiler_.mark("moe:experts (fp4 by expert)");
-    wait_for(out_ready);
-    cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
-    profiler_.mark("moe:unpermute");
-    return false;
-  }
   if (fp4 && (experts_stay_on_device(n) || num_ids != E)) {
-    // FP4 experts at decode up to kGemvMaxPairs pairs (and with entries served elsewhere): matrix-vector kernels,
-    // each pair streaming its expert's FP4 rows (no bf16 copy of the experts exists for the grouped kernel).
+    // FP4 experts at decode (and with entries served elsewhere): matrix-vector kernels for every batch, each pair
+    // streaming its expert's FP4 rows (no bf16 copy of the experts exists for the grouped kernel to read).
     auto* act = scratch.alloc<Bf16>(n * I);
     cuda::moe_gemv_gate_up_fp4(x, ids, rows, K, E, H, I, experts_.gate_up_fp4(moe_layer), swiglu_limit_, act,
                                nullptr);
