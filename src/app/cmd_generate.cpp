@@ -49,14 +49,16 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
       sum.moe_combine_bytes += r.moe_combine_bytes;
       sum.handoff_bytes += r.handoff_bytes;
       sum.sequences += r.sequences;
+      sum.prefix_hit_tokens += r.prefix_hit_tokens;
     }
     if (num_ranks == 0) continue;
     spdlog::info("{} ranks x{}: {} steps (most on one rank), {} prefill + {} decode tokens, {} sequences; MoE "
                  "dispatch {:.2f} MB + combine {:.2f} MB to other ranks ({:.1f} KB per step per rank), KV handoff "
-                 "{:.2f} MB", role_name(role), num_ranks, max_steps, sum.prefill_tokens, sum.decode_tokens,
-                 sum.sequences, sum.moe_dispatch_bytes / 1e6, sum.moe_combine_bytes / 1e6,
+                 "{:.2f} MB; prefix cache hits {} prompt tokens", role_name(role), num_ranks, max_steps,
+                 sum.prefill_tokens, sum.decode_tokens, sum.sequences, sum.moe_dispatch_bytes / 1e6,
+                 sum.moe_combine_bytes / 1e6,
                  (sum.moe_dispatch_bytes + sum.moe_combine_bytes) / 1e3 / std::max<int64_t>(1, max_steps) / num_ranks,
-                 sum.handoff_bytes / 1e6);
+                 sum.handoff_bytes / 1e6, sum.prefix_hit_tokens);
   }
 }
 
@@ -152,6 +154,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     SpmdGenerationOptions generation;
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
+    generation.prefix_cache = options.prefix_cache;
     std::unique_ptr<StreamWriter> stream;
     if (!options.stream_path.empty()) {
       generation.stream_tokens = true;  // every rank sends; world rank 0 writes

@@ -42,6 +42,7 @@ struct GenerateOptions {
   int64_t kv_cache_tokens = 16384;
   int64_t max_running = 256;
   int64_t chunk_tokens = 4096;
+  bool prefix_cache = false;
   double gpu_memory_fraction = 0.0;  // > 0: size the KV cache from GPU memory instead of kv_cache_tokens
   std::string deploy_path;       // empty: one rank does everything
   std::string expert_plan_path;  // optional placement plan (phy2log per MoE layer)

@@ -93,6 +93,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   generate_cmd->add_option("--chunk-tokens", generate.chunk_tokens, "Prefill tokens per step (one rank; a "
                            "deployment sets its own)")->check(kTokens)->capture_default_str();
+  generate_cmd->add_flag("--prefix-cache", generate.prefix_cache,
+                         "Share the KV blocks of common prompt prefixes: a prompt starting with whole blocks another "
+                         "request computed on the same rank prefills only the rest (the outputs stay the same)");
   generate_cmd->add_option("--deploy", generate.deploy_path, "Deployment file: run across its prefill/decode ranks");
   generate_cmd->add_option("--eplb-interval", generate.eplb_interval,
                            "Rebalance experts every N steps (with --deploy; default: the deployment's eplb_interval)")

@@ -1,12 +1,24 @@
 #include "src/engine/block_manager.h"
 
+#include <algorithm>
+
 #include "src/core/check.h"
+#include "src/core/random.h"
 
 namespace deepinfer {
 
-BlockManager::BlockManager(int64_t num_blocks, int64_t block_size) : num_blocks_(num_blocks), block_size_(block_size) {
+BlockManager::BlockManager(int64_t num_blocks, int64_t block_size, bool prefix_cache)
+    : num_blocks_(num_blocks), block_size_(block_size), prefix_cache_(prefix_cache) {
   DI_CHECK(num_blocks > 0 && block_size > 0, "bad block manager size {} x {}", num_blocks, block_size);
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_blocks_.push_back(static_cast<int32_t>(b));
+  if (prefix_cache_) {
+    holders_.assign(num_blocks, 0);
+    hash_of_.assign(num_blocks, 0);
+    registered_.assign(num_blocks, 0);
+    previous_of_.assign(num_blocks, -1);
+    tokens_of_.assign(num_blocks * block_size, 0);
+    evictable_at_.resize(num_blocks, evictable_.end());
+  }
 }
 
 bool BlockManager::can_grow(const Sequence& seq, int64_t num_tokens) const {
@@ -14,20 +26,104 @@ bool BlockManager::can_grow(const Sequence& seq, int64_t num_tokens) const {
   return needed <= num_free_blocks();
 }
 
+int32_t BlockManager::take_block() {
+  if (!free_blocks_.empty()) {
+    const int32_t block = free_blocks_.back();
+    free_blocks_.pop_back();
+    return block;
+  }
+  DI_CHECK(!evictable_.empty(), "no block to take");
+  const int32_t block = evictable_.front();
+  evictable_.pop_front();
+  evictable_at_[block] = evictable_.end();
+  unregister(block);
+  return block;
+}
+
+void BlockManager::unregister(int32_t block) {
+  by_hash_.erase(hash_of_[block]);
+  registered_[block] = 0;
+}
+
 void BlockManager::grow(Sequence& seq, int64_t num_tokens) {
   DI_CHECK(can_grow(seq, num_tokens), "grow to {} tokens needs more than the {} free blocks", num_tokens,
            num_free_blocks());
   while (static_cast<int64_t>(seq.block_table.size()) < blocks_for(num_tokens)) {
-    seq.block_table.push_back(free_blocks_.back());
-    free_blocks_.pop_back();
+    const int32_t block = take_block();
+    if (prefix_cache_) holders_[block] = 1;
+    seq.block_table.push_back(block);
   }
 }
 
 void BlockManager::release(Sequence& seq) {
-  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) free_blocks_.push_back(*it);
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
+    const int32_t block = *it;
+    if (!prefix_cache_) {
+      free_blocks_.push_back(block);
+      continue;
+    }
+    DI_CHECK(holders_[block] > 0, "block {} released by a sequence that does not hold it", block);
+    if (--holders_[block] > 0) continue;
+    if (registered_[block] != 0) {
+      evictable_at_[block] = evictable_.insert(evictable_.end(), block);
+    } else {
+      free_blocks_.push_back(block);
+    }
+  }
   seq.block_table.clear();
+  seq.block_hashes.clear();
   // Invariant: no block is ever free twice.
   DI_CHECK(num_free_blocks() <= num_blocks_, "block free list overflow ({} > {})", num_free_blocks(), num_blocks_);
+}
+
+uint64_t BlockManager::chain(uint64_t previous, const Sequence& seq, int64_t i) const {
+  uint64_t h = splitmix64(previous ^ 0x9e3779b97f4a7c15ull);
+  for (int64_t t = i * block_size_; t < (i + 1) * block_size_; ++t)
+    h = splitmix64(h ^ static_cast<uint64_t>(static_cast<uint32_t>(seq.tokens[t])));
+  return h;
+}
+
+int64_t BlockManager::match_prefix(Sequence& seq) {
+  if (!prefix_cache_ || seq.num_cached != 0 || !seq.block_table.empty()) return 0;
+  const int64_t whole = (seq.num_tokens() - 1) / block_size_;  // the last token always runs (its logits)
+  uint64_t h = 0;
+  for (int64_t i = 0; i < whole; ++i) {
+    h = chain(h, seq, i);
+    const auto found = by_hash_.find(h);
+    if (found == by_hash_.end()) break;
+    const int32_t block = found->second;
+    const int32_t previous = i == 0 ? -1 : seq.block_table.back();
+    if (previous_of_[block] != previous ||
+        !std::equal(seq.tokens.begin() + i * block_size_, seq.tokens.begin() + (i + 1) * block_size_,
+                    tokens_of_.begin() + block * block_size_))
+      break;  // a hash collision: not this prefix
+    if (holders_[block]++ == 0) {
+      evictable_.erase(evictable_at_[block]);
+      evictable_at_[block] = evictable_.end();
+    }
+    seq.block_table.push_back(block);
+    seq.block_hashes.push_back(h);
+  }
+  seq.num_cached = static_cast<int64_t>(seq.block_table.size()) * block_size_;
+  hit_tokens_ += seq.num_cached;
+  return seq.num_cached;
+}
+
+void BlockManager::register_full_blocks(Sequence& seq) {
+  if (!prefix_cache_) return;
+  const int64_t full = std::min<int64_t>(seq.num_cached / block_size_, static_cast<int64_t>(seq.block_table.size()));
+  for (auto i = static_cast<int64_t>(seq.block_hashes.size()); i < full; ++i) {
+    const uint64_t h = chain(i == 0 ? 0 : seq.block_hashes.back(), seq, i);
+    seq.block_hashes.push_back(h);
+    const int32_t block = seq.block_table[i];
+    if (registered_[block] != 0 || by_hash_.count(h) != 0) continue;  // already, or another copy of the prefix
+    by_hash_[h] = block;
+    hash_of_[block] = h;
+    registered_[block] = 1;
+    previous_of_[block] = i == 0 ? -1 : seq.block_table[i - 1];
+    std::copy(seq.tokens.begin() + i * block_size_, seq.tokens.begin() + (i + 1) * block_size_,
+              tokens_of_.begin() + block * block_size_);
+  }
 }
 
 }  // namespace deepinfer

@@ -1,8 +1,18 @@
-// BlockManager: hands out the KV cache's physical blocks (of MlaKvCache::kBlockSize tokens) to sequences.
-// Pure bookkeeping; the cache memory itself lives in the model's MlaKvCache.
+// BlockManager: hands out the KV cache's physical blocks (of KvCache::kBlockSize tokens) to sequences.
+// Pure bookkeeping; the cache memory itself lives in the model's KvCache.
+//
+// With the prefix cache on, a block that a sequence's cached tokens fill is registered under a hash chained over
+// its tokens and every token before it, and kept with its contents when no sequence holds it any more
+// (reference-counted; least recently released evicted first when a fresh block is needed). A sequence about to
+// prefill takes the registered blocks of its longest prefix of whole blocks, all but its last token, so it
+// computes only the rest. A hit is checked token for token against the block and its predecessor, so a hash
+// collision cannot hand out another prefix's KV. The KV of a block depends only on the tokens up to its end
+// (every model here), which is what makes sharing it exact.
 #pragma once
 
 #include <cstdint>
+#include <list>
+#include <unordered_map>
 #include <vector>
 
 #include "src/engine/sequence.h"
@@ -11,9 +21,10 @@ namespace deepinfer {
 
 class BlockManager {
  public:
-  BlockManager(int64_t num_blocks, int64_t block_size);
+  BlockManager(int64_t num_blocks, int64_t block_size, bool prefix_cache = false);
 
-  int64_t num_free_blocks() const { return static_cast<int64_t>(free_blocks_.size()); }
+  // Blocks a sequence can take: free ones and registered ones no sequence holds.
+  int64_t num_free_blocks() const { return static_cast<int64_t>(free_blocks_.size() + evictable_.size()); }
   int64_t num_blocks() const { return num_blocks_; }
   int64_t blocks_for(int64_t num_tokens) const { return (num_tokens + block_size_ - 1) / block_size_; }
 
@@ -21,13 +32,36 @@ class BlockManager {
   bool can_grow(const Sequence& seq, int64_t num_tokens) const;
   // Grows the table to cover `num_tokens` tokens; precondition: can_grow().
   void grow(Sequence& seq, int64_t num_tokens);
-  // Returns every block of the sequence to the free list and empties its table.
+  // Returns every block of the sequence (registered ones kept for later hits) and empties its table.
   void release(Sequence& seq);
 
+  // Prefix cache (no-ops when off). A sequence with nothing cached and no blocks takes the registered blocks of
+  // its longest whole-block prefix short of its last token and counts them cached; returns the tokens hit.
+  int64_t match_prefix(Sequence& seq);
+  // Registers the blocks its cached tokens have filled since the last call (after each step).
+  void register_full_blocks(Sequence& seq);
+  int64_t hit_tokens() const { return hit_tokens_; }
+
  private:
+  int32_t take_block();  // a free block, else the least recently released registered one (unregistered)
+  void unregister(int32_t block);
+  // The chained hash of block `i` of `seq`'s tokens after `previous`.
+  uint64_t chain(uint64_t previous, const Sequence& seq, int64_t i) const;
+
   int64_t num_blocks_;
   int64_t block_size_;
+  bool prefix_cache_;
   std::vector<int32_t> free_blocks_;  // a stack: the most recently freed block is reused first
+  // Prefix cache state, per block: holders, registration (hash, predecessor block, tokens), place in evictable_.
+  std::vector<int32_t> holders_;
+  std::vector<uint64_t> hash_of_;
+  std::vector<uint8_t> registered_;
+  std::vector<int32_t> previous_of_;
+  std::vector<int32_t> tokens_of_;  // [num_blocks * block_size]
+  std::unordered_map<uint64_t, int32_t> by_hash_;
+  std::list<int32_t> evictable_;  // registered, held by nobody; least recently released first
+  std::vector<std::list<int32_t>::iterator> evictable_at_;
+  int64_t hit_tokens_ = 0;
 };
 
 }  // namespace deepinfer

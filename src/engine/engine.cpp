@@ -23,7 +23,7 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
     : model_(model),
       options_(options),
       cache_(model.make_kv_cache((options.kv_cache_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize)),
-      blocks_(cache_->num_blocks(), KvCache::kBlockSize),
+      blocks_(cache_->num_blocks(), KvCache::kBlockSize, options.prefix_cache),
       scheduler_(with_model_len(options.limits, model.config()), blocks_, eos_ids(model.config())) {
   options_.limits = with_model_len(options.limits, model.config());
 }
@@ -166,6 +166,7 @@ bool Engine::add_prefilled(const Request& request, const PrefilledSequence& pref
 }
 
 bool Engine::add_cached(const Request& request, std::vector<int32_t> tokens) {
+  DI_CHECK(!options_.prefix_cache, "add_cached fabricates KV, which the prefix cache would hand out as real");
   return admit_cached(request, std::move(tokens), nullptr);
 }
 

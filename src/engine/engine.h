@@ -17,6 +17,7 @@ struct EngineOptions {
   int64_t kv_cache_tokens = 16384;  // KV cache capacity, rounded up to whole blocks
   SchedulerLimits limits;
   ExpertDispatcher* experts = nullptr;  // null: every expert local
+  bool prefix_cache = false;  // share the blocks of common prompt prefixes (BlockManager)
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled
@@ -74,6 +75,8 @@ class Engine {
   static RequestResult result_of(const Sequence& seq);
   const EngineStats& stats() const { return stats_; }
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
+  // Prompt tokens that came from the prefix cache instead of being computed.
+  int64_t prefix_hit_tokens() const { return blocks_.hit_tokens(); }
 
  private:
   // A sequence of `tokens` whose all but last are cached, into the running set if its blocks fit now; its KV

@@ -32,6 +32,7 @@ struct SpmdGenerationOptions {
   // the request's result.
   bool stream_tokens = false;
   TokenStream on_tokens;  // world rank 0's
+  bool prefix_cache = false;  // every rank's engine shares the blocks of common prompt prefixes
 };
 
 // What one rank did, for the summary world rank 0 prints.
@@ -45,6 +46,7 @@ struct RankReport {
   int64_t moe_combine_bytes = 0;
   int64_t handoff_bytes = 0;  // KV and tokens sent to decode ranks
   int64_t sequences = 0;      // handed off (prefill) or finished (decode, colocated)
+  int64_t prefix_hit_tokens = 0;  // prompt tokens taken from the prefix cache, not computed
 };
 
 // Which prefill/colocated rank (index within its role) serves each request.

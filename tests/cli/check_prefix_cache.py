@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""check_prefix_cache.py --model M --deepinfer BIN [--mpirun MPIRUN --deploy D --ranks N] [--min-hit-tokens K]
+
+Requests that share prefixes: a long "document" with several questions after it, a repeated prompt, and second
+turns (an earlier prompt + the output it got + a follow-up). Runs them with and without --prefix-cache (one rank
+with small prefill chunks, so later requests find the earlier ones' blocks; or across the deployment D) and checks
+that every output is identical and that the cache served at least K prompt tokens (the summary's counter).
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shlex
+import subprocess
+import tempfile
+
+
+def run(cmd, out):
+    proc = subprocess.run(cmd + ["--output", out], check=True, timeout=600, capture_output=True, text=True)
+    hits = sum(int(n) for n in re.findall(r"prefix cache hits (\d+) prompt tokens", proc.stdout + proc.stderr))
+    return [json.loads(line) for line in open(out)], hits
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--deepinfer", required=True)
+    ap.add_argument("--mpirun", default="")
+    ap.add_argument("--deploy", default="")
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--min-hit-tokens", type=int, default=0)
+    args = ap.parse_args()
+    config = json.load(open(os.path.join(args.model, "config.json")))
+    vocab = config.get("text_config", config)["vocab_size"]
+    rng = random.Random(7)
+    doc = [rng.randrange(3, vocab) for _ in range(150)]
+    prompts = [doc + [rng.randrange(3, vocab) for _ in range(n)] for n in (5, 30, 1)]
+    prompts += [list(prompts[0]), [rng.randrange(3, vocab) for _ in range(70)], doc[:128]]
+    with tempfile.TemporaryDirectory() as tmp:
+        inp = os.path.join(tmp, "in.jsonl")
+
+        def write(reqs):
+            with open(inp, "w") as f:
+                for r in reqs:
+                    f.write(json.dumps(r) + "\n")
+
+        reqs = [{"id": f"q{i}", "prompt_token_ids": p, "max_new_tokens": 6 + i % 4} for i, p in enumerate(prompts)]
+        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
+        write(reqs)
+        first, _ = run(base, os.path.join(tmp, "first.jsonl"))
+        # Second turns: an earlier conversation (prompt + its output) followed by a new message.
+        for i in (0, 4):
+            reqs.append({"id": f"turn2-q{i}", "max_new_tokens": 5,
+                         "prompt_token_ids": prompts[i] + first[i]["output_token_ids"] + [rng.randrange(3, vocab)
+                                                                                         for _ in range(9)]})
+        write(reqs)
+        launch = base
+        if args.deploy:
+            launch = shlex.split(args.mpirun) + ["-np", str(args.ranks)] + base + ["--deploy", args.deploy]
+        else:
+            launch = base + ["--chunk-tokens", "48"]
+        plain, no_hits = run(launch, os.path.join(tmp, "plain.jsonl"))
+        cached, hits = run(launch + ["--prefix-cache"], os.path.join(tmp, "cached.jsonl"))
+    assert no_hits == 0, no_hits
+    assert len(plain) == len(cached) == len(reqs)
+    for a, b in zip(plain, cached):
+        assert a == b, f"differs:\n without the prefix cache: {a}\n with it: {b}"
+    assert hits >= args.min_hit_tokens, f"the prefix cache served {hits} prompt tokens, expected >= {args.min_hit_tokens}"
+    where = f"{args.ranks} ranks ({os.path.basename(args.deploy)})" if args.deploy else "1 rank, 48-token chunks"
+    print(f"{len(reqs)} requests ({sum(len(r['prompt_token_ids']) for r in reqs)} prompt tokens), {where}: outputs "
+          f"with --prefix-cache == without; {hits} prompt tokens from cached blocks")
+
+
+if __name__ == "__main__":
+    main()
