@@ -50,15 +50,17 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
       sum.handoff_bytes += r.handoff_bytes;
       sum.sequences += r.sequences;
       sum.prefix_hit_tokens += r.prefix_hit_tokens;
+      sum.prefix_store_tokens += r.prefix_store_tokens;
     }
     if (num_ranks == 0) continue;
     spdlog::info("{} ranks x{}: {} steps (most on one rank), {} prefill + {} decode tokens, {} sequences; MoE "
                  "dispatch {:.2f} MB + combine {:.2f} MB to other ranks ({:.1f} KB per step per rank), KV handoff "
-                 "{:.2f} MB; prefix cache hits {} prompt tokens", role_name(role), num_ranks, max_steps,
+                 "{:.2f} MB; prefix cache hits {} prompt tokens ({} from --kv-store)", role_name(role), num_ranks,
+                 max_steps,
                  sum.prefill_tokens, sum.decode_tokens, sum.sequences, sum.moe_dispatch_bytes / 1e6,
                  sum.moe_combine_bytes / 1e6,
                  (sum.moe_dispatch_bytes + sum.moe_combine_bytes) / 1e3 / std::max<int64_t>(1, max_steps) / num_ranks,
-                 sum.handoff_bytes / 1e6, sum.prefix_hit_tokens);
+                 sum.handoff_bytes / 1e6, sum.prefix_hit_tokens, sum.prefix_store_tokens);
   }
 }
 
@@ -155,6 +157,12 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
     generation.prefix_cache = options.prefix_cache;
+    generation.kv_store_dir = options.kv_store_dir;
+    // What the KV depends on besides the tokens: files written under another key are never read.
+    generation.kv_store_model_key =
+        fmt::format("{}|{}|seed {}|layers {}|engram {}", std::filesystem::weakly_canonical(options.model.model_path).string(),
+                    options.model.load_format, options.model.seed, model.config().num_hidden_layers,
+                    options.model.no_engram ? "off" : "on");
     std::unique_ptr<StreamWriter> stream;
     if (!options.stream_path.empty()) {
       generation.stream_tokens = true;  // every rank sends; world rank 0 writes

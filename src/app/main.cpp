@@ -96,6 +96,10 @@ int main(int argc, char** argv) {
   generate_cmd->add_flag("--prefix-cache", generate.prefix_cache,
                          "Share the KV blocks of common prompt prefixes: a prompt starting with whole blocks another "
                          "request computed on the same rank prefills only the rest (the outputs stay the same)");
+  generate_cmd->add_option("--kv-store", generate.kv_store_dir,
+                           "Directory every rank of this and later jobs shares as the prefix cache's slower tier: "
+                           "each block filled is written there once (atomic rename, checksummed), and a prompt "
+                           "whose next block misses on its rank reads it from there (implies --prefix-cache)");
   generate_cmd->add_option("--deploy", generate.deploy_path, "Deployment file: run across its prefill/decode ranks");
   generate_cmd->add_option("--eplb-interval", generate.eplb_interval,
                            "Rebalance experts every N steps (with --deploy; default: the deployment's eplb_interval)")

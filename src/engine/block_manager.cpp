@@ -83,47 +83,68 @@ uint64_t BlockManager::chain(uint64_t previous, const Sequence& seq, int64_t i) 
   return h;
 }
 
-int64_t BlockManager::match_prefix(Sequence& seq) {
+void BlockManager::register_block(int32_t block, uint64_t hash, const Sequence& seq, int64_t index) {
+  by_hash_[hash] = block;
+  hash_of_[block] = hash;
+  registered_[block] = 1;
+  previous_of_[block] = index == 0 ? -1 : seq.block_table[index - 1];
+  std::copy(seq.tokens.begin() + index * block_size_, seq.tokens.begin() + (index + 1) * block_size_,
+            tokens_of_.begin() + block * block_size_);
+}
+
+int64_t BlockManager::match_prefix(Sequence& seq, Tier* tier) {
   if (!prefix_cache_ || seq.num_cached != 0 || !seq.block_table.empty()) return 0;
   const int64_t whole = (seq.num_tokens() - 1) / block_size_;  // the last token always runs (its logits)
   uint64_t h = 0;
   for (int64_t i = 0; i < whole; ++i) {
-    h = chain(h, seq, i);
+    const uint64_t parent = h;
+    h = chain(parent, seq, i);
     const auto found = by_hash_.find(h);
-    if (found == by_hash_.end()) break;
-    const int32_t block = found->second;
-    const int32_t previous = i == 0 ? -1 : seq.block_table.back();
-    if (previous_of_[block] != previous ||
-        !std::equal(seq.tokens.begin() + i * block_size_, seq.tokens.begin() + (i + 1) * block_size_,
-                    tokens_of_.begin() + block * block_size_))
-      break;  // a hash collision: not this prefix
-    if (holders_[block]++ == 0) {
-      evictable_.erase(evictable_at_[block]);
-      evictable_at_[block] = evictable_.end();
+    int32_t block = -1;
+    if (found != by_hash_.end()) {
+      block = found->second;
+      const int32_t previous = i == 0 ? -1 : seq.block_table.back();
+      if (previous_of_[block] != previous ||
+          !std::equal(seq.tokens.begin() + i * block_size_, seq.tokens.begin() + (i + 1) * block_size_,
+                      tokens_of_.begin() + block * block_size_))
+        break;  // a hash collision: not this prefix
+      if (holders_[block]++ == 0) {
+        evictable_.erase(evictable_at_[block]);
+        evictable_at_[block] = evictable_.end();
+      }
+    } else {
+      if (tier == nullptr || num_free_blocks() == 0 || !tier->may_hold(h)) break;
+      block = take_block();
+      if (!tier->load(seq, i, h, parent, block)) {
+        free_blocks_.push_back(block);
+        break;
+      }
+      holders_[block] = 1;
+      loaded_tokens_ += block_size_;
     }
     seq.block_table.push_back(block);
     seq.block_hashes.push_back(h);
+    if (registered_[block] == 0) register_block(block, h, seq, i);
   }
   seq.num_cached = static_cast<int64_t>(seq.block_table.size()) * block_size_;
   hit_tokens_ += seq.num_cached;
   return seq.num_cached;
 }
 
-void BlockManager::register_full_blocks(Sequence& seq) {
-  if (!prefix_cache_) return;
+std::vector<BlockManager::RegisteredBlock> BlockManager::register_full_blocks(Sequence& seq) {
+  std::vector<RegisteredBlock> fresh;
+  if (!prefix_cache_) return fresh;
   const int64_t full = std::min<int64_t>(seq.num_cached / block_size_, static_cast<int64_t>(seq.block_table.size()));
   for (auto i = static_cast<int64_t>(seq.block_hashes.size()); i < full; ++i) {
-    const uint64_t h = chain(i == 0 ? 0 : seq.block_hashes.back(), seq, i);
+    const uint64_t parent = i == 0 ? 0 : seq.block_hashes.back();
+    const uint64_t h = chain(parent, seq, i);
     seq.block_hashes.push_back(h);
     const int32_t block = seq.block_table[i];
     if (registered_[block] != 0 || by_hash_.count(h) != 0) continue;  // already, or another copy of the prefix
-    by_hash_[h] = block;
-    hash_of_[block] = h;
-    registered_[block] = 1;
-    previous_of_[block] = i == 0 ? -1 : seq.block_table[i - 1];
-    std::copy(seq.tokens.begin() + i * block_size_, seq.tokens.begin() + (i + 1) * block_size_,
-              tokens_of_.begin() + block * block_size_);
+    register_block(block, h, seq, i);
+    fresh.push_back({i, h, parent, block});
   }
+  return fresh;
 }
 
 }  // namespace deepinfer

@@ -35,16 +35,34 @@ class BlockManager {
   // Returns every block of the sequence (registered ones kept for later hits) and empties its table.
   void release(Sequence& seq);
 
+  // A slower tier behind the blocks (the engine's KvStore): whether it may hold a block of this chained hash, and
+  // filling `block` with block `index` of the sequence (its hash and its predecessor's given; false: it does not
+  // hold it whole after all).
+  class Tier {
+   public:
+    virtual ~Tier() = default;
+    virtual bool may_hold(uint64_t hash) const = 0;
+    virtual bool load(const Sequence& seq, int64_t index, uint64_t hash, uint64_t parent_hash, int32_t block) = 0;
+  };
+  struct RegisteredBlock {
+    int64_t index = 0;
+    uint64_t hash = 0, parent_hash = 0;
+    int32_t block = 0;
+  };
+
   // Prefix cache (no-ops when off). A sequence with nothing cached and no blocks takes the registered blocks of
-  // its longest whole-block prefix short of its last token and counts them cached; returns the tokens hit.
-  int64_t match_prefix(Sequence& seq);
-  // Registers the blocks its cached tokens have filled since the last call (after each step).
-  void register_full_blocks(Sequence& seq);
-  int64_t hit_tokens() const { return hit_tokens_; }
+  // its longest whole-block prefix short of its last token (where they miss, what `tier` loads into a fresh
+  // block) and counts them cached; returns the tokens hit.
+  int64_t match_prefix(Sequence& seq, Tier* tier = nullptr);
+  // Registers the blocks its cached tokens have filled since the last call (after each step); returns them.
+  std::vector<RegisteredBlock> register_full_blocks(Sequence& seq);
+  int64_t hit_tokens() const { return hit_tokens_; }  // of which loaded_tokens() came from the tier
+  int64_t loaded_tokens() const { return loaded_tokens_; }
 
  private:
   int32_t take_block();  // a free block, else the least recently released registered one (unregistered)
   void unregister(int32_t block);
+  void register_block(int32_t block, uint64_t hash, const Sequence& seq, int64_t index);
   // The chained hash of block `i` of `seq`'s tokens after `previous`.
   uint64_t chain(uint64_t previous, const Sequence& seq, int64_t i) const;
 
@@ -61,7 +79,7 @@ class BlockManager {
   std::unordered_map<uint64_t, int32_t> by_hash_;
   std::list<int32_t> evictable_;  // registered, held by nobody; least recently released first
   std::vector<std::list<int32_t>::iterator> evictable_at_;
-  int64_t hit_tokens_ = 0;
+  int64_t hit_tokens_ = 0, loaded_tokens_ = 0;
 };
 
 }  // namespace deepinfer

@@ -1,6 +1,9 @@
 #include "src/engine/engine.h"
 
 #include <chrono>
+#include <span>
+
+#include "src/engine/kv_store.h"
 
 
 namespace deepinfer {
@@ -19,14 +22,52 @@ SchedulerLimits with_model_len(SchedulerLimits limits, const ModelConfig& config
 
 }  // namespace
 
+// Blocks through the KvStore: loaded into the cache by import_entries, saved by export_entries, one block each.
+class Engine::StoreTier final : public BlockManager::Tier {
+ public:
+  StoreTier(const EngineOptions& options, KvCache& cache, const CausalLm& model)
+      : cache_(cache),
+        store_(options.kv_store_dir,
+               fmt::format("{}|{}", options.kv_store_model_key, model.samples_on_device() ? "gpu" : "cpu"),
+               cache.num_layers(), cache.entry_dim(), KvCache::kBlockSize) {}
+
+  bool may_hold(uint64_t hash) const override { return store_.has(hash); }
+  bool load(const Sequence& seq, int64_t index, uint64_t hash, uint64_t parent_hash, int32_t block) override {
+    if (!store_.load(hash, parent_hash, block_tokens(seq, index), entries_)) return false;
+    cache_.import_entries(std::span<const int32_t>(&block, 1), KvCache::kBlockSize, entries_.data());
+    return true;
+  }
+  void save(const Sequence& seq, const BlockManager::RegisteredBlock& b) {
+    entries_.resize(cache_.num_layers() * KvCache::kBlockSize * cache_.entry_dim());
+    cache_.export_entries(std::span<const int32_t>(&b.block, 1), KvCache::kBlockSize, entries_.data());
+    store_.save(b.hash, b.parent_hash, block_tokens(seq, b.index), entries_);
+  }
+
+ private:
+  static std::span<const int32_t> block_tokens(const Sequence& seq, int64_t index) {
+    return std::span<const int32_t>(seq.tokens).subspan(index * KvCache::kBlockSize, KvCache::kBlockSize);
+  }
+
+  KvCache& cache_;
+  KvStore store_;
+  std::vector<float> entries_;  // one block's, reused
+};
+
 Engine::Engine(const CausalLm& model, EngineOptions options)
     : model_(model),
       options_(options),
       cache_(model.make_kv_cache((options.kv_cache_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize)),
-      blocks_(cache_->num_blocks(), KvCache::kBlockSize, options.prefix_cache),
+      blocks_(cache_->num_blocks(), KvCache::kBlockSize, options.prefix_cache || !options.kv_store_dir.empty()),
       scheduler_(with_model_len(options.limits, model.config()), blocks_, eos_ids(model.config())) {
   options_.limits = with_model_len(options.limits, model.config());
+  if (!options_.kv_store_dir.empty()) {
+    options_.prefix_cache = true;
+    store_ = std::make_unique<StoreTier>(options_, *cache_, model_);
+    scheduler_.set_prefix_tier(store_.get());
+  }
 }
+
+Engine::~Engine() = default;
 
 void Engine::validate(const ModelConfig& c, const EngineOptions& options, const Request& request) {
   const int64_t max_model_len = with_model_len(options.limits, c).max_model_len;
@@ -85,6 +126,8 @@ void Engine::step() {
   for (size_t i = 0; i < batch.items.size(); ++i)
     if (batch.items[i].samples) sampled.push_back(drawn[i]);
   scheduler_.postprocess(batch, sampled);
+  for (const auto& [seq, block] : scheduler_.take_registered())
+    if (store_ != nullptr) store_->save(*seq, block);
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++stats_.num_steps;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "src/engine/block_manager.h"
@@ -18,6 +19,10 @@ struct EngineOptions {
   SchedulerLimits limits;
   ExpertDispatcher* experts = nullptr;  // null: every expert local
   bool prefix_cache = false;  // share the blocks of common prompt prefixes (BlockManager)
+  // The prefix cache's directory tier (implies prefix_cache; empty: none), and what the KV depends on beyond
+  // the tokens (checkpoint, format, seed, depth; the engine adds the device): KvStore.
+  std::string kv_store_dir;
+  std::string kv_store_model_key;
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled
@@ -46,6 +51,7 @@ struct EngineStats {
 class Engine {
  public:
   Engine(const CausalLm& model, EngineOptions options);
+  ~Engine();
 
   // Checks the request against the model and the cache (InputError naming the request and what is wrong).
   void validate(const Request& request) const { validate(model_.config(), options_, request); }
@@ -75,8 +81,9 @@ class Engine {
   static RequestResult result_of(const Sequence& seq);
   const EngineStats& stats() const { return stats_; }
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
-  // Prompt tokens that came from the prefix cache instead of being computed.
+  // Prompt tokens that came from the prefix cache instead of being computed; of them, those read from --kv-store.
   int64_t prefix_hit_tokens() const { return blocks_.hit_tokens(); }
+  int64_t prefix_store_tokens() const { return blocks_.loaded_tokens(); }
 
  private:
   // A sequence of `tokens` whose all but last are cached, into the running set if its blocks fit now; its KV
@@ -84,11 +91,14 @@ class Engine {
   bool admit_cached(const Request& request, std::vector<int32_t> tokens, const float* kv);
   ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
 
+  class StoreTier;  // the KvStore as the block manager's slower tier (engine.cpp)
+
   const CausalLm& model_;
   EngineOptions options_;
   std::unique_ptr<KvCache> cache_;
   BlockManager blocks_;
   Scheduler scheduler_;
+  std::unique_ptr<StoreTier> store_;  // with --kv-store
   std::vector<std::unique_ptr<Sequence>> sequences_;
   EngineStats stats_;
 };

@@ -27,7 +27,7 @@ ScheduledBatch Scheduler::schedule() {
   for (Sequence* seq : waiting_) {
     if (budget == 0) break;
     if (static_cast<int64_t>(running_.size() + batch.items.size()) >= limits_.max_running) break;
-    blocks_.match_prefix(*seq);  // a fresh sequence starts after its cached prefix (prefix cache on)
+    blocks_.match_prefix(*seq, prefix_tier_);  // a fresh sequence starts after its cached prefix (prefix cache on)
     const int64_t take = std::min(seq->num_uncached(), budget);
     if (!blocks_.can_grow(*seq, seq->num_cached + take)) break;
     blocks_.grow(*seq, seq->num_cached + take);
@@ -79,7 +79,8 @@ void Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32
   for (const ScheduledSequence& item : batch.items) {
     Sequence* seq = item.seq;
     seq->num_cached += item.num_new;
-    blocks_.register_full_blocks(*seq);
+    for (const BlockManager::RegisteredBlock& block : blocks_.register_full_blocks(*seq))
+      newly_registered_.emplace_back(seq, block);
     if (!item.samples) continue;
     DI_CHECK(sample_idx < sampled.size(), "fewer sampled tokens ({}) than sampling sequences", sampled.size());
     const int32_t token = sampled[sample_idx++];

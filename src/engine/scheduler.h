@@ -47,6 +47,13 @@ class Scheduler {
   // finishes sequences and frees their blocks.
   void postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled);
 
+  // The prefix cache's slower tier (null: none), consulted where a fresh sequence's prefix misses the blocks.
+  void set_prefix_tier(BlockManager::Tier* tier) { prefix_tier_ = tier; }
+  // The blocks registered since the last call (the prefix cache's), with the sequence that filled each.
+  std::vector<std::pair<const Sequence*, BlockManager::RegisteredBlock>> take_registered() {
+    return std::exchange(newly_registered_, {});
+  }
+
   // Sequences that finished, and (prefill role) that were handed off, since the last call.
   std::vector<Sequence*> take_finished() { return std::exchange(newly_finished_, {}); }
   std::vector<Sequence*> take_handoffs() { return std::exchange(newly_handed_off_, {}); }
@@ -57,6 +64,8 @@ class Scheduler {
 
   SchedulerLimits limits_;
   BlockManager& blocks_;
+  BlockManager::Tier* prefix_tier_ = nullptr;
+  std::vector<std::pair<const Sequence*, BlockManager::RegisteredBlock>> newly_registered_;
   std::vector<int32_t> eos_token_ids_;
   std::deque<Sequence*> waiting_;  // FIFO; the front may be part-way through a chunked prefill
   std::vector<Sequence*> running_;

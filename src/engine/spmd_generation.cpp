@@ -395,6 +395,8 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   // An EP group of one rank needs no exchange: its experts run on the model's own (device) path.
   engine_options.experts = spec.ep_size > 1 ? &experts : nullptr;
   engine_options.prefix_cache = options.prefix_cache;
+  engine_options.kv_store_dir = options.kv_store_dir;
+  engine_options.kv_store_model_key = options.kv_store_model_key;
   Engine engine(model, engine_options);
 
   const bool is_root = topo.world_rank() == 0;
@@ -449,6 +451,7 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   const EngineStats& stats = engine.stats();
   report.prefill_tokens = stats.num_prefill_tokens;
   report.prefix_hit_tokens = engine.prefix_hit_tokens();
+  report.prefix_store_tokens = engine.prefix_store_tokens();
   report.decode_tokens = stats.num_decode_tokens;
   if (auto* ep = dynamic_cast<ExpertParallelDispatcher*>(&experts)) {
     report.moe_dispatch_bytes = ep->stats().dispatch_bytes;

@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "src/dist/communicator.h"
@@ -33,6 +34,8 @@ struct SpmdGenerationOptions {
   bool stream_tokens = false;
   TokenStream on_tokens;  // world rank 0's
   bool prefix_cache = false;  // every rank's engine shares the blocks of common prompt prefixes
+  std::string kv_store_dir;   // and the directory tier every rank reads and writes (EngineOptions)
+  std::string kv_store_model_key;
 };
 
 // What one rank did, for the summary world rank 0 prints.
@@ -47,6 +50,7 @@ struct RankReport {
   int64_t handoff_bytes = 0;  // KV and tokens sent to decode ranks
   int64_t sequences = 0;      // handed off (prefill) or finished (decode, colocated)
   int64_t prefix_hit_tokens = 0;  // prompt tokens taken from the prefix cache, not computed
+  int64_t prefix_store_tokens = 0;  // of them, read from the --kv-store directory
 };
 
 // Which prefill/colocated rank (index within its role) serves each request.

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """check_prefix_cache.py --model M --deepinfer BIN [--mpirun MPIRUN --deploy D --ranks N] [--min-hit-tokens K]
+                        [--kv-store]
 
 Requests that share prefixes: a long "document" with several questions after it, a repeated prompt, and second
 turns (an earlier prompt + the output it got + a follow-up). Runs them with and without --prefix-cache (one rank
 with small prefill chunks, so later requests find the earlier ones' blocks; or across the deployment D) and checks
 that every output is identical and that the cache served at least K prompt tokens (the summary's counter).
+With --kv-store: the cached run writes a fresh directory tier, a second process reads it (it must serve prompt
+tokens from there), then with one of its files truncated and another's payload flipped a third must ignore them
+with a warning and still give the same outputs.
 """
 import argparse
 import json
@@ -16,10 +20,17 @@ import subprocess
 import tempfile
 
 
-def run(cmd, out):
+def run(cmd, out, log=None):
     proc = subprocess.run(cmd + ["--output", out], check=True, timeout=600, capture_output=True, text=True)
-    hits = sum(int(n) for n in re.findall(r"prefix cache hits (\d+) prompt tokens", proc.stdout + proc.stderr))
+    text = proc.stdout + proc.stderr
+    hits = sum(int(n) for n in re.findall(r"prefix cache hits (\d+) prompt tokens", text))
+    if log is not None:
+        log.append(text)
     return [json.loads(line) for line in open(out)], hits
+
+
+def store_tokens(text):
+    return sum(int(n) for n in re.findall(r"\((\d+) from --kv-store\)", text))
 
 
 def main():
@@ -30,6 +41,7 @@ def main():
     ap.add_argument("--deploy", default="")
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--min-hit-tokens", type=int, default=0)
+    ap.add_argument("--kv-store", action="store_true")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json")))
     vocab = config.get("text_config", config)["vocab_size"]
@@ -62,6 +74,28 @@ def main():
             launch = base + ["--chunk-tokens", "48"]
         plain, no_hits = run(launch, os.path.join(tmp, "plain.jsonl"))
         cached, hits = run(launch + ["--prefix-cache"], os.path.join(tmp, "cached.jsonl"))
+        if args.kv_store:
+            store = os.path.join(tmp, "store")
+            logs = []
+            written, _ = run(launch + ["--kv-store", store], os.path.join(tmp, "written.jsonl"), logs)
+            files = sorted(f for f in os.listdir(store) if f.endswith(".kvblock"))
+            assert files and not [f for f in os.listdir(store) if "partial" in f], os.listdir(store)
+            reread, _ = run(launch + ["--kv-store", store], os.path.join(tmp, "reread.jsonl"), logs)
+            from_store = store_tokens(logs[1])
+            assert from_store >= 64, f"a second process read {from_store} prompt tokens from the store"
+            with open(os.path.join(store, files[0]), "r+b") as f:  # truncated
+                f.truncate(100)
+            with open(os.path.join(store, files[-1]), "r+b") as f:  # a payload byte flipped
+                f.seek(200)
+                byte = f.read(1)
+                f.seek(200)
+                f.write(bytes([byte[0] ^ 0x40]))
+            damaged, _ = run(launch + ["--kv-store", store], os.path.join(tmp, "damaged.jsonl"), logs)
+            assert "damaged or belongs to another prefix" in logs[2], "no warning for the damaged files"
+            for other in (written, reread, damaged):
+                assert other == plain, "--kv-store changed an output"
+            print(f"--kv-store: {len(files)} block files; a second process read {from_store} prompt tokens from "
+                  f"them; damaged files ignored with a warning; outputs unchanged")
     assert no_hits == 0, no_hits
     assert len(plain) == len(cached) == len(reqs)
     for a, b in zip(plain, cached):
