@@ -86,7 +86,7 @@ bool KvStore::load(uint64_t hash, uint64_t parent_hash, std::span<const int32_t>
 void KvStore::save(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens,
                    std::span<const float> entries) const {
   const std::filesystem::path path = path_of(hash);
-  if (std::filesystem::exists(path)) return;
+  if (!writable_ || std::filesystem::exists(path)) return;
   DI_CHECK(static_cast<int64_t>(entries.size()) == num_layers_ * block_size_ * entry_dim_ &&
                static_cast<int64_t>(tokens.size()) == block_size_,
            "a block of {} tokens and {} values for the store", tokens.size(), entries.size());
@@ -105,12 +105,17 @@ void KvStore::save(uint64_t hash, uint64_t parent_hash, std::span<const int32_t>
   bytes.append(reinterpret_cast<const char*>(&sum), sizeof(sum));
   // A name no other writer uses (ranks of other hosts may share a pid), renamed over the final one at once.
   const std::filesystem::path partial = dir_ / fmt::format(".{:016x}.partial.{}.{:016x}", hash, ::getpid(), rng_());
-  write_file_whole(partial, bytes);
-  std::error_code error;
-  std::filesystem::rename(partial, path, error);
-  if (error) {
-    std::filesystem::remove(partial, error);
-    spdlog::warn("--kv-store: could not place {}: {}", path.string(), error.message());
+  // A store that cannot take the block (full, read-only, gone) is given up with one warning: blocks are still
+  // computed and cached on the rank, just not stored.
+  try {
+    write_file_whole(partial, bytes);
+    std::filesystem::rename(partial, path);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    std::filesystem::remove(partial, ignored);
+    spdlog::warn("--kv-store: cannot write to {} ({}); this rank stores no more blocks there", dir_.string(),
+                 e.what());
+    writable_ = false;
     return;
   }
   ++saved_;

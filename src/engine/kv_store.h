@@ -6,6 +6,7 @@
 //    (KvCache::export_entries: [layer][token][entry_dim] fp32), then a checksum of all of it.
 //  - Written once: to a temporary of a unique name in DIR, then renamed into place (atomic; two ranks writing the
 //    same block write the same bytes, and whichever rename lands last stays). An existing file is not rewritten.
+//  - A write that fails (a full or read-only directory) warns once and stops this rank's writes; the run goes on.
 //  - Read only when whole: the magic, the sizes, the model key, the hashes, every token and the checksum must
 //    match, else the file is reported once and treated as a miss (never as KV).
 // The model key names what else the KV depends on (the checkpoint, its load format and seed, the device's
@@ -44,6 +45,7 @@ class KvStore {
   int64_t num_layers_, entry_dim_, block_size_;
   mutable std::mt19937_64 rng_;  // the temporaries' names
   mutable int64_t loaded_ = 0, saved_ = 0;
+  mutable bool writable_ = true;  // false after a failed write
 };
 
 }  // namespace deepinfer
