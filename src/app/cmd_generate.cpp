@@ -2,7 +2,11 @@
 // across the roles of a deployment under mpirun, or without --deploy on a deployment of one colocated rank.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <list>
+#include <numeric>
 #include <optional>
 
 #include "src/app/jsonl.h"
@@ -62,6 +66,67 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
                  (sum.moe_dispatch_bytes + sum.moe_combine_bytes) / 1e3 / std::max<int64_t>(1, max_steps) / num_ranks,
                  sum.handoff_bytes / 1e6, sum.prefix_hit_tokens, sum.prefix_store_tokens);
   }
+}
+
+// Requests that continue earlier ones (their "continues") run in waves: wave k holds those k continuations deep,
+// each one's prompt the conversation so far (its parent's prompt and output) followed by its own tokens. World
+// rank 0 has each wave's results and shares their outputs with every rank, which builds the next wave the same
+// way. `run_wave` runs one wave (requests indexed within it) and returns its results on world rank 0; the results
+// come back in input order (on rank 0), each with its whole prompt's length.
+// The waves' request vectors live in `waves` (the engine that runs them keeps pointers to them).
+std::vector<RequestResult> generate_in_waves(
+    const std::vector<Request>& requests, const ModelConfig& config, const EngineOptions& engine_options,
+    Communicator& world_comm, std::list<std::vector<Request>>& waves,
+    const std::function<std::vector<RequestResult>(const std::vector<Request>&, const std::vector<int64_t>&)>& run_wave) {
+  const auto n = static_cast<int64_t>(requests.size());
+  std::vector<int64_t> depth(n, 0);
+  for (int64_t i = 0; i < n; ++i)
+    if (requests[i].continues >= 0) depth[i] = depth[requests[i].continues] + 1;
+  std::vector<std::vector<int32_t>> conversation(n);  // prompt + output, once a request has run
+  std::vector<RequestResult> results(n);
+  const int64_t deepest = *std::max_element(depth.begin(), depth.end());
+  for (int64_t wave_depth = 0; wave_depth <= deepest; ++wave_depth) {
+    std::vector<Request>& wave = waves.emplace_back();
+    std::vector<int64_t> original;
+    for (int64_t i = 0; i < n; ++i) {
+      if (depth[i] != wave_depth) continue;
+      Request r = requests[i];
+      if (r.continues >= 0) {
+        std::vector<int32_t> prompt = conversation[r.continues];
+        prompt.insert(prompt.end(), r.prompt_token_ids.begin(), r.prompt_token_ids.end());
+        r.prompt_token_ids = std::move(prompt);
+        Engine::validate(config, engine_options, r);  // its whole prompt is known only now
+      }
+      r.index = static_cast<int64_t>(wave.size());
+      wave.push_back(std::move(r));
+      original.push_back(i);
+    }
+    std::vector<RequestResult> wave_results = run_wave(wave, original);
+    // Every rank needs the outputs for the next wave's prompts: their lengths, then the tokens, from rank 0.
+    std::vector<int64_t> lengths(wave.size(), 0);
+    if (world_comm.rank() == 0)
+      for (size_t k = 0; k < wave.size(); ++k) lengths[k] = static_cast<int64_t>(wave_results[k].output_token_ids.size());
+    world_comm.broadcast(lengths.data(), static_cast<int64_t>(lengths.size()), DType::kI64, 0, "the wave's output lengths");
+    std::vector<int32_t> tokens;
+    for (size_t k = 0; k < wave.size(); ++k)
+      if (world_comm.rank() == 0)
+        tokens.insert(tokens.end(), wave_results[k].output_token_ids.begin(), wave_results[k].output_token_ids.end());
+    tokens.resize(std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
+    world_comm.broadcast(tokens.data(), static_cast<int64_t>(tokens.size()), DType::kI32, 0, "the wave's outputs");
+    int64_t at = 0;
+    for (size_t k = 0; k < wave.size(); ++k) {
+      std::vector<int32_t>& c = conversation[original[k]];
+      c = wave[k].prompt_token_ids;
+      c.insert(c.end(), tokens.begin() + at, tokens.begin() + at + lengths[k]);
+      at += lengths[k];
+      if (world_comm.rank() == 0) {
+        results[original[k]] = std::move(wave_results[k]);
+        results[original[k]].index = original[k];
+      }
+    }
+  }
+  if (world_comm.rank() != 0) results.clear();
+  return results;
 }
 
 // With --gpu-memory-fraction, the KV cache takes what the weights and a step reserve leave of that budget.
@@ -164,20 +229,39 @@ int run_generate(const GenerateOptions& options, const World& world) {
                     options.model.load_format, options.model.seed, model.config().num_hidden_layers,
                     options.model.no_engram ? "off" : "on");
     std::unique_ptr<StreamWriter> stream;
+    const std::vector<int64_t>* wave_original = nullptr;  // the running wave's requests' input positions
     if (!options.stream_path.empty()) {
       generation.stream_tokens = true;  // every rank sends; world rank 0 writes
       if (topo.world_rank() == 0) {
         stream = std::make_unique<StreamWriter>(options.stream_path, requests, readings,
                                                 tokenizer ? &*tokenizer : nullptr);
         generation.on_tokens = [&](int64_t request, int64_t, std::span<const int32_t> tokens) {
-          stream->tokens(request, tokens);
+          stream->tokens(wave_original != nullptr ? (*wave_original)[request] : request, tokens);
         };
       }
     }
-    std::vector<RankReport> reports;
-    results = generate_spmd(model, topo, spmd.ep_comm(), spmd.role_comm(), spmd.experts(), requests, generation,
-                            &reports);
-    if (topo.world_rank() == 0) log_rank_reports(reports);
+    // One engine for every wave, so that its prefix cache serves the continuations of what it computed.
+    std::list<std::vector<Request>> waves;  // declared before the engine: it outlives it
+    Engine engine(model, rank_engine_options(topo, spmd.experts(), generation));
+    auto run_wave = [&](const std::vector<Request>& wave, const std::vector<int64_t>& original) {
+      wave_original = &original;
+      std::vector<RankReport> reports;
+      std::vector<RequestResult> wave_results = generate_spmd(engine, model, topo, spmd.ep_comm(), spmd.role_comm(),
+                                                              spmd.experts(), wave, generation, &reports);
+      if (topo.world_rank() == 0) log_rank_reports(reports);
+      wave_original = nullptr;
+      return wave_results;
+    };
+    const bool continued =
+        std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.continues >= 0; });
+    if (continued) {
+      MpiCommunicator world_comm(world.comm());
+      results = generate_in_waves(requests, model.config(), engine_options, world_comm, waves, run_wave);
+    } else {
+      std::vector<int64_t> identity(requests.size());
+      std::iota(identity.begin(), identity.end(), 0);
+      results = run_wave(requests, identity);
+    }
     spmd.finalize();
     if (world.rank() != 0) return;
     if (stream) stream->finish(results);

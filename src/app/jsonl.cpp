@@ -35,7 +35,7 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
                                               "top_p", "top_k", "seed", "stop_token_ids",
-                                              "ignore_eos"};
+                                              "ignore_eos", "continues"};
   // A chat request's own keys (text/chat_request.h reads them); "model" names the API model and is not used.
   static const std::set<std::string> kChatKeys = {"messages", "thinking", "reasoning_effort", "model", "tools",
                                                   "tool_choice", "response_format", "max_tokens", "stop"};
@@ -138,8 +138,22 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
       throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
     }
     OutputReading reading;
-    requests.push_back(
-        parse_request(line, ordered, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading));
+    Request request =
+        parse_request(line, ordered, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading);
+    if (line.contains("continues")) {  // the earlier request of that id, the only one
+      DI_INPUT_CHECK(!reading.chat, "{}: a chat request carries its history in 'messages', not 'continues'", where);
+      const nlohmann::json& parent = line["continues"];
+      int64_t found = -1;
+      for (const Request& earlier : requests) {
+        if (earlier.id != parent) continue;
+        DI_INPUT_CHECK(found < 0, "{}: 'continues' names id {}, which several earlier requests have", where,
+                       parent.dump());
+        found = earlier.index;
+      }
+      DI_INPUT_CHECK(found >= 0, "{}: 'continues' names id {}, which no earlier request has", where, parent.dump());
+      request.continues = found;
+    }
+    requests.push_back(std::move(request));
     if (readings != nullptr) readings->push_back(reading);
   }
   DI_INPUT_CHECK(!requests.empty(), "{}: no requests", path.string());

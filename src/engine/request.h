@@ -24,6 +24,9 @@ struct Request {
   std::vector<int32_t> prompt_token_ids;
   int64_t max_new_tokens = 0;
   SamplingParams sampling;
+  // The index of an earlier request whose conversation this one continues (-1: none): it runs once that one has
+  // finished, its prompt_token_ids following that one's prompt and output (generate's waves).
+  int64_t continues = -1;
 };
 
 enum class FinishReason { kNone, kStop, kLength };

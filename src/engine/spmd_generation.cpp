@@ -382,10 +382,8 @@ std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& re
   return owner;
 }
 
-std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, Communicator& ep_comm,
-                                         Communicator& role_comm, ExpertDispatcher& experts,
-                                         const std::vector<Request>& requests, const SpmdGenerationOptions& options,
-                                         std::vector<RankReport>* reports) {
+EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& experts,
+                                  const SpmdGenerationOptions& options) {
   const RoleSpec& spec = topo.role_spec();
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
@@ -397,7 +395,22 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
   engine_options.prefix_cache = options.prefix_cache;
   engine_options.kv_store_dir = options.kv_store_dir;
   engine_options.kv_store_model_key = options.kv_store_model_key;
-  Engine engine(model, engine_options);
+  return engine_options;
+}
+
+std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, Communicator& ep_comm,
+                                         Communicator& role_comm, ExpertDispatcher& experts,
+                                         const std::vector<Request>& requests, const SpmdGenerationOptions& options,
+                                         std::vector<RankReport>* reports) {
+  Engine engine(model, rank_engine_options(topo, experts, options));
+  return generate_spmd(engine, model, topo, ep_comm, role_comm, experts, requests, options, reports);
+}
+
+std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const Topology& topo,
+                                         Communicator& ep_comm, Communicator& role_comm, ExpertDispatcher& experts,
+                                         const std::vector<Request>& requests, const SpmdGenerationOptions& options,
+                                         std::vector<RankReport>* reports) {
+  const RoleSpec& spec = topo.role_spec();
 
   const bool is_root = topo.world_rank() == 0;
   const RoleSpec* decode = topo.deployment().find(Role::kDecode);

@@ -63,4 +63,16 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,
                                          std::vector<RankReport>* reports);
 
+// The engine a rank of `topo` generates with: its role's chunk and running limits, the prefill role's handoff,
+// the EP dispatcher where its group has more than one rank, the prefix cache options.
+EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& experts,
+                                  const SpmdGenerationOptions& options);
+// The same run on an engine the caller keeps, built from rank_engine_options, so that what it caches (the prefix
+// cache's blocks) serves later calls too: generate's waves of continued conversations. The requests of every
+// call must outlive the engine; its statistics (and so the reports) count every call so far.
+std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const Topology& topo,
+                                         Communicator& ep_comm, Communicator& role_comm, ExpertDispatcher& experts,
+                                         const std::vector<Request>& requests, const SpmdGenerationOptions& options,
+                                         std::vector<RankReport>* reports);
+
 }  // namespace deepinfer

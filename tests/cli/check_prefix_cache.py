@@ -23,14 +23,24 @@ import tempfile
 def run(cmd, out, log=None):
     proc = subprocess.run(cmd + ["--output", out], check=True, timeout=600, capture_output=True, text=True)
     text = proc.stdout + proc.stderr
-    hits = sum(int(n) for n in re.findall(r"prefix cache hits (\d+) prompt tokens", text))
+    hits = sum(n for n, _ in last_counters(text).values())
     if log is not None:
         log.append(text)
     return [json.loads(line) for line in open(out)], hits
 
 
+def last_counters(text):
+    """Per role, the last summary's (hit tokens, of them from the store): a run of waves prints a summary per wave,
+    each counting every wave so far."""
+    last = {}
+    for role, hits, stored in re.findall(r"(\w+) ranks x\d+: .*prefix cache hits (\d+) prompt tokens \((\d+) from "
+                                         r"--kv-store\)", text):
+        last[role] = (int(hits), int(stored))
+    return last
+
+
 def store_tokens(text):
-    return sum(int(n) for n in re.findall(r"\((\d+) from --kv-store\)", text))
+    return sum(stored for _, stored in last_counters(text).values())
 
 
 def main():
@@ -61,11 +71,18 @@ def main():
         base = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
         write(reqs)
         first, _ = run(base, os.path.join(tmp, "first.jsonl"))
-        # Second turns: an earlier conversation (prompt + its output) followed by a new message.
+        # Second turns: an earlier conversation (prompt + its output) followed by a new message, given whole; and
+        # the same follow-ups as requests that name the conversation they continue (run in a second wave), and a
+        # third turn after one of those. A continuation must give what the whole conversation gives.
+        follow_ups = {i: [rng.randrange(3, vocab) for _ in range(9)] for i in (0, 4)}
         for i in (0, 4):
             reqs.append({"id": f"turn2-q{i}", "max_new_tokens": 5,
-                         "prompt_token_ids": prompts[i] + first[i]["output_token_ids"] + [rng.randrange(3, vocab)
-                                                                                         for _ in range(9)]})
+                         "prompt_token_ids": prompts[i] + first[i]["output_token_ids"] + follow_ups[i]})
+        whole = len(reqs)
+        for i in (0, 4):
+            reqs.append({"id": f"cont-q{i}", "continues": f"q{i}", "max_new_tokens": 5,
+                         "prompt_token_ids": follow_ups[i]})
+        reqs.append({"id": "cont3-q0", "continues": "cont-q0", "max_new_tokens": 4, "prompt_token_ids": [5, 6, 7]})
         write(reqs)
         launch = base
         if args.deploy:
@@ -97,6 +114,9 @@ def main():
             print(f"--kv-store: {len(files)} block files; a second process read {from_store} prompt tokens from "
                   f"them; damaged files ignored with a warning; outputs unchanged")
     assert no_hits == 0, no_hits
+    for k, i in enumerate((0, 4)):  # a continuation == its conversation given whole
+        assert plain[whole + k]["output_token_ids"] == plain[whole - 2 + k]["output_token_ids"], (k, i)
+        assert plain[whole + k]["prompt_tokens"] == plain[whole - 2 + k]["prompt_tokens"]
     assert len(plain) == len(cached) == len(reqs)
     for a, b in zip(plain, cached):
         assert a == b, f"differs:\n without the prefix cache: {a}\n with it: {b}"
