@@ -17,7 +17,8 @@ void sparse_window_attention(const float* q, const SparseWindowKeys& k, const fl
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t p = k.positions[r];
     std::vector<const float*> keys;
-    for (int64_t j = std::max<int64_t>(0, p - k.window + 1); j <= p; ++j) {
+    const int64_t floor = k.window_floors != nullptr ? k.window_floors[r] : 0;
+    for (int64_t j = std::max<int64_t>(floor, p - k.window + 1); j <= p; ++j) {
       const int64_t block = k.block_table[r * k.max_blocks + j / kBlockSize];
       keys.push_back(k.cache + (block * kBlockSize + j % kBlockSize) * k.entry_stride);
     }

@@ -24,6 +24,8 @@ struct SparseWindowKeys {
   const float* extra = nullptr;          // may be null with no extras
   const int32_t* extra_offsets = nullptr;  // [rows + 1], or null: no extras
   const int32_t* extra_ids = nullptr;
+  // [rows]: no window key before this position (V4.1's bounded decoder replay, mask mode), or null: none.
+  const int32_t* window_floors = nullptr;
 };
 
 void sparse_window_attention(const float* q, const SparseWindowKeys& keys, const float* sinks, int64_t rows,

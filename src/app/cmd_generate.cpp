@@ -196,6 +196,17 @@ int run_generate(const GenerateOptions& options, const World& world) {
     };
     if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
     const ModelConfig config = load_model_config(model_path);
+    // Bounded replay: a V4.1 mechanism, keeping at least the window and the backtracking margin.
+    DI_INPUT_CHECK(options.yoco_truncation != "compact",
+                   "--yoco-truncation compact is not built yet (mask gives its logits without its saving)");
+    if (options.yoco_truncation == "mask") {
+      DI_INPUT_CHECK(config.model_type == "deepseek_v41", "--yoco-truncation is DeepSeek-V4.1's (this model is {})",
+                     config.model_type);
+      const int64_t least = config.v41.sliding_window + kV41BacktrackingTokens;
+      DI_INPUT_CHECK(options.yoco_keep_tokens >= least,
+                     "--yoco-keep-tokens {} is below the window {} + the backtracking margin {} = {}",
+                     options.yoco_keep_tokens, config.v41.sliding_window, kV41BacktrackingTokens, least);
+    }
     const ChatSource chat{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
                           prose_for_chats};
     requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
@@ -222,6 +233,11 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
     generation.prefix_cache = options.prefix_cache;
+    if (options.yoco_truncation == "mask") {
+      generation.replay = {ReplayOptions::Mode::kMask, options.yoco_keep_tokens};
+      // The CUDA attention kernels take no window floor yet.
+      DI_INPUT_CHECK(!model.samples_on_device(), "--yoco-truncation mask is built for the CPU model only (--device cpu)");
+    }
     generation.kv_store_dir = options.kv_store_dir;
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =

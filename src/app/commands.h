@@ -44,6 +44,8 @@ struct GenerateOptions {
   int64_t chunk_tokens = 4096;
   bool prefix_cache = false;
   std::string kv_store_dir;  // the prefix cache's directory tier (implies prefix_cache)
+  std::string yoco_truncation = "off";  // V4.1's bounded decoder replay: off | mask (| compact, not built)
+  int64_t yoco_keep_tokens = 0;
   double gpu_memory_fraction = 0.0;  // > 0: size the KV cache from GPU memory instead of kv_cache_tokens
   std::string deploy_path;       // empty: one rank does everything
   std::string expert_plan_path;  // optional placement plan (phy2log per MoE layer)

@@ -100,6 +100,16 @@ int main(int argc, char** argv) {
                            "Directory every rank of this and later jobs shares as the prefix cache's slower tier: "
                            "each block filled is written there once (atomic rename, checksummed), and a prompt "
                            "whose next block misses on its rank reads it from there (implies --prefix-cache)");
+  generate_cmd->add_option("--yoco-truncation", generate.yoco_truncation,
+                           "DeepSeek-V4.1's bounded decoder replay in prefill: off, or mask (the decoder layers' "
+                           "windows see only the prompt's last --yoco-keep-tokens: an approximation, CPU only); "
+                           "compact is not built")
+      ->check(CLI::IsMember({"off", "mask", "compact"}))
+      ->capture_default_str();
+  generate_cmd->add_option("--yoco-keep-tokens", generate.yoco_keep_tokens,
+                           "With --yoco-truncation: the prompt tokens the decoder layers keep (at least the window "
+                           "+ 6, DeepInfer's 140 for V4.1)")
+      ->check(kNotNegative);
   generate_cmd->add_option("--deploy", generate.deploy_path, "Deployment file: run across its prefill/decode ranks");
   generate_cmd->add_option("--eplb-interval", generate.eplb_interval,
                            "Rebalance experts every N steps (with --deploy; default: the deployment's eplb_interval)")

@@ -93,7 +93,7 @@ void BlockManager::register_block(int32_t block, uint64_t hash, const Sequence& 
 }
 
 int64_t BlockManager::match_prefix(Sequence& seq, Tier* tier) {
-  if (!prefix_cache_ || seq.num_cached != 0 || !seq.block_table.empty()) return 0;
+  if (!prefix_cache_ || !seq.shares_blocks || seq.num_cached != 0 || !seq.block_table.empty()) return 0;
   const int64_t whole = (seq.num_tokens() - 1) / block_size_;  // the last token always runs (its logits)
   uint64_t h = 0;
   for (int64_t i = 0; i < whole; ++i) {
@@ -133,7 +133,7 @@ int64_t BlockManager::match_prefix(Sequence& seq, Tier* tier) {
 
 std::vector<BlockManager::RegisteredBlock> BlockManager::register_full_blocks(Sequence& seq) {
   std::vector<RegisteredBlock> fresh;
-  if (!prefix_cache_) return fresh;
+  if (!prefix_cache_ || !seq.shares_blocks) return fresh;
   const int64_t full = std::min<int64_t>(seq.num_cached / block_size_, static_cast<int64_t>(seq.block_table.size()));
   for (auto i = static_cast<int64_t>(seq.block_hashes.size()); i < full; ++i) {
     const uint64_t parent = i == 0 ? 0 : seq.block_hashes.back();

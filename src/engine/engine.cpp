@@ -1,5 +1,6 @@
 #include "src/engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 
@@ -100,6 +101,8 @@ void Engine::add_request(const Request& request) {
   seq->request = &request;
   seq->tokens = request.prompt_token_ids;
   seq->num_prompt_tokens = seq->num_tokens();
+  // A prompt that bounded replay truncates has decoder KV of its own: it stays out of the prefix cache.
+  seq->shares_blocks = options_.replay.mode == ReplayOptions::Mode::kOff || seq->num_tokens() <= options_.replay.keep_tokens;
   scheduler_.add(seq.get());
   sequences_.push_back(std::move(seq));
 }
@@ -149,6 +152,8 @@ ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch) const {
                              seq.tokens.begin() + seq.num_cached + item.num_new);
     forward.sequences.push_back(
         {seq.num_cached, item.num_new, seq.block_table, {seq.tokens.data(), static_cast<size_t>(seq.num_cached)}});
+    if (batch.is_prefill && options_.replay.mode == ReplayOptions::Mode::kMask)
+      forward.sequences.back().replay_floor = std::max<int64_t>(0, seq.num_tokens() - options_.replay.keep_tokens);
   }
   return forward;
 }

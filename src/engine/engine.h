@@ -14,6 +14,18 @@
 
 namespace deepinfer {
 
+// DeepSeek-V4.1's bounded decoder replay (DeepInfer's YoCo prefill truncation): the decoder layers (from the first
+// of compress ratio 1) own nothing but window KV, so a prompt's prefill need only get their last keep_tokens
+// right. mask: those layers' windows see no position before the prompt's last keep_tokens (an approximation of
+// the exact prefill, used to start decoding; decode steps are unaffected, keep_tokens >= window + backtracking).
+// Such a sequence neither shares nor takes prefix-cache blocks (its decoder KV is not the exact one). compact (the
+// rows themselves dropped, which saves the compute) is not built.
+struct ReplayOptions {
+  enum class Mode { kOff, kMask };
+  Mode mode = Mode::kOff;
+  int64_t keep_tokens = 0;
+};
+
 struct EngineOptions {
   int64_t kv_cache_tokens = 16384;  // KV cache capacity, rounded up to whole blocks
   SchedulerLimits limits;
@@ -23,6 +35,7 @@ struct EngineOptions {
   // the tokens (checkpoint, format, seed, depth; the engine adds the device): KvStore.
   std::string kv_store_dir;
   std::string kv_store_model_key;
+  ReplayOptions replay;
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled

@@ -20,6 +20,7 @@ struct Sequence {
   int64_t num_cached = 0;  // tokens[0, num_cached) are in the KV cache
   std::vector<int32_t> block_table;
   std::vector<uint64_t> block_hashes;  // prefix cache: the chained hashes of its blocks filled so far
+  bool shares_blocks = true;           // false: it neither takes nor registers prefix-cache blocks
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_streamed = 0;  // generated tokens Engine::take_new_tokens has reported

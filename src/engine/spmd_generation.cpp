@@ -395,6 +395,7 @@ EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& expert
   engine_options.prefix_cache = options.prefix_cache;
   engine_options.kv_store_dir = options.kv_store_dir;
   engine_options.kv_store_model_key = options.kv_store_model_key;
+  engine_options.replay = options.replay;
   return engine_options;
 }
 

@@ -36,6 +36,7 @@ struct SpmdGenerationOptions {
   bool prefix_cache = false;  // every rank's engine shares the blocks of common prompt prefixes
   std::string kv_store_dir;   // and the directory tier every rank reads and writes (EngineOptions)
   std::string kv_store_model_key;
+  ReplayOptions replay;  // V4.1's bounded decoder replay
 };
 
 // What one rank did, for the summary world rank 0 prints.

@@ -15,6 +15,9 @@ struct SequenceChunk {
   // The tokens just before the new ones, at positions [num_cached - size, num_cached) (the engine passes all
   // cached tokens; DeepSeek-V4.1's engram hashing reads the last max_ngram_size - 1 of them).
   std::span<const int32_t> earlier_tokens = {};
+  // DeepSeek-V4.1's bounded decoder replay (mask mode): the decoder layers' windows see no position below this
+  // one (0: everything; engine.h's ReplayOptions).
+  int64_t replay_floor = 0;
 };
 
 // Expanded: the latent cache is decompressed into per-head keys and values (prefill: many queries share the

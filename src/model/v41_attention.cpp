@@ -146,7 +146,10 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
 
   // Per sequence: the compressed entries this layer's group publishes and the indexer's picks; then every query
   // attends its window plus its picks (cpu::sparse_window_attention), the per-sequence entries side by side.
-  std::vector<int32_t> tables, row_positions(T), extra_offsets(T + 1, 0), extra_ids;
+  std::vector<int32_t> tables, row_positions(T), extra_offsets(T + 1, 0), extra_ids, window_floors(T, 0);
+  // Bounded replay (mask mode): a decoder layer's window reaches no lower than its sequence's replay floor.
+  const bool decoder = layer_idx >= v41_first_decoder_layer(v);
+  bool floored = false;
   std::vector<float> extra;
   int64_t max_blocks = 1;
   for (const SequenceChunk& seq : batch.sequences)
@@ -173,6 +176,10 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
       const int64_t t = first + i;
       std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + t * max_blocks);
       row_positions[t] = static_cast<int32_t>(seq.num_cached + i);
+      if (decoder && seq.replay_floor > 0) {
+        window_floors[t] = static_cast<int32_t>(seq.replay_floor);
+        floored = true;
+      }
       if (have_selection)
         for (int64_t g = 0; g < G; ++g)
           if (state.selected[i][g]) extra_ids.push_back(base + static_cast<int32_t>(g));
@@ -183,7 +190,7 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
   std::vector<float> attn(T * heads * hd);
   const cpu::SparseWindowKeys keys{cache.layer_entries(layer_idx), cache.entry_dim(), tables.data(), max_blocks,
                                    row_positions.data(), window, extra.data(), extra_offsets.data(),
-                                   extra_ids.data()};
+                                   extra_ids.data(), floored ? window_floors.data() : nullptr};
   cpu::sparse_window_attention(q.data(), keys, layer.attn_sink, T, heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
                                attn.data());
   // K = V carried RoPE: rotate the outputs back, then the grouped low-rank projection.

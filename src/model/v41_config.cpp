@@ -355,6 +355,12 @@ V41LayerRole v41_layer_role(const V41TextConfig& v, int64_t l) {
   return role;
 }
 
+int64_t v41_first_decoder_layer(const V41TextConfig& v) {
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l)
+    if (v.compress_ratios[l] == 1) return l;
+  return v.num_hidden_layers;
+}
+
 int64_t v41_cache_entry_dim(const V41TextConfig& v) {
   bool pooled_source = false, any_source = false;
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {

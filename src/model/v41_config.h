@@ -98,6 +98,11 @@ struct V41LayerRole {
   int64_t engram_index = -1;      // its place in engram_layer_ids (its table, its columns of the hash), -1 none
 };
 V41LayerRole v41_layer_role(const V41TextConfig& v, int64_t layer);
+// The first layer of compress ratio 1 (DeepInfer's n_prefill_layer; 20 of 40 in the release): it and the layers
+// after it are the decoder side, whose windows bounded replay narrows. num_hidden_layers where there is none.
+int64_t v41_first_decoder_layer(const V41TextConfig& v);
+// Bounded replay keeps at least the window and the speculative backtracking margin (DeepInfer asserts 128 + 6).
+inline constexpr int64_t kV41BacktrackingTokens = 6;
 // The table rows an engram layer reads per token: one per (n-gram order 2..max, head).
 inline int64_t v41_engram_columns(const V41TextConfig& v) { return (v.engram_max_ngram_size - 1) * v.engram_n_heads; }
 // Values cached per token and layer (the widest layer's entry, the same for every layer, so that a cache moves

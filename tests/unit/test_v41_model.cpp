@@ -4,6 +4,7 @@
 // sources, four index sources, a candidate source, hc_mult 4, index top-k 4) with seeded weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -295,6 +296,58 @@ TEST(V41Engram, PrimesAndBucketsFollowTheConfig) {
   EXPECT_EQ(t.offsets[1], 307);
   EXPECT_EQ(t.offsets[5] + t.primes[5], 307 + 311 + 313 + 317 + 331 + 337);
   EXPECT_EQ(t.offsets[6], 0);  // each layer's table is addressed from its own start
+}
+
+// Bounded decoder replay, mask mode, on the fixture's checkpoint: the decoder layers' windows (from the first layer
+// of ratio 1) see only the prompt's last KEEP = window + 6 tokens. Prompts no longer than KEEP give the exact
+// logits bit for bit; longer ones an approximation, reported per prompt (last-position relative error against the
+// exact prefill, and whether the greedy token stays). No row of a truncated prompt is exact in general: each
+// decoder layer carries the truncation another window further.
+TEST(V41Replay, MaskModeIsExactWithinKeepAndReportedBeyond) {
+  const auto dir = testing::fixture_dir("tiny-v41");
+  ModelConfig config = load_model_config(dir);
+  WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
+  const DeepseekV41Model model(std::move(config), std::move(weights));
+  const V41TextConfig& v = model.config().v41;
+  const int64_t keep = v.sliding_window + kV41BacktrackingTokens, V = model.config().vocab_size;
+  ASSERT_LT(v41_first_decoder_layer(v), v.num_hidden_layers) << "the fixture needs decoder layers";
+  const nlohmann::json reference = testing::fixture_reference("tiny-v41");
+  std::vector<int32_t> blocks(8);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  int64_t truncated = 0, same_greedy = 0;
+  for (size_t i = 0; i < reference.at("prompts").size(); ++i) {
+    const std::vector<int32_t> prompt = reference["prompts"][i].get<std::vector<int32_t>>();
+    const auto n = static_cast<int64_t>(prompt.size());
+    auto run = [&](int64_t floor) {
+      std::unique_ptr<KvCache> cache = model.make_kv_cache(8);
+      ForwardBatch batch;
+      batch.token_ids = prompt;
+      batch.sequences.push_back({0, n, blocks});
+      batch.sequences.back().replay_floor = floor;
+      batch.all_logits = true;
+      const Tensor logits = model.forward(batch, *cache);
+      return std::vector<float>(logits.data<float>(), logits.data<float>() + logits.numel());
+    };
+    const std::vector<float> exact = run(0), masked = run(std::max<int64_t>(0, n - keep));
+    if (n <= keep) {
+      EXPECT_EQ(masked, exact) << "prompt " << i << " (" << n << " tokens) is within KEEP";
+      continue;
+    }
+    ++truncated;
+    const std::vector<float> last_exact(exact.end() - V, exact.end()), last_masked(masked.end() - V, masked.end());
+    const double err = worst_relative_error(last_masked, last_exact, V);
+    const bool greedy = std::max_element(last_masked.begin(), last_masked.end()) - last_masked.begin() ==
+                        std::max_element(last_exact.begin(), last_exact.end()) - last_exact.begin();
+    same_greedy += greedy;
+    std::printf("[ V4.1     ] bounded replay (mask, KEEP %lld): prompt %zu of %lld tokens: last-position relative "
+                "error %.3e against the exact prefill, greedy token %s\n", static_cast<long long>(keep), i,
+                static_cast<long long>(n), err, greedy ? "the same" : "differs");
+    EXPECT_TRUE(std::isfinite(err));
+    EXPECT_NE(masked, exact) << "prompt " << i << ": a truncated prefill changed nothing";
+  }
+  std::printf("[ V4.1     ] bounded replay (mask): %lld prompts longer than KEEP, greedy token kept in %lld\n",
+              static_cast<long long>(truncated), static_cast<long long>(same_greedy));
+  EXPECT_GT(truncated, 0) << "no fixture prompt is longer than KEEP";
 }
 
 }  // namespace
