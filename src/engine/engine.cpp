@@ -70,6 +70,12 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
 
 Engine::~Engine() = default;
 
+bool Engine::shares_blocks(int64_t prompt_tokens) const {
+  // A prompt that bounded replay truncates has decoder KV of its own: it stays out of the prefix cache (and the
+  // store), whichever rank holds it.
+  return options_.replay.mode == ReplayOptions::Mode::kOff || prompt_tokens <= options_.replay.keep_tokens;
+}
+
 void Engine::validate(const ModelConfig& c, const EngineOptions& options, const Request& request) {
   const int64_t max_model_len = with_model_len(options.limits, c).max_model_len;
   const int64_t cache_tokens =
@@ -101,8 +107,7 @@ void Engine::add_request(const Request& request) {
   seq->request = &request;
   seq->tokens = request.prompt_token_ids;
   seq->num_prompt_tokens = seq->num_tokens();
-  // A prompt that bounded replay truncates has decoder KV of its own: it stays out of the prefix cache.
-  seq->shares_blocks = options_.replay.mode == ReplayOptions::Mode::kOff || seq->num_tokens() <= options_.replay.keep_tokens;
+  seq->shares_blocks = shares_blocks(seq->num_prompt_tokens);
   scheduler_.add(seq.get());
   sequences_.push_back(std::move(seq));
 }
@@ -225,6 +230,7 @@ bool Engine::admit_cached(const Request& request, std::vector<int32_t> tokens, c
   seq->request = &request;
   seq->tokens = std::move(tokens);
   seq->num_prompt_tokens = static_cast<int64_t>(request.prompt_token_ids.size());
+  seq->shares_blocks = shares_blocks(seq->num_prompt_tokens);  // its KV came from a prefill under the same options
   seq->num_cached = seq->num_tokens() - 1;
   if (!blocks_.can_grow(*seq, seq->num_tokens())) return false;
   blocks_.grow(*seq, seq->num_tokens());

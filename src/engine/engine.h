@@ -103,6 +103,8 @@ class Engine {
   // imported from `kv` unless that is null.
   bool admit_cached(const Request& request, std::vector<int32_t> tokens, const float* kv);
   ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
+  // Whether a sequence of this prompt length may take and register prefix-cache blocks.
+  bool shares_blocks(int64_t prompt_tokens) const;
 
   class StoreTier;  // the KvStore as the block manager's slower tier (engine.cpp)
 

@@ -52,6 +52,9 @@ def main():
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--min-hit-tokens", type=int, default=0)
     ap.add_argument("--kv-store", action="store_true")
+    ap.add_argument("--yoco-keep", type=int, default=0,
+                    help="also run with --yoco-truncation mask and a store: no prompt longer than this may leave a "
+                         "block there (a truncated prefill's KV is not the exact one)")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json")))
     vocab = config.get("text_config", config)["vocab_size"]
@@ -113,6 +116,14 @@ def main():
                 assert other == plain, "--kv-store changed an output"
             print(f"--kv-store: {len(files)} block files; a second process read {from_store} prompt tokens from "
                   f"them; damaged files ignored with a warning; outputs unchanged")
+        if args.yoco_keep:
+            assert all(len(r["prompt_token_ids"]) > args.yoco_keep for r in reqs if "continues" not in r)
+            store = os.path.join(tmp, "yoco-store")
+            run(launch + ["--kv-store", store, "--yoco-truncation", "mask", "--yoco-keep-tokens", str(args.yoco_keep)],
+                os.path.join(tmp, "yoco.jsonl"))
+            left = [f for f in os.listdir(store) if f.endswith(".kvblock")] if os.path.isdir(store) else []
+            assert not left, f"truncated prefills left blocks in the store: {left}"
+            print("--yoco-truncation mask with --kv-store: no truncated sequence's block stored")
     assert no_hits == 0, no_hits
     for k, i in enumerate((0, 4)):  # a continuation == its conversation given whole
         assert plain[whole + k]["output_token_ids"] == plain[whole - 2 + k]["output_token_ids"], (k, i)
