@@ -87,6 +87,8 @@ void write_fp8_kv_rows(const __nv_bfloat16* src, int64_t src_stride, const int64
                    rule == Fp8Scales::kExactFit);
 }
 
+namespace {
+
 template <class Slot>
 void gather_fp8(const uint8_t* codes, const uint8_t* scales, const Slot* slots, int64_t num_tokens, int64_t dim,
                 __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {
@@ -95,6 +97,8 @@ void gather_fp8(const uint8_t* codes, const uint8_t* scales, const Slot* slots, 
   launch_dependent(gather_fp8_kernel<Slot>, static_cast<unsigned>((num_blocks + kFp8Threads - 1) / kFp8Threads),
                    kFp8Threads, 0, stream, codes, scales, slots, num_blocks, dim / kFp8Block, out, out_stride);
 }
+
+}  // namespace
 
 void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int64_t* slots, int64_t num_tokens,
                         int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <string_view>
 
 #include "src/core/check.h"
 #include "src/core/files.h"
@@ -23,19 +24,13 @@ struct Header {
   int64_t num_layers, entry_dim, block_size;
 };
 
-uint64_t checksum(const char* data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 0x100000001b3ull;
-  return splitmix64(h);
-}
-
-uint64_t hash_text(const std::string& text) { return checksum(text.data(), text.size()); }
+uint64_t checksum(const char* data, size_t n) { return splitmix64(fnv1a64(std::string_view(data, n))); }
 
 }  // namespace
 
 KvStore::KvStore(std::filesystem::path dir, std::string model_key, int64_t num_layers, int64_t entry_dim,
                  int64_t block_size)
-    : dir_(std::move(dir)), model_key_(hash_text(model_key)), num_layers_(num_layers), entry_dim_(entry_dim),
+    : dir_(std::move(dir)), model_key_(checksum(model_key.data(), model_key.size())), num_layers_(num_layers), entry_dim_(entry_dim),
       block_size_(block_size), rng_(std::random_device{}()) {
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
@@ -79,7 +74,6 @@ bool KvStore::load(uint64_t hash, uint64_t parent_hash, std::span<const int32_t>
   }
   entries.resize(values);
   std::memcpy(entries.data(), bytes.data() + sizeof(Header) + tokens.size_bytes(), values * sizeof(float));
-  ++loaded_;
   return true;
 }
 
@@ -116,9 +110,7 @@ void KvStore::save(uint64_t hash, uint64_t parent_hash, std::span<const int32_t>
     spdlog::warn("--kv-store: cannot write to {} ({}); this rank stores no more blocks there", dir_.string(),
                  e.what());
     writable_ = false;
-    return;
   }
-  ++saved_;
 }
 
 }  // namespace deepinfer

@@ -34,9 +34,6 @@ class KvStore {
   // Writes the block unless DIR has it already.
   void save(uint64_t hash, uint64_t parent_hash, std::span<const int32_t> tokens, std::span<const float> entries) const;
 
-  int64_t num_loaded() const { return loaded_; }
-  int64_t num_saved() const { return saved_; }
-
  private:
   std::filesystem::path path_of(uint64_t hash) const;
 
@@ -44,7 +41,6 @@ class KvStore {
   uint64_t model_key_;
   int64_t num_layers_, entry_dim_, block_size_;
   mutable std::mt19937_64 rng_;  // the temporaries' names
-  mutable int64_t loaded_ = 0, saved_ = 0;
   mutable bool writable_ = true;  // false after a failed write
 };
 
