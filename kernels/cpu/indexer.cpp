@@ -28,13 +28,16 @@ void compress_pool(const float* cache, int64_t entry_stride, const int32_t* bloc
 }
 
 void compress_pool_sequences(const float* cache, int64_t entry_stride, const int32_t* block_tables, int64_t max_blocks,
-                             const int32_t* counts, const int64_t* offsets, int64_t sequences, int64_t width,
-                             int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, bool zero_padding,
-                             float* out) {
+                             const int32_t* counts, const int64_t* offsets, const int32_t* first_groups,
+                             int64_t sequences, int64_t width, int64_t ratio, int64_t head_dim, int64_t kv_offset,
+                             int64_t gate_offset, bool zero_padding, float* out) {
   for (int64_t s = 0; s < sequences; ++s) {
     float* rows = out + offsets[s] * head_dim;
-    compress_pool(cache, entry_stride, block_tables + s * max_blocks, counts[s], ratio, head_dim, kv_offset,
-                  gate_offset, rows);
+    const int64_t first = first_groups != nullptr ? first_groups[s] : 0;
+    std::vector<float> pooled((first + counts[s]) * head_dim);  // every group up to the last, the first skipped
+    compress_pool(cache, entry_stride, block_tables + s * max_blocks, first + counts[s], ratio, head_dim, kv_offset,
+                  gate_offset, pooled.data());
+    std::copy(pooled.begin() + first * head_dim, pooled.end(), rows);
     if (zero_padding) std::fill(rows + counts[s] * head_dim, rows + width * head_dim, 0.0f);
   }
 }

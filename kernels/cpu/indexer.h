@@ -7,7 +7,9 @@
 //   compress_pool_sequences  the same for several sequences at once: sequence s pools counts[s] groups through its
 //                   block table (block_tables + s * max_blocks) into rows offsets[s] + g of `out`; with zero_padding,
 //                   rows offsets[s] + g for counts[s] <= g < width are zeroed (a layout of `width` rows a sequence,
-//                   the fixed shapes a captured decode step needs), otherwise left alone.
+//                   the fixed shapes a captured decode step needs), otherwise left alone. With first_groups, row
+//                   offsets[s] + g holds group first_groups[s] + g (the groups a step completes, after those
+//                   cached).
 //   indexer_scores  scores[i, g] = sum_h relu(q[i, h] . keys[g]) * softmax_scale * (weights[i, h] * heads_scale)
 //                   for g < visible[i], -inf beyond (the compressed entries row i may not see yet); with
 //                   key_offsets, row i's keys start at row key_offsets[i] of `keys` (several sequences' keys side
@@ -35,9 +37,9 @@ void compress_pool(const float* cache, int64_t entry_stride, const int32_t* bloc
                    int64_t head_dim, int64_t kv_offset, int64_t gate_offset, float* out);
 
 void compress_pool_sequences(const float* cache, int64_t entry_stride, const int32_t* block_tables, int64_t max_blocks,
-                             const int32_t* counts, const int64_t* offsets, int64_t sequences, int64_t width,
-                             int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset, bool zero_padding,
-                             float* out);
+                             const int32_t* counts, const int64_t* offsets, const int32_t* first_groups,
+                             int64_t sequences, int64_t width, int64_t ratio, int64_t head_dim, int64_t kv_offset,
+                             int64_t gate_offset, bool zero_padding, float* out);
 
 void indexer_scores(const float* q, const float* weights, const float* keys, const int64_t* key_offsets,
                     const int32_t* visible, int64_t rows,

@@ -17,6 +17,7 @@ constexpr int kDimRegs = static_cast<int>(kIndexerMaxDim / 32);
 __global__ void __launch_bounds__(kPoolThreads) compress_pool_kernel(const __nv_bfloat16* cache, int64_t entry_stride,
                                                                      const int32_t* block_tables, int64_t max_blocks,
                                                                      const int32_t* counts, const int64_t* offsets,
+                                                                     const int32_t* first_groups,
                                                                      int64_t ratio, int64_t head_dim, int64_t kv_offset,
                                                                      int64_t gate_offset, bool zero_padding,
                                                                      __nv_bfloat16* out) {
@@ -32,14 +33,15 @@ __global__ void __launch_bounds__(kPoolThreads) compress_pool_kernel(const __nv_
   auto entry = [&](int64_t j) {
     return cache + (block_table[j / kBlockTokens] * kBlockTokens + j % kBlockTokens) * entry_stride;
   };
+  const int64_t first = (first_groups != nullptr ? first_groups[s] : 0) + g;  // the group pooled into this row
   for (int64_t d = threadIdx.x; d < head_dim; d += kPoolThreads) {
     float max = -INFINITY;
-    for (int64_t j = 0; j < ratio; ++j) max = fmaxf(max, to_float(entry(g * ratio + j)[gate_offset + d]));
+    for (int64_t j = 0; j < ratio; ++j) max = fmaxf(max, to_float(entry(first * ratio + j)[gate_offset + d]));
     float total = 0.0f, sum = 0.0f;
     for (int64_t j = 0; j < ratio; ++j) {
-      const float w = expf(to_float(entry(g * ratio + j)[gate_offset + d]) - max);
+      const float w = expf(to_float(entry(first * ratio + j)[gate_offset + d]) - max);
       total += w;
-      sum += w * to_float(entry(g * ratio + j)[kv_offset + d]);
+      sum += w * to_float(entry(first * ratio + j)[kv_offset + d]);
     }
     row[d] = to_bf16(sum / total);
   }
@@ -239,13 +241,14 @@ void select_topk(const float* scores, int64_t rows, int64_t n, int64_t k, int32_
 }
 
 void compress_pool_sequences(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_tables,
-                             int64_t max_blocks, const int32_t* counts, const int64_t* offsets, int64_t sequences,
-                             int64_t width, int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset,
-                             bool zero_padding, __nv_bfloat16* out, cudaStream_t stream) {
+                             int64_t max_blocks, const int32_t* counts, const int64_t* offsets,
+                             const int32_t* first_groups, int64_t sequences, int64_t width, int64_t ratio,
+                             int64_t head_dim, int64_t kv_offset, int64_t gate_offset, bool zero_padding,
+                             __nv_bfloat16* out, cudaStream_t stream) {
   if (sequences == 0 || width == 0) return;
   launch_dependent(compress_pool_kernel, dim3(static_cast<unsigned>(width), static_cast<unsigned>(sequences)),
-                   kPoolThreads, 0, stream, cache, entry_stride, block_tables, max_blocks, counts, offsets, ratio,
-                   head_dim, kv_offset, gate_offset, zero_padding, out);
+                   kPoolThreads, 0, stream, cache, entry_stride, block_tables, max_blocks, counts, offsets,
+                   first_groups, ratio, head_dim, kv_offset, gate_offset, zero_padding, out);
 }
 
 void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys,

@@ -33,9 +33,10 @@ constexpr int64_t kIndexerMaxQueryFloats = 12288;  // 48 KB of shared memory
 constexpr int64_t kIndexerMaxDim = 256;
 
 void compress_pool_sequences(const __nv_bfloat16* cache, int64_t entry_stride, const int32_t* block_tables,
-                             int64_t max_blocks, const int32_t* counts, const int64_t* offsets, int64_t sequences,
-                             int64_t width, int64_t ratio, int64_t head_dim, int64_t kv_offset, int64_t gate_offset,
-                             bool zero_padding, __nv_bfloat16* out, cudaStream_t stream);
+                             int64_t max_blocks, const int32_t* counts, const int64_t* offsets,
+                             const int32_t* first_groups, int64_t sequences, int64_t width, int64_t ratio,
+                             int64_t head_dim, int64_t kv_offset, int64_t gate_offset, bool zero_padding,
+                             __nv_bfloat16* out, cudaStream_t stream);
 
 void indexer_scores(const __nv_bfloat16* q, const float* weights, const __nv_bfloat16* keys,
                     const int64_t* key_offsets, const int32_t* visible,

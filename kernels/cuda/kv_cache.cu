@@ -3,6 +3,7 @@
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/fp_formats.h"
+#include "kernels/group_slots.h"
 
 namespace deepinfer::cuda {
 
@@ -12,6 +13,7 @@ __global__ void write_kernel(const __nv_bfloat16* src, int64_t src_stride, const
                              __nv_bfloat16* cache, int64_t cache_stride) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t t = blockIdx.x;
+  if (slots[t] < 0) return;  // a padding row
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) cache[slots[t] * cache_stride + i] = src[t * src_stride + i];
 }
 
@@ -19,6 +21,21 @@ __global__ void gather_kernel(const __nv_bfloat16* cache, const int64_t* slots, 
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t t = blockIdx.x;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) out[t * dim + i] = cache[slots[t] * dim + i];
+}
+
+__global__ void gather_groups_kernel(const __nv_bfloat16* entries, int64_t dim, const int32_t* block_tables,
+                                     int64_t max_blocks, int64_t ratio, const int32_t* counts, const int64_t* offsets,
+                                     bool zero_padding, __nv_bfloat16* out) {
+  begin_dependent_kernel();
+  const int64_t g = blockIdx.x, s = blockIdx.y;
+  __nv_bfloat16* row = out + (offsets[s] + g) * dim;
+  if (g >= counts[s]) {
+    if (zero_padding)
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) row[i] = to_bf16(0.0f);
+    return;
+  }
+  const __nv_bfloat16* src = entries + group_slot(block_tables + s * max_blocks, ratio, g) * dim;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) row[i] = src[i];
 }
 
 constexpr int kFp8Block = 32;  // values per scale byte
@@ -108,6 +125,14 @@ void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int64
 void gather_fp8_kv_rows(const uint8_t* codes, const uint8_t* scales, const int32_t* slots, int64_t num_tokens,
                         int64_t dim, __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {
   gather_fp8(codes, scales, slots, num_tokens, dim, out, out_stride, stream);
+}
+
+void gather_group_entries(const __nv_bfloat16* entries, int64_t dim, const int32_t* block_tables, int64_t max_blocks,
+                          int64_t ratio, const int32_t* counts, const int64_t* offsets, int64_t sequences,
+                          int64_t width, bool zero_padding, __nv_bfloat16* out, cudaStream_t stream) {
+  if (sequences == 0 || width == 0) return;
+  launch_dependent(gather_groups_kernel, dim3(static_cast<unsigned>(width), static_cast<unsigned>(sequences)), 128, 0,
+                   stream, entries, dim, block_tables, max_blocks, ratio, counts, offsets, zero_padding, out);
 }
 
 void write_kv_entries(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,

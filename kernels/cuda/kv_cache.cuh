@@ -3,6 +3,7 @@
 //   write_kv_entries:  cache[slots[t], 0:dim] = src[t * src_stride, 0:dim]  (cache rows cache_stride >= dim apart:
 //                      a layer may write the first part of a wider entry)
 //   gather_kv_entries: out[t, :] = cache[slots[t], :]
+//   (write_kv_entries skips rows whose slot is negative: padding rows of a fixed-shape step.)
 // and DeepSeek-V4.1's window K=V as the FP8 bytes its numerics imply (the CPU model's fake_quant_fp8, blocks of 32:
 // e4m3 codes [num_blocks * block_size, dim] with a ue8m0 scale byte per 32 values [num_blocks * block_size, dim / 32];
 // dim a multiple of 32):
@@ -27,6 +28,13 @@ void gather_kv_entries(const __nv_bfloat16* cache, const int64_t* slots, int64_t
 // id), whose blocks take the least power of two that fits instead (so the checkpoint's FP8 values quantise back
 // to themselves): Fp8Scales::kExactFit.
 enum class Fp8Scales { kActivation, kExactFit };
+// DeepSeek-V4.1's compressed entries (and indexer keys) cached per group (kernels/group_slots.h): rows offsets[s] + g
+// of out = entry group_slot(block_tables + s * max_blocks, ratio, g) of `entries` [*, dim], for g < counts[s];
+// with zero_padding, rows counts[s] <= g < width zeroed (a fixed-shape layout), otherwise left alone.
+void gather_group_entries(const __nv_bfloat16* entries, int64_t dim, const int32_t* block_tables, int64_t max_blocks,
+                          int64_t ratio, const int32_t* counts, const int64_t* offsets, int64_t sequences,
+                          int64_t width, bool zero_padding, __nv_bfloat16* out, cudaStream_t stream);
+
 void write_fp8_kv_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
                        int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream,
                        Fp8Scales rule = Fp8Scales::kActivation);

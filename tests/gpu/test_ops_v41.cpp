@@ -17,6 +17,7 @@
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 #include "kernels/fp_formats.h"
+#include "kernels/group_slots.h"
 
 #include "tests/gpu/op_test.h"
 
@@ -228,15 +229,14 @@ void sparse_window_attention(OpRun& r) {
   r.close("outputs", to_float(out.to_host()), want);
 }
 
-// V4.1's gated pooling of KV sources' compressor inputs, [K=V | kv | gate] entries from a shuffled paged cache:
-// several sequences in one launch (one without a complete group), packed or in `width` rows a sequence with the
-// padding zeroed.
-void compress_pool(OpRun& r) {
-  const int64_t width = r["groups"], ratio = r["ratio"], hd = r["head_dim"], S = r["sequences"], stride = 3 * hd;
+// V4.1's compressed entries read from their group slots (kernels/group_slots.h) into a step's layout: several
+// sequences through shuffled block tables, packed or `width` rows a sequence with the padding zeroed.
+void gather_group_entries(OpRun& r) {
+  const int64_t ratio = r["ratio"], dim = r["dim"], S = 4, max_blocks = 3, num_blocks = 17;
   const bool padded = r["padded"] != 0;
-  const int64_t max_blocks = (width * ratio + 63) / 64, num_blocks = S * max_blocks + 7;
-  std::vector<float> cache_f;
-  auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
+  const int64_t per_block = group_slots_per_block(ratio), width = max_blocks * 64 / ratio;
+  std::vector<float> entries_f;
+  auto entries = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * per_block * dim, entries_f));
   std::vector<int32_t> blocks(num_blocks);
   std::iota(blocks.begin(), blocks.end(), 0);
   std::shuffle(blocks.begin(), blocks.end(), r.rng());
@@ -252,14 +252,61 @@ void compress_pool(OpRun& r) {
   auto d_tables = DeviceArray<int32_t>::from_host(tables);
   auto d_counts = DeviceArray<int32_t>::from_host(counts);
   auto d_offsets = DeviceArray<int64_t>::from_host(offsets);
+  DeviceArray<Bf16> out(std::max<int64_t>(rows, 1) * dim);
+  out.poison();
+  cuda::gather_group_entries(bf(entries), dim, d_tables.data(), max_blocks, ratio, d_counts.data(), d_offsets.data(),
+                             S, width, padded, bf(out), nullptr);
+  sync();
+  std::vector<float> want(rows * dim, 0.0f);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t g = 0; g < counts[s]; ++g) {
+      const int64_t slot = group_slot(tables.data() + s * max_blocks, ratio, g);
+      std::copy_n(entries_f.begin() + slot * dim, dim, want.begin() + (offsets[s] + g) * dim);
+    }
+  std::vector<float> got = to_float(out.to_host());
+  got.resize(rows * dim);
+  r.exact("gathered rows", got, want);
+}
+
+// V4.1's gated pooling of KV sources' compressor inputs, [K=V | kv | gate] entries from a shuffled paged cache:
+// several sequences in one launch (one without a complete group), packed or in `width` rows a sequence with the
+// padding zeroed; with `first`, each sequence's groups from its own first group on (those a step completes).
+void compress_pool(OpRun& r) {
+  const int64_t width = r["groups"], ratio = r["ratio"], hd = r["head_dim"], S = r["sequences"], stride = 3 * hd;
+  const bool padded = r["padded"] != 0, from_first = r["first"] != 0;
+  const int64_t max_blocks = (width * ratio + 63) / 64, num_blocks = S * max_blocks + 7;
+  std::vector<float> cache_f;
+  auto cache = DeviceArray<Bf16>::from_host(r.random_bf16(num_blocks * 64 * stride, cache_f));
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), r.rng());
+  const std::vector<int32_t> tables(blocks.begin(), blocks.begin() + S * max_blocks);
+  std::vector<int32_t> counts(S), first(S, 0);
+  std::vector<int64_t> offsets(S);
+  int64_t rows = 0;
+  for (int64_t s = 0; s < S; ++s) {
+    counts[s] = static_cast<int32_t>(s == 0 ? width : s == 1 ? 0 : r.rng()() % (width + 1));
+    if (from_first) {
+      first[s] = static_cast<int32_t>(std::min<int64_t>(s % 3 + 1, width));
+      counts[s] = std::min<int32_t>(counts[s], static_cast<int32_t>(width) - first[s]);
+    }
+    offsets[s] = rows;
+    rows += padded ? width : counts[s];
+  }
+  auto d_tables = DeviceArray<int32_t>::from_host(tables);
+  auto d_counts = DeviceArray<int32_t>::from_host(counts);
+  auto d_offsets = DeviceArray<int64_t>::from_host(offsets);
+  auto d_first = DeviceArray<int32_t>::from_host(first);
   DeviceArray<Bf16> out(std::max<int64_t>(rows, 1) * hd);
   out.poison();
-  cuda::compress_pool_sequences(bf(cache), stride, d_tables.data(), max_blocks, d_counts.data(), d_offsets.data(), S,
-                                width, ratio, hd, hd, 2 * hd, padded, bf(out), nullptr);
+  cuda::compress_pool_sequences(bf(cache), stride, d_tables.data(), max_blocks, d_counts.data(), d_offsets.data(),
+                                from_first ? d_first.data() : nullptr, S, width, ratio, hd, hd, 2 * hd, padded,
+                                bf(out), nullptr);
   sync();
   std::vector<float> want(std::max<int64_t>(rows, 1) * hd);
-  cpu::compress_pool_sequences(cache_f.data(), stride, tables.data(), max_blocks, counts.data(), offsets.data(), S,
-                               width, ratio, hd, hd, 2 * hd, padded, want.data());
+  cpu::compress_pool_sequences(cache_f.data(), stride, tables.data(), max_blocks, counts.data(), offsets.data(),
+                               from_first ? first.data() : nullptr, S, width, ratio, hd, hd, 2 * hd, padded,
+                               want.data());
   std::vector<float> got = to_float(out.to_host());
   got.resize(rows * hd);
   want.resize(rows * hd);
@@ -514,14 +561,21 @@ void add_v41_rows(OpTable& t) {
     t.add("fp8_kv_rows", "u8", {{"rows", 7}, {"n", 64}, {"stride", 64}, {"exact_fit", exact_fit}}, kExact,
           fp8_kv_rows);
   }
+  for (int64_t padded : {0, 1})
+    for (int64_t ratio : {1, 2, 3, 128})
+      t.add("gather_group_entries", "bf16", {{"ratio", ratio}, {"dim", ratio == 3 ? 72 : 512}, {"padded", padded}},
+            kExact, gather_group_entries);
   for (int64_t padded : {0, 1}) {
-    for (int64_t ratio : {4, 128})
+    for (int64_t first : {0, 1}) {
+      for (int64_t ratio : {4, 128})
+        t.add("compress_pool_sequences", "bf16",
+              {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}, {"sequences", 4}, {"padded", padded},
+               {"first", first}},
+              kBf16, compress_pool);
       t.add("compress_pool_sequences", "bf16",
-            {{"groups", 10}, {"ratio", ratio}, {"head_dim", 512}, {"sequences", 4}, {"padded", padded}}, kBf16,
-            compress_pool);
-    t.add("compress_pool_sequences", "bf16",
-          {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}, {"sequences", 3}, {"padded", padded}}, kBf16,
-          compress_pool);
+            {{"groups", 3}, {"ratio", 3}, {"head_dim", 200}, {"sequences", 3}, {"padded", padded}, {"first", first}},
+            kBf16, compress_pool);
+    }
   }
   t.add("indexer_head_sum", "f32", {{"rows", 37}, {"heads", 64}, {"dim", 128}, {"keys", 1000}}, kF32, indexer_head_sum);
   t.add("indexer_head_sum", "f32", {{"rows", 5}, {"heads", 3}, {"dim", 72}, {"keys", 70}}, kF32, indexer_head_sum);

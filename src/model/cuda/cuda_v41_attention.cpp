@@ -11,6 +11,7 @@
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
+#include "kernels/group_slots.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/cuda_v41_step.h"
 #include "src/model/engram_hash.h"
@@ -18,7 +19,7 @@
 namespace deepinfer {
 
 CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers,
-                                 bool fixed, ScratchPool& pool)
+                                 bool fixed, const std::vector<bool>& rebuild, ScratchPool& pool)
     : fixed_shapes(fixed) {
   num_tokens = batch.num_tokens();
   const int64_t T = num_tokens, S = static_cast<int64_t>(batch.sequences.size());
@@ -46,7 +47,7 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
     if (r == 0 || groups.count(r) > 0) continue;
     Groups& g = groups[r];
     const int64_t capacity = max_blocks * KvCache::kBlockSize / r;  // complete groups a block table can hold
-    std::vector<int32_t> visible(T), counts, group_positions;
+    std::vector<int32_t> visible(T), counts;
     std::vector<int64_t> row_offsets(T);
     for (int64_t t = 0; t < T; ++t) visible[t] = static_cast<int32_t>((pos[t] + 1) / r);
     for (const Sequence& seq : sequences) {
@@ -54,14 +55,39 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
       g.count.push_back(seq.context / r);
       counts.push_back(static_cast<int32_t>(g.count.back()));
       const int64_t rows = fixed_shapes ? capacity : g.count.back();
-      for (int64_t j = 0; j < rows; ++j) group_positions.push_back(static_cast<int32_t>(j * r));
       for (int64_t i = 0; i < seq.num_new; ++i) row_offsets[seq.first + i] = g.total;
       g.total += rows;
       g.width = std::max(g.width, rows);
     }
     if (fixed_shapes) g.width = capacity;
+    // The groups this step completes: from those cached (none where they are to be rebuilt) to the complete ones.
+    std::vector<int32_t> cached(S), new_counts(S), new_positions;
+    std::vector<int64_t> new_offsets(S), new_slots, new_rows;
+    for (int64_t s = 0; s < S; ++s) {
+      const SequenceChunk& seq = batch.sequences[s];
+      cached[s] = rebuild[s] ? 0 : static_cast<int32_t>(seq.num_cached / r);
+      new_counts[s] = static_cast<int32_t>(g.count[s] - cached[s]);
+      DI_CHECK(!fixed_shapes || new_counts[s] <= 1, "a fixed-shape step completes at most one group a sequence");
+      const int64_t rows = fixed_shapes ? 1 : new_counts[s];
+      new_offsets[s] = g.new_total;
+      for (int64_t i = 0; i < rows; ++i) {
+        const bool real = i < new_counts[s];
+        const int64_t group = cached[s] + i;
+        new_positions.push_back(real ? static_cast<int32_t>(group * r) : 0);
+        new_slots.push_back(real ? group_slot(seq.block_table.data(), r, group) : -1);
+        new_rows.push_back(real ? g.offset[s] + group : -1);
+      }
+      g.new_total += rows;
+      g.new_width = std::max(g.new_width, rows);
+    }
+    g.cached = device_copy(pool, cached);
+    g.new_first = g.cached;
+    g.new_counts = device_copy(pool, new_counts);
+    g.new_offsets = device_copy(pool, new_offsets);
+    g.new_positions = device_copy(pool, new_positions);
+    g.new_slots = device_copy(pool, new_slots);
+    g.new_rows = device_copy(pool, new_rows);
     g.visible = device_copy(pool, visible);
-    g.positions = device_copy(pool, group_positions);
     g.row_offsets = device_copy(pool, row_offsets);
     g.counts = device_copy(pool, counts);
     g.offsets = device_copy(pool, g.offset);
@@ -102,26 +128,38 @@ void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState
   const int64_t hd = v.head_dim, r = layer.ratio, id = v.index_head_dim;
   const float eps = config_.rms_norm_eps;
   const StepPlan::Groups& groups = plan.groups.at(r);
-  const int64_t total = groups.total;
+  const auto S = static_cast<int64_t>(plan.sequences.size());
+  const int64_t total = groups.total, fresh_rows = groups.new_total;
   auto* latent = total > 0 ? published_.alloc<Bf16>(total * hd) : nullptr;
-  // Gated pooling: per channel a softmax over the group's gate values weights its projections. At ratio 1 the
-  // gate is the value itself, a softmax over one value: weight 1, the (normalised) value unchanged.
-  cuda::compress_pool_sequences(cache_layer.inputs, cache_layer.input_width, plan.seq_tables, plan.max_blocks,
-                                groups.counts, groups.offsets, static_cast<int64_t>(plan.sequences.size()),
-                                groups.width, r, hd, /*kv_offset=*/0, /*gate_offset=*/r > 1 ? hd : 0,
-                                plan.fixed_shapes, latent, nullptr);
-  Bf16* keys = nullptr;
-  if (total > 0) {
-    if (r > 1) cuda::rms_norm(latent, hd, layer.compressor_norm, latent, hd, total, hd, eps, nullptr);
-    if (layer.owns_index_keys) {  // the group's indexer keys, from the latents before their RoPE
-      keys = published_.alloc<Bf16>(total * id);
-      linear(latent, layer.indexer_wk, keys, false, total, id, hd);
-      cuda::rms_norm(keys, id, layer.indexer_k_norm, keys, id, total, id, eps, nullptr);
-      rotate(keys + id - v.qk_rope_head_dim, total, id, groups.positions, 1, true);
-      cuda::fake_quant_fp4(keys, total, id, id, 32, /*e4m3_scales=*/false, nullptr);
+  auto* keys = layer.owns_index_keys && total > 0 ? published_.alloc<Bf16>(total * id) : nullptr;
+  // The groups cached by earlier steps, from their slots into the layout (padding rows zeroed).
+  cuda::gather_group_entries(cache_layer.entries, hd, plan.seq_tables, plan.max_blocks, r, groups.cached,
+                             groups.offsets, S, groups.width, plan.fixed_shapes, latent, nullptr);
+  if (keys != nullptr)
+    cuda::gather_group_entries(cache_layer.keys, id, plan.seq_tables, plan.max_blocks, r, groups.cached,
+                               groups.offsets, S, groups.width, plan.fixed_shapes, keys, nullptr);
+  if (fresh_rows > 0) {
+    // The groups this step completes. Gated pooling: per channel a softmax over the group's gate values weights
+    // its projections. At ratio 1 the gate is the value itself, a softmax over one value: weight 1, the
+    // (normalised) value unchanged.
+    auto* fresh = scratch_.alloc<Bf16>(fresh_rows * hd);
+    cuda::compress_pool_sequences(cache_layer.inputs, cache_layer.input_width, plan.seq_tables, plan.max_blocks,
+                                  groups.new_counts, groups.new_offsets, groups.new_first, S, groups.new_width, r, hd,
+                                  /*kv_offset=*/0, /*gate_offset=*/r > 1 ? hd : 0, plan.fixed_shapes, fresh, nullptr);
+    if (r > 1) cuda::rms_norm(fresh, hd, layer.compressor_norm, fresh, hd, fresh_rows, hd, eps, nullptr);
+    if (layer.owns_index_keys) {  // the groups' indexer keys, from the latents before their RoPE
+      auto* fresh_keys = scratch_.alloc<Bf16>(fresh_rows * id);
+      linear(fresh, layer.indexer_wk, fresh_keys, false, fresh_rows, id, hd);
+      cuda::rms_norm(fresh_keys, id, layer.indexer_k_norm, fresh_keys, id, fresh_rows, id, eps, nullptr);
+      rotate(fresh_keys + id - v.qk_rope_head_dim, fresh_rows, id, groups.new_positions, 1, true);
+      cuda::fake_quant_fp4(fresh_keys, fresh_rows, id, id, 32, /*e4m3_scales=*/false, nullptr);
+      cuda::write_kv_entries(fresh_keys, id, groups.new_slots, fresh_rows, id, cache_layer.keys, id, nullptr);
+      cuda::write_kv_entries(fresh_keys, id, groups.new_rows, fresh_rows, id, keys, id, nullptr);
     }
-    rotate(latent + hd - v.qk_rope_head_dim, total, hd, groups.positions, 1, true);
-    cuda::fake_quant_fp4(latent, total, hd, hd, 16, /*e4m3_scales=*/true, nullptr);
+    rotate(fresh + hd - v.qk_rope_head_dim, fresh_rows, hd, groups.new_positions, 1, true);
+    cuda::fake_quant_fp4(fresh, fresh_rows, hd, hd, 16, /*e4m3_scales=*/true, nullptr);
+    cuda::write_kv_entries(fresh, hd, groups.new_slots, fresh_rows, hd, cache_layer.entries, hd, nullptr);
+    cuda::write_kv_entries(fresh, hd, groups.new_rows, fresh_rows, hd, latent, hd, nullptr);
   }
   if (layer.owns_index_keys) state.index_keys = {keys, r};
   state.compressed = {latent, r};

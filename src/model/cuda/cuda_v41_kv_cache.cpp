@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/kv_cache.cuh"
+#include "kernels/group_slots.h"
 #include "src/core/random.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 
@@ -15,38 +16,67 @@ namespace {
 constexpr size_t kAlign = 256;
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// One layer's bytes for `slots` token slots: codes, scales, inputs, each region aligned.
-size_t layer_bytes(int64_t slots, int64_t head_dim, int64_t input_width) {
-  return aligned(slots * head_dim) + aligned(slots * head_dim / 32) + aligned(slots * input_width * 2);
+int64_t group_slots(int64_t num_blocks, int64_t ratio) {
+  return ratio > 0 ? num_blocks * group_slots_per_block(ratio) : 0;
 }
 
 }  // namespace
 
-size_t CudaV41KvCache::bytes_per_token(int64_t head_dim, const std::vector<int64_t>& input_widths) {
+size_t CudaV41KvCache::bytes_per_token(int64_t head_dim, const std::vector<LayerSpec>& specs) {
   size_t bytes = 0;
-  for (int64_t width : input_widths) bytes += head_dim + head_dim / 32 + width * 2;
+  for (const LayerSpec& spec : specs) {
+    bytes += head_dim + head_dim / 32 + spec.input_width * 2;
+    if (spec.ratio > 0)  // a block's group slots over its 64 tokens
+      bytes += group_slots_per_block(spec.ratio) * (head_dim + spec.key_dim) * 2 / kBlockSize;
+  }
   return bytes;
 }
 
-CudaV41KvCache::CudaV41KvCache(int64_t num_blocks, int64_t head_dim, std::vector<int64_t> input_widths)
-    : num_blocks_(num_blocks), head_dim_(head_dim) {
+CudaV41KvCache::CudaV41KvCache(int64_t num_blocks, int64_t head_dim, std::vector<LayerSpec> specs)
+    : num_blocks_(num_blocks), head_dim_(head_dim), groups_missing_(num_blocks, 0) {
   DI_CHECK(head_dim % 32 == 0, "the FP8 window cache needs head_dim a multiple of 32 (one scale per 32), not {}",
            head_dim);
   const int64_t slots = num_blocks * kBlockSize;
-  entry_dim_ = head_dim + *std::max_element(input_widths.begin(), input_widths.end());
+  int64_t widest = 0;
+  for (const LayerSpec& spec : specs) widest = std::max(widest, spec.input_width);
+  entry_dim_ = head_dim + widest;
+  // Each layer's regions, aligned: codes, scales, inputs, entries, keys.
+  auto regions = [&](const LayerSpec& spec) -> std::vector<size_t> {
+    const int64_t groups = group_slots(num_blocks, spec.ratio);
+    return {aligned(slots * head_dim), aligned(slots * head_dim / 32), aligned(slots * spec.input_width * 2),
+            aligned(groups * head_dim * 2), aligned(groups * spec.key_dim * 2)};
+  };
   size_t total = 0;
-  for (int64_t width : input_widths) total += layer_bytes(slots, head_dim, width);
+  for (const LayerSpec& spec : specs)
+    for (size_t bytes : regions(spec)) total += bytes;
   storage_ = DeviceArray<uint8_t>(total);
   uint8_t* next = storage_.data();
-  for (int64_t width : input_widths) {
+  for (const LayerSpec& spec : specs) {
+    const std::vector<size_t> sizes = regions(spec);
+    uint8_t* region[5];
+    for (int i = 0; i < 5; ++i) region[i] = next, next += sizes[i];
     Layer layer;
-    layer.codes = next;
-    layer.scales = next + aligned(slots * head_dim);
-    if (width > 0) layer.inputs = reinterpret_cast<__nv_bfloat16*>(layer.scales + aligned(slots * head_dim / 32));
-    layer.input_width = width;
+    layer.codes = region[0];
+    layer.scales = region[1];
+    layer.input_width = spec.input_width;
+    if (spec.input_width > 0) layer.inputs = reinterpret_cast<__nv_bfloat16*>(region[2]);
+    if (spec.ratio > 0) layer.entries = reinterpret_cast<__nv_bfloat16*>(region[3]);
+    if (spec.ratio > 0 && spec.key_dim > 0) layer.keys = reinterpret_cast<__nv_bfloat16*>(region[4]);
     layers_.push_back(layer);
-    next += layer_bytes(slots, head_dim, width);
+    group_bytes_.push_back({sizes[3], sizes[4]});
   }
+}
+
+bool CudaV41KvCache::groups_missing(std::span<const int32_t> block_table, int64_t tokens) const {
+  const int64_t blocks = std::min<int64_t>((tokens + kBlockSize - 1) / kBlockSize, block_table.size());
+  for (int64_t b = 0; b < blocks; ++b)
+    if (groups_missing_[block_table[b]] != 0) return true;
+  return false;
+}
+
+void CudaV41KvCache::set_groups_built(std::span<const int32_t> block_table, int64_t tokens) {
+  const int64_t blocks = std::min<int64_t>((tokens + kBlockSize - 1) / kBlockSize, block_table.size());
+  for (int64_t b = 0; b < blocks; ++b) groups_missing_[block_table[b]] = 0;
 }
 
 void CudaV41KvCache::export_entries(std::span<const int32_t> block_table, int64_t count, float* dst) const {
@@ -91,6 +121,9 @@ void CudaV41KvCache::import_entries(std::span<const int32_t> block_table, int64_
     DI_CUDA_CHECK(cudaGetLastError());
     DI_CUDA_CHECK(cudaDeviceSynchronize());  // `host` is refilled for the next layer
   }
+  // The compressed entries are not carried: the next step over these blocks pools them from the inputs again.
+  const int64_t blocks = std::min<int64_t>((count + kBlockSize - 1) / kBlockSize, block_table.size());
+  for (int64_t b = 0; b < blocks; ++b) groups_missing_[block_table[b]] = 1;
 }
 
 void CudaV41KvCache::fill_random(uint64_t seed) {
@@ -113,6 +146,13 @@ void CudaV41KvCache::fill_random(uint64_t seed) {
     }
     if (layer.inputs != nullptr)
       cuda::fill_dummy_bf16(layer.inputs, slots * layer.input_width, key = splitmix64(key), 1.0f, 0.0f, nullptr);
+    const auto [entry_bytes, key_bytes] = group_bytes_[&layer - layers_.data()];
+    if (layer.entries != nullptr)
+      cuda::fill_dummy_bf16(layer.entries, static_cast<int64_t>(entry_bytes / 2), key = splitmix64(key), 1.0f, 0.0f,
+                            nullptr);
+    if (layer.keys != nullptr)
+      cuda::fill_dummy_bf16(layer.keys, static_cast<int64_t>(key_bytes / 2), key = splitmix64(key), 1.0f, 0.0f,
+                            nullptr);
   }
   DI_CUDA_CHECK(cudaGetLastError());
   DI_CUDA_CHECK(cudaDeviceSynchronize());

@@ -192,7 +192,10 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   head_ = upload(weights, "head.weight");
   // The CPU model's entry, so that caches move between the backends (KV handoff) unchanged.
   entry_dim_ = v41_cache_entry_dim(v);
-  for (const Layer& layer : layers_) input_widths_.push_back(layer.kv_source ? layer.compressor.n : 0);
+  for (const Layer& layer : layers_)
+    cache_specs_.push_back(layer.kv_source ? CudaV41KvCache::LayerSpec{layer.compressor.n, layer.ratio,
+                                                                       layer.owns_index_keys ? v.index_head_dim : 0}
+                                           : CudaV41KvCache::LayerSpec{});
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const double GiB = 1 << 30, layers = static_cast<double>(std::max<int64_t>(c.num_hidden_layers, 1));
   spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {}; a layer: {:.3f} GiB of routed experts ({}, every slot), "
@@ -202,10 +205,11 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16",
                static_cast<double>(after_layers - before_layers) / layers / GiB, fp8 ? "FP8 projections" : "bf16",
                static_cast<double>(arena_.bytes_in_use() - after_layers) / GiB);
-  const int64_t sources = std::count_if(input_widths_.begin(), input_widths_.end(), [](int64_t w) { return w > 0; });
+  const int64_t sources = std::count_if(cache_specs_.begin(), cache_specs_.end(),
+                                        [](const CudaV41KvCache::LayerSpec& spec) { return spec.input_width > 0; });
   spdlog::info("CUDA V4.1 cache: {} bytes a token over {} layers (FP8 window K=V: {} bytes a layer; bf16 compressor "
-               "inputs on the {} KV sources)", CudaV41KvCache::bytes_per_token(hd, input_widths_), layers_.size(),
-               hd + hd / 32, sources);
+               "inputs and compressed entries on the {} KV sources)", CudaV41KvCache::bytes_per_token(hd, cache_specs_),
+               layers_.size(), hd + hd / 32, sources);
   if (!v.engram_layer_ids.empty())
     spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB ({}) in {}", v.engram_layer_ids.size(),
                  static_cast<double>(engram_table_bytes_) / GiB,
@@ -281,7 +285,7 @@ void CudaV41Model::fill_rows(const DeviceWeightSource& weights, const std::strin
 
 std::unique_ptr<KvCache> CudaV41Model::make_kv_cache(int64_t num_blocks) const {
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
-  return std::make_unique<CudaV41KvCache>(num_blocks, config_.v41.head_dim, input_widths_);
+  return std::make_unique<CudaV41KvCache>(num_blocks, config_.v41.head_dim, cache_specs_);
 }
 
 void CudaV41Model::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
@@ -390,10 +394,19 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   profiler_.mark("start");
   // A decode step (one new token a sequence) lays its compressed entries out at fixed shapes, whether or not it
   // is then graphed, so that a replay and an eager run give the same bits.
+  // Sequences whose cached blocks came by import without their compressed groups pool them all again this step
+  // (from the cached inputs), which a fixed-shape step cannot.
+  std::vector<bool> rebuild(batch.sequences.size());
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceChunk& seq = batch.sequences[s];
+    rebuild[s] = seq.num_cached > 0 && cache->groups_missing(seq.block_table, seq.num_cached);
+    if (rebuild[s]) cache->set_groups_built(seq.block_table, seq.num_cached);
+  }
   const bool decode = !batch.sequences.empty() &&
                       std::all_of(batch.sequences.begin(), batch.sequences.end(),
-                                  [](const SequenceChunk& seq) { return seq.num_new == 1; });
-  const StepPlan plan(batch, config_.v41, layers_, decode, published_);
+                                  [](const SequenceChunk& seq) { return seq.num_new == 1; }) &&
+                      std::none_of(rebuild.begin(), rebuild.end(), [](bool b) { return b; });
+  const StepPlan plan(batch, config_.v41, layers_, decode, rebuild, published_);
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   profiler_.mark("host plan");
   *num_rows = plan.num_rows;

@@ -4,8 +4,9 @@
 //  - Attention: one projection of h for the query's low rank, K=V and (on KV sources) the compressor inputs
 //    (their weights stacked), K=V RMS-normalised and rotated, then written to the paged cache as FP8 bytes (e4m3
 //    codes, a ue8m0 scale per 32: cuda_v41_kv_cache.h), KV sources' compressor inputs beside it (bf16). KV
-//    sources rebuild their group's compressed entries (gated pooling, norm, RoPE, FP4)
-//    and indexer keys from the cache every step, as the CPU model does; index sources score them (FP4 queries,
+//    sources pool the groups a step completes (gated pooling, norm, RoPE, FP4) with their indexer keys into the
+//    cache's group slots, and publish every complete group's entry (read from there) for the later layers, as the
+//    CPU model publishes the ones it rebuilds each step; index sources score them (FP4 queries,
 //    relu-weighted), mask by the candidate source's blocks and keep the top-k; every query then attends its
 //    window plus its picks with the head's sink (sparse_window_attention, one kernel for prefill and decode),
 //    the output rotated back and projected through the grouped low rank.
@@ -22,7 +23,8 @@
 // projected by wkv and gated into the streams (engram_mix).
 // Decode steps (one new token a sequence) lay the compressed entries out in fixed shapes (StepPlan::Groups) and
 // replay CUDA graphs (decode_graphs.h).
-// Not built yet: FP8 shared experts, compressed entries cached per complete group (rebuilt every step).
+// Not built yet: FP8 shared experts; the published entries are still copied per step (O(context) bytes, no
+// arithmetic) rather than read in place through the block tables.
 #pragma once
 
 #include <memory>
@@ -61,7 +63,7 @@ class CudaV41Model final : public CausalLm {
   ExpertStore& experts() override { return *experts_; }
   const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override {
-    return CudaV41KvCache::bytes_per_token(config_.v41.head_dim, input_widths_);
+    return CudaV41KvCache::bytes_per_token(config_.v41.head_dim, cache_specs_);
   }
 
  private:
@@ -140,7 +142,7 @@ class CudaV41Model final : public CausalLm {
   DeviceSelection device_;                // first CUDA member: the ones below are created on this device
   int num_sms_ = 0;
   int64_t entry_dim_ = 0;  // the CPU model's cache entry: what transfers carry per token and layer
-  std::vector<int64_t> input_widths_;  // per layer, the compressor inputs its cache holds a token (0: none)
+  std::vector<CudaV41KvCache::LayerSpec> cache_specs_;  // per layer, what its cache holds beyond the window
   DeviceArena arena_;
   CublasHandle cublas_;
   mutable StepProfiler profiler_;

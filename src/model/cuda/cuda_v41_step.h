@@ -23,18 +23,29 @@ struct CudaV41Model::StepPlan {
   // captured decode step replays while the contexts grow.
   struct Groups {
     const int32_t* visible = nullptr;          // [T]
-    const int32_t* positions = nullptr;        // [total]: g * r for each sequence's rows
     const int64_t* row_offsets = nullptr;      // [T]: each row's sequence's first group
     const int32_t* counts = nullptr;           // [S] on the device
     const int64_t* offsets = nullptr;          // [S] on the device
     std::vector<int64_t> count, offset;        // the same on the host
     int64_t total = 0;  // rows of the layout
     int64_t width = 0;  // entries a launch covers per sequence: the largest count, or the capacity
+    // The groups already in the cache's group slots (read from there), and those this step completes, pooled
+    // into a compact layout of their own (new_width rows a sequence with fixed shapes: one, or padding), then
+    // written to their slots and their rows of the layout above (padding rows: slot and row -1).
+    const int32_t* cached = nullptr;        // [S]
+    const int32_t* new_first = nullptr;     // [S] = cached
+    const int32_t* new_counts = nullptr;    // [S]
+    const int64_t* new_offsets = nullptr;   // [S]
+    const int32_t* new_positions = nullptr; // [new_total]: g * r
+    const int64_t* new_slots = nullptr;     // [new_total]
+    const int64_t* new_rows = nullptr;      // [new_total]
+    int64_t new_total = 0, new_width = 0;
   };
 
-  // With `fixed_shapes`, the groups' capacity layout.
+  // With `fixed_shapes`, the groups' capacity layout; rebuild[s]: sequence s's cached groups are missing (an
+  // import) and are pooled again with the new ones.
   StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, bool fixed_shapes,
-           ScratchPool& pool);
+           const std::vector<bool>& rebuild, ScratchPool& pool);
 
   std::vector<Sequence> sequences;
   int64_t num_tokens = 0, num_rows = 0, max_blocks = 1;
