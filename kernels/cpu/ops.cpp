@@ -65,6 +65,11 @@ void embedding(const float* table, const int32_t* ids, float* out, int64_t num_t
   for (int64_t t = 0; t < num_tokens; ++t) std::copy_n(table + static_cast<int64_t>(ids[t]) * dim, dim, out + t * dim);
 }
 
+void gather_byte_rows(const uint8_t* table, int64_t row_bytes, const int64_t* rows, int64_t num_rows, uint8_t* out,
+                      int64_t out_stride) {
+  for (int64_t i = 0; i < num_rows; ++i) std::copy_n(table + rows[i] * row_bytes, row_bytes, out + i * out_stride);
+}
+
 void softmax(float* x, int64_t n) {
   const float max_value = *std::max_element(x, x + n);
   float sum = 0.0f;

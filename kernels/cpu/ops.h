@@ -24,6 +24,9 @@ void clamp_swiglu(float* gate, float* up, int64_t n, float limit);
 
 // out[t, :] = table[ids[t], :]
 void embedding(const float* table, const int32_t* ids, float* out, int64_t num_tokens, int64_t dim);
+// out + i * out_stride <- the row_bytes bytes of table + rows[i] * row_bytes (rows of any format).
+void gather_byte_rows(const uint8_t* table, int64_t row_bytes, const int64_t* rows, int64_t num_rows, uint8_t* out,
+                      int64_t out_stride);
 
 // In-place numerically stable softmax over n values.
 void softmax(float* x, int64_t n);

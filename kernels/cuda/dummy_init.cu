@@ -22,10 +22,10 @@ __device__ float normal_at(uint64_t key, uint64_t index) {
 }
 
 template <class T>
-__global__ void fill_kernel(T* out, int64_t n, uint64_t key, float scale, float offset) {
+__global__ void fill_kernel(T* out, int64_t n, uint64_t key, float scale, float offset, int64_t first_index) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = offset + scale * normal_at(key, static_cast<uint64_t>(i));
+    const float v = offset + scale * normal_at(key, static_cast<uint64_t>(first_index + i));
     if constexpr (sizeof(T) == 2) out[i] = __float2bfloat16(v);
     else out[i] = v;
   }
@@ -35,12 +35,14 @@ unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n
 
 }  // namespace
 
-void fill_dummy_bf16(__nv_bfloat16* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream) {
-  if (n > 0) fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, key, scale, offset);
+void fill_dummy_bf16(__nv_bfloat16* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream,
+                     int64_t first_index) {
+  if (n > 0) fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, key, scale, offset, first_index);
 }
 
-void fill_dummy_f32(float* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream) {
-  if (n > 0) fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, key, scale, offset);
+void fill_dummy_f32(float* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream,
+                    int64_t first_index) {
+  if (n > 0) fill_kernel<<<grid_for(n), 256, 0, stream>>>(out, n, key, scale, offset, first_index);
 }
 
 }  // namespace deepinfer::cuda

@@ -10,7 +10,10 @@
 
 namespace deepinfer::cuda {
 
-void fill_dummy_bf16(__nv_bfloat16* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream);
-void fill_dummy_f32(float* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream);
+// out[i] takes the value of index first_index + i (a part of a larger tensor, e.g. one rank's rows of a table).
+void fill_dummy_bf16(__nv_bfloat16* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream,
+                     int64_t first_index = 0);
+void fill_dummy_f32(float* out, int64_t n, uint64_t key, float scale, float offset, cudaStream_t stream,
+                    int64_t first_index = 0);
 
 }  // namespace deepinfer::cuda

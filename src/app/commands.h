@@ -24,6 +24,7 @@ struct ModelOptions {
   std::string device = "auto";  // cpu | cuda | auto
   bool no_engram = false;  // DeepSeek-V4.1: run without its engram layers (their tables need not be there)
   std::string engram_tables = "device";  // DeepSeek-V4.1 on CUDA: device | host (pinned, gathered per step)
+  std::string engram_split = "group";    // DeepSeek-V4.1 under --deploy: group (rows split across the EP group) | none
   int64_t num_layers = 0;  // > 0: run the model at this depth (v41_at_depth for V4.1; the first layers otherwise)
   bool no_cuda_graphs = false;  // CUDA: every decode step eager (for A/B measurements and debugging)
 };

@@ -52,6 +52,11 @@ int main(int argc, char** argv) {
                     "each step gathering its rows over PCIe (host)")
         ->check(CLI::IsMember({"device", "host"}))
         ->capture_default_str();
+    cmd->add_option("--engram-split", model.engram_split,
+                    "DeepSeek-V4.1 under --deploy: split the engram tables by rows across each EP group's ranks, "
+                    "each step fetching its rows from their holders (group), or hold them whole on every rank (none)")
+        ->check(CLI::IsMember({"group", "none"}))
+        ->capture_default_str();
     cmd->add_option("--num-layers", model.num_layers,
                     "Run at this depth: V2/V3 their first N layers; V4.1 N layers that keep every mechanism (the "
                     "candidate source, a pooled KV source, ...; dummy weights only)")

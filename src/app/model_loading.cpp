@@ -33,7 +33,7 @@ ModelConfig config_at_depth(const std::filesystem::path& path, int64_t num_layer
 
 }  // namespace
 
-LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted) {
+LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted, RowShard engram_shard) {
   const std::filesystem::path path(options.model_path);
   DI_INPUT_CHECK(std::filesystem::exists(path), "--model '{}' does not exist", path.string());
   LoadedModel loaded;
@@ -49,6 +49,7 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
   }
   V41TextConfig& v41 = loaded.config.v41;
   v41.engram_tables_on_host = options.engram_tables == "host";
+  if (!v41.engram_layer_ids.empty()) v41.engram_shard = engram_shard;
   if (!v41.engram_layer_ids.empty() && v41.engram_hash.compressed_ids.empty()) {
     // The hashing's tables: load_model_config read them where the model directory has them.
     if (format == LoadFormat::kDummy) dummy_engram_hash(v41);

@@ -17,7 +17,9 @@ struct LoadedModel {
   bool cuda_graphs = true;
 };
 
-LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted = nullptr);
+// `engram_shard`: this rank's part of DeepSeek-V4.1's engram tables (whole by default).
+LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFilter& wanted = nullptr,
+                       RowShard engram_shard = {});
 // Moves the weights into the backend (uploads them for CUDA, to device `gpu`).
 std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu);
 

@@ -32,8 +32,20 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
                                                    config.n_routed_experts + redundant)
                    : ExpertPlacement::from_plan_file(options.expert_plan_path, num_moe_layers, config.n_routed_experts,
                                                      spec.ep_size);
-  // The attention and dense weights, and only the routed experts this rank's slots hold.
-  loaded_ = load_model(model, weights_held_by(*placement_, where.rank_in_ep_group, config));
+  // The attention and dense weights, only the routed experts this rank's slots hold, and (--engram-split group)
+  // this rank's part of the engram tables' rows.
+  const RowShard engram_shard = model.engram_split == "group" ? RowShard{where.rank_in_ep_group, spec.ep_size}
+                                                              : RowShard{};
+  loaded_ = load_model(model, weights_held_by(*placement_, where.rank_in_ep_group, config), engram_shard);
+  const V41TextConfig& v = loaded_.config.v41;
+  if (world.rank() == 0 && !v.engram_layer_ids.empty()) {
+    double rows = 0;
+    for (const int64_t n : v.engram_num_embeddings) rows += static_cast<double>(n);
+    spdlog::info("engram tables: {} rows of {} over {} layers, {} (rank 0's EP group: {} rank{}, {:.0f} rows each)",
+                 rows, v.engram_head_dim, v.engram_layer_ids.size(),
+                 v.engram_shard.whole() ? "whole on every rank" : "split by rows across each EP group's ranks",
+                 spec.ep_size, spec.ep_size == 1 ? "" : "s", rows / static_cast<double>(v.engram_shard.parts));
+  }
 }
 
 void SpmdSetup::start(const World& world) {

@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include "src/dist/split_rows.h"
+
 namespace deepinfer {
 
 class ExpertStore;
@@ -78,6 +80,11 @@ class ExpertDispatcher {
   virtual void after_step(ExpertStore& experts) { (void)experts; }
   // The device-resident path, where this dispatcher has one (null: exchange through dispatch()).
   virtual DeviceExpertDispatcher* device() { return nullptr; }
+  // Rows of a table the group's ranks hold in parts (model/row_shard.h: DeepSeek-V4.1's engram tables, fetched
+  // as DeepEP's EngramBuffer does), through the group's communicator: see dist/split_rows.h. Every rank of the
+  // group calls it at the same point of every step.
+  virtual void fetch_split_rows(std::span<const int64_t> keys, std::span<const int32_t> owners, int64_t row_bytes,
+                                const ServeRows& serve, std::byte* out) = 0;
 };
 
 }  // namespace deepinfer

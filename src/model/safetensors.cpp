@@ -172,6 +172,20 @@ Tensor SafetensorsFile::read(const std::string& name) const {
   return tensor;
 }
 
+Tensor SafetensorsFile::read_rows(const std::string& name, int64_t first, int64_t count) const {
+  auto it = entries_.find(name);
+  DI_CHECK(it != entries_.end(), "tensor '{}' not in {}", name, path_.string());
+  Shape shape = it->second.shape;
+  DI_CHECK(!shape.empty() && first >= 0 && count >= 0 && first + count <= shape[0],
+           "rows [{}, {}) of tensor '{}' {} in {}", first, first + count, name, shape_str(shape), path_.string());
+  shape[0] = count;
+  Tensor tensor = Tensor::zeros(shape, it->second.dtype);
+  const size_t row_bytes = count > 0 ? tensor.nbytes() / static_cast<size_t>(count) : 0;
+  std::memcpy(tensor.raw_data(), mapping_->data() + data_offset_ + it->second.begin + first * row_bytes,
+              tensor.nbytes());
+  return tensor;
+}
+
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& dir) : dir_(dir) {
   const auto index_path = dir / "model.safetensors.index.json";
   std::vector<std::string> file_names;
@@ -216,6 +230,12 @@ Tensor SafetensorsCheckpoint::read(const std::string& name) const {
   auto it = file_idx_by_name_.find(name);
   DI_CHECK(it != file_idx_by_name_.end(), "tensor '{}' not in checkpoint {}", name, dir_.string());
   return files_[it->second].read(name);
+}
+
+Tensor SafetensorsCheckpoint::read_rows(const std::string& name, int64_t first, int64_t count) const {
+  auto it = file_idx_by_name_.find(name);
+  DI_CHECK(it != file_idx_by_name_.end(), "tensor '{}' not in checkpoint {}", name, dir_.string());
+  return files_[it->second].read_rows(name, first, count);
 }
 
 std::string SafetensorsCheckpoint::file_of(const std::string& name) const {

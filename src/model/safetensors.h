@@ -34,6 +34,8 @@ class SafetensorsFile {
   const std::map<std::string, Entry>& entries() const { return entries_; }
   // A copy of the tensor in its stored dtype.
   Tensor read(const std::string& name) const;
+  // Rows [first, first + count) of its first dimension (a part of a table split across ranks).
+  Tensor read_rows(const std::string& name, int64_t first, int64_t count) const;
 
  private:
   std::filesystem::path path_;
@@ -50,6 +52,7 @@ class SafetensorsCheckpoint {
   // nullptr when the checkpoint has no tensor of that name.
   const SafetensorsFile::Entry* find(const std::string& name) const;
   Tensor read(const std::string& name) const;
+  Tensor read_rows(const std::string& name, int64_t first, int64_t count) const;
   const std::filesystem::path& dir() const { return dir_; }
   std::vector<std::string> names() const;
   // The file that holds `name` (for error messages).

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "src/model/row_shard.h"
+
 namespace deepinfer {
 
 struct V41Quantization {
@@ -64,6 +66,9 @@ struct V41TextConfig {
   // Where the CUDA backend keeps the engram tables (a loader choice, --engram-tables; not the checkpoint's): GPU
   // memory, or pinned host memory that each step gathers its rows from.
   bool engram_tables_on_host = false;
+  // This rank's part of every engram table (a loader choice: the EP group's ranks split the tables by rows and
+  // fetch each step's rows from their owners; whole on one rank).
+  RowShard engram_shard;
   std::vector<int64_t> eos_token_ids;
   V41Quantization quantization;
 };

@@ -126,6 +126,34 @@ void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_
   add_routed_experts(experts_, dispatcher, layer_idx, x, ids.data(), weights.data(), T, K, out);
 }
 
+void DeepseekV41Model::gather_engram_rows(const Layer& layer, const int64_t* rows, int64_t n,
+                                          ExpertDispatcher* dispatcher, float* gathered) const {
+  const V41TextConfig& v = config_.v41;
+  const RowShard& shard = v.engram_shard;
+  const int64_t ed = v.engram_head_dim;
+  if (shard.whole()) return cpu::engram_gather(layer.engram_table, rows, n, 1, ed, gathered);
+  DI_CHECK(dispatcher != nullptr, "engram tables split across {} ranks, but no EP group to fetch rows from",
+           shard.parts);
+  const int64_t table_rows = v.engram_num_embeddings[layer.engram_index], first = shard.first(table_rows),
+                count = shard.count(table_rows);
+  std::vector<int32_t> owners(n);
+  for (int64_t i = 0; i < n; ++i) owners[i] = static_cast<int32_t>(shard.owner(rows[i], table_rows));
+  const auto row_bytes = static_cast<int64_t>(ed * sizeof(float));
+  dispatcher->fetch_split_rows(
+      {rows, static_cast<size_t>(n)}, owners, row_bytes,
+      [&](std::span<const int64_t> asked, std::byte* out) {
+        std::vector<int64_t> local(asked.size());
+        for (size_t j = 0; j < asked.size(); ++j) {
+          DI_CHECK(asked[j] >= first && asked[j] < first + count, "engram row {} asked of the rank holding [{}, {})",
+                   asked[j], first, first + count);
+          local[j] = asked[j] - first;
+        }
+        cpu::gather_byte_rows(reinterpret_cast<const uint8_t*>(layer.engram_table), row_bytes, local.data(),
+                              static_cast<int64_t>(local.size()), reinterpret_cast<uint8_t*>(out), row_bytes);
+      },
+      reinterpret_cast<std::byte*>(gathered));
+}
+
 Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* dispatcher) const {
   MlaKvCache& cache = host_cache(kv_cache);
   const V41TextConfig& v = config_.v41;
@@ -161,8 +189,8 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
       const V41TextConfig& v = model.config_.v41;
       const int64_t cols = v41_engram_columns(v), ed = v.engram_head_dim;
       std::vector<float> gathered(T * cols * ed), kv(T * (hc + 1) * H);
-      cpu::engram_gather(layer.engram_table, engram_rows.data() + layer.engram_index * T * cols, T, cols, ed,
-                         gathered.data());
+      model.gather_engram_rows(layer, engram_rows.data() + layer.engram_index * T * cols, T * cols, dispatcher,
+                               gathered.data());
       cpu::linear(gathered.data(), layer.engram_wkv, nullptr, kv.data(), T, (hc + 1) * H, cols * ed);
       cpu::engram_mix(streams.data(), kv.data(), layer.engram_q, layer.engram_k, T, hc, H,
                       model.config_.rms_norm_eps);

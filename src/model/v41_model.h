@@ -16,7 +16,8 @@
 // prefill or a decode step computes exactly what a one-shot forward over the same tokens computes.
 // - engram: at its layers, before attention, each stream gains a gated value looked up by n-gram hashes of the
 //   compressed token ids (engram_hash.h; kernels/cpu/engram.h).
-// Engram tables in the release's FP8 layout (a UE8M0 scale per 32 values of a row) are dequantised on load.
+// Engram tables in the release's FP8 layout (a UE8M0 scale per 32 values of a row) are dequantised on load; under
+// an EP group of several ranks each holds a part of every table's rows and fetches the rest (row_shard.h).
 // Not built yet: the vision tower, DSpark draft layers (their weights are not read),
 // FP8/FP4 compute (weights are dequantised to fp32 on load).
 #pragma once
@@ -86,6 +87,10 @@ class DeepseekV41Model final : public HostCausalLm {
   void run_indexer(int64_t layer_idx, const SequenceChunk& seq, int64_t first, const int32_t* positions,
                    const float* x, const float* q_residual, SequenceState& state) const;
   void moe(int64_t layer_idx, const float* x, float* out, int64_t T, ExpertDispatcher* dispatcher) const;
+  // gathered [n, engram_head_dim] = the rows `rows` of engram layer e's table, from this rank's part of it or,
+  // split across the EP group (config_.v41.engram_shard), from the ranks that hold them.
+  void gather_engram_rows(const Layer& layer, const int64_t* rows, int64_t n, ExpertDispatcher* dispatcher,
+                          float* gathered) const;
   void expert_forward(const Expert& w, const float* x, int64_t n, float* out) const;
   // RoPE on the last qk_rope_head_dim channels of rows `stride` floats apart; `rows_per_position` consecutive
   // rows (the heads of one token) share each of the `num_positions` positions. inverse: rotate back.

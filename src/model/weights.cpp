@@ -30,14 +30,24 @@ DummyRule dummy_rule(const std::string& name, const Shape& shape, uint64_t seed)
 }
 
 Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t seed) {
-  Tensor tensor = Tensor::zeros(shape);
+  return make_dummy_rows(name, shape, 0, shape.empty() ? 1 : shape[0], seed);
+}
+
+Tensor make_dummy_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
+                       uint64_t seed) {
+  Shape rows_shape = shape;
+  if (!rows_shape.empty()) rows_shape[0] = num_rows;
+  Tensor tensor = Tensor::zeros(rows_shape);
   float* data = tensor.data<float>();
   const DummyRule rule = dummy_rule(name, shape, seed);
-  const int64_t n = tensor.numel();
+  const int64_t n = tensor.numel(), first = num_rows > 0 ? first_row * (n / num_rows) : 0;
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
-  for (int64_t i = 0; i < n; ++i) data[i] = rule.offset + rule.scale * normal_at(rule.key, static_cast<uint64_t>(i));
+  for (int64_t i = 0; i < n; ++i)
+    data[i] = rule.offset + rule.scale * normal_at(rule.key, static_cast<uint64_t>(first + i));
   return tensor;
 }
+
+bool is_engram_table(const std::string& name) { return name.ends_with(".engram.embed.weight"); }
 
 WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::path& model_path, LoadFormat format,
                               uint64_t seed, const TensorFilter& wanted) {
@@ -51,9 +61,17 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
                  "--model '{}' is a config file, not a checkpoint directory: add --load-format dummy for random "
                  "weights", model_path.string());
 
+  // Engram tables split across the EP group's ranks: this rank's rows only (model/row_shard.h).
+  const RowShard& shard = config.v41.engram_shard;
+  auto held_rows = [&](const std::string& name, const Shape& shape) -> std::pair<int64_t, int64_t> {
+    if (shard.whole() || !is_engram_table(name)) return {0, shape.empty() ? 1 : shape[0]};
+    return {shard.first(shape[0]), shard.count(shape[0])};
+  };
   // fp32 on the host: refuse what cannot fit rather than be killed half-way through.
   double bytes = 0.0;
-  for (const TensorSpec& spec : specs) bytes += 4.0 * static_cast<double>(shape_numel(spec.shape));
+  for (const TensorSpec& spec : specs)
+    bytes += 4.0 * static_cast<double>(shape_numel(spec.shape)) * held_rows(spec.name, spec.shape).second /
+             std::max<int64_t>(spec.shape.empty() ? 1 : spec.shape[0], 1);
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   DI_INPUT_CHECK(bytes < 0.9 * memory,
                  "--model '{}': {:.1f} GiB of fp32 weights do not fit this host's {:.1f} GiB of memory (the CPU "
@@ -61,7 +79,10 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
 
   WeightStore store;
   if (format == LoadFormat::kDummy) {
-    for (const TensorSpec& spec : specs) store.tensors_.emplace(spec.name, make_dummy_tensor(spec.name, spec.shape, seed));
+    for (const TensorSpec& spec : specs) {
+      const auto [first, count] = held_rows(spec.name, spec.shape);
+      store.tensors_.emplace(spec.name, make_dummy_rows(spec.name, spec.shape, first, count, seed));
+    }
     spdlog::info("dummy weights: {} tensors, {:.2f} M parameters, seed {}", store.num_tensors(),
                  store.num_parameters() / 1e6, seed);
     return store;
@@ -96,7 +117,16 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
     DI_INPUT_CHECK(fp4 || floating, "{}: tensor '{}' is stored as {}; the model needs floating point (F32, BF16, "
                    "F16, or F8_E4M3 / packed FP4 with their scales)", checkpoint.file_of(name), name,
                    dtype_name(entry->dtype));
-    if (fp4)  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
+    if (expected != nullptr && !shard.whole() && is_engram_table(name)) {  // this rank's part of the table
+      const auto [first, count] = held_rows(name, *expected);
+      DI_INPUT_CHECK(!fp4, "{}: '{}' is packed FP4; engram tables split across ranks are read as FP8, bf16 or "
+                     "fp32", checkpoint.file_of(name), name);
+      Tensor rows = checkpoint.read_rows(name, first, count);
+      store.tensors_.emplace(name, entry->dtype == DType::kF8E4M3 && config.quantization.fp8
+                                       ? dequantize_fp8_blocks(rows, checkpoint.read_rows(scale_of(name), first, count),
+                                                               1, 32)
+                                       : to_f32(rows));
+    } else if (fp4)  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
       store.tensors_.emplace(name, dequantize_fp4_groups(checkpoint.read(name), checkpoint.read(scale_of(name)), 32));
     else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8 && name.ends_with(".engram.embed.weight"))
       // DeepSeek-V4.1's engram tables: a scale per 32 values of a row (rows are gathered one by one).

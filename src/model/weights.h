@@ -41,6 +41,11 @@ class WeightStore {
 // The seeded value of a dummy tensor: N(0,1)/sqrt(fan_in) for matrices, 1 + 0.2 N(0,1) for norm weights,
 // 0.1 N(0,1) for biases. Depends only on (seed, name, index).
 Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t seed);
+// Rows [first_row, first_row + num_rows) of the dummy tensor of `shape` (its values there, not a new draw).
+Tensor make_dummy_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
+                       uint64_t seed);
+// DeepSeek-V4.1's engram tables (`layers.N.engram.embed.weight`), the tensors split across ranks by rows.
+bool is_engram_table(const std::string& name);
 
 struct DummyRule {
   uint64_t key;  // the generator key of the tensor

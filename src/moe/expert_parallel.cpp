@@ -243,4 +243,9 @@ void ExpertParallelDispatcher::combine(float* out) {
       cpu::axpy(1.0f, returned.data() + record_of_[i] * H, out + t * H, H);
 }
 
+void ExpertParallelDispatcher::fetch_split_rows(std::span<const int64_t> keys, std::span<const int32_t> owners,
+                                                int64_t row_bytes, const ServeRows& serve, std::byte* out) {
+  deepinfer::fetch_split_rows(comm_, keys, owners, row_bytes, serve, out, "engram rows");
+}
+
 }  // namespace deepinfer

@@ -51,6 +51,8 @@ class ExpertParallelDispatcher final : public ExpertDispatcher {
   void combine(float* out) override;
   void after_step(ExpertStore& experts) override;
   DeviceExpertDispatcher* device() override { return device_.get(); }
+  void fetch_split_rows(std::span<const int64_t> keys, std::span<const int32_t> owners, int64_t row_bytes,
+                        const ServeRows& serve, std::byte* out) override;
   // From now on the model exchanges through `device` (GPU to GPU); placement changes reach it too.
   void attach_device(std::unique_ptr<DeviceExpertDispatcher> device);
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """check_spmd_generate.py --model M [--dummy] --deploy D --ranks N --deepinfer BIN --mpirun MPIRUN [--args "..."]
+                         [--expect-log REGEX]
 
 Generates a set of requests of mixed prompt and output lengths (a stop token on some), runs them on one rank
 and across the deployment D on N ranks, and checks that every output is identical. With a transformers
@@ -9,6 +10,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shlex
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import tempfile
 def requests_for(model, vocab):
     ref_path = os.path.join(model, "reference.json")
     rng = random.Random(42)
-    prompts = json.load(open(ref_path))["prompts"] if os.path.isdir(model) else []
+    prompts = json.load(open(ref_path))["prompts"] if os.path.isfile(ref_path) else []
     prompts += [[rng.randrange(2, vocab) for _ in range(n)] for n in (3, 17, 40, 70, 129, 5, 64, 90)]
     reqs = []
     for i, p in enumerate(prompts):
@@ -26,8 +28,12 @@ def requests_for(model, vocab):
     return reqs
 
 
-def run(cmd, out):
-    subprocess.run(cmd + ["--output", out], check=True, timeout=600)
+def run(cmd, out, expect_log=None):
+    done = subprocess.run(cmd + ["--output", out], check=True, timeout=600, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    sys.stdout.write(done.stdout[-2000:])
+    if expect_log is not None:
+        assert re.search(expect_log, done.stdout), f"no line matching {expect_log!r} in the run's log"
     return [json.loads(line) for line in open(out)]
 
 
@@ -40,6 +46,7 @@ def main():
     ap.add_argument("--deepinfer", required=True)
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--args", default="", help="more generate options, for every run")
+    ap.add_argument("--expect-log", help="a regular expression the deployment run's log must match")
     ap.add_argument("--no-reference", action="store_true", help="skip the transformers greedy check (an approximation)")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json") if os.path.isdir(args.model) else args.model))
@@ -66,7 +73,7 @@ def main():
         single = run(base, os.path.join(tmp, "single.jsonl"))
         assert any(r["finish_reason"] == "stop" for r in single)
         spmd = run(shlex.split(args.mpirun) + ["-np", str(args.ranks)] + base + ["--deploy", args.deploy],
-                   os.path.join(tmp, "spmd.jsonl"))
+                   os.path.join(tmp, "spmd.jsonl"), args.expect_log)
     assert len(single) == len(reqs) == len(spmd), (len(single), len(spmd))
     for a, b in zip(single, spmd):
         assert a == b, f"differs:\n one rank: {a}\n {args.ranks} ranks: {b}"

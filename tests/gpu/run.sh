@@ -84,6 +84,16 @@ for f in tiny-v3-bf16 tiny-v2-bf16 tiny-v41 tiny-v41-fp8; do
   $py tests/gpu/compare_generate.py /tmp/cuda-$f.jsonl /tmp/cuda2p2d-$f.jsonl "$f 2p2d cuda vs 1 rank cuda" | tee -a "$out/e2e.log" || status=1
 done
 grep -hE "transport" "$out"/2p2d-*.log | head -1 | tee -a "$out/e2e.log"
+echo "== engram tables split across the EP group's ranks (the default) == whole tables, same deployment"
+for f in tiny-v41-engram tiny-v41-engram-fp8; do
+  for split in group none; do
+    mpirun -np 4 --oversubscribe $di generate --model tests/fixtures/$f --device cuda --deploy configs/deploy/colocated4.toml \
+      --engram-split $split --input /tmp/prompts-256.jsonl --output /tmp/engram-$split.jsonl > "$out/engram-$f-$split.log" 2>&1 || status=1
+  done
+  grep -hE "engram: .*part" "$out/engram-$f-group.log" | head -1 | tee -a "$out/e2e.log"
+  $py tests/gpu/compare_generate.py /tmp/engram-none.jsonl /tmp/engram-group.jsonl "$f colocated4 split vs whole tables" \
+    --identical | tee -a "$out/e2e.log" || status=1
+done
 echo "== KV cache sized from GPU memory"
 $di generate --model tests/fixtures/tiny-v3-bf16 --device cuda --gpu-memory-fraction 0.5 --input launch/examples/prompts.jsonl \
   --output /tmp/frac.jsonl 2>&1 | grep -E "KV cache|error" | tee -a "$out/e2e.log" || status=1

@@ -41,6 +41,23 @@ void embedding(OpRun& r) {
   r.close("rows", to_float(out.to_host()), want);
 }
 
+// Rows of raw bytes into a strided output (the split engram tables' serving side: codes and scales interleaved).
+void gather_byte_rows(OpRun& r) {
+  const int64_t table_rows = r["table_rows"], row_bytes = r["row_bytes"], n = r["rows"], stride = r["stride"];
+  std::vector<uint8_t> table(table_rows * row_bytes);
+  for (auto& b : table) b = static_cast<uint8_t>(r.rng()());
+  std::vector<int64_t> rows(n);
+  for (auto& row : rows) row = static_cast<int64_t>(r.rng()() % table_rows);
+  auto d_table = DeviceArray<uint8_t>::from_host(table);
+  auto d_rows = DeviceArray<int64_t>::from_host(rows);
+  std::vector<uint8_t> want(n * stride, 0xa5);
+  auto out = DeviceArray<uint8_t>::from_host(want);  // the gaps between rows must stay as they were
+  cuda::gather_byte_rows(d_table.data(), row_bytes, d_rows.data(), n, out.data(), stride, nullptr);
+  sync();
+  cpu::gather_byte_rows(table.data(), row_bytes, rows.data(), n, want.data(), stride);
+  r.exact("rows and the bytes between them", out.to_host(), want);
+}
+
 // The vectorised kernel (dim a multiple of 8, up to 8,192: 2048, 7168 = four pieces a thread, 200 = fewer pieces
 // than threads) and the strided one (2050, 9216), with and without the residual add.
 void add_rms_norm(OpRun& r) {
@@ -539,6 +556,10 @@ void linear_gemv_fp8(OpRun& r) {
 
 void add_dense_rows(OpTable& t) {
   t.add("embedding", "bf16", {{"vocab", 1000}, {"dim", 320}, {"tokens", 77}}, kExact, embedding);
+  for (const auto& [row_bytes, stride] :
+       std::initializer_list<std::pair<int64_t, int64_t>>{{256, 264}, {8, 264}, {264, 264}, {1, 3}})
+    t.add("gather_byte_rows", "bytes", {{"table_rows", 5000}, {"row_bytes", row_bytes}, {"rows", 700}, {"stride", stride}},
+          kExact, gather_byte_rows);
   for (int64_t dim : {2048, 7168, 200, 2050, 9216})
     for (int64_t with_add : {1, 0})
       t.add("add_rms_norm", "bf16", {{"rows", 37}, {"dim", dim}, {"add", with_add}}, kBf16, add_rms_norm);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "src/model/architectures.h"
+#include "src/model/row_shard.h"
 #include "src/model/safetensors.h"
 #include "src/model/weights.h"
 #include "tests/unit/fixtures.h"
@@ -163,6 +164,48 @@ TEST(Weights, ShardThatIsNotARegularFileIsRefused) {
               std::string::npos)
         << load_error(dir);
     std::filesystem::remove_all(dir);
+  }
+}
+
+// A table split across ranks (model/row_shard.h): the parts cover the rows once, each row's holder is its owner.
+TEST(Weights, RowShardPartsCoverEveryRowOnce) {
+  for (const int64_t rows : {int64_t{1}, int64_t{7}, int64_t{4078}, int64_t{384006168}}) {
+    for (const int64_t parts : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{64}}) {
+      int64_t next = 0;
+      for (int64_t p = 0; p < parts; ++p) {
+        const RowShard shard{p, parts};
+        EXPECT_EQ(shard.first(rows), next) << rows << " rows, part " << p << " of " << parts;
+        if (shard.count(rows) > 0) {
+          EXPECT_EQ(shard.owner(shard.first(rows), rows), p);
+          EXPECT_EQ(shard.owner(shard.first(rows) + shard.count(rows) - 1, rows), p);
+        }
+        next += shard.count(rows);
+      }
+      EXPECT_EQ(next, rows);
+    }
+  }
+}
+
+// Each rank loads only its part of the engram tables, and those rows are the whole table's, for the FP8
+// checkpoint (codes and scales read by rows) and for dummy weights.
+TEST(Weights, EngramTablePartsAreTheWholeTablesRows) {
+  const std::string table = "layers.1.engram.embed.weight";
+  for (const bool dummy : {false, true}) {
+    const auto dir = testing::fixture_dir("tiny-v41-engram-fp8");
+    const LoadFormat format = dummy ? LoadFormat::kDummy : LoadFormat::kSafetensors;
+    ModelConfig config = load_model_config(dir);
+    const Tensor whole = WeightStore::load(config, dir, format, 5).take(table);
+    const int64_t rows = whole.size(0), dim = whole.numel() / rows;
+    for (int64_t p = 0; p < 3; ++p) {
+      config.v41.engram_shard = {p, 3};
+      WeightStore part_store = WeightStore::load(config, dir, format, 5);
+      const Tensor part = part_store.take(table);
+      const int64_t first = config.v41.engram_shard.first(rows), count = config.v41.engram_shard.count(rows);
+      ASSERT_EQ(part.shape(), (Shape{count, dim})) << "part " << p;
+      EXPECT_EQ(std::memcmp(part.raw_data(), whole.data<float>() + first * dim, part.nbytes()), 0)
+          << (dummy ? "dummy" : "checkpoint") << " part " << p;
+      EXPECT_EQ(part_store.get("embed.weight").numel(), WeightStore::load(config, dir, format, 5).get("embed.weight").numel());
+    }
   }
 }
 

@@ -2,7 +2,10 @@
 // compressed entries, the index sources' picks, and the window + sparse attention. See cuda_v41_model.h.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <numeric>
 
+#include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/fake_quant.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -18,8 +21,74 @@
 
 namespace deepinfer {
 
+namespace {
+
+// A split table's rows as the serving rank sends them: FP8 codes then their scales, or bf16 values.
+int64_t engram_row_bytes(bool fp8, int64_t head_dim) { return fp8 ? head_dim + head_dim / 32 : 2 * head_dim; }
+
+}  // namespace
+
+std::vector<uint8_t> CudaV41Model::fetch_engram_rows(const std::vector<int64_t>& rows, const V41TextConfig& v,
+                                                     const std::vector<Layer>& layers, ExpertDispatcher* experts,
+                                                     ScratchPool& pool) {
+  const RowShard& shard = v.engram_shard;
+  DI_CHECK(experts != nullptr, "engram tables split across {} ranks, but no EP group to fetch rows from",
+           shard.parts);
+  const auto num_layers = static_cast<int64_t>(v.engram_layer_ids.size());
+  const int64_t per_layer = static_cast<int64_t>(rows.size()) / std::max<int64_t>(num_layers, 1);
+  const int64_t ed = v.engram_head_dim;
+  const bool fp8 = layers[v.engram_layer_ids[0]].engram_codes != nullptr;
+  const int64_t row_bytes = engram_row_bytes(fp8, ed);
+  // A key names the engram layer and the row: e * 2^40 + row (tables hold below 2^31 rows).
+  constexpr int64_t kLayerKey = int64_t{1} << 40;
+  std::vector<int64_t> keys(rows.size());
+  std::vector<int32_t> owners(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t e = static_cast<int64_t>(i) / per_layer, table_rows = v.engram_num_embeddings[e];
+    keys[i] = e * kLayerKey + rows[i];
+    owners[i] = static_cast<int32_t>(shard.owner(rows[i], table_rows));
+  }
+  // Serving: each layer's asked rows gathered on the device from this rank's part (GPU or mapped host memory).
+  const auto serve = [&](std::span<const int64_t> asked, std::byte* out) {
+    for (int64_t e = 0; e < num_layers; ++e) {
+      const Layer& layer = layers[v.engram_layer_ids[e]];
+      const int64_t table_rows = v.engram_num_embeddings[e], first = shard.first(table_rows),
+                    count = shard.count(table_rows);
+      std::vector<int64_t> local, where;
+      for (size_t j = 0; j < asked.size(); ++j) {
+        if (asked[j] / kLayerKey != e) continue;
+        const int64_t row = asked[j] % kLayerKey;
+        DI_CHECK(row >= first && row < first + count, "engram row {} of layer {} asked of the rank holding [{}, {})",
+                 row, v.engram_layer_ids[e], first, first + count);
+        local.push_back(row - first);
+        where.push_back(static_cast<int64_t>(j));
+      }
+      if (local.empty()) continue;
+      const auto n = static_cast<int64_t>(local.size());
+      const int64_t* d_local = device_copy(pool, local);
+      auto* staging = pool.alloc<uint8_t>(n * row_bytes);
+      if (fp8) {
+        cuda::gather_byte_rows(layer.engram_codes, ed, d_local, n, staging, row_bytes, nullptr);
+        cuda::gather_byte_rows(layer.engram_scales, ed / 32, d_local, n, staging + ed, row_bytes, nullptr);
+      } else {
+        cuda::gather_byte_rows(reinterpret_cast<const uint8_t*>(layer.engram_table), 2 * ed, d_local, n, staging,
+                               row_bytes, nullptr);
+      }
+      DI_CUDA_CHECK(cudaGetLastError());
+      std::vector<uint8_t> host(n * row_bytes);
+      DI_CUDA_CHECK(cudaMemcpy(host.data(), staging, host.size(), cudaMemcpyDeviceToHost));
+      for (int64_t j = 0; j < n; ++j)
+        std::memcpy(out + where[j] * row_bytes, host.data() + j * row_bytes, row_bytes);
+    }
+  };
+  std::vector<uint8_t> fetched(rows.size() * row_bytes);
+  experts->fetch_split_rows(keys, owners, row_bytes, serve, reinterpret_cast<std::byte*>(fetched.data()));
+  return fetched;
+}
+
 CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers,
-                                 bool fixed, const std::vector<bool>& rebuild, ScratchPool& pool)
+                                 bool fixed, const std::vector<bool>& rebuild, ExpertDispatcher* experts,
+                                 ScratchPool& pool)
     : fixed_shapes(fixed) {
   num_tokens = batch.num_tokens();
   const int64_t T = num_tokens, S = static_cast<int64_t>(batch.sequences.size());
@@ -104,7 +173,27 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
   extra_offsets = device_copy(pool, offsets);
   if (!v.engram_layer_ids.empty()) {  // hashed here once; int32 for the gathers (tables below 2^31 rows)
     const std::vector<int64_t> rows = deepinfer::engram_rows(v, batch);
-    engram_rows = device_copy(pool, std::vector<int32_t>(rows.begin(), rows.end()));
+    if (v.engram_shard.whole()) {
+      engram_rows = device_copy(pool, std::vector<int32_t>(rows.begin(), rows.end()));
+    } else {  // every row fetched, in order: the gathers read them one after another
+      const std::vector<uint8_t> fetched = fetch_engram_rows(rows, v, layers, experts, pool);
+      std::vector<int32_t> in_order(rows.size());
+      std::iota(in_order.begin(), in_order.end(), 0);
+      engram_rows = device_copy(pool, in_order);
+      const int64_t n = static_cast<int64_t>(rows.size()), ed = v.engram_head_dim;
+      if (layers[v.engram_layer_ids[0]].engram_codes != nullptr) {
+        const int64_t row_bytes = engram_row_bytes(true, ed);
+        std::vector<uint8_t> codes(n * ed), scales(n * (ed / 32));
+        for (int64_t i = 0; i < n; ++i) {
+          std::memcpy(codes.data() + i * ed, fetched.data() + i * row_bytes, ed);
+          std::memcpy(scales.data() + i * (ed / 32), fetched.data() + i * row_bytes + ed, ed / 32);
+        }
+        fetched_engram_codes = device_copy(pool, codes);
+        fetched_engram_scales = device_copy(pool, scales);
+      } else {
+        fetched_engram_values = reinterpret_cast<const Bf16*>(device_copy(pool, fetched));
+      }
+    }
   }
 }
 

@@ -147,11 +147,13 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
       // FP8 checkpoints' tables stay FP8 (codes and a scale byte per 32 values of a row, quantised on the device
       // from the loaded values, which they reproduce exactly), in GPU memory or pinned host memory; the bf16
       // staging copy lives in the same kind of memory and is freed after.
+      // Under an EP group of several ranks, this rank's part of the rows (v.engram_shard; the rest is fetched).
       const std::string name = p + "engram.embed.weight";
       const Shape& shape = shapes_.at(name);
-      const int64_t rows = shape[0], cols = shape_numel(shape) / rows;
+      const int64_t first = v.engram_shard.first(shape[0]), rows = v.engram_shard.count(shape[0]),
+                    cols = shape_numel(shape) / shape[0];
       const bool table_fp8 = fp8 && cols % 32 == 0;
-      const size_t bf16_bytes = shape_numel(shape) * sizeof(Bf16);
+      const size_t bf16_bytes = rows * cols * sizeof(Bf16);
       const size_t bytes = table_fp8 ? static_cast<size_t>(rows * cols + rows * cols / 32) : bf16_bytes;
       engram_table_bytes_ += bytes;
       void* table = nullptr;
@@ -162,13 +164,13 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
         table = arena_.take(bytes);
       }
       if (!table_fp8) {
-        weights.fill_bf16(name, shape, static_cast<Bf16*>(table));
+        weights.fill_bf16_rows(name, shape, first, rows, static_cast<Bf16*>(table));
         layer.engram_table = static_cast<const Bf16*>(table);
       } else {
         MappedHostArray host_staging(v.engram_tables_on_host ? bf16_bytes : 0);
         DeviceArray<Bf16> device_staging(v.engram_tables_on_host ? 0 : rows * cols);
         auto* staging = v.engram_tables_on_host ? static_cast<Bf16*>(host_staging.data()) : device_staging.data();
-        weights.fill_bf16(name, shape, staging);
+        weights.fill_bf16_rows(name, shape, first, rows, staging);
         std::vector<int64_t> all(rows);
         std::iota(all.begin(), all.end(), 0);
         const auto ids = DeviceArray<int64_t>::from_host(all);
@@ -211,10 +213,13 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                "inputs and compressed entries on the {} KV sources)", CudaV41KvCache::bytes_per_token(hd, cache_specs_),
                layers_.size(), hd + hd / 32, sources);
   if (!v.engram_layer_ids.empty())
-    spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB ({}) in {}", v.engram_layer_ids.size(),
+    spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB ({}) in {}{}", v.engram_layer_ids.size(),
                  static_cast<double>(engram_table_bytes_) / GiB,
                  layers_[v.engram_layer_ids[0]].engram_codes != nullptr ? "FP8 e4m3 + ue8m0 per 32" : "bf16",
-                 v.engram_tables_on_host ? "pinned host memory (rows gathered over PCIe)" : "GPU memory");
+                 v.engram_tables_on_host ? "pinned host memory (rows gathered over PCIe)" : "GPU memory",
+                 v.engram_shard.whole() ? std::string()
+                                        : fmt::format(": part {} of {} of every table's rows, the rest fetched from "
+                                                      "the EP group", v.engram_shard.part, v.engram_shard.parts));
 }
 
 CudaV41Model::Bf16* CudaV41Model::upload(const DeviceWeightSource& weights, const std::string& name) {
@@ -328,10 +333,14 @@ struct CudaV41Model::CudaBlocks {
     auto* gathered = scratch.alloc<Bf16>(T * cols * ed);
     auto* kv = scratch.alloc<float>(T * (hc + 1) * H);
     const int32_t* rows = plan.engram_rows + layer.engram_index * T * cols;
+    const bool fetched = !v.engram_shard.whole();  // then the plan holds the step's rows, in order
     if (layer.engram_codes != nullptr)
-      cuda::gather_fp8_kv_rows(layer.engram_codes, layer.engram_scales, rows, T * cols, ed, gathered, ed, nullptr);
+      cuda::gather_fp8_kv_rows(fetched ? plan.fetched_engram_codes : layer.engram_codes,
+                               fetched ? plan.fetched_engram_scales : layer.engram_scales, rows, T * cols, ed, gathered,
+                               ed, nullptr);
     else
-      cuda::embedding(layer.engram_table, rows, gathered, T * cols, ed, nullptr);  // a row gather
+      cuda::embedding(fetched ? plan.fetched_engram_values : layer.engram_table, rows, gathered, T * cols, ed,
+                      nullptr);  // a row gather
     model.linear(gathered, layer.engram_wkv, kv, true, T, (hc + 1) * H, cols * ed);
     cuda::engram_mix(state.streams, kv, layer.engram_q, layer.engram_k, T, hc, H, model.config_.rms_norm_eps,
                      nullptr);
@@ -406,7 +415,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
                       std::all_of(batch.sequences.begin(), batch.sequences.end(),
                                   [](const SequenceChunk& seq) { return seq.num_new == 1; }) &&
                       std::none_of(rebuild.begin(), rebuild.end(), [](bool b) { return b; });
-  const StepPlan plan(batch, config_.v41, layers_, decode, rebuild, published_);
+  const StepPlan plan(batch, config_.v41, layers_, decode, rebuild, experts, published_);
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   profiler_.mark("host plan");
   *num_rows = plan.num_rows;

@@ -106,6 +106,11 @@ class CudaV41Model final : public CausalLm {
   static constexpr int64_t kIndexerProductRows = 16;
   static constexpr int64_t kIndexerProductBytes = int64_t{256} << 20;
   struct StepPlan;   // the step's index arrays, uploaded once (cuda_v41_model.cpp)
+  // The step's engram rows (`rows`, as hashed) from the EP group's ranks that hold them, when the tables are split
+  // (v.engram_shard): each row's bytes in order, FP8 codes then scales, or bf16 values.
+  static std::vector<uint8_t> fetch_engram_rows(const std::vector<int64_t>& rows, const V41TextConfig& v,
+                                                const std::vector<Layer>& layers, ExpertDispatcher* experts,
+                                                ScratchPool& pool);
   struct StepState;  // what the step's layers publish to the later ones (cuda_v41_model.cpp)
   struct CudaBlocks;
 

@@ -44,8 +44,9 @@ struct CudaV41Model::StepPlan {
 
   // With `fixed_shapes`, the groups' capacity layout; rebuild[s]: sequence s's cached groups are missing (an
   // import) and are pooled again with the new ones.
+  // `experts`: the EP group's exchange, which fetches engram rows when the tables are split across its ranks.
   StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, bool fixed_shapes,
-           const std::vector<bool>& rebuild, ScratchPool& pool);
+           const std::vector<bool>& rebuild, ExpertDispatcher* experts, ScratchPool& pool);
 
   std::vector<Sequence> sequences;
   int64_t num_tokens = 0, num_rows = 0, max_blocks = 1;
@@ -59,6 +60,10 @@ struct CudaV41Model::StepPlan {
   const int32_t* seq_tables = nullptr;         // [S, max_blocks]
   const int32_t* extra_offsets = nullptr;      // [T + 1] = t * index_topk: each row's slots of selected entries
   const int32_t* engram_rows = nullptr;        // [engram layers, T, columns]: the tables' rows (engram_hash.h)
+  // Tables split across the EP group (v.engram_shard): the step's rows fetched from their holders here, every
+  // layer's in the order of the hash, engram_rows then indexing these (FP8 codes + scales, or bf16 values).
+  const uint8_t *fetched_engram_codes = nullptr, *fetched_engram_scales = nullptr;
+  const Bf16* fetched_engram_values = nullptr;
   std::map<int64_t, Groups> groups;            // by compress ratio
 };
 

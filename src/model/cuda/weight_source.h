@@ -17,6 +17,10 @@ class DeviceWeightSource {
   virtual bool has(const std::string& name) const = 0;
   virtual void fill_bf16(const std::string& name, const Shape& shape, __nv_bfloat16* dst) const = 0;
   virtual void fill_f32(const std::string& name, const Shape& shape, float* dst) const = 0;
+  // Rows [first_row, first_row + num_rows) of the tensor of `shape` (a rank's part of a split table; a host
+  // store holds just those rows).
+  virtual void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
+                              __nv_bfloat16* dst) const = 0;
 };
 
 class HostWeightSource final : public DeviceWeightSource {
@@ -25,6 +29,8 @@ class HostWeightSource final : public DeviceWeightSource {
   bool has(const std::string& name) const override { return weights_.data_or_null(name) != nullptr; }
   void fill_bf16(const std::string& name, const Shape& shape, __nv_bfloat16* dst) const override;
   void fill_f32(const std::string& name, const Shape& shape, float* dst) const override;
+  void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
+                      __nv_bfloat16* dst) const override;
 
  private:
   const WeightStore& weights_;
@@ -36,6 +42,8 @@ class DummyWeightSource final : public DeviceWeightSource {
   bool has(const std::string& name) const override { return !wanted_ || wanted_(name); }
   void fill_bf16(const std::string& name, const Shape& shape, __nv_bfloat16* dst) const override;
   void fill_f32(const std::string& name, const Shape& shape, float* dst) const override;
+  void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
+                      __nv_bfloat16* dst) const override;
 
  private:
   uint64_t seed_;
