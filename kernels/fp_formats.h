@@ -80,6 +80,15 @@ DEEPINFER_HOST_DEVICE inline float e2m1_value(uint32_t code) {
   const float magnitude = e == 0 ? 0.5f * static_cast<float>(m) : ldexpf(1.0f + 0.5f * static_cast<float>(m), static_cast<int>(e) - 1);
   return code & 8u ? -magnitude : magnitude;
 }
+// The FP4 rows V4.1's cache keeps (the compressed entries, e4m3 scales per 16; the indexer keys, ue8m0 per 32):
+// codes that keep the sign of a zero (the fake-quantised -0 comes back as -0, bit for bit), and (below, after the
+// e4m3 codes) a block's scale byte, an e4m3 code or a ue8m0 byte, and its value.
+DEEPINFER_HOST_DEVICE inline uint32_t e2m1_code_signed(float x) {
+  const float m = fabsf(x);
+  const uint32_t index = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
+  return (copysignf(1.0f, x) < 0.0f ? 8u : 0u) | index;
+}
+
 // A block's ue8m0 scale byte, from its largest magnitude (the power of two fp4_block_scale picks), and its value.
 DEEPINFER_HOST_DEVICE inline uint8_t ue8m0_scale_byte(float amax) {
   return static_cast<uint8_t>(ilogbf(fp4_block_scale(amax, false)) + 127);
@@ -104,6 +113,13 @@ DEEPINFER_HOST_DEVICE inline float e4m3_value(uint32_t code) {
                                  : ldexpf(1.0f + static_cast<float>(m) * 0.125f, static_cast<int>(e) - 7);
   return code & 0x80u ? -magnitude : magnitude;
 }
+DEEPINFER_HOST_DEVICE inline uint32_t fp4_scale_byte(float scale, bool e4m3_scales) {
+  return e4m3_scales ? e4m3_code(scale) : static_cast<uint32_t>(ilogbf(scale) + 127);
+}
+DEEPINFER_HOST_DEVICE inline float fp4_scale_value(uint32_t byte, bool e4m3_scales) {
+  return e4m3_scales ? e4m3_value(byte) : ue8m0_value(byte);
+}
+
 // A weight block's ue8m0 scale byte: the power of two that brings its largest magnitude within 448.
 DEEPINFER_HOST_DEVICE inline uint8_t fp8_weight_scale_byte(float amax) {
   const float floor = 448.0f * ldexpf(1.0f, -126);

@@ -33,4 +33,25 @@ void fake_quant_fp4(float* x, int64_t rows, int64_t n, int64_t block, bool e4m3_
   }
 }
 
+void encode_fp4_rows(const float* x, int64_t rows, int64_t n, int64_t block, bool e4m3_scales, uint8_t* codes,
+                     uint8_t* scales) {
+  for (int64_t b = 0; b < rows * n / block; ++b) {
+    const float* v = x + b * block;
+    const float scale = fp4_block_scale(block_amax(v, block), e4m3_scales);
+    scales[b] = static_cast<uint8_t>(fp4_scale_byte(scale, e4m3_scales));
+    for (int64_t i = 0; i < block; i += 2) {
+      codes[(b * block + i) / 2] =
+          static_cast<uint8_t>(e2m1_code_signed(v[i] / scale) | (e2m1_code_signed(v[i + 1] / scale) << 4));
+    }
+  }
+}
+
+void decode_fp4_rows(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t n, int64_t block,
+                     bool e4m3_scales, float* out) {
+  for (int64_t i = 0; i < rows * n; ++i) {
+    const uint32_t code = (codes[i / 2] >> (4 * (i % 2))) & 15u;
+    out[i] = e2m1_value(code) * fp4_scale_value(scales[i / block], e4m3_scales);
+  }
+}
+
 }  // namespace deepinfer::cpu

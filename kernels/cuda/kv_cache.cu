@@ -38,6 +38,50 @@ __global__ void gather_groups_kernel(const __nv_bfloat16* entries, int64_t dim, 
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) row[i] = src[i];
 }
 
+// A thread per block of FP4 values: the scale fake_quant_fp4 picks, the codes two a byte.
+__global__ void write_fp4_kernel(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots,
+                                 int64_t num_blocks, int64_t blocks_per_row, int64_t block, bool e4m3_scales,
+                                 uint8_t* codes, uint8_t* scales) {
+  begin_dependent_kernel();
+  const int64_t b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (b >= num_blocks) return;
+  const int64_t t = b / blocks_per_row, part = b % blocks_per_row, dim = blocks_per_row * block;
+  const int64_t slot = slots[t];
+  if (slot < 0) return;  // a padding row
+  const __nv_bfloat16* x = src + t * src_stride + part * block;
+  float amax = 0.0f;
+  for (int64_t i = 0; i < block; ++i) amax = fmaxf(amax, fabsf(to_float(x[i])));
+  const float scale = fp4_block_scale(amax, e4m3_scales);
+  uint8_t* out = codes + slot * (dim / 2) + part * (block / 2);
+  for (int64_t i = 0; i < block; i += 2)
+    out[i / 2] = static_cast<uint8_t>(e2m1_code_signed(to_float(x[i]) / scale) |
+                                      (e2m1_code_signed(to_float(x[i + 1]) / scale) << 4));
+  scales[slot * blocks_per_row + part] = static_cast<uint8_t>(fp4_scale_byte(scale, e4m3_scales));
+}
+
+// A block per (group g, sequence s), a thread per code byte (two values).
+__global__ void gather_fp4_groups_kernel(const uint8_t* codes, const uint8_t* scales, int64_t dim, int64_t block,
+                                         bool e4m3_scales, const int32_t* block_tables, int64_t max_blocks,
+                                         int64_t ratio, const int32_t* counts, const int64_t* offsets,
+                                         bool zero_padding, __nv_bfloat16* out) {
+  begin_dependent_kernel();
+  const int64_t g = blockIdx.x, s = blockIdx.y;
+  auto* row = reinterpret_cast<__nv_bfloat162*>(out + (offsets[s] + g) * dim);
+  if (g >= counts[s]) {
+    if (zero_padding)
+      for (int64_t i = threadIdx.x; i < dim / 2; i += blockDim.x) row[i] = __floats2bfloat162_rn(0.0f, 0.0f);
+    return;
+  }
+  const int64_t slot = group_slot(block_tables + s * max_blocks, ratio, g);
+  const uint8_t* in = codes + slot * (dim / 2);
+  const uint8_t* scale_bytes = scales + slot * (dim / block);
+  for (int64_t i = threadIdx.x; i < dim / 2; i += blockDim.x) {
+    const float scale = fp4_scale_value(scale_bytes[2 * i / block], e4m3_scales);
+    const uint32_t byte = in[i];
+    row[i] = __floats2bfloat162_rn(e2m1_value(byte & 15u) * scale, e2m1_value(byte >> 4) * scale);
+  }
+}
+
 constexpr int kFp8Block = 32;  // values per scale byte
 constexpr int kFp8Threads = 128;
 
@@ -133,6 +177,24 @@ void gather_group_entries(const __nv_bfloat16* entries, int64_t dim, const int32
   if (sequences == 0 || width == 0) return;
   launch_dependent(gather_groups_kernel, dim3(static_cast<unsigned>(width), static_cast<unsigned>(sequences)), 128, 0,
                    stream, entries, dim, block_tables, max_blocks, ratio, counts, offsets, zero_padding, out);
+}
+
+void write_fp4_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_rows,
+                    int64_t dim, Fp4Format format, uint8_t* codes, uint8_t* scales, cudaStream_t stream) {
+  if (num_rows == 0 || dim % format.block != 0 || format.block % 2 != 0) return;  // the model checks dim
+  const int64_t blocks_per_row = dim / format.block, num_blocks = num_rows * blocks_per_row;
+  launch_dependent(write_fp4_kernel, static_cast<unsigned>((num_blocks + 127) / 128), 128, 0, stream, src, src_stride,
+                   slots, num_blocks, blocks_per_row, format.block, format.e4m3_scales, codes, scales);
+}
+
+void gather_fp4_group_entries(const uint8_t* codes, const uint8_t* scales, int64_t dim, Fp4Format format,
+                              const int32_t* block_tables, int64_t max_blocks, int64_t ratio, const int32_t* counts,
+                              const int64_t* offsets, int64_t sequences, int64_t width, bool zero_padding,
+                              __nv_bfloat16* out, cudaStream_t stream) {
+  if (sequences == 0 || width == 0) return;
+  launch_dependent(gather_fp4_groups_kernel, dim3(static_cast<unsigned>(width), static_cast<unsigned>(sequences)), 128,
+                   0, stream, codes, scales, dim, format.block, format.e4m3_scales, block_tables, max_blocks, ratio,
+                   counts, offsets, zero_padding, out);
 }
 
 void write_kv_entries(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,

@@ -35,6 +35,23 @@ void gather_group_entries(const __nv_bfloat16* entries, int64_t dim, const int32
                           int64_t ratio, const int32_t* counts, const int64_t* offsets, int64_t sequences,
                           int64_t width, bool zero_padding, __nv_bfloat16* out, cudaStream_t stream);
 
+// DeepSeek-V4.1's compressed entries (blocks of 16, e4m3 scales) and indexer keys (blocks of 32, ue8m0 scales) as
+// the FP4 bytes their numerics imply (kernels/cpu/fake_quant.h's encode_fp4_rows / decode_fp4_rows, the same
+// layout): codes [slots, dim / 2] and a scale byte a block [slots, dim / block].
+//   write_fp4_rows: slot slots[t] = the bytes of what fake_quant_fp4 makes of src row t (taken before that
+//                   quantisation); negative slots skipped
+//   gather_fp4_group_entries: gather_group_entries' layout, the values decoded (bf16 holds them exactly)
+struct Fp4Format {  // block 16 with e4m3 scales (entries), or 32 with ue8m0 ones (keys)
+  int64_t block = 16;
+  bool e4m3_scales = true;
+};
+void write_fp4_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_rows,
+                    int64_t dim, Fp4Format format, uint8_t* codes, uint8_t* scales, cudaStream_t stream);
+void gather_fp4_group_entries(const uint8_t* codes, const uint8_t* scales, int64_t dim, Fp4Format format,
+                              const int32_t* block_tables, int64_t max_blocks, int64_t ratio, const int32_t* counts,
+                              const int64_t* offsets, int64_t sequences, int64_t width, bool zero_padding,
+                              __nv_bfloat16* out, cudaStream_t stream);
+
 void write_fp8_kv_rows(const __nv_bfloat16* src, int64_t src_stride, const int64_t* slots, int64_t num_tokens,
                        int64_t dim, uint8_t* codes, uint8_t* scales, cudaStream_t stream,
                        Fp8Scales rule = Fp8Scales::kActivation);

@@ -229,6 +229,70 @@ void sparse_window_attention(OpRun& r) {
   r.close("outputs", to_float(out.to_host()), want);
 }
 
+// V4.1's compressed entries (block 16, e4m3 scales) and indexer keys (block 32, ue8m0) cached as FP4 bytes: every
+// slot of a cache written from rows of magnitudes 2^-30 .. 2^9 (e4m3 scales subnormal at the low end; a padding row
+// skipped), the bytes against the CPU's encode_fp4_rows, then the groups read into a step's layout against what
+// fake_quant_fp4 makes of the rows, bit for bit.
+void fp4_group_rows(OpRun& r) {
+  const int64_t ratio = r["ratio"], dim = r["dim"], S = 3, max_blocks = 3, num_blocks = 11;
+  const cuda::Fp4Format format{r["block"], r["block"] == 16};
+  const int64_t slots = num_blocks * group_slots_per_block(ratio), width = max_blocks * 64 / ratio;
+  std::vector<float> rows_f(slots * dim);
+  std::vector<Bf16> rows_bf(slots * dim);
+  std::normal_distribution<float> normal;
+  for (int64_t i = 0; i < slots * dim; ++i) {
+    const float magnitude = std::ldexp(1.0f, static_cast<int>((i / dim) % 40) - 30);
+    rows_bf[i] = float_to_bf16(magnitude * normal(r.rng()));
+    rows_f[i] = bf16_to_float(rows_bf[i]);
+  }
+  std::vector<int64_t> slot_of(slots + 1);
+  std::iota(slot_of.begin(), slot_of.end() - 1, 0);
+  std::shuffle(slot_of.begin(), slot_of.end() - 1, r.rng());
+  slot_of.back() = -1;  // a padding row (its data: row 0 again)
+  std::vector<Bf16> src(rows_bf);
+  src.insert(src.end(), rows_bf.begin(), rows_bf.begin() + dim);
+  auto d_src = DeviceArray<Bf16>::from_host(src);
+  auto d_slots = DeviceArray<int64_t>::from_host(slot_of);
+  std::vector<uint8_t> init_codes(slots * dim / 2, 0xee), init_scales(slots * dim / format.block, 0xee);
+  auto codes = DeviceArray<uint8_t>::from_host(init_codes);
+  auto scales = DeviceArray<uint8_t>::from_host(init_scales);
+  cuda::write_fp4_rows(bf(d_src), dim, d_slots.data(), slots + 1, dim, format, codes.data(), scales.data(), nullptr);
+  sync();
+  // The CPU's bytes, row by row into the row's slot.
+  std::vector<uint8_t> want_codes(slots * dim / 2), want_scales(slots * dim / format.block);
+  for (int64_t t = 0; t < slots; ++t)
+    cpu::encode_fp4_rows(rows_f.data() + t * dim, 1, dim, format.block, format.e4m3_scales,
+                         want_codes.data() + slot_of[t] * dim / 2, want_scales.data() + slot_of[t] * (dim / format.block));
+  r.exact("codes", codes.to_host(), want_codes);
+  r.exact("scale bytes", scales.to_host(), want_scales);
+
+  std::vector<int32_t> blocks(num_blocks);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  std::shuffle(blocks.begin(), blocks.end(), r.rng());
+  const std::vector<int32_t> tables(blocks.begin(), blocks.begin() + S * max_blocks);
+  const std::vector<int32_t> counts = {static_cast<int32_t>(width), 0, static_cast<int32_t>(r.rng()() % (width + 1))};
+  const std::vector<int64_t> offsets = {0, width, 2 * width};
+  auto d_tables = DeviceArray<int32_t>::from_host(tables);
+  auto d_counts = DeviceArray<int32_t>::from_host(counts);
+  auto d_offsets = DeviceArray<int64_t>::from_host(offsets);
+  DeviceArray<Bf16> out(S * width * dim);
+  out.poison();
+  cuda::gather_fp4_group_entries(codes.data(), scales.data(), dim, format, d_tables.data(), max_blocks, ratio,
+                                 d_counts.data(), d_offsets.data(), S, width, /*zero_padding=*/true, bf(out), nullptr);
+  sync();
+  std::vector<float> quantised(rows_f);
+  cpu::fake_quant_fp4(quantised.data(), slots, dim, format.block, format.e4m3_scales);
+  std::vector<int64_t> row_of_slot(slots);
+  for (int64_t t = 0; t < slots; ++t) row_of_slot[slot_of[t]] = t;
+  std::vector<float> want(S * width * dim, 0.0f);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t g = 0; g < counts[s]; ++g) {
+      const int64_t slot = group_slot(tables.data() + s * max_blocks, ratio, g);
+      std::copy_n(quantised.begin() + row_of_slot[slot] * dim, dim, want.begin() + (offsets[s] + g) * dim);
+    }
+  r.exact("the groups' values (fake_quant_fp4's)", to_float(out.to_host()), round_bf16(want));
+}
+
 // V4.1's compressed entries read from their group slots (kernels/group_slots.h) into a step's layout: several
 // sequences through shuffled block tables, packed or `width` rows a sequence with the padding zeroed.
 void gather_group_entries(OpRun& r) {
@@ -560,6 +624,10 @@ void add_v41_rows(OpTable& t) {
             fp8_kv_rows);
     t.add("fp8_kv_rows", "u8", {{"rows", 7}, {"n", 64}, {"stride", 64}, {"exact_fit", exact_fit}}, kExact,
           fp8_kv_rows);
+  }
+  for (int64_t ratio : {1, 4, 128}) {
+    t.add("fp4_group_rows", "u8", {{"ratio", ratio}, {"dim", 512}, {"block", 16}}, kExact, fp4_group_rows);
+    t.add("fp4_group_rows", "u8", {{"ratio", ratio}, {"dim", 128}, {"block", 32}}, kExact, fp4_group_rows);
   }
   for (int64_t padded : {0, 1})
     for (int64_t ratio : {1, 2, 3, 128})

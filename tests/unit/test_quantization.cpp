@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
 
+#include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/fp4_weights.h"
 #include "kernels/cpu/fp8_weights.h"
 #include "src/model/deepseek_model.h"
@@ -143,6 +146,35 @@ TEST(Quantization, CheckpointValuesQuantiseBackToThemselves) {
     ++checked;
   }
   EXPECT_EQ(checked, 29);  // 5 FP8 projections and 24 FP4 expert tensors
+}
+
+// The CUDA cache keeps V4.1's compressed entries and indexer keys as FP4 bytes: what fake_quant_fp4 makes of rows
+// comes back from their bytes bit for bit (-0 included), for both block forms, at any magnitude (e4m3 scales
+// subnormal below 2^-6 included).
+TEST(Quantization, FakeQuantisedFp4RowsRoundTripThroughTheirBytes) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (const auto& [block, e4m3] : {std::pair<int64_t, bool>{16, true}, {32, false}}) {
+    const int64_t rows = 64, n = 512;
+    std::vector<float> x(rows * n);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float magnitude = std::ldexp(1.0f, static_cast<int>(r % 40) - 30);  // 2^-30 .. 2^9
+      for (int64_t i = 0; i < n; ++i) x[r * n + i] = r % 7 == 3 && i % 3 == 0 ? -0.0f : magnitude * normal(rng);
+    }
+    std::fill(x.begin(), x.begin() + block, 0.0f);  // an all-zero block
+    std::vector<uint8_t> codes(rows * n / 2), scales(rows * n / block);
+    cpu::encode_fp4_rows(x.data(), rows, n, block, e4m3, codes.data(), scales.data());
+    cpu::fake_quant_fp4(x.data(), rows, n, block, e4m3);
+    std::vector<float> back(rows * n);
+    cpu::decode_fp4_rows(codes.data(), scales.data(), rows, n, block, e4m3, back.data());
+    int64_t negative_zeros = 0;
+    for (float v : x) negative_zeros += v == 0.0f && std::signbit(v);
+    EXPECT_GT(negative_zeros, 0);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&back[i], &x[i], sizeof(float)), 0)
+          << "block " << block << ": value " << i << " is " << x[i] << ", from its bytes " << back[i];
+    }
+  }
 }
 
 TEST(Quantization, RejectsUnsupportedQuantizationConfigs) {

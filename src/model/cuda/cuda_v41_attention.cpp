@@ -222,11 +222,13 @@ void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState
   auto* latent = total > 0 ? published_.alloc<Bf16>(total * hd) : nullptr;
   auto* keys = layer.owns_index_keys && total > 0 ? published_.alloc<Bf16>(total * id) : nullptr;
   // The groups cached by earlier steps, from their slots into the layout (padding rows zeroed).
-  cuda::gather_group_entries(cache_layer.entries, hd, plan.seq_tables, plan.max_blocks, r, groups.cached,
-                             groups.offsets, S, groups.width, plan.fixed_shapes, latent, nullptr);
+  cuda::gather_fp4_group_entries(cache_layer.entry_codes, cache_layer.entry_scales, hd, CudaV41KvCache::kEntryFormat,
+                                 plan.seq_tables, plan.max_blocks, r, groups.cached, groups.offsets, S, groups.width,
+                                 plan.fixed_shapes, latent, nullptr);
   if (keys != nullptr)
-    cuda::gather_group_entries(cache_layer.keys, id, plan.seq_tables, plan.max_blocks, r, groups.cached,
-                               groups.offsets, S, groups.width, plan.fixed_shapes, keys, nullptr);
+    cuda::gather_fp4_group_entries(cache_layer.key_codes, cache_layer.key_scales, id, CudaV41KvCache::kKeyFormat,
+                                   plan.seq_tables, plan.max_blocks, r, groups.cached, groups.offsets, S,
+                                   groups.width, plan.fixed_shapes, keys, nullptr);
   if (fresh_rows > 0) {
     // The groups this step completes. Gated pooling: per channel a softmax over the group's gate values weights
     // its projections. At ratio 1 the gate is the value itself, a softmax over one value: weight 1, the
@@ -241,13 +243,16 @@ void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState
       linear(fresh, layer.indexer_wk, fresh_keys, false, fresh_rows, id, hd);
       cuda::rms_norm(fresh_keys, id, layer.indexer_k_norm, fresh_keys, id, fresh_rows, id, eps, nullptr);
       rotate(fresh_keys + id - v.qk_rope_head_dim, fresh_rows, id, groups.new_positions, 1, true);
+      // Cached as the FP4 bytes of the quantisation that follows (taken from the values before it).
+      cuda::write_fp4_rows(fresh_keys, id, groups.new_slots, fresh_rows, id, CudaV41KvCache::kKeyFormat,
+                           cache_layer.key_codes, cache_layer.key_scales, nullptr);
       cuda::fake_quant_fp4(fresh_keys, fresh_rows, id, id, 32, /*e4m3_scales=*/false, nullptr);
-      cuda::write_kv_entries(fresh_keys, id, groups.new_slots, fresh_rows, id, cache_layer.keys, id, nullptr);
       cuda::write_kv_entries(fresh_keys, id, groups.new_rows, fresh_rows, id, keys, id, nullptr);
     }
     rotate(fresh + hd - v.qk_rope_head_dim, fresh_rows, hd, groups.new_positions, 1, true);
+    cuda::write_fp4_rows(fresh, hd, groups.new_slots, fresh_rows, hd, CudaV41KvCache::kEntryFormat,
+                         cache_layer.entry_codes, cache_layer.entry_scales, nullptr);
     cuda::fake_quant_fp4(fresh, fresh_rows, hd, hd, 16, /*e4m3_scales=*/true, nullptr);
-    cuda::write_kv_entries(fresh, hd, groups.new_slots, fresh_rows, hd, cache_layer.entries, hd, nullptr);
     cuda::write_kv_entries(fresh, hd, groups.new_rows, fresh_rows, hd, latent, hd, nullptr);
   }
   if (layer.owns_index_keys) state.index_keys = {keys, r};

@@ -26,8 +26,10 @@ size_t CudaV41KvCache::bytes_per_token(int64_t head_dim, const std::vector<Layer
   size_t bytes = 0;
   for (const LayerSpec& spec : specs) {
     bytes += head_dim + head_dim / 32 + spec.input_width * 2;
-    if (spec.ratio > 0)  // a block's group slots over its 64 tokens
-      bytes += group_slots_per_block(spec.ratio) * (head_dim + spec.key_dim) * 2 / kBlockSize;
+    if (spec.ratio > 0)  // a block's group slots over its 64 tokens, FP4 codes and their scale bytes
+      bytes += group_slots_per_block(spec.ratio) *
+               (head_dim / 2 + head_dim / kEntryFormat.block + spec.key_dim / 2 + spec.key_dim / kKeyFormat.block) /
+               kBlockSize;
   }
   return bytes;
 }
@@ -36,15 +38,23 @@ CudaV41KvCache::CudaV41KvCache(int64_t num_blocks, int64_t head_dim, std::vector
     : num_blocks_(num_blocks), head_dim_(head_dim), groups_missing_(num_blocks, 0) {
   DI_CHECK(head_dim % 32 == 0, "the FP8 window cache needs head_dim a multiple of 32 (one scale per 32), not {}",
            head_dim);
+  for (const LayerSpec& spec : specs)
+    DI_CHECK(spec.key_dim % kKeyFormat.block == 0, "FP4 indexer keys need key_dim a multiple of {}, not {}",
+             kKeyFormat.block, spec.key_dim);
   const int64_t slots = num_blocks * kBlockSize;
   int64_t widest = 0;
   for (const LayerSpec& spec : specs) widest = std::max(widest, spec.input_width);
   entry_dim_ = head_dim + widest;
-  // Each layer's regions, aligned: codes, scales, inputs, entries, keys.
+  // Each layer's regions, aligned: codes, scales, inputs, entry codes and scales, key codes and scales.
   auto regions = [&](const LayerSpec& spec) -> std::vector<size_t> {
     const int64_t groups = group_slots(num_blocks, spec.ratio);
-    return {aligned(slots * head_dim), aligned(slots * head_dim / 32), aligned(slots * spec.input_width * 2),
-            aligned(groups * head_dim * 2), aligned(groups * spec.key_dim * 2)};
+    return {aligned(slots * head_dim),
+            aligned(slots * head_dim / 32),
+            aligned(slots * spec.input_width * 2),
+            aligned(groups * head_dim / 2),
+            aligned(groups * head_dim / kEntryFormat.block),
+            aligned(groups * spec.key_dim / 2),
+            aligned(groups * spec.key_dim / kKeyFormat.block)};
   };
   size_t total = 0;
   for (const LayerSpec& spec : specs)
@@ -53,17 +63,18 @@ CudaV41KvCache::CudaV41KvCache(int64_t num_blocks, int64_t head_dim, std::vector
   uint8_t* next = storage_.data();
   for (const LayerSpec& spec : specs) {
     const std::vector<size_t> sizes = regions(spec);
-    uint8_t* region[5];
-    for (int i = 0; i < 5; ++i) region[i] = next, next += sizes[i];
+    uint8_t* region[7];
+    for (int i = 0; i < 7; ++i) region[i] = next, next += sizes[i];
     Layer layer;
     layer.codes = region[0];
     layer.scales = region[1];
     layer.input_width = spec.input_width;
     if (spec.input_width > 0) layer.inputs = reinterpret_cast<__nv_bfloat16*>(region[2]);
-    if (spec.ratio > 0) layer.entries = reinterpret_cast<__nv_bfloat16*>(region[3]);
-    if (spec.ratio > 0 && spec.key_dim > 0) layer.keys = reinterpret_cast<__nv_bfloat16*>(region[4]);
+    if (spec.ratio > 0) layer.entry_codes = region[3], layer.entry_scales = region[4];
+    if (spec.ratio > 0 && spec.key_dim > 0) layer.key_codes = region[5], layer.key_scales = region[6];
     layers_.push_back(layer);
-    group_bytes_.push_back({sizes[3], sizes[4]});
+    num_group_slots_.push_back(group_slots(num_blocks, spec.ratio));
+    key_dims_.push_back(spec.key_dim);
   }
 }
 
@@ -146,13 +157,19 @@ void CudaV41KvCache::fill_random(uint64_t seed) {
     }
     if (layer.inputs != nullptr)
       cuda::fill_dummy_bf16(layer.inputs, slots * layer.input_width, key = splitmix64(key), 1.0f, 0.0f, nullptr);
-    const auto [entry_bytes, key_bytes] = group_bytes_[&layer - layers_.data()];
-    if (layer.entries != nullptr)
-      cuda::fill_dummy_bf16(layer.entries, static_cast<int64_t>(entry_bytes / 2), key = splitmix64(key), 1.0f, 0.0f,
-                            nullptr);
-    if (layer.keys != nullptr)
-      cuda::fill_dummy_bf16(layer.keys, static_cast<int64_t>(key_bytes / 2), key = splitmix64(key), 1.0f, 0.0f,
-                            nullptr);
+    // Groups: random codes (any byte is two FP4 values) under a scale of 1/8 (e4m3 code 0x20, ue8m0 byte 124).
+    const int64_t groups = num_group_slots_[&layer - layers_.data()];
+    if (layer.entry_codes != nullptr) {
+      cuda::fill_dummy_bf16(reinterpret_cast<__nv_bfloat16*>(layer.entry_codes), groups * head_dim_ / 4,
+                            key = splitmix64(key), 1.0f, 0.0f, nullptr);
+      DI_CUDA_CHECK(cudaMemset(layer.entry_scales, 0x20, groups * head_dim_ / kEntryFormat.block));
+    }
+    if (layer.key_codes != nullptr) {
+      const int64_t key_dim = key_dims_[&layer - layers_.data()];
+      cuda::fill_dummy_bf16(reinterpret_cast<__nv_bfloat16*>(layer.key_codes), groups * key_dim / 4,
+                            key = splitmix64(key), 1.0f, 0.0f, nullptr);
+      DI_CUDA_CHECK(cudaMemset(layer.key_scales, 124, groups * key_dim / kKeyFormat.block));
+    }
   }
   DI_CUDA_CHECK(cudaGetLastError());
   DI_CUDA_CHECK(cudaDeviceSynchronize());

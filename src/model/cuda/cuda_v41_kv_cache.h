@@ -4,9 +4,10 @@
 //    [slots, head_dim / 32] (kernels/cuda/kv_cache.cuh's write_fp8_kv_rows: the CPU model's fake_quant_fp8 values);
 //  - on KV sources only, the compressor's inputs [slots, width] in bf16 (width head_dim at ratio 1, kv and gate
 //    2 x head_dim above), from which the compressed entries are pooled, and those entries themselves once their
-//    group is complete, [group slots, head_dim] (with the indexer keys [group slots, key_dim] on the sources that
-//    own them), bf16 holding their FP4 values, paged per group (kernels/group_slots.h) through the same block
-//    tables: a step computes only the groups it completes.
+//    group is complete, with the indexer keys on the sources that own them, as the FP4 bytes the reference's
+//    fake_quant_fp4 implies (kernels/cuda/kv_cache.cuh: entries e2m1 with an e4m3 scale per 16, keys with a ue8m0
+//    one per 32), paged per group (kernels/group_slots.h) through the same block tables: a step computes only the
+//    groups it completes.
 // So a layer that only attends holds head_dim x 1.03 bytes a token (the CPU entry holds 3 x head_dim floats).
 // Transfers (export/import: the prefill-to-decode handoff) carry the CPU model's entry [K=V | kv | gate] in fp32,
 // entry_dim values a token and layer, as the other backends do; imported blocks are marked as lacking their
@@ -19,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/kv_cache.cuh"
 #include "src/core/device_array.h"
 #include "src/model/causal_lm.h"
 
@@ -36,9 +38,12 @@ class CudaV41KvCache final : public KvCache {
     uint8_t* scales = nullptr;         // [slots, head_dim / 32]
     __nv_bfloat16* inputs = nullptr;   // [slots, input_width], or null
     int64_t input_width = 0;
-    __nv_bfloat16* entries = nullptr;  // [group slots, head_dim] on KV sources
-    __nv_bfloat16* keys = nullptr;     // [group slots, key_dim] on the sources that own indexer keys
+    uint8_t* entry_codes = nullptr;   // [group slots, head_dim / 2] on KV sources (kEntryFormat)
+    uint8_t* entry_scales = nullptr;  // [group slots, head_dim / 16]
+    uint8_t* key_codes = nullptr;     // [group slots, key_dim / 2] on the sources that own indexer keys (kKeyFormat)
+    uint8_t* key_scales = nullptr;    // [group slots, key_dim / 32]
   };
+  static constexpr cuda::Fp4Format kEntryFormat{16, true}, kKeyFormat{32, false};
   // head_dim a multiple of 32.
   CudaV41KvCache(int64_t num_blocks, int64_t head_dim, std::vector<LayerSpec> specs);
 
@@ -66,7 +71,7 @@ class CudaV41KvCache final : public KvCache {
   DeviceArray<uint8_t> storage_;
   std::vector<Layer> layers_;
   std::vector<uint8_t> groups_missing_;  // per block
-  std::vector<std::pair<size_t, size_t>> group_bytes_;  // per layer: its entries' and keys' regions (aligned)
+  std::vector<int64_t> num_group_slots_, key_dims_;  // per layer
 };
 
 }  // namespace deepinfer

@@ -210,7 +210,8 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   const int64_t sources = std::count_if(cache_specs_.begin(), cache_specs_.end(),
                                         [](const CudaV41KvCache::LayerSpec& spec) { return spec.input_width > 0; });
   spdlog::info("CUDA V4.1 cache: {} bytes a token over {} layers (FP8 window K=V: {} bytes a layer; bf16 compressor "
-               "inputs and compressed entries on the {} KV sources)", CudaV41KvCache::bytes_per_token(hd, cache_specs_),
+               "inputs and FP4 compressed entries and indexer keys on the {} KV sources)",
+               CudaV41KvCache::bytes_per_token(hd, cache_specs_),
                layers_.size(), hd + hd / 32, sources);
   if (!v.engram_layer_ids.empty())
     spdlog::info("CUDA V4.1 engram: {} layers, tables {:.3f} GiB ({}) in {}{}", v.engram_layer_ids.size(),
