@@ -55,6 +55,8 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
       sum.sequences += r.sequences;
       sum.prefix_hit_tokens += r.prefix_hit_tokens;
       sum.prefix_store_tokens += r.prefix_store_tokens;
+      sum.replay_rows_below_floor += r.replay_rows_below_floor;
+      sum.replay_skipped_layer_rows += r.replay_skipped_layer_rows;
     }
     if (num_ranks == 0) continue;
     spdlog::info("{} ranks x{}: {} steps (most on one rank), {} prefill + {} decode tokens, {} sequences; MoE "
@@ -65,6 +67,9 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
                  sum.moe_combine_bytes / 1e6,
                  (sum.moe_dispatch_bytes + sum.moe_combine_bytes) / 1e3 / std::max<int64_t>(1, max_steps) / num_ranks,
                  sum.handoff_bytes / 1e6, sum.prefix_hit_tokens, sum.prefix_store_tokens);
+    if (sum.replay_rows_below_floor > 0)
+      spdlog::info("{} ranks: bounded replay: {} prompt rows below the decoder layers' floor, {} (row, layer) pairs "
+                   "not computed", role_name(role), sum.replay_rows_below_floor, sum.replay_skipped_layer_rows);
   }
 }
 
@@ -197,9 +202,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
     const ModelConfig config = load_model_config(model_path);
     // Bounded replay: a V4.1 mechanism, keeping at least the window and the backtracking margin.
-    DI_INPUT_CHECK(options.yoco_truncation != "compact",
-                   "--yoco-truncation compact is not built yet (mask gives its logits without its saving)");
-    if (options.yoco_truncation == "mask") {
+    if (options.yoco_truncation != "off") {
       DI_INPUT_CHECK(config.model_type == "deepseek_v41", "--yoco-truncation is DeepSeek-V4.1's (this model is {})",
                      config.model_type);
       const int64_t least = config.v41.sliding_window + kV41BacktrackingTokens;
@@ -233,10 +236,12 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
     generation.prefix_cache = options.prefix_cache;
-    if (options.yoco_truncation == "mask") {
-      generation.replay = {ReplayOptions::Mode::kMask, options.yoco_keep_tokens};
+    if (options.yoco_truncation != "off") {
+      generation.replay = {options.yoco_truncation == "mask" ? ReplayOptions::Mode::kMask : ReplayOptions::Mode::kCompact,
+                           options.yoco_keep_tokens};
       // The CUDA attention kernels take no window floor yet.
-      DI_INPUT_CHECK(!model.samples_on_device(), "--yoco-truncation mask is built for the CPU model only (--device cpu)");
+      DI_INPUT_CHECK(!model.samples_on_device(), "--yoco-truncation {} is built for the CPU model only (--device cpu)",
+                     options.yoco_truncation);
     }
     generation.kv_store_dir = options.kv_store_dir;
     // What the KV depends on besides the tokens: files written under another key are never read.

@@ -107,8 +107,9 @@ int main(int argc, char** argv) {
                            "whose next block misses on its rank reads it from there (implies --prefix-cache)");
   generate_cmd->add_option("--yoco-truncation", generate.yoco_truncation,
                            "DeepSeek-V4.1's bounded decoder replay in prefill: off, or mask (the decoder layers' "
-                           "windows see only the prompt's last --yoco-keep-tokens: an approximation, CPU only); "
-                           "compact is not built")
+                           "windows see only the prompt's last --yoco-keep-tokens: an approximation, CPU only), or "
+                           "compact (the same logits, the rows before them dropped from the first layer past the "
+                           "last KV source: the compute saved)")
       ->check(CLI::IsMember({"off", "mask", "compact"}))
       ->capture_default_str();
   generate_cmd->add_option("--yoco-keep-tokens", generate.yoco_keep_tokens,

@@ -5,6 +5,7 @@
 #include <span>
 
 #include "src/engine/kv_store.h"
+#include "src/model/v41_config.h"
 
 
 namespace deepinfer {
@@ -118,6 +119,7 @@ void Engine::step() {
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
   const ForwardBatch forward = build_forward_batch(batch);
+  count_replay_rows(forward);
   // One row per sequence; the sampled token lands at position num_tokens(), which indexes the request's stream.
   std::vector<SamplingRow> rows;
   for (const ScheduledSequence& item : batch.items) {
@@ -145,6 +147,21 @@ void Engine::step() {
   (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
 }
 
+void Engine::count_replay_rows(const ForwardBatch& forward) {
+  if (options_.replay.mode == ReplayOptions::Mode::kOff) return;
+  int64_t below = 0, dropped = 0;
+  for (const SequenceChunk& seq : forward.sequences) {
+    const int64_t rows = std::clamp<int64_t>(seq.replay_floor - seq.num_cached, 0, seq.num_new);
+    below += rows;
+    dropped += std::min(rows, seq.num_new - 1);  // the compact form keeps each sequence's last row
+  }
+  stats_.replay_rows_below_floor += below;
+  if (forward.compact_replay) {
+    const V41TextConfig& v = model_.config().v41;
+    stats_.replay_skipped_layer_rows += dropped * (v.num_hidden_layers - v41_first_compact_layer(v));
+  }
+}
+
 void Engine::run_to_completion() {
   while (has_unfinished()) step();
 }
@@ -157,9 +174,10 @@ ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch) const {
                              seq.tokens.begin() + seq.num_cached + item.num_new);
     forward.sequences.push_back(
         {seq.num_cached, item.num_new, seq.block_table, {seq.tokens.data(), static_cast<size_t>(seq.num_cached)}});
-    if (batch.is_prefill && options_.replay.mode == ReplayOptions::Mode::kMask)
+    if (batch.is_prefill && options_.replay.mode != ReplayOptions::Mode::kOff)
       forward.sequences.back().replay_floor = std::max<int64_t>(0, seq.num_tokens() - options_.replay.keep_tokens);
   }
+  forward.compact_replay = batch.is_prefill && options_.replay.mode == ReplayOptions::Mode::kCompact;
   return forward;
 }
 

@@ -18,10 +18,11 @@ namespace deepinfer {
 // of compress ratio 1) own nothing but window KV, so a prompt's prefill need only get their last keep_tokens
 // right. mask: those layers' windows see no position before the prompt's last keep_tokens (an approximation of
 // the exact prefill, used to start decoding; decode steps are unaffected, keep_tokens >= window + backtracking).
-// Such a sequence neither shares nor takes prefix-cache blocks (its decoder KV is not the exact one). compact (the
-// rows themselves dropped, which saves the compute) is not built.
+// Such a sequence neither shares nor takes prefix-cache blocks (its decoder KV is not the exact one). compact: the
+// same logits with the rows themselves dropped from v41_first_compact_layer on (ForwardBatch::compact_replay),
+// which saves their compute; EngineStats counts the rows a layer skipped.
 struct ReplayOptions {
-  enum class Mode { kOff, kMask };
+  enum class Mode { kOff, kMask, kCompact };
   Mode mode = Mode::kOff;
   int64_t keep_tokens = 0;
 };
@@ -59,6 +60,10 @@ struct EngineStats {
   int64_t num_decode_tokens = 0;
   double prefill_s = 0.0;
   double decode_s = 0.0;
+  // Bounded replay: prompt rows below the floor in prefill steps (the rows the decoder layers need not compute),
+  // and with the compact form the (row, layer) pairs it dropped.
+  int64_t replay_rows_below_floor = 0;
+  int64_t replay_skipped_layer_rows = 0;
 };
 
 class Engine {
@@ -103,6 +108,7 @@ class Engine {
   // imported from `kv` unless that is null.
   bool admit_cached(const Request& request, std::vector<int32_t> tokens, const float* kv);
   ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
+  void count_replay_rows(const ForwardBatch& forward);
   // Whether a sequence of this prompt length may take and register prefix-cache blocks.
   bool shares_blocks(int64_t prompt_tokens) const;
 

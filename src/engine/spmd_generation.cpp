@@ -467,6 +467,8 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
   report.prefix_hit_tokens = engine.prefix_hit_tokens();
   report.prefix_store_tokens = engine.prefix_store_tokens();
   report.decode_tokens = stats.num_decode_tokens;
+  report.replay_rows_below_floor = stats.replay_rows_below_floor;
+  report.replay_skipped_layer_rows = stats.replay_skipped_layer_rows;
   if (auto* ep = dynamic_cast<ExpertParallelDispatcher*>(&experts)) {
     report.moe_dispatch_bytes = ep->stats().dispatch_bytes;
     report.moe_combine_bytes = ep->stats().combine_bytes;

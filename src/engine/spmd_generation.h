@@ -52,6 +52,8 @@ struct RankReport {
   int64_t sequences = 0;      // handed off (prefill) or finished (decode, colocated)
   int64_t prefix_hit_tokens = 0;  // prompt tokens taken from the prefix cache, not computed
   int64_t prefix_store_tokens = 0;  // of them, read from the --kv-store directory
+  int64_t replay_rows_below_floor = 0;    // bounded replay: prompt rows the decoder layers need not compute
+  int64_t replay_skipped_layer_rows = 0;  // compact form: (row, layer) pairs dropped
 };
 
 // Which prefill/colocated rank (index within its role) serves each request.

@@ -30,6 +30,10 @@ struct ForwardBatch {
   std::vector<SequenceChunk> sequences;
   AttentionPath attention_path = AttentionPath::kAuto;
   bool all_logits = false;  // logits for every new token, instead of each sequence's last one
+  // DeepSeek-V4.1's bounded decoder replay, compact form: from v41_first_compact_layer on, rows below their
+  // sequence's replay_floor are dropped (each sequence keeps at least its last row); without it the floor only
+  // masks the decoder layers' windows.
+  bool compact_replay = false;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   // Each new token's position in its sequence.

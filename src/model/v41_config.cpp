@@ -361,6 +361,13 @@ int64_t v41_first_decoder_layer(const V41TextConfig& v) {
   return v.num_hidden_layers;
 }
 
+int64_t v41_first_compact_layer(const V41TextConfig& v) {
+  int64_t first = v41_first_decoder_layer(v);
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l)
+    if (v41_layer_role(v, l).kv_source || l == v.candidate_source_layer_id) first = std::max(first, l + 1);
+  return first;
+}
+
 int64_t v41_cache_entry_dim(const V41TextConfig& v) {
   bool pooled_source = false, any_source = false;
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {

@@ -106,6 +106,10 @@ V41LayerRole v41_layer_role(const V41TextConfig& v, int64_t layer);
 // The first layer of compress ratio 1 (DeepInfer's n_prefill_layer; 20 of 40 in the release): it and the layers
 // after it are the decoder side, whose windows bounded replay narrows. num_hidden_layers where there is none.
 int64_t v41_first_decoder_layer(const V41TextConfig& v);
+// Where bounded replay's compact form starts dropping prefill rows: the first decoder layer past every layer whose
+// per-token results later tokens read beyond the window (the KV sources' compressed entries, the candidate
+// source's blocks), so the kept rows get exactly what the mask form gives them (release: layer 21 of 40).
+int64_t v41_first_compact_layer(const V41TextConfig& v);
 // Bounded replay keeps at least the window and the speculative backtracking margin (DeepInfer asserts 128 + 6).
 inline constexpr int64_t kV41BacktrackingTokens = 6;
 // The table rows an engram layer reads per token: one per (n-gram order 2..max, head).

@@ -4,6 +4,8 @@
 // sublayer output and the mixed streams, combined). A backend supplies the blocks over its own activations:
 //
 //   embed()              the streams: hc_mult copies of the token embedding
+//   begin_layer(l)       before layer l: where bounded replay's compact form drops the rows the remaining layers
+//                        need not compute (v41_first_compact_layer; a no-op elsewhere)
 //   engram(l)            at an engram layer, every stream += its gate * the value looked up by the token's n-gram
 //                        hashes (nothing at other layers)
 //   hc_pre(l, site)      the site's mixes from the streams; h = rms_norm(collapse of the streams) with the
@@ -28,6 +30,7 @@ template <typename Blocks>
 auto run_v41_layers(const V41TextConfig& v, Blocks& blocks) {
   blocks.embed();
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    blocks.begin_layer(l);
     blocks.engram(l);
     blocks.hc_pre(l, HyperSite::kAttention);
     blocks.attention(l);

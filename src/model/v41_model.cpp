@@ -164,8 +164,8 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
   // The CPU blocks of the shared layer loop (v41_layers.h).
   struct CpuBlocks {
     const DeepseekV41Model& model;
-    const ForwardBatch& batch;
-    const std::vector<int32_t>& positions;
+    const ForwardBatch* batch;               // the step's rows, or after compaction the kept ones
+    const std::vector<int32_t>* positions;
     MlaKvCache& cache;
     ExpertDispatcher* dispatcher;
     int64_t T, H, hc;
@@ -176,13 +176,63 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     std::vector<float> post = std::vector<float>(T * hc), comb = std::vector<float>(T * hc * hc);
     std::vector<float> collapsed = std::vector<float>(T * H), h = std::vector<float>(T * H);
     std::vector<float> out = std::vector<float>(T * H);
-    std::vector<SequenceState> states = std::vector<SequenceState>(batch.sequences.size());
+    std::vector<SequenceState> states = std::vector<SequenceState>(batch->sequences.size());
     // [engram layers, T, columns]: every engram layer's table rows for the step, hashed once.
     std::vector<int64_t> engram_rows = model.config_.v41.engram_layer_ids.empty()
                                            ? std::vector<int64_t>{}
-                                           : deepinfer::engram_rows(model.config_.v41, batch);
+                                           : deepinfer::engram_rows(model.config_.v41, *batch);
 
-    void embed() { cpu::hc_embed(model.embed_, batch.token_ids.data(), T, hc, H, streams.data(), pre.data()); }
+    ForwardBatch compacted = {};  // bounded replay's compact form: the kept rows from its first layer on
+    std::vector<int32_t> compacted_positions = {};
+
+    void embed() { cpu::hc_embed(model.embed_, batch->token_ids.data(), T, hc, H, streams.data(), pre.data()); }
+    void begin_layer(int64_t l) {
+      if (batch->compact_replay && l == v41_first_compact_layer(model.config_.v41)) compact();
+    }
+    // Keeps each sequence's rows at or above its replay floor (at least its last row), with everything the
+    // remaining layers read per row: the streams, the next collapse weights, the engram rows, the indexer's picks.
+    void compact() {
+      DI_CHECK(!batch->all_logits, "bounded replay's compact form gives the logits of each sequence's last row only");
+      std::vector<int64_t> kept;
+      compacted = ForwardBatch{};
+      int64_t first = 0;
+      for (size_t s = 0; s < batch->sequences.size(); ++s) {
+        const SequenceChunk& seq = batch->sequences[s];
+        const int64_t from = std::clamp<int64_t>(seq.replay_floor - seq.num_cached, 0, seq.num_new - 1);
+        SequenceChunk chunk = seq;
+        chunk.num_cached += from;
+        chunk.num_new -= from;
+        chunk.earlier_tokens = {};  // read only by the engram hashing, done for the whole step at its start
+        compacted.sequences.push_back(chunk);
+        for (int64_t i = from; i < seq.num_new; ++i) {
+          kept.push_back(first + i);
+          compacted.token_ids.push_back(batch->token_ids[first + i]);
+        }
+        for (auto* per_row : {&states[s].selected, &states[s].candidates})
+          if (!per_row->empty()) per_row->erase(per_row->begin(), per_row->begin() + from);
+        first += seq.num_new;
+      }
+      const auto keep_rows = [&](std::vector<float>& rows, int64_t width) {
+        for (size_t i = 0; i < kept.size(); ++i)
+          std::copy_n(rows.begin() + kept[i] * width, width, rows.begin() + static_cast<int64_t>(i) * width);
+        rows.resize(kept.size() * width);
+      };
+      keep_rows(streams, hc * H);
+      keep_rows(pre, hc);
+      const int64_t cols = v41_engram_columns(model.config_.v41), layers = T > 0 ? engram_rows.size() / (T * cols) : 0;
+      std::vector<int64_t> rows;
+      for (int64_t e = 0; e < layers; ++e)
+        for (const int64_t t : kept) rows.insert(rows.end(), engram_rows.begin() + (e * T + t) * cols,
+                                                 engram_rows.begin() + (e * T + t + 1) * cols);
+      engram_rows = std::move(rows);
+      T = static_cast<int64_t>(kept.size());
+      for (auto* scratch : {&next_pre, &post}) scratch->resize(T * hc);
+      comb.resize(T * hc * hc);
+      for (auto* scratch : {&collapsed, &h, &out}) scratch->resize(T * H);
+      compacted_positions = compacted.positions();
+      batch = &compacted;
+      positions = &compacted_positions;
+    }
     void engram(int64_t l) {
       const Layer& layer = model.layers_[l];
       if (layer.engram_index < 0) return;
@@ -204,17 +254,17 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
                                 model.config_.rms_norm_eps, h.data());
       std::swap(pre, next_pre);
     }
-    void attention(int64_t l) { model.attention(l, batch, positions, h.data(), out.data(), cache, states); }
+    void attention(int64_t l) { model.attention(l, *batch, *positions, h.data(), out.data(), cache, states); }
     void moe(int64_t l) { model.moe(l, h.data(), out.data(), T, dispatcher); }
     // streams_k <- post_k * out + sum_j comb[j, k] * streams_j
     void hc_post() { cpu::hc_post(streams.data(), out.data(), post.data(), comb.data(), T, hc, H); }
     Tensor head() {
       cpu::hc_collapse(streams.data(), pre.data(), T, hc, H, collapsed.data());
-      return cpu_final_logits(batch, collapsed.data(), model.final_norm_, model.head_, H, model.config_.vocab_size,
+      return cpu_final_logits(*batch, collapsed.data(), model.final_norm_, model.head_, H, model.config_.vocab_size,
                               model.config_.rms_norm_eps);
     }
   };
-  CpuBlocks blocks{*this, batch, positions, cache, dispatcher, T, H, hc};
+  CpuBlocks blocks{*this, &batch, &positions, cache, dispatcher, T, H, hc};
   return run_v41_layers(v, blocks);
 }
 

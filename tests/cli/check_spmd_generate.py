@@ -47,6 +47,7 @@ def main():
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--args", default="", help="more generate options, for every run")
     ap.add_argument("--expect-log", help="a regular expression the deployment run's log must match")
+    ap.add_argument("--same-as-args", help="generate options whose one-rank run must give the same outputs as --args'")
     ap.add_argument("--no-reference", action="store_true", help="skip the transformers greedy check (an approximation)")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json") if os.path.isdir(args.model) else args.model))
@@ -72,6 +73,9 @@ def main():
         write_requests()
         single = run(base, os.path.join(tmp, "single.jsonl"))
         assert any(r["finish_reason"] == "stop" for r in single)
+        if args.same_as_args is not None:
+            other = [a for a in base if a not in shlex.split(args.args)] + shlex.split(args.same_as_args)
+            assert run(other, os.path.join(tmp, "other.jsonl")) == single, f"{args.same_as_args} differs from {args.args}"
         spmd = run(shlex.split(args.mpirun) + ["-np", str(args.ranks)] + base + ["--deploy", args.deploy],
                    os.path.join(tmp, "spmd.jsonl"), args.expect_log)
     assert len(single) == len(reqs) == len(spmd), (len(single), len(spmd))

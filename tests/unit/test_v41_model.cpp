@@ -10,6 +10,7 @@
 
 #include "src/core/error.h"
 #include "src/model/engram_hash.h"
+#include "src/model/mla_kv_cache.h"
 #include "src/model/safetensors.h"
 #include "src/model/v41_model.h"
 #include "kernels/cpu/fake_quant.h"
@@ -348,6 +349,63 @@ TEST(V41Replay, MaskModeIsExactWithinKeepAndReportedBeyond) {
   std::printf("[ V4.1     ] bounded replay (mask): %lld prompts longer than KEEP, greedy token kept in %lld\n",
               static_cast<long long>(truncated), static_cast<long long>(same_greedy));
   EXPECT_GT(truncated, 0) << "no fixture prompt is longer than KEEP";
+}
+
+// The compact form drops the rows below the floor from v41_first_compact_layer on: the logits it gives, and the
+// decode steps after it (which read only the kept rows' windows), are the mask form's bit for bit, for a prompt in
+// one chunk and in two (the first wholly below the floor: only its last row goes on).
+TEST(V41Replay, CompactGivesTheMaskFormsLogitsBitForBit) {
+  const auto dir = testing::fixture_dir("tiny-v41");
+  ModelConfig config = load_model_config(dir);
+  WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
+  const DeepseekV41Model model(std::move(config), std::move(weights));
+  const V41TextConfig& v = model.config().v41;
+  const int64_t keep = v.sliding_window + kV41BacktrackingTokens;
+  ASSERT_LT(v41_first_compact_layer(v), v.num_hidden_layers) << "the fixture needs layers past its last KV source";
+  EXPECT_EQ(v41_first_compact_layer(v), 6);  // ratio 1 from 5, which is also a KV source and the candidate source
+  const nlohmann::json reference = testing::fixture_reference("tiny-v41");
+  std::vector<int32_t> blocks(8);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  int64_t compared = 0;
+  for (size_t i = 0; i < reference.at("prompts").size(); ++i) {
+    const std::vector<int32_t> prompt = reference["prompts"][i].get<std::vector<int32_t>>();
+    const auto n = static_cast<int64_t>(prompt.size());
+    if (n <= keep + 2) continue;
+    const int64_t floor = n - keep;
+    for (const int64_t first_chunk : {n, floor - 1}) {
+      float first_row_entry = 0.0f;  // the compact layer's window entry of position 0: written only by the mask form
+      auto run = [&](bool compact) {
+        std::unique_ptr<KvCache> cache = model.make_kv_cache(8);
+        std::vector<float> out;
+        auto step = [&](int64_t cached, std::vector<int32_t> tokens, int64_t replay_floor) {
+          ForwardBatch batch;
+          const auto count = static_cast<int64_t>(tokens.size());
+          batch.token_ids = std::move(tokens);
+          batch.sequences.push_back({cached, count, blocks, {prompt.data(), static_cast<size_t>(cached)}});
+          batch.sequences.back().replay_floor = replay_floor;
+          batch.compact_replay = compact && replay_floor > 0;
+          const Tensor logits = model.forward(batch, *cache);
+          out.insert(out.end(), logits.data<float>(), logits.data<float>() + logits.numel());
+        };
+        step(0, {prompt.begin(), prompt.begin() + first_chunk}, floor);
+        if (first_chunk < n) step(first_chunk, {prompt.begin() + first_chunk, prompt.end()}, floor);
+        step(n, {7}, 0);  // two decode steps on the truncated prefill's cache
+        step(n + 1, {9}, 0);
+        const auto& host = dynamic_cast<const MlaKvCache&>(*cache);
+        first_row_entry = std::fabs(host.layer_entries(v41_first_compact_layer(v))[0]);
+        return out;
+      };
+      const std::vector<float> masked = run(false);
+      EXPECT_GT(first_row_entry, 0.0f);
+      const std::vector<float> compacted = run(true);
+      EXPECT_EQ(first_row_entry, 0.0f) << "compact computed a dropped row";
+      ASSERT_EQ(masked.size(), compacted.size());
+      EXPECT_EQ(std::memcmp(masked.data(), compacted.data(), masked.size() * sizeof(float)), 0)
+          << "prompt " << i << " (" << n << " tokens, first chunk " << first_chunk << ")";
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
 }
 
 }  // namespace

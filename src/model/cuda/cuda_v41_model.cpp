@@ -321,6 +321,7 @@ struct CudaV41Model::CudaBlocks {
   int64_t T, H, hc;
 
   const V41TextConfig& v() const { return model.config_.v41; }
+  void begin_layer(int64_t) {}  // no compact bounded replay here (run_to_logits refuses it)
   void embed() {
     cuda::hc_embed(model.embed_, plan.token_ids, T, hc, H, state.streams, state.pre, nullptr);
     sublayer = scratch.mark();
@@ -398,6 +399,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
            "the CUDA V4.1 model needs its own device cache");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   check_batch(batch, config_.vocab_size);
+  DI_CHECK(!batch.compact_replay, "bounded decoder replay's compact form is built for the CPU model only");
   published_.reset();
   scratch_.reset();
   idle_.record_start();
