@@ -10,6 +10,7 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = 4;  // weight rows a warp takes (independent sums: loads of all four in flight)
 constexpr int kStep = 256;       // values a warp consumes a step: 8 a lane (fewer lanes at a row's end)
+constexpr int kUnroll = 4;       // steps whose loads a warp issues together
 
 __global__ void quantize_kernel(const __nv_bfloat16* x, int64_t blocks, uint8_t* codes, uint8_t* scales) {
   begin_dependent_kernel();
@@ -73,28 +74,36 @@ __device__ __forceinline__ float dot8_fp4(uint32_t codes, float scale, const uin
   return sum * scale;
 }
 
-// The warp's dot products of kRowsPerWarp FP4 rows of `n` values with one bf16 vector in shared memory (all the
-// rows' loads of a step in flight together). Lane L takes values [s + 8L, s + 8L + 8) of each step s (its scale
-// byte: block (s + 8L) / 32).
+// The warp's dot products of kRowsPerWarp FP4 rows of `n` values with one bf16 vector in shared memory. Lane L
+// takes values [s + 8L, s + 8L + 8) of each step s (its scale byte: block (s + 8L) / 32); the loads of kUnroll
+// steps of every row are issued before their products (more bytes in flight a warp), which adds in the same order
+// as one step at a time.
 __device__ __forceinline__ void dot_rows(const Fp4Rows& w, const int64_t (&rows)[kRowsPerWarp], int n,
                                          const __nv_bfloat16* vec, const uint32_t* table,
                                          float (&sums)[kRowsPerWarp]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) sums[r] = 0.0f;
-  for (int s = 0; s < n; s += kStep) {
-    const int i = s + 8 * lane;
-    if (i >= n) break;  // the last step of a row not a multiple of kStep
-    const uint4 x = *reinterpret_cast<const uint4*>(vec + i);
-    uint32_t codes[kRowsPerWarp];
-    float scales[kRowsPerWarp];
+  for (int s = 0; s < n; s += kStep * kUnroll) {
+    uint32_t codes[kUnroll][kRowsPerWarp], scale_bytes[kUnroll][kRowsPerWarp];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-      codes[r] = __ldg(reinterpret_cast<const uint32_t*>(w.codes + rows[r] * (n / 2) + i / 2));
-      scales[r] = ue8m0_scale(__ldg(w.scales + rows[r] * (n / 32) + i / 32));
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = s + u * kStep + 8 * lane;  // past the row's end (the last steps): nothing loaded, nothing added
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r) {
+        codes[u][r] = i < n ? __ldg(reinterpret_cast<const uint32_t*>(w.codes + rows[r] * (n / 2) + i / 2)) : 0u;
+        scale_bytes[u][r] = i < n ? __ldg(w.scales + rows[r] * (n / 32) + i / 32) : 127u;
+      }
     }
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) sums[r] += dot8_fp4(codes[r], scales[r], x, table);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = s + u * kStep + 8 * lane;
+      if (i >= n) break;
+      const uint4 x = *reinterpret_cast<const uint4*>(vec + i);
+#pragma unroll
+      for (int r = 0; r < kRowsPerWarp; ++r)
+        sums[r] += dot8_fp4(codes[u][r], ue8m0_scale(static_cast<uint8_t>(scale_bytes[u][r])), x, table);
+    }
   }
 #pragma unroll
   for (int r = 0; r < kRowsPerWarp; ++r) sums[r] = warp_sum(sums[r]);
