@@ -299,16 +299,23 @@ TEST(V41Engram, PrimesAndBucketsFollowTheConfig) {
   EXPECT_EQ(t.offsets[6], 0);  // each layer's table is addressed from its own start
 }
 
+// The tiny-v41 fixture's checkpoint, loaded once for the bounded-replay tests.
+const DeepseekV41Model& tiny_v41_checkpoint() {
+  static const DeepseekV41Model model = [] {
+    const auto dir = testing::fixture_dir("tiny-v41");
+    ModelConfig config = load_model_config(dir);
+    return DeepseekV41Model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  }();
+  return model;
+}
+
 // Bounded decoder replay, mask mode, on the fixture's checkpoint: the decoder layers' windows (from the first layer
 // of ratio 1) see only the prompt's last KEEP = window + 6 tokens. Prompts no longer than KEEP give the exact
 // logits bit for bit; longer ones an approximation, reported per prompt (last-position relative error against the
 // exact prefill, and whether the greedy token stays). No row of a truncated prompt is exact in general: each
 // decoder layer carries the truncation another window further.
 TEST(V41Replay, MaskModeIsExactWithinKeepAndReportedBeyond) {
-  const auto dir = testing::fixture_dir("tiny-v41");
-  ModelConfig config = load_model_config(dir);
-  WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
-  const DeepseekV41Model model(std::move(config), std::move(weights));
+  const DeepseekV41Model& model = tiny_v41_checkpoint();
   const V41TextConfig& v = model.config().v41;
   const int64_t keep = v.sliding_window + kV41BacktrackingTokens, V = model.config().vocab_size;
   ASSERT_LT(v41_first_decoder_layer(v), v.num_hidden_layers) << "the fixture needs decoder layers";
@@ -355,10 +362,7 @@ TEST(V41Replay, MaskModeIsExactWithinKeepAndReportedBeyond) {
 // decode steps after it (which read only the kept rows' windows), are the mask form's bit for bit, for a prompt in
 // one chunk and in two (the first wholly below the floor: only its last row goes on).
 TEST(V41Replay, CompactGivesTheMaskFormsLogitsBitForBit) {
-  const auto dir = testing::fixture_dir("tiny-v41");
-  ModelConfig config = load_model_config(dir);
-  WeightStore weights = WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
-  const DeepseekV41Model model(std::move(config), std::move(weights));
+  const DeepseekV41Model& model = tiny_v41_checkpoint();
   const V41TextConfig& v = model.config().v41;
   const int64_t keep = v.sliding_window + kV41BacktrackingTokens;
   ASSERT_LT(v41_first_compact_layer(v), v.num_hidden_layers) << "the fixture needs layers past its last KV source";
