@@ -44,6 +44,10 @@ TEST(V41Config, ReadsThePublicConfig) {
   EXPECT_EQ(c.quantization.method, "fp8");
   EXPECT_EQ(c.quantization.block_rows, 32);
   EXPECT_EQ(c.quantization.expert_dtype, "fp4");
+  // Bounded replay: the decoder layers from 20 (the first of ratio 1); the compact form drops rows from 21, past
+  // layer 20, the last KV source and the candidate source (DeepInfer's consumer range starts at 20).
+  EXPECT_EQ(v41_first_decoder_layer(c), 20);
+  EXPECT_EQ(v41_first_compact_layer(c), 21);
 }
 
 // --num-layers: the public configuration at reduced depth keeps a layer of every kind, renumbered in order.
