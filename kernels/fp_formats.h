@@ -35,10 +35,13 @@ DEEPINFER_HOST_DEVICE inline float pow2_ceil(float t) {
 }
 
 // The e2m1 value nearest to x in [-6, 6]: grid 0, 0.5, 1, 1.5, 2, 3, 4, 6; a tie at a midpoint goes to the even
-// code (up at 0.75, 1.75 and 3.5, down at 0.25, 1.25, 2.5 and 5).
+// code (up at 0.75, 1.75 and 3.5, down at 0.25, 1.25, 2.5 and 5). e2m1_index: the grid index (0..7) of a
+// magnitude, which round_e2m1 and the codes below share.
+DEEPINFER_HOST_DEVICE inline uint32_t e2m1_index(float m) {
+  return (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
+}
 DEEPINFER_HOST_DEVICE inline float round_e2m1(float x) {
-  const float m = fabsf(x);
-  const int code = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
+  const auto code = static_cast<int>(e2m1_index(fabsf(x)));
   const float value = code <= 4 ? 0.5f * static_cast<float>(code) : code == 5 ? 3.0f : code == 6 ? 4.0f : 6.0f;
   return copysignf(value, x);
 }
@@ -70,8 +73,7 @@ DEEPINFER_HOST_DEVICE inline float fp4_dequantised(float x, float scale) {
 // nibble), with a ue8m0 scale byte (2^(byte - 127)) for each 32 consecutive values of a row.
 // The 4-bit code of x in [-6, 6]: the sign in bit 3, then the index of round_e2m1(|x|) on the grid.
 DEEPINFER_HOST_DEVICE inline uint32_t e2m1_code(float x) {
-  const float m = fabsf(x);
-  const uint32_t index = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
+  const uint32_t index = e2m1_index(fabsf(x));
   return (x < 0.0f && index != 0 ? 8u : 0u) | index;
 }
 // The value of a code: index e m (2 exponent bits, 1 mantissa bit) is m / 2 for e = 0, (1 + m / 2) 2^(e - 1) else.
@@ -84,9 +86,7 @@ DEEPINFER_HOST_DEVICE inline float e2m1_value(uint32_t code) {
 // codes that keep the sign of a zero (the fake-quantised -0 comes back as -0, bit for bit), and (below, after the
 // e4m3 codes) a block's scale byte, an e4m3 code or a ue8m0 byte, and its value.
 DEEPINFER_HOST_DEVICE inline uint32_t e2m1_code_signed(float x) {
-  const float m = fabsf(x);
-  const uint32_t index = (m > 0.25f) + (m >= 0.75f) + (m > 1.25f) + (m >= 1.75f) + (m > 2.5f) + (m >= 3.5f) + (m > 5.0f);
-  return (copysignf(1.0f, x) < 0.0f ? 8u : 0u) | index;
+  return (copysignf(1.0f, x) < 0.0f ? 8u : 0u) | e2m1_index(fabsf(x));
 }
 
 // A block's ue8m0 scale byte, from its largest magnitude (the power of two fp4_block_scale picks), and its value.

@@ -186,8 +186,9 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     std::vector<int32_t> compacted_positions = {};
 
     void embed() { cpu::hc_embed(model.embed_, batch->token_ids.data(), T, hc, H, streams.data(), pre.data()); }
+    const int64_t compact_layer = v41_first_compact_layer(model.config_.v41);
     void begin_layer(int64_t l) {
-      if (batch->compact_replay && l == v41_first_compact_layer(model.config_.v41)) compact();
+      if (batch->compact_replay && l == compact_layer) compact();
     }
     // Keeps each sequence's rows at or above its replay floor (at least its last row), with everything the
     // remaining layers read per row: the streams, the next collapse weights, the engram rows, the indexer's picks.

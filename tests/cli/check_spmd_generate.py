@@ -60,10 +60,10 @@ def main():
                 for r in reqs:
                     f.write(json.dumps(r) + "\n")
 
-        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
+        common = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
         if args.dummy:
-            base += ["--load-format", "dummy", "--seed", "5"]
-        base += shlex.split(args.args)
+            common += ["--load-format", "dummy", "--seed", "5"]
+        base = common + shlex.split(args.args)
         # A first run tells which token each request makes third: every third request stops on it.
         write_requests()
         first = run(base, os.path.join(tmp, "first.jsonl"))
@@ -74,7 +74,7 @@ def main():
         single = run(base, os.path.join(tmp, "single.jsonl"))
         assert any(r["finish_reason"] == "stop" for r in single)
         if args.same_as_args is not None:
-            other = [a for a in base if a not in shlex.split(args.args)] + shlex.split(args.same_as_args)
+            other = common + shlex.split(args.same_as_args)
             assert run(other, os.path.join(tmp, "other.jsonl")) == single, f"{args.same_as_args} differs from {args.args}"
         spmd = run(shlex.split(args.mpirun) + ["-np", str(args.ranks)] + base + ["--deploy", args.deploy],
                    os.path.join(tmp, "spmd.jsonl"), args.expect_log)

@@ -72,6 +72,13 @@ WeightStore load_weights(const ModelConfig& config, const std::filesystem::path&
   return WeightStore::load(config, dir, LoadFormat::kSafetensors, 0);
 }
 
+// The FP8/FP4 fixture with every compressed entry selected, on GPU 0 (the set-up of the batch tests).
+struct AllSelectedFp8Fixture {
+  std::filesystem::path dir = testing::fixture_dir("tiny-v41-fp8");
+  ModelConfig config = all_selected(load_model_config(dir));
+  CudaV41Model gpu{config, HostWeightSource(load_weights(config, dir)), 0};
+};
+
 // The tensors the CUDA model keeps in fp32: the hyper-connections' bases and scales, the sinks, the routers' bias.
 bool kept_fp32(const std::string& name) {
   for (const char* end : {"_base", "_scale", "attn_sink", "gate.bias"})
@@ -186,11 +193,10 @@ void expect_mostly_calm(const std::vector<double>& errors, const std::string& wh
 // token, every position.
 TEST(CudaV41, MostPositionsMatchTheCpuWhereNoIndexerChoiceIsLeft) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const auto dir = testing::fixture_dir("tiny-v41-fp8");
-  const ModelConfig config = all_selected(load_model_config(dir));
-  const WeightStore weights = load_weights(config, dir);
-  const CudaV41Model gpu(config, HostWeightSource(weights), 0);
-  const DeepseekV41Model cpu(config, load_weights(config, dir));
+  const AllSelectedFp8Fixture fixture;
+  const ModelConfig& config = fixture.config;
+  const CudaV41Model& gpu = fixture.gpu;
+  const DeepseekV41Model cpu(config, load_weights(config, fixture.dir));
   std::vector<double> one_shot_errors, decode_errors;
   for (const std::vector<int32_t>& prompt : fixture_prompts()) {
     const Tensor want = one_shot(cpu, prompt);
@@ -249,10 +255,9 @@ TEST(CudaV41, EngramTablesInHostMemoryGiveTheSameLogits) {
 // on the FP8/FP4 fixture with every entry selected.
 TEST(CudaV41, SequencesInOneBatchDoNotMix) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const auto dir = testing::fixture_dir("tiny-v41-fp8");
-  const ModelConfig config = all_selected(load_model_config(dir));
-  const WeightStore weights = load_weights(config, dir);
-  const CudaV41Model gpu(config, HostWeightSource(weights), 0);
+  const AllSelectedFp8Fixture fixture;
+  const ModelConfig& config = fixture.config;
+  const CudaV41Model& gpu = fixture.gpu;
   const auto prompts = fixture_prompts();
   std::unique_ptr<KvCache> cache = gpu.make_kv_cache(16);
   std::vector<std::vector<int32_t>> tables = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
@@ -297,10 +302,9 @@ TEST(CudaV41, SequencesInOneBatchDoNotMix) {
 // runs alone.
 TEST(CudaV41, ManySequencesDecodeAsEachAlone) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const auto dir = testing::fixture_dir("tiny-v41-fp8");
-  const ModelConfig config = all_selected(load_model_config(dir));
-  const WeightStore weights = load_weights(config, dir);
-  const CudaV41Model gpu(config, HostWeightSource(weights), 0);
+  const AllSelectedFp8Fixture fixture;
+  const ModelConfig& config = fixture.config;
+  const CudaV41Model& gpu = fixture.gpu;
   const auto prompts = fixture_prompts();
   constexpr int kSequences = 40;
   ASSERT_GT(kSequences * config.num_experts_per_tok, CudaMoe::kGemvMaxPairs);
