@@ -131,9 +131,11 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
     else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8 && name.ends_with(".engram.embed.weight"))
       // DeepSeek-V4.1's engram tables: a scale per 32 values of a row (rows are gathered one by one).
       store.tensors_.emplace(name, dequantize_fp8_blocks(checkpoint.read(name), checkpoint.read(scale_of(name)), 1, 32));
-    else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8)
+    else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8) {
       store.tensors_.emplace(name, dequantize_fp8_blocks(checkpoint.read(name), checkpoint.read(scale_of(name)),
                                                          config.quantization.block_rows, config.quantization.block_cols));
+      store.stored_fp8_.insert(name);
+    }
     else
       store.tensors_.emplace(name, to_f32(checkpoint.read(name)));
   };

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "src/core/tensor.h"
 #include "src/model/model_config.h"
@@ -33,9 +34,13 @@ class WeightStore {
   const float* data_or_null(const std::string& name) const;
   size_t num_tensors() const { return tensors_.size(); }
   int64_t num_parameters() const;
+  // Whether the checkpoint held `name` as FP8 e4m3 blocks (the store has its dequantised values): the CUDA
+  // backend keeps those as FP8 again, and only those.
+  bool stored_as_fp8(const std::string& name) const { return stored_fp8_.contains(name); }
 
  private:
   std::unordered_map<std::string, Tensor> tensors_;
+  std::unordered_set<std::string> stored_fp8_;
 };
 
 // The seeded value of a dummy tensor: N(0,1)/sqrt(fan_in) for matrices, 1 + 0.2 N(0,1) for norm weights,

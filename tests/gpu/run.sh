@@ -36,7 +36,7 @@ fi
 
 echo "== compute-sanitizer racecheck on the shared-memory kernels of V4.1 (hyper-connections, routing) and the norms"
 if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool racecheck --error-exitcode 9 $build/tests/gpu_tests --gtest_filter='*hc_*:*route_topk*:*rms_norm*:*sparse_window*:*compress_pool*:*indexer_scores*:*select_topk*:*candidate_blocks*:*moe_gemv_fp4*:*fp4_rows*:*fp8_blocks*' \
+  compute-sanitizer --tool racecheck --error-exitcode 9 $build/tests/gpu_tests --gtest_filter='*hc_*:*route_topk*:*rms_norm*:*sparse_window*:*compress_pool*:*indexer_scores*:*select_topk*:*candidate_blocks*:*moe_gemv_fp4*:*fp4_rows*:*fp8_blocks*:*linear_skinny*' \
     --gtest_brief=1 --gtest_color=no > "$out/racecheck.log" 2>&1 || status=1
   grep -E "FAILED|Failure|SUMMARY|PASSED" "$out/racecheck.log" | head -4
 fi

@@ -552,6 +552,32 @@ void linear_gemv_fp8(OpRun& r) {
   r.close("outputs", got, want);
 }
 
+// The FP8 tensor-core Linear for decode batches against the CPU's Linear on the dequantised weight (the same
+// products as the bf16 skinny kernel: only the order of the fp32 sums differs).
+void linear_skinny_fp8(OpRun& r) {
+  const int64_t m = r["rows"], n = r["n"], k = r["k"];
+  const bool f32 = r["f32_out"] != 0;
+  std::vector<float> x_f, w_raw;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
+  r.random_bf16(n * k, w_raw, 0.05f);
+  std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
+  std::vector<float> w_f(n * k);
+  cpu::quantize_fp8_blocks(w_raw.data(), n, k, codes.data(), scales.data());
+  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, w_f.data());
+  auto d_codes = DeviceArray<uint8_t>::from_host(codes), d_scales = DeviceArray<uint8_t>::from_host(scales);
+  DeviceArray<Bf16> y16(m * n);
+  DeviceArray<float> y32(m * n);
+  y16.poison();
+  y32.poison();
+  ASSERT_TRUE(cuda::linear_skinny_fp8_supports(n, k));
+  cuda::linear_skinny_fp8(bf(x), d_codes.data(), d_scales.data(), f32 ? static_cast<void*>(y32.data()) : bf(y16), f32,
+                          m, n, k, num_sms(), nullptr);
+  sync();
+  std::vector<float> want(m * n);
+  cpu::linear(x_f.data(), w_f.data(), nullptr, want.data(), m, n, k);
+  r.close("outputs", f32 ? y32.to_host() : to_float(y16.to_host()), want);
+}
+
 }  // namespace
 
 void add_dense_rows(OpTable& t) {
@@ -579,6 +605,15 @@ void add_dense_rows(OpTable& t) {
             {{"rows", rows}, {"n", 96}, {"k", 64}, {"x_row", 256}, {"y_row", 200}, {"f32_out", f32}},
             f32 ? kF32 : kBf16, linear_gemv_fp8);
     }
+  // Decode batches past the matrix-vector kernels; V4.1's shapes (the stacked q/KV projection, the shared expert's
+  // down projection, wo_b's k = 8192 split over a cluster), columns that end inside a block's 64, k = 64.
+  for (int64_t rows : {9, 16, 33, 64})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{1792, 5120}, {5120, 2304}, {512, 8192}, {1056, 160}, {96, 64}})
+      for (int64_t f32 : {0, 1}) {
+        if (f32 && rows != 33) continue;
+        t.add("linear_skinny_fp8", f32 ? "f32" : "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", f32}},
+              f32 ? kF32 : kBf16, linear_skinny_fp8);
+      }
   for (int64_t width : {576, 1536})
     t.add("write_kv_entries", "bf16",
           {{"tokens", 70}, {"dim", 576}, {"src_stride", 600}, {"slots", 640}, {"cache_stride", width}}, kExact,

@@ -87,7 +87,7 @@ TEST(Quantization, V41CheckpointWithFp8ProjectionsAndFp4ExpertsLoads) {
     if (name.starts_with("mtp.")) ++draft;
     else (name.find(".experts.") != std::string::npos ? fp4 : fp8) += 1;
   }
-  EXPECT_EQ(fp8, 5);    // wq_a, wq_b, wkv, wo_a, wo_b of layer 1
+  EXPECT_EQ(fp8, 8);    // wq_a, wq_b, wkv, wo_a, wo_b and the shared expert's w1, w2, w3 of layer 1
   EXPECT_EQ(fp4, 24);   // w1, w2, w3 of its 8 experts
   EXPECT_EQ(draft, 3);  // the DSpark layer's FP8, FP4 and fp32 tensors, kept under their checkpoint names
 }
@@ -145,7 +145,7 @@ TEST(Quantization, CheckpointValuesQuantiseBackToThemselves) {
     EXPECT_EQ(differing, 0) << name;
     ++checked;
   }
-  EXPECT_EQ(checked, 29);  // 5 FP8 projections and 24 FP4 expert tensors
+  EXPECT_EQ(checked, 32);  // 8 FP8 projections (5 attention, 3 shared expert) and 24 FP4 expert tensors
 }
 
 // The CUDA cache keeps V4.1's compressed entries and indexer keys as FP4 bytes: what fake_quant_fp4 makes of rows

@@ -148,8 +148,8 @@ DeviceMlp CudaDeepseekModel::upload_mlp(const DeviceWeightSource& weights, const
   auto* gate_up = static_cast<Bf16*>(arena_.take(2 * inter * H * sizeof(Bf16)));
   weights.fill_bf16(prefix + ".gate_proj.weight", {inter, H}, gate_up);
   weights.fill_bf16(prefix + ".up_proj.weight", {inter, H}, gate_up + inter * H);
-  mlp.gate_up = gate_up;
-  mlp.down = upload(weights, prefix + ".down_proj.weight");
+  mlp.gate_up = {.bf16 = gate_up, .n = 2 * inter, .k = H};
+  mlp.down = {.bf16 = upload(weights, prefix + ".down_proj.weight"), .n = H, .k = inter};
   return mlp;
 }
 

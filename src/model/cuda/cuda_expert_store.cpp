@@ -75,10 +75,14 @@ void CudaExpertStore::load(int64_t moe_layer, int64_t expert, const DeviceWeight
 
 DeviceMlp CudaExpertStore::expert_mlp(int64_t moe_layer, int64_t expert) const {
   const int64_t H = hidden(), I = intermediate();
-  if (format_ == Format::kBf16)
-    return {layers_[moe_layer].gate_up + expert * 2 * I * H, layers_[moe_layer].down + expert * H * I, I};
-  dequantize(moe_layer, expert, 1, staging_.data(), staging_.data() + 2 * I * H);
-  return {staging_.data(), staging_.data() + 2 * I * H, I, cuda::WeightSource::kFromStream};
+  const Bf16* gate_up = layers_[moe_layer].gate_up + expert * 2 * I * H;
+  const Bf16* down = layers_[moe_layer].down + expert * H * I;
+  auto source = cuda::WeightSource::kResident;
+  if (format_ == Format::kFp4) {
+    dequantize(moe_layer, expert, 1, staging_.data(), staging_.data() + 2 * I * H);
+    gate_up = staging_.data(), down = staging_.data() + 2 * I * H, source = cuda::WeightSource::kFromStream;
+  }
+  return {{.bf16 = gate_up, .n = 2 * I, .k = H}, {.bf16 = down, .n = H, .k = I}, I, source};
 }
 
 void CudaExpertStore::dequantize(int64_t moe_layer, int64_t first, int64_t count, Bf16* gate_up, Bf16* down) const {
@@ -112,8 +116,8 @@ std::vector<float> CudaExpertStore::export_weights(int64_t moe_layer, int64_t ex
   const int64_t I = intermediate(), H = hidden();
   std::vector<uint16_t> bits(3 * I * H);
   const DeviceMlp mlp = expert_mlp(moe_layer, expert);
-  DI_CUDA_CHECK(cudaMemcpy(bits.data(), mlp.gate_up, 2 * I * H * sizeof(uint16_t), cudaMemcpyDeviceToHost));
-  DI_CUDA_CHECK(cudaMemcpy(bits.data() + 2 * I * H, mlp.down, H * I * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(bits.data(), mlp.gate_up.bf16, 2 * I * H * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(bits.data() + 2 * I * H, mlp.down.bf16, H * I * sizeof(uint16_t), cudaMemcpyDeviceToHost));
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
   return out;

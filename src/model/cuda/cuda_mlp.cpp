@@ -1,11 +1,23 @@
 #include "src/model/cuda/cuda_mlp.h"
 
+#include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
 #include "kernels/cuda/silu_mul.cuh"
 
 namespace deepinfer {
+
+DeviceLinear DeviceLinear::rows(int64_t first, int64_t count) const {
+  DeviceLinear part = *this;
+  part.n = count;
+  if (bf16 != nullptr) part.bf16 = bf16 + first * k;
+  if (fp8 != nullptr) {
+    part.fp8 = fp8 + first * k;
+    part.scales = scales + first / 32 * (k / 32);
+  }
+  return part;
+}
 
 void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m,
                    int64_t n, int64_t k, int num_sms, cuda::WeightSource source) {
@@ -15,19 +27,32 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
   DI_CUBLAS_CHECK(cuda::linear_bf16(lane.blas, x, w, y, y_fp32, m, n, k));
 }
 
+void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
+                   ScratchPool& scratch, int num_sms, cuda::WeightSource source) {
+  if (w.fp8 == nullptr) return device_linear(lane, x, w.bf16, y, y_fp32, m, w.n, w.k, num_sms, source);
+  if (m <= cuda::kLinearGemvMaxRows)
+    return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, lane.stream);
+  if (m <= cuda::kLinearSkinnyMaxRows && cuda::linear_skinny_fp8_supports(w.n, w.k))
+    return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
+  auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
+  cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, lane.stream);
+  device_linear(lane, x, dequantised, y, y_fp32, m, w.n, w.k, num_sms, cuda::WeightSource::kFromStream);
+}
+
 void device_mlp(Lane lane, const DeviceMlp& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,
                 int64_t hidden, ScratchPool& scratch, int num_sms, float swiglu_limit) {
   const int64_t H = hidden;
   auto* act = scratch.alloc<__nv_bfloat16>(rows * w.inter);
-  if (rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0) {  // a few rows: matrix-vector kernels
-    cuda::swiglu_gemv(h, w.gate_up, act, rows, w.inter, H, swiglu_limit, lane.stream);
-    cuda::linear_gemv(act, w.down, out, false, rows, H, w.inter, lane.stream);
+  const bool bf16 = w.gate_up.fp8 == nullptr && w.down.fp8 == nullptr;
+  if (bf16 && rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0) {  // a few rows: matrix-vector kernels
+    cuda::swiglu_gemv(h, w.gate_up.bf16, act, rows, w.inter, H, swiglu_limit, lane.stream);
+    cuda::linear_gemv(act, w.down.bf16, out, false, rows, H, w.inter, lane.stream);
     return;
   }
   auto* gate_up = scratch.alloc<__nv_bfloat16>(rows * 2 * w.inter);
-  device_linear(lane, h, w.gate_up, gate_up, false, rows, 2 * w.inter, H, num_sms, w.source);
+  device_linear(lane, h, w.gate_up, gate_up, false, rows, scratch, num_sms, w.source);
   cuda::silu_mul(gate_up, act, rows, w.inter, swiglu_limit, lane.stream);
-  device_linear(lane, act, w.down, out, false, rows, H, w.inter, num_sms, w.source);
+  device_linear(lane, act, w.down, out, false, rows, scratch, num_sms, w.source);
 }
 
 }  // namespace deepinfer

@@ -24,9 +24,20 @@ struct Lane {
   cublasHandle_t blas;
 };
 
+// A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a ue8m0 scale per 32 x 32
+// block (kernels/cuda/fp8_linear.cuh; n and k multiples of 32 there).
+struct DeviceLinear {
+  const __nv_bfloat16* bf16 = nullptr;  // [n, k], or
+  const uint8_t* fp8 = nullptr;         // [n, k] codes and
+  const uint8_t* scales = nullptr;      // [n / 32, k / 32] scale bytes
+  int64_t n = 0, k = 0;
+  // Rows [first, first + count) (first and count multiples of 32 where FP8).
+  DeviceLinear rows(int64_t first, int64_t count) const;
+};
+
 struct DeviceMlp {
-  const __nv_bfloat16* gate_up = nullptr;  // [2 * inter, hidden]: gate rows, then up rows
-  const __nv_bfloat16* down = nullptr;     // [hidden, inter]
+  DeviceLinear gate_up;  // [2 * inter, hidden]: gate rows, then up rows
+  DeviceLinear down;     // [hidden, inter]
   int64_t inter = 0;
   cuda::WeightSource source = cuda::WeightSource::kResident;  // kFromStream: dequantised by an earlier kernel
 };
@@ -36,6 +47,11 @@ struct DeviceMlp {
 void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m,
                    int64_t n, int64_t k, int num_sms,
                    cuda::WeightSource source = cuda::WeightSource::kResident);
+// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows (matrix-vector
+// kernels up to kLinearGemvMaxRows, then the skinny tensor-core kernel); above, where a step's many rows amortise
+// it, the weight is dequantised into `scratch` for the bf16 GEMM.
+void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
+                   ScratchPool& scratch, int num_sms, cuda::WeightSource source = cuda::WeightSource::kResident);
 // out [rows, hidden] = down(silu(gate h) * (up h)), gate and up clamped first where swiglu_limit > 0 (V4.1),
 // temporaries from `scratch`.
 void device_mlp(Lane lane, const DeviceMlp& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,

@@ -68,7 +68,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
       fp4_experts ? CudaExpertStore::Format::kFp4 : CudaExpertStore::Format::kBf16);
   const size_t before_layers = arena_.bytes_in_use();
   moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
-  // The attention projections in FP8 where the checkpoint has them so (its .attn.w* weights).
+  // The attention projections and shared experts in FP8 where the checkpoint has them so (stored_fp8).
   const bool fp8 = c.quantization.fp8;
   DI_INPUT_CHECK(!fp8 || (v.q_lora_rank % 32 == 0 && hd % 32 == 0 && H % 32 == 0 &&
                           (v.num_attention_heads * hd / v.o_groups) % 32 == 0),
@@ -76,7 +76,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                  "group's heads x head_dim must be multiples of 32");
   // wo_a runs group by group: FP8 where a group's rows are whole scale blocks (o_lora_rank 1024 in the release;
   // the tiny fixture's 16 keeps it bf16, which holds its FP8 values exactly).
-  const bool fp8_wo_a = fp8 && v.o_lora_rank % 32 == 0;
+  const bool fp8_wo_a_shape = v.o_lora_rank % 32 == 0;
   int64_t keys_ratio = -1;       // of the latest layer that owns indexer keys
   int64_t entries_ratio = -1;    // of the latest KV source
   int64_t selection_ratio = -1;  // of the keys the latest index source scored
@@ -105,17 +105,19 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
     layer.attn_norm = upload(weights, p + "attn_norm.weight");
     layer.ffn_norm = upload(weights, p + "ffn_norm.weight");
     // The query's first projection and K=V both read h: stacked, one product.
-    layer.q_kv = upload_projection(weights, {a + "wq_a.weight", a + "wkv.weight"}, fp8);
+    const std::vector<std::string> q_kv = {a + "wq_a.weight", a + "wkv.weight"};
+    layer.q_kv = upload_projection(weights, q_kv, stored_fp8(weights, q_kv));
     if (layer.kv_source) {
       std::vector<std::string> parts = {a + "compressor.wkv.weight"};
       if (layer.ratio > 1) parts.push_back(a + "compressor.wgate.weight");
       layer.compressor = upload_projection(weights, parts, false);
     }
     layer.q_norm = upload(weights, a + "q_norm.weight");
-    layer.wq_b = upload_projection(weights, {a + "wq_b.weight"}, fp8);
+    layer.wq_b = upload_projection(weights, {a + "wq_b.weight"}, stored_fp8(weights, {a + "wq_b.weight"}));
     layer.kv_norm = upload(weights, a + "kv_norm.weight");
-    layer.wo_a = upload_projection(weights, {a + "wo_a.weight"}, fp8_wo_a);
-    layer.wo_b = upload_projection(weights, {a + "wo_b.weight"}, fp8);
+    layer.wo_a = upload_projection(weights, {a + "wo_a.weight"},
+                                   fp8_wo_a_shape && stored_fp8(weights, {a + "wo_a.weight"}));
+    layer.wo_b = upload_projection(weights, {a + "wo_b.weight"}, stored_fp8(weights, {a + "wo_b.weight"}));
     layer.attn_sink = upload_f32(weights, a + "attn_sink");
     if (layer.kv_source) layer.compressor_norm = upload(weights, a + "compressor.norm.weight");
     if (layer.index_source) {
@@ -133,10 +135,10 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
     if (m.has_shared) {
       const std::string s = p + "ffn.shared_experts.";
       const int64_t I = shapes_.at(s + "w1.weight")[0];
-      auto* gate_up = static_cast<Bf16*>(arena_.take(2 * I * H * sizeof(Bf16)));
-      fill_rows(weights, s + "w1.weight", gate_up, 0);  // w1 the gate, w3 the up projection
-      fill_rows(weights, s + "w3.weight", gate_up, I);
-      m.shared = {gate_up, upload(weights, s + "w2.weight"), I};
+      const std::vector<std::string> gate_up = {s + "w1.weight", s + "w3.weight"};  // w1 the gate, w3 the up
+      const bool shared_fp8 = I % 32 == 0 && stored_fp8(weights, {s + "w1.weight", s + "w2.weight", s + "w3.weight"});
+      m.shared = {upload_projection(weights, gate_up, shared_fp8),
+                  upload_projection(weights, {s + "w2.weight"}, shared_fp8), I};
     }
     for (int64_t e = 0; e < c.n_routed_experts; ++e) {
       const std::string prefix = fmt::format("{}ffn.experts.{}.", p, e);
@@ -263,24 +265,13 @@ CudaV41Model::Projection CudaV41Model::upload_projection(const DeviceWeightSourc
   return p;
 }
 
-CudaV41Model::Projection CudaV41Model::Projection::rows(int64_t first, int64_t count) const {
-  Projection p = *this;
-  p.n = count;
-  if (bf16 != nullptr) p.bf16 = bf16 + first * k;
-  if (fp8 != nullptr) {
-    p.fp8 = fp8 + first * k;
-    p.scales = scales + first / 32 * (k / 32);
-  }
-  return p;
+bool CudaV41Model::stored_fp8(const DeviceWeightSource& weights, const std::vector<std::string>& names) const {
+  if (!config_.quantization.fp8) return false;
+  return std::ranges::all_of(names, [&](const std::string& name) { return weights.stored_fp8(name).value_or(true); });
 }
 
 void CudaV41Model::linear(const Bf16* x, const Projection& w, void* y, bool y_fp32, int64_t m) const {
-  if (w.fp8 == nullptr) return linear(x, w.bf16, y, y_fp32, m, w.n, w.k);
-  if (m <= cuda::kLinearGemvMaxRows)
-    return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, nullptr);
-  auto* dequantised = scratch_.alloc<Bf16>(w.n * w.k);
-  cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, nullptr);
-  device_linear(main_lane(), x, dequantised, y, y_fp32, m, w.n, w.k, num_sms_, cuda::WeightSource::kFromStream);
+  device_linear(main_lane(), x, w, y, y_fp32, m, scratch_, num_sms_);
 }
 
 void CudaV41Model::fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked,

@@ -14,8 +14,8 @@
 // The compressed entries, index keys, selections and candidate masks of a step live in its `published_`
 // pool, what one sublayer needs only in `scratch_` (rewound at every sublayer).
 // Weights as the checkpoint stores them: FP8 attention projections (wq_a, wkv, wq_b, wo_b, and wo_a where its
-// groups' rows are whole 32-row scale blocks) and FP4 routed
-// experts where its quantization_config says so (quantised on the device from the loaded values, which they
+// groups' rows are whole 32-row scale blocks) and shared experts where the checkpoint holds them as FP8, and FP4
+// routed experts where its quantization_config says so (quantised on the device from the loaded values, which they
 // reproduce exactly), the rest bf16 (fp32: the hyper-connections' bases and scales, the sinks, the routers' bias).
 // Engram: the step's table rows hashed on the host (engram_hash.h) and uploaded with the plan; rows gathered
 // from the tables (FP8 with a scale per 32 values where the checkpoint is FP8, else bf16; in GPU memory or, with
@@ -23,7 +23,7 @@
 // projected by wkv and gated into the streams (engram_mix).
 // Decode steps (one new token a sequence) lay the compressed entries out in fixed shapes (StepPlan::Groups) and
 // replay CUDA graphs (decode_graphs.h).
-// Not built yet: FP8 shared experts; the published entries are still copied per step (O(context) bytes, no
+// Not built yet: the published entries are still copied per step (O(context) bytes, no
 // arithmetic) rather than read in place through the block tables.
 #pragma once
 
@@ -73,16 +73,9 @@ class CudaV41Model final : public CausalLm {
     const float* base = nullptr;   // [(2 + hc) * hc]
     const float* scale = nullptr;  // [3]
   };
-  // A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a ue8m0 scale per 32 x 32
-  // block (kernels/cuda/fp8_linear.cuh), quantised on the device when loaded.
-  struct Projection {
-    const Bf16* bf16 = nullptr;
-    const uint8_t* fp8 = nullptr;     // [n, k]
-    const uint8_t* scales = nullptr;  // [n / 32, k / 32]
-    int64_t n = 0, k = 0;
-    // Rows [first, first + rows) (first and rows multiples of 32 where FP8).
-    Projection rows(int64_t first, int64_t count) const;
-  };
+  // A Linear's weight as the checkpoint stores it (cuda_mlp.h): FP8 ones quantised on the device when loaded, from
+  // values they reproduce exactly.
+  using Projection = DeviceLinear;
   struct Layer : V41LayerRole {
     HyperMix hc_attn, hc_ffn;
     const Bf16 *attn_norm = nullptr, *ffn_norm = nullptr;
@@ -117,6 +110,9 @@ class CudaV41Model final : public CausalLm {
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   // The named weights stacked by rows into one Projection, FP8 with `fp8`.
   Projection upload_projection(const DeviceWeightSource& weights, const std::vector<std::string>& names, bool fp8);
+  // Whether every named weight is FP8 in the checkpoint (with dummy weights: whether the quantization_config says
+  // FP8), and so is held as FP8 on the device.
+  bool stored_fp8(const DeviceWeightSource& weights, const std::vector<std::string>& names) const;
   float* upload_f32(const DeviceWeightSource& weights, const std::string& name);
   // Fills rows [row, row + rows of `name`) of a stacked [*, cols] weight.
   void fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked, int64_t row) const;
@@ -133,8 +129,7 @@ class CudaV41Model final : public CausalLm {
   void run_indexer(int64_t l, const StepPlan& plan, StepState& state, const Bf16* h, const Bf16* q_residual) const;
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream.
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
-  // The same for a Projection: FP8 weights as matrix-vector kernels up to kLinearGemvMaxRows rows, else
-  // dequantised into scratch for the bf16 GEMM.
+  // The same for a Projection (device_linear: FP8 read as stored up to decode sizes, dequantised into scratch above).
   void linear(const Bf16* x, const Projection& w, void* y, bool y_fp32, int64_t m) const;
   // RoPE in place on the last qk_rope_head_dim of rows `stride` apart, `per_position` rows a position, with the
   // main or the compress table.

@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 
+#include <optional>
 #include <string>
 
 #include "src/model/weights.h"
@@ -21,6 +22,9 @@ class DeviceWeightSource {
   // store holds just those rows).
   virtual void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
                               __nv_bfloat16* dst) const = 0;
+  // Whether the checkpoint stores `name` as FP8 e4m3 blocks; nullopt where there is no checkpoint (dummy values:
+  // the model's quantization_config decides, as the released checkpoint would store it).
+  virtual std::optional<bool> stored_fp8(const std::string& name) const = 0;
 };
 
 class HostWeightSource final : public DeviceWeightSource {
@@ -31,6 +35,7 @@ class HostWeightSource final : public DeviceWeightSource {
   void fill_f32(const std::string& name, const Shape& shape, float* dst) const override;
   void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
                       __nv_bfloat16* dst) const override;
+  std::optional<bool> stored_fp8(const std::string& name) const override { return weights_.stored_as_fp8(name); }
 
  private:
   const WeightStore& weights_;
@@ -44,6 +49,7 @@ class DummyWeightSource final : public DeviceWeightSource {
   void fill_f32(const std::string& name, const Shape& shape, float* dst) const override;
   void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
                       __nv_bfloat16* dst) const override;
+  std::optional<bool> stored_fp8(const std::string&) const override { return std::nullopt; }
 
  private:
   uint64_t seed_;
