@@ -54,7 +54,7 @@ int run(int argc, char** argv) {
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   std::mt19937 rng(5);
   const double bytes_per_expert = 3.0 * kInter * kHidden * (0.5 + 1.0 / 32);
-  std::printf("%6s %8s %9s %10s %8s\n", "batch", "experts", "GB", "ms", "TB/s");
+  std::printf("%6s %8s %9s %10s %8s  %s\n", "batch", "experts", "GB", "ms", "TB/s", "form");
   for (int64_t tokens : {1, 8, 16, 32, 64, 128}) {
     std::vector<int32_t> ids;
     std::set<int32_t> touched;
@@ -67,15 +67,20 @@ int run(int argc, char** argv) {
     std::vector<float> weights(ids.size(), 1.0f / kTopK);
     auto d_ids = DeviceArray<int32_t>::from_host(ids);
     auto d_weights = DeviceArray<float>::from_host(weights);
-    const float ms = median_ms(reps, [&] {
-      cuda::moe_gemv_gate_up_fp4(x.data(), d_ids.data(), tokens, kTopK, kExperts, kHidden, kInter,
-                                 {gate_up_codes.data(), gate_up_scales.data()}, 10.0f, act.data(), cudaStreamPerThread);
-      cuda::moe_gemv_down_fp4(act.data(), d_ids.data(), d_weights.data(), tokens, kTopK, kExperts, kHidden, kInter,
-                              {down_codes.data(), down_scales.data()}, out.data(), cudaStreamPerThread);
-    });
     const double bytes = bytes_per_expert * static_cast<double>(touched.size());
-    std::printf("%6ld %8zu %9.3f %10.3f %8.2f\n", static_cast<long>(tokens), touched.size(), bytes / 1e9, ms,
-                bytes / (ms * 1e-3) / 1e12);
+    for (const auto& [form_value, name] : {std::pair{cuda::Fp4GemvForm::kTensorCores, "tensor cores"},
+                                           std::pair{cuda::Fp4GemvForm::kScalar, "scalar"}}) {
+      const cuda::Fp4GemvForm form = form_value;
+      const float ms = median_ms(reps, [&] {
+        cuda::moe_gemv_gate_up_fp4(x.data(), d_ids.data(), tokens, kTopK, kExperts, kHidden, kInter,
+                                   {gate_up_codes.data(), gate_up_scales.data()}, 10.0f, act.data(), cudaStreamPerThread,
+                                   form);
+        cuda::moe_gemv_down_fp4(act.data(), d_ids.data(), d_weights.data(), tokens, kTopK, kExperts, kHidden, kInter,
+                                {down_codes.data(), down_scales.data()}, out.data(), cudaStreamPerThread, form);
+      });
+      std::printf("%6ld %8zu %9.3f %10.3f %8.2f  %s\n", static_cast<long>(tokens), touched.size(), bytes / 1e9, ms,
+                  bytes / (ms * 1e-3) / 1e12, name);
+    }
   }
   return 0;
 }
