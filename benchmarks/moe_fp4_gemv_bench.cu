@@ -6,7 +6,9 @@
 //
 // Every expert's codes are distinct memory (3.4 GB in all, far past the 50 MB L2). Prints per batch the distinct
 // experts touched, the bytes they hold (codes and scales: what a step must read at least), the median time of
-// the two kernels and that byte count over it.
+// the two kernels and that byte count over it. A tensor-core form of the pair (mma.sync on fp16, the e2m1 codes
+// converted through e4m3) measured no faster at batch 32-128 and slower below, limited by the L1 traffic of its
+// 16-byte-per-row loads (commit be582d9's message, results/h200/v41/moe-fp4-gemv-mma-ab.txt), and was withdrawn.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -54,7 +56,7 @@ int run(int argc, char** argv) {
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   std::mt19937 rng(5);
   const double bytes_per_expert = 3.0 * kInter * kHidden * (0.5 + 1.0 / 32);
-  std::printf("%6s %8s %9s %10s %8s  %s\n", "batch", "experts", "GB", "ms", "TB/s", "form");
+  std::printf("%6s %8s %9s %10s %8s\n", "batch", "experts", "GB", "ms", "TB/s");
   for (int64_t tokens : {1, 8, 16, 32, 64, 128}) {
     std::vector<int32_t> ids;
     std::set<int32_t> touched;
@@ -68,19 +70,14 @@ int run(int argc, char** argv) {
     auto d_ids = DeviceArray<int32_t>::from_host(ids);
     auto d_weights = DeviceArray<float>::from_host(weights);
     const double bytes = bytes_per_expert * static_cast<double>(touched.size());
-    for (const auto& [form_value, name] : {std::pair{cuda::Fp4GemvForm::kTensorCores, "tensor cores"},
-                                           std::pair{cuda::Fp4GemvForm::kScalar, "scalar"}}) {
-      const cuda::Fp4GemvForm form = form_value;
-      const float ms = median_ms(reps, [&] {
-        cuda::moe_gemv_gate_up_fp4(x.data(), d_ids.data(), tokens, kTopK, kExperts, kHidden, kInter,
-                                   {gate_up_codes.data(), gate_up_scales.data()}, 10.0f, act.data(), cudaStreamPerThread,
-                                   form);
-        cuda::moe_gemv_down_fp4(act.data(), d_ids.data(), d_weights.data(), tokens, kTopK, kExperts, kHidden, kInter,
-                                {down_codes.data(), down_scales.data()}, out.data(), cudaStreamPerThread, form);
-      });
-      std::printf("%6ld %8zu %9.3f %10.3f %8.2f  %s\n", static_cast<long>(tokens), touched.size(), bytes / 1e9, ms,
-                  bytes / (ms * 1e-3) / 1e12, name);
-    }
+    const float ms = median_ms(reps, [&] {
+      cuda::moe_gemv_gate_up_fp4(x.data(), d_ids.data(), tokens, kTopK, kExperts, kHidden, kInter,
+                                 {gate_up_codes.data(), gate_up_scales.data()}, 10.0f, act.data(), cudaStreamPerThread);
+      cuda::moe_gemv_down_fp4(act.data(), d_ids.data(), d_weights.data(), tokens, kTopK, kExperts, kHidden, kInter,
+                              {down_codes.data(), down_scales.data()}, out.data(), cudaStreamPerThread);
+    });
+    std::printf("%6ld %8zu %9.3f %10.3f %8.2f\n", static_cast<long>(tokens), touched.size(), bytes / 1e9, ms,
+                bytes / (ms * 1e-3) / 1e12);
   }
   return 0;
 }

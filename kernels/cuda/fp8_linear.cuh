@@ -5,7 +5,8 @@
 //   linear_gemv_fp8   y[t, j] = x[t, :] . W[j, :] for t < m <= kLinearGemvMaxRows: a warp per output column, each
 //                     lane 16 codes (one 16-byte load) a step, converted two at a time by the hardware's e4m3x2
 //                     conversion; x bf16 rows x_row apart, y bf16 or fp32 rows y_row apart (multiples of 8)
-// Above kLinearGemvMaxRows rows the model dequantises the weight into scratch and runs the bf16 GEMM.
+// The model runs it up to 2 rows (kFp8GemvMaxLinearRows), the skinny tensor-core kernel's FP8 form
+// (linear_skinny.cuh) up to 64, and above dequantises the weight into scratch for the bf16 GEMM.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -31,16 +31,12 @@ void quantize_fp4_rows(const __nv_bfloat16* x, int64_t rows, int64_t cols, uint8
 void dequantize_fp4_rows(const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
                          __nv_bfloat16* out, cudaStream_t stream);
 
-inline constexpr int64_t kMoeFp4MaxTopK = 16;
-// Which kernels: the tensor-core forms (a warp's 16 weight rows times the input on mma.sync, fp16 operands) or the
-// scalar ones (a warp per 4 weight rows, a shared-memory table of bf16 pairs).
-enum class Fp4GemvForm { kTensorCores, kScalar };
 bool moe_gemv_fp4_supports(int64_t hidden, int64_t inter, int64_t top_k);
 void moe_gemv_gate_up_fp4(const __nv_bfloat16* x, const int32_t* ids, int64_t tokens, int64_t top_k,
                           int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows gate_up, float swiglu_limit,
-                          __nv_bfloat16* act, cudaStream_t stream, Fp4GemvForm form = Fp4GemvForm::kTensorCores);
+                          __nv_bfloat16* act, cudaStream_t stream);
 void moe_gemv_down_fp4(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t tokens,
                        int64_t top_k, int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows down,
-                       __nv_bfloat16* out, cudaStream_t stream, Fp4GemvForm form = Fp4GemvForm::kTensorCores);
+                       __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

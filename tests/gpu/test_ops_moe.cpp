@@ -314,11 +314,10 @@ void moe_gemv_fp4(OpRun& r) {
   DeviceArray<Bf16> act(tokens * top_k * inter);
   act.poison();
   ASSERT_TRUE(cuda::moe_gemv_fp4_supports(hidden, inter, top_k));
-  const auto form = r["scalar"] != 0 ? cuda::Fp4GemvForm::kScalar : cuda::Fp4GemvForm::kTensorCores;
   cuda::moe_gemv_gate_up_fp4(bf(x), d_ids.data(), tokens, top_k, experts, hidden, inter, {dgc.data(), dgs.data()},
-                             swiglu_limit(r), bf(act), nullptr, form);
+                             swiglu_limit(r), bf(act), nullptr);
   cuda::moe_gemv_down_fp4(bf(act), d_ids.data(), d_w.data(), tokens, top_k, experts, hidden, inter,
-                          {ddc.data(), dds.data()}, bf(out), nullptr, form);
+                          {ddc.data(), dds.data()}, bf(out), nullptr);
   sync();
   std::vector<int32_t> kept_ids;
   std::vector<float> kept_w;
@@ -483,11 +482,9 @@ void add_moe_rows(OpTable& t) {
   for (auto [tokens, top_k, hidden, inter] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 6, 5120, 256},
                                               {3, 6, 320, 96}, {40, 6, 64, 32}, {2, 5, 512, 2304}})
     for (int64_t limit : {0, 500})
-      for (int64_t scalar : {0, 1})
-        t.add("moe_gemv_fp4", "bf16",
-              {{"tokens", tokens}, {"top_k", top_k}, {"hidden", hidden}, {"inter", inter}, {"limit_milli", limit},
-               {"scalar", scalar}},
-              kBf16, moe_gemv_fp4);
+      t.add("moe_gemv_fp4", "bf16",
+            {{"tokens", tokens}, {"top_k", top_k}, {"hidden", hidden}, {"inter", inter}, {"limit_milli", limit}},
+            kBf16, moe_gemv_fp4);
   // Shapes off the kernels' tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8) with fewer items than blocks;
   // and several items a block (63 passes), so the pipeline runs from item to item inside a block.
   for (int64_t limit : {0, 500})

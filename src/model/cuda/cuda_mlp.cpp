@@ -30,7 +30,7 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
 void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
                    ScratchPool& scratch, int num_sms, cuda::WeightSource source) {
   if (w.fp8 == nullptr) return device_linear(lane, x, w.bf16, y, y_fp32, m, w.n, w.k, num_sms, source);
-  if (m <= cuda::kLinearGemvMaxRows)
+  if (m <= kFp8GemvMaxLinearRows)
     return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, lane.stream);
   if (m <= cuda::kLinearSkinnyMaxRows && cuda::linear_skinny_fp8_supports(w.n, w.k))
     return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);

@@ -47,9 +47,13 @@ struct DeviceMlp {
 void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m,
                    int64_t n, int64_t k, int num_sms,
                    cuda::WeightSource source = cuda::WeightSource::kResident);
-// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows (matrix-vector
-// kernels up to kLinearGemvMaxRows, then the skinny tensor-core kernel); above, where a step's many rows amortise
-// it, the weight is dequantised into `scratch` for the bf16 GEMM.
+// Up to this many rows FP8 Linear layers run as the matrix-vector kernel (linear_gemv_fp8), from 3 (and up to
+// kLinearSkinnyMaxRows) as the skinny tensor-core one: at 4 rows the latter was as fast or faster on every V4.1
+// projection, at 8 up to 2.9x (benchmarks/fp8_linear_bench, results/h200/v41/fp8-linear-bench.txt).
+inline constexpr int64_t kFp8GemvMaxLinearRows = 2;
+
+// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows; above, where a
+// step's many rows amortise it, the weight is dequantised into `scratch` for the bf16 GEMM.
 void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
                    ScratchPool& scratch, int num_sms, cuda::WeightSource source = cuda::WeightSource::kResident);
 // out [rows, hidden] = down(silu(gate h) * (up h)), gate and up clamped first where swiglu_limit > 0 (V4.1),
