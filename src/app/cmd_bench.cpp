@@ -1,4 +1,7 @@
-// `deepinfer bench decode|prefill`: median step times on one rank against their floors.
+// `deepinfer bench decode|prefill`: median step times on one rank against their floors; with --rank-slice, the
+// step of one rank of a deployment run alone (its own requests' attention, its own experts over the pairs every
+// rank of its EP group would send it under a drawn routing: moe/rank_slice_dispatcher.h), the exchange it would
+// make counted beside the compute, not timed.
 // `deepinfer bench dispatch`: the expert-parallel exchange against ncclAlltoAll, nccl-tests style.
 #include <spdlog/spdlog.h>
 
@@ -9,11 +12,13 @@
 
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
+#include "src/app/spmd_setup.h"
 #include "src/bench/run_metadata.h"
 #include "src/bench/step_bench.h"
 #include "src/core/device.h"
 #include "src/core/files.h"
 #include "src/core/hdf5_table.h"
+#include "src/moe/rank_slice_dispatcher.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/bench/dispatch_bench.h"
 #endif
@@ -22,15 +27,59 @@
 
 namespace deepinfer::app {
 
+namespace {
+
+// What --rank-slice stands for: the rank's place in the deployment and its EP group's placement.
+struct SliceTarget {
+  RankPlacement where;
+  int64_t ep_size = 1;
+  std::optional<ExpertPlacement> placement;
+};
+
+SliceTarget slice_target(const BenchOptions& options) {
+  DI_INPUT_CHECK(!options.routing.empty(), "--rank-slice needs --routing: the peers' pairs are drawn from it");
+  const Deployment deployment = Deployment::from_toml_file(options.rank_slice_deploy);
+  DI_INPUT_CHECK(options.slice_rank >= 0 && options.slice_rank < deployment.world_size(),
+                 "--slice-rank {}: the deployment '{}' has world ranks 0..{}", options.slice_rank,
+                 options.rank_slice_deploy, deployment.world_size() - 1);
+  SliceTarget target;
+  target.where = place_rank(deployment, options.slice_rank);
+  const Role role = target.where.role;
+  DI_INPUT_CHECK(role == Role::kColocated || (options.phase == "decode") == (role == Role::kDecode),
+                 "--slice-rank {} is a {} rank of '{}'; bench {} stands for {} or colocated ranks", options.slice_rank,
+                 role_name(role), options.rank_slice_deploy, options.phase, options.phase);
+  const RoleSpec& spec = deployment.roles[target.where.role_spec_idx];
+  target.ep_size = spec.ep_size;
+  const ModelConfig config = load_model_config(options.model.model_path);
+  target.placement = group_placement(config, spec, -1, options.expert_plan_path);
+  SyntheticRouting(options.routing, options.routing_seed, target.placement->num_layers(), config.n_routed_experts,
+                   config.num_experts_per_tok);  // a bad spec fails here, before the weights load
+  return target;
+}
+
+}  // namespace
+
 int run_bench(const BenchOptions& options, const World& world) {
   LoadedModel loaded;
+  std::optional<SliceTarget> slice;
   auto prepare = [&] {
     require_single_rank(world, "bench");
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
+    DI_INPUT_CHECK(options.rank_slice_deploy.empty() == (options.slice_rank < 0),
+                   "--rank-slice and --slice-rank go together");
+    DI_INPUT_CHECK(!options.rank_slice_deploy.empty() || (options.routing.empty() && options.expert_plan_path.empty()),
+                   "--routing and --expert-plan are for --rank-slice (sweep takes --routing too)");
     if (!options.output_path.empty())
-      check_output_path(options.output_path, "--output", input_files(options.model.model_path),
+      check_output_path(options.output_path, "--output",
+                        input_files(options.model.model_path, {options.rank_slice_deploy, options.expert_plan_path}),
                         /*allow_special=*/!options.output_path.ends_with(".h5"));
-    loaded = load_model(options.model);
+    if (!options.rank_slice_deploy.empty()) {
+      slice = slice_target(options);
+      const ModelConfig config = load_model_config(options.model.model_path);
+      loaded = load_model(options.model, weights_held_by(*slice->placement, slice->where.rank_in_ep_group, config));
+    } else {
+      loaded = load_model(options.model);
+    }
     const int64_t max_positions = loaded.config.max_position_embeddings;
     if (options.phase == "decode") {
       for (int64_t context : options.contexts)
@@ -47,6 +96,17 @@ int run_bench(const BenchOptions& options, const World& world) {
   };
   auto execute = [&] {
     const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
+    std::unique_ptr<RankSliceDispatcher> slicer;
+    if (slice) {
+      const ModelConfig& c = model->config();
+      slicer = std::make_unique<RankSliceDispatcher>(
+          *slice->placement, slice->where.rank_in_ep_group, c.hidden_size,
+          SyntheticRouting(options.routing, options.routing_seed, slice->placement->num_layers(), c.n_routed_experts,
+                           c.num_experts_per_tok));
+      spdlog::info("rank slice: world rank {} of {} ({} rank {} of an EP group of {}), routing {} (seed {})",
+                   options.slice_rank, options.rank_slice_deploy, role_name(slice->where.role),
+                   slice->where.rank_in_ep_group, slice->ep_size, options.routing, options.routing_seed);
+    }
     // --output X.h5: an HDF5 table <phase>/points (one row per point, flushed as it finishes) with the run's
     // attributes; any other name: JSON lines appended.
     const bool hdf5 = options.output_path.ends_with(".h5");
@@ -70,7 +130,33 @@ int run_bench(const BenchOptions& options, const World& world) {
       file->set_attribute("date", utc_now());
       file->flush();
     }
+    // The slice's exchange and the pairs its experts served during one point (counted from `before`).
+    ExchangeStats stats_before;
+    std::vector<int64_t> served_before;
+    auto slice_fields = [&]() -> nlohmann::json {
+      if (!slicer) return nullptr;
+      const ExchangeStats& s = slicer->stats();
+      std::vector<int64_t> served = slicer->served_counts();
+      for (size_t i = 0; i < served.size(); ++i) served[i] -= served_before[i];
+      return {{"deploy", options.rank_slice_deploy}, {"world_rank", options.slice_rank},
+              {"role", std::string(role_name(slice->where.role))}, {"ep_size", slice->ep_size},
+              {"rank_in_ep_group", slice->where.rank_in_ep_group}, {"routing", options.routing},
+              {"routing_seed", options.routing_seed},
+              {"tokens_received", s.tokens_received - stats_before.tokens_received},
+              {"tokens_sent", s.tokens_sent - stats_before.tokens_sent},
+              {"dispatch_bytes", s.dispatch_bytes - stats_before.dispatch_bytes},
+              {"combine_bytes", s.combine_bytes - stats_before.combine_bytes},
+              {"num_experts", slicer->placement().num_experts()}, {"served_pairs", served}};
+    };
     auto report = [&](const StepBenchResult& r) {
+      if (slicer) {
+        const ExchangeStats& s = slicer->stats();
+        spdlog::info("rank slice exchange (not timed; the real rank's, counted): {} token rows received, {} sent, "
+                     "{:.3f} MB dispatched and {:.3f} MB combined to peers, warm-up and timed steps", s.tokens_received -
+                     stats_before.tokens_received, s.tokens_sent - stats_before.tokens_sent,
+                     (s.dispatch_bytes - stats_before.dispatch_bytes) / 1e6,
+                     (s.combine_bytes - stats_before.combine_bytes) / 1e6);
+      }
       spdlog::info("{} batch {:>4} x {:>5}: {:>9.3f} ms/step (p90 {:.3f}), {:>10.1f} tok/s; floor {:.3f} ms, "
                    "floor/measured {:.3f}{}{}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
                    r.floor_ms, r.floor_over_measured,
@@ -89,16 +175,22 @@ int run_bench(const BenchOptions& options, const World& world) {
                               {"min_ms", r.min_ms}, {"tokens_per_s", r.tokens_per_s}, {"floor_ms", r.floor_ms},
                               {"floor_over_measured", r.floor_over_measured}, {"steps", r.steps},
                               {"device_idle_ms", r.device_idle_ms}, {"graph_steps", r.graph_steps},
-                              {"model", options.model.model_path}, {"device", options.model.device}}
+                              {"model", options.model.model_path}, {"device", options.model.device},
+                              {"rank_slice", slice_fields()}}
                                                 .dump() + "\n");
       }
     };
+    auto point = [&](auto run) {
+      if (slicer) stats_before = slicer->stats(), served_before = slicer->served_counts();
+      report(run());
+    };
     if (options.phase == "decode") {
       for (int64_t context : options.contexts)
-        for (int64_t batch : options.batches) report(bench_decode(*model, batch, context, options.warmup, options.steps));
+        for (int64_t batch : options.batches)
+          point([&] { return bench_decode(*model, batch, context, options.warmup, options.steps, slicer.get()); });
     } else {
       for (int64_t chunk : options.chunks)
-        report(bench_prefill(*model, chunk, options.prompt_len, options.warmup, options.steps));
+        point([&] { return bench_prefill(*model, chunk, options.prompt_len, options.warmup, options.steps, slicer.get()); });
     }
     if (hdf5) {
       file->set_attribute("complete", int64_t{1});

@@ -24,7 +24,13 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
                       input_files(options.model.model_path, {options.deploy_path, options.expert_plan_path}),
                       /*allow_special=*/false);
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
-    spmd.prepare(options.model, {options.deploy_path, std::nullopt, options.expert_plan_path, 0, -1}, world);
+    spmd.prepare(options.model,
+                 {options.deploy_path, std::nullopt, options.expert_plan_path, 0, -1, !options.routing.empty()}, world);
+    if (!options.routing.empty()) {  // checked here, where a bad spec is every rank's input error
+      const ModelConfig& c = spmd.config();
+      SyntheticRouting(options.routing, options.routing_seed, c.num_hidden_layers - c.first_k_dense_replace,
+                       c.n_routed_experts, c.num_experts_per_tok);
+    }
     const int64_t longest = options.phase == "decode" ? options.context + options.warmup + options.steps + 2
                                                       : std::min(options.prompt_len, *std::max_element(
                                                                                          options.points.begin(),
@@ -53,11 +59,19 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
                                            {"warmup", options.warmup},
                                            {"steps", options.steps},
                                            {"nextn", options.nextn},
-                                           {"acceptance", options.acceptance}}
+                                           {"acceptance", options.acceptance},
+                                           {"routing", options.routing.empty() ? "router" : options.routing},
+                                           {"routing_seed", options.routing_seed}}
                                 .dump();
   };
   auto execute = [&] {
     spmd.start(world);
+    if (!options.routing.empty()) {
+      const ModelConfig& c = spmd.model().config();
+      spmd.experts().set_synthetic_routing(SyntheticRouting(options.routing, options.routing_seed,
+                                                            c.num_hidden_layers - c.first_k_dense_replace,
+                                                            c.n_routed_experts, c.num_experts_per_tok));
+    }
     run_sweep(spmd.model(), spmd.topology(), spmd.experts(), sweep);
     spmd.finalize();
   };

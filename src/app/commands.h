@@ -68,6 +68,13 @@ struct BenchOptions {
   int64_t warmup = 3;
   int64_t steps = 10;
   std::string output_path;       // optional JSON lines, one per point
+  // --rank-slice: run what world rank `slice_rank` of this deployment runs, alone (moe/rank_slice_dispatcher.h),
+  // under the drawn routing (required there).
+  std::string rank_slice_deploy;
+  int slice_rank = -1;
+  std::string expert_plan_path;
+  std::string routing;
+  uint64_t routing_seed = 0;
 };
 int run_bench(const BenchOptions& options, const World& world);
 
@@ -95,6 +102,8 @@ struct SweepCliOptions {
   int64_t steps = 5;
   int64_t nextn = 0;
   double acceptance = 0.0;
+  std::string routing;  // empty: the router's; "uniform" or "zipf:S" (moe/synthetic_routing.h)
+  uint64_t routing_seed = 0;
 };
 int run_sweep(const SweepCliOptions& options, const World& world);
 

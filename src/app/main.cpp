@@ -136,6 +136,13 @@ int main(int argc, char** argv) {
     cmd->add_option("--warmup", bench.warmup, "Steps before timing")->check(kWarmup)->capture_default_str();
     cmd->add_option("--steps", bench.steps, "Timed steps (median and p90 reported)")->check(kSteps)->capture_default_str();
     cmd->add_option("--output", bench.output_path, "Also write each point: an HDF5 table <phase>/points (X.h5) or JSON lines");
+    cmd->add_option("--rank-slice", bench.rank_slice_deploy,
+                    "Run what one rank of this deployment runs, alone: its attention for its own requests, its own "
+                    "experts over the pairs every rank of its EP group would send it (needs --slice-rank, --routing)");
+    cmd->add_option("--slice-rank", bench.slice_rank, "World rank of --rank-slice's deployment to stand for");
+    cmd->add_option("--expert-plan", bench.expert_plan_path, "Expert placement plan JSON (with --rank-slice)");
+    cmd->add_option("--routing", bench.routing, "Route by a drawn distribution: uniform or zipf:S (0 < S <= 2)");
+    cmd->add_option("--routing-seed", bench.routing_seed, "Seed of --routing")->capture_default_str();
   }
   bench_decode_cmd->add_option("--batch", bench.batches, "Sequences per step")->delimiter(',')->check(kBatch)
       ->capture_default_str();
@@ -172,6 +179,10 @@ int main(int argc, char** argv) {
     cmd->add_option("--points", sweep.points, "Comma-separated points")->delimiter(',')->check(kTokens)->required();
     cmd->add_option("--output", sweep.output_path, "HDF5 file (rows appended and flushed per point)")->required();
     cmd->add_option("--expert-plan", sweep.expert_plan_path, "Expert placement plan JSON");
+    cmd->add_option("--routing", sweep.routing,
+                    "Route by a drawn distribution, not the router: uniform or zipf:S (0 < S <= 2); the EP exchange "
+                    "then runs over MPI host memory");
+    cmd->add_option("--routing-seed", sweep.routing_seed, "Seed of --routing")->capture_default_str();
     cmd->add_option("--warmup", sweep.warmup, "Steps before timing, per point")->check(kWarmup)->capture_default_str();
     cmd->add_option("--steps", sweep.steps, "Timed steps per point")->check(kSteps)->capture_default_str();
   }

@@ -8,6 +8,23 @@
 
 namespace deepinfer::app {
 
+ExpertPlacement group_placement(const ModelConfig& config, const RoleSpec& spec, int64_t redundant_experts,
+                                const std::string& expert_plan_path) {
+  DI_INPUT_CHECK(config.n_routed_experts > 0, "the engine serves MoE models (n_routed_experts > 0)");
+  const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
+  const int64_t redundant = redundant_experts >= 0 ? redundant_experts : spec.redundant_experts;
+  // A replica beyond one copy of every expert on every rank of the group holds nothing new, and each costs an
+  // expert's weights on its rank: more is a mistake, not a plan.
+  const int64_t max_redundant = config.n_routed_experts * (spec.ep_size - 1);
+  DI_INPUT_CHECK(redundant >= 0 && redundant <= max_redundant,
+                 "redundant_experts = {} is more than the {} an EP group of {} can use (every rank holding all {} "
+                 "experts)", redundant, max_redundant, spec.ep_size, config.n_routed_experts);
+  return expert_plan_path.empty()
+             ? ExpertPlacement::make_default(num_moe_layers, config.n_routed_experts, spec.ep_size,
+                                             config.n_routed_experts + redundant)
+             : ExpertPlacement::from_plan_file(expert_plan_path, num_moe_layers, config.n_routed_experts, spec.ep_size);
+}
+
 void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& options, const World& world) {
   const std::filesystem::path model_path(model.model_path);
   DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
@@ -16,22 +33,10 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
   Topology::check_world_size(*deployment_, world.size());
   const RankPlacement where = place_rank(*deployment_, world.rank());
   const RoleSpec& spec = deployment_->roles[where.role_spec_idx];
-  DI_INPUT_CHECK(config.n_routed_experts > 0, "the engine serves MoE models (n_routed_experts > 0)");
-  const int64_t num_moe_layers = config.num_hidden_layers - config.first_k_dense_replace;
-  const int64_t redundant = options.redundant_experts >= 0 ? options.redundant_experts : spec.redundant_experts;
-  // A replica beyond one copy of every expert on every rank of the group holds nothing new, and each costs an
-  // expert's weights on its rank: more is a mistake, not a plan.
-  const int64_t max_redundant = config.n_routed_experts * (spec.ep_size - 1);
-  DI_INPUT_CHECK(redundant >= 0 && redundant <= max_redundant,
-                 "redundant_experts = {} is more than the {} an EP group of {} can use (every rank holding all {} "
-                 "experts)", redundant, max_redundant, spec.ep_size, config.n_routed_experts);
+  placement_ = group_placement(config, spec, options.redundant_experts, options.expert_plan_path);
+  host_exchange_ = options.host_exchange;
   eplb_.interval_steps = options.eplb_interval >= 0 ? options.eplb_interval : spec.eplb_interval;
   eplb_.num_groups = config.n_group;
-  placement_ = options.expert_plan_path.empty()
-                   ? ExpertPlacement::make_default(num_moe_layers, config.n_routed_experts, spec.ep_size,
-                                                   config.n_routed_experts + redundant)
-                   : ExpertPlacement::from_plan_file(options.expert_plan_path, num_moe_layers, config.n_routed_experts,
-                                                     spec.ep_size);
   // The attention and dense weights, only the routed experts this rank's slots hold, and (--engram-split group)
   // this rank's part of the engram tables' rows.
   const RowShard engram_shard = model.engram_split == "group" ? RowShard{where.rank_in_ep_group, spec.ep_size}
@@ -57,7 +62,8 @@ void SpmdSetup::start(const World& world) {
   ep_comm_ = mpi_ep_comm_.get();
   std::string reason = on_gpu ? "" : "the model runs on the CPU";
 #ifdef DEEPINFER_HAVE_CUDA
-  if (on_gpu && choose_transport(topology_->ep_comm().get(), topology_->gpu(), topology_->host(), &reason) ==
+  if (host_exchange_) reason = "synthetic routing is drawn in the host exchange";
+  else if (on_gpu && choose_transport(topology_->ep_comm().get(), topology_->gpu(), topology_->host(), &reason) ==
                     Transport::kNccl) {
     nccl_ep_comm_ = std::make_unique<NcclCommunicator>(topology_->ep_comm().get());
     staged_ep_comm_ = std::make_unique<HostStagedCommunicator>(*nccl_ep_comm_);

@@ -23,7 +23,13 @@ struct SpmdSetupOptions {
   std::string expert_plan_path;
   int64_t eplb_interval = -1;      // -1: the deployment's
   int64_t redundant_experts = -1;  // -1: the deployment's
+  bool host_exchange = false;      // the EP exchange over MPI host memory even where NCCL could carry it
 };
+
+// The expert placement of an EP group of role `spec` (its redundant slots unless `redundant_experts` >= 0, or the
+// plan file's), as each of its ranks builds it. InputError for a plan or a redundancy that does not fit.
+ExpertPlacement group_placement(const ModelConfig& config, const RoleSpec& spec, int64_t redundant_experts,
+                                const std::string& expert_plan_path);
 
 class SpmdSetup {
  public:
@@ -45,6 +51,7 @@ class SpmdSetup {
   std::optional<Deployment> deployment_;
   std::optional<ExpertPlacement> placement_;
   EplbOptions eplb_;
+  bool host_exchange_ = false;
   LoadedModel loaded_;
   std::optional<Topology> topology_;
   std::unique_ptr<CausalLm> model_;

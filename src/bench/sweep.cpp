@@ -22,18 +22,22 @@ bool takes_part(Role role, const std::string& phase) {
 }
 
 
-// World rank 0's file: root attributes, the points table and the per-rank table.
+// World rank 0's file: root attributes, the points table, the per-rank table and the pairs each rank's experts
+// served.
 struct SweepFile {
   H5IncrementalFile file;
   H5Table points;
   H5Table ranks;
+  H5Table served;
 
   SweepFile(const SweepOptions& o, const Topology& topo, const std::string& hosts)
       : file(o.output_path),
         points(file.id(), o.phase + "/points", point_columns(o.phase)),
         ranks(file.id(), o.phase + "/ranks",
               {{"point", true}, {"world_rank", true}, {"role", true}, {"step_time_ms", false},
-               {"step_time_p90_ms", false}, {"routed_tokens_received", true}}) {
+               {"step_time_p90_ms", false}, {"routed_tokens_received", true}}),
+        served(file.id(), o.phase + "/served",
+               {{"point", true}, {"world_rank", true}, {"moe_layer", true}, {"expert", true}, {"pairs", true}}) {
     file.set_attribute("complete", int64_t{0});  // set to 1 when every point is in
     file.set_attribute("phase", o.phase);
     file.set_attribute("configuration", o.attributes_json);
@@ -80,6 +84,7 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
     const int64_t point = o.points[idx];
     // [takes part, median ms, p90 ms, routed tokens received, role]
     std::array<double, 5> mine_stats = {0, 0, 0, 0, static_cast<double>(topo.role())};
+    const std::vector<int64_t> served_before = experts.served_counts();
     if (mine) {
       const int64_t before = experts.stats().tokens_received;
       // An EP group of one rank needs no exchange: its experts run on the model's own (device) path.
@@ -93,7 +98,21 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
     }
     const std::vector<double> all = gather_f64_to_root(topo.world(), mine_stats.data(), 5, 0, default_comm_timeout_s(),
                                                        fmt::format("sweep point {} results", point).c_str());
+    // The (token, expert) pairs each rank's slots served during the point, per MoE layer and expert.
+    const std::vector<int64_t>& served_after = experts.served_counts();
+    std::vector<double> served(served_after.size());
+    for (size_t i = 0; i < served.size(); ++i) served[i] = static_cast<double>(served_after[i] - served_before[i]);
+    const std::vector<double> all_served =
+        gather_f64_to_root(topo.world(), served.data(), static_cast<int64_t>(served.size()), 0,
+                           default_comm_timeout_s(), fmt::format("sweep point {} served pairs", point).c_str());
     if (!is_root) continue;
+    const int64_t num_experts = experts.placement().num_experts();
+    for (int r = 0; r < topo.world_size(); ++r)
+      for (size_t i = 0; i < served.size(); ++i)
+        if (const double pairs = all_served[r * served.size() + i]; pairs > 0)
+          out->served.append({static_cast<double>(idx), static_cast<double>(r),
+                              static_cast<double>(static_cast<int64_t>(i) / num_experts),
+                              static_cast<double>(static_cast<int64_t>(i) % num_experts), pairs});
 
     double step_ms = 0, p90_ms = 0, max_tokens = 0, sum_tokens = 0;
     int64_t ranks = 0;

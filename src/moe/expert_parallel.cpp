@@ -26,7 +26,8 @@ struct RecordLayout {
 ExpertParallelDispatcher::ExpertParallelDispatcher(Communicator& ep_comm, ExpertPlacement placement, int64_t hidden,
                                                    int64_t top_k, EplbOptions eplb)
     : comm_(ep_comm), placement_(std::move(placement)), hidden_(hidden), top_k_(top_k), eplb_(eplb),
-      window_counts_(placement_.num_layers() * placement_.num_experts(), 0) {
+      window_counts_(placement_.num_layers() * placement_.num_experts(), 0),
+      served_counts_(window_counts_.size(), 0) {
   DI_CHECK(placement_.ep_size() == ep_comm.size(), "placement for {} EP ranks on a group of {}", placement_.ep_size(),
            ep_comm.size());
 }
@@ -142,6 +143,14 @@ HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const flo
   const int64_t H = rec.hidden;
   const int64_t K = rec.top_k;
   const int64_t S = placement_.slots_per_rank();
+  if (routing_) {  // the drawn routing replaces the router's
+    drawn_ids_.resize(num_tokens * K);
+    drawn_weights_.resize(num_tokens * K);
+    for (int64_t t = 0; t < num_tokens; ++t)
+      routing_->route(steps_, moe_layer_idx, me * num_tokens + t, drawn_ids_.data() + t * K, drawn_weights_.data() + t * K);
+    topk_ids = drawn_ids_.data();
+    topk_weights = drawn_weights_.data();
+  }
 
   // Layout: the destination rank and local slot of every (token, k).
   std::vector<int32_t> dest(num_tokens * K), local_slot(num_tokens * K);
@@ -212,6 +221,8 @@ HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const flo
   expert_of_slot_.resize(S);
   for (int64_t s = 0; s < S; ++s) expert_of_slot_[s] = placement_.logical_of_slot(moe_layer_idx, me * S + s);
   partial_.assign(num_received * H, 0.0f);
+  for (int64_t i = 0; i < num_received * K; ++i)
+    if (recv_ids_[i] >= 0) ++served_counts_[moe_layer_idx * placement_.num_experts() + expert_of_slot_[recv_ids_[i]]];
 
   ++stats_.num_exchanges;
   for (int r = 0; r < num_ranks; ++r) {

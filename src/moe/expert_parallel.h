@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "src/dist/communicator.h"
@@ -17,6 +18,7 @@
 #include "src/model/expert_store.h"
 #include "src/moe/eplb.h"
 #include "src/moe/expert_placement.h"
+#include "src/moe/synthetic_routing.h"
 
 namespace deepinfer {
 
@@ -62,6 +64,11 @@ class ExpertParallelDispatcher final : public ExpertDispatcher {
   const std::vector<RebalanceReport>& rebalances() const { return rebalances_; }
   // Rebalances now (collective over the group), from the loads counted since the last rebalance.
   void rebalance(ExpertStore& experts);
+  // From now on every dispatch routes by `routing` instead of the router's choice (host exchanges only; bench
+  // and sweep, where every rank dispatches as many tokens a step, token t of rank r being r * tokens + t).
+  void set_synthetic_routing(SyntheticRouting routing) { routing_.emplace(std::move(routing)); }
+  // [moe layer][logical expert]: the (token, expert) pairs this rank's slots received, since construction.
+  const std::vector<int64_t>& served_counts() const { return served_counts_; }
 
  private:
   Communicator& comm_;
@@ -71,6 +78,10 @@ class ExpertParallelDispatcher final : public ExpertDispatcher {
   ExchangeStats stats_;
   int64_t steps_ = 0;
   std::vector<int64_t> window_counts_;  // [moe layer][logical expert]: tokens this rank routed there
+  std::vector<int64_t> served_counts_;  // [moe layer][logical expert]: pairs this rank's slots received
+  std::optional<SyntheticRouting> routing_;
+  std::vector<int32_t> drawn_ids_;
+  std::vector<float> drawn_weights_;
   std::vector<RebalanceReport> rebalances_;
   std::unique_ptr<DeviceExpertDispatcher> device_;
   // The last dispatch, kept for its combine: per-rank record counts, each (token, destination)'s send
