@@ -33,14 +33,6 @@ using deepinfer::CublasHandle;
 using deepinfer::DeviceArray;
 namespace cuda = deepinfer::cuda;
 
-std::vector<float> to_host_float(const __nv_bfloat16* data, size_t n) {
-  std::vector<__nv_bfloat16> bits(n);
-  DI_CUDA_CHECK(cudaMemcpy(bits.data(), data, n * 2, cudaMemcpyDeviceToHost));
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(bits[i]);
-  return out;
-}
-
 int run(int argc, char** argv) {
   int reps = 20;
   for (int i = 1; i + 1 < argc; i += 2)

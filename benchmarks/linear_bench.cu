@@ -35,14 +35,6 @@ float median_us(int reps, int launches, F round) {
   return median_ms(reps, round) * 1e3f / static_cast<float>(launches);
 }
 
-std::vector<float> to_host_float(const __nv_bfloat16* data, size_t n) {
-  std::vector<__nv_bfloat16> bits(n);
-  DI_CUDA_CHECK(cudaMemcpy(bits.data(), data, n * 2, cudaMemcpyDeviceToHost));
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(bits[i]);
-  return out;
-}
-
 __global__ void fill_kernel(__nv_bfloat16* data, size_t n, unsigned seed) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {

@@ -2,6 +2,7 @@
 // calling thread's stream (where the benchmarks launch), and a main() that reports a failed CUDA call.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -33,6 +34,15 @@ float median_ms(int reps, F run) {
   DI_CUDA_CHECK(cudaEventDestroy(stop));
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// n bf16 values on the device, as floats on the host.
+inline std::vector<float> to_host_float(const __nv_bfloat16* data, size_t n) {
+  std::vector<__nv_bfloat16> bits(n);
+  DI_CUDA_CHECK(cudaMemcpy(bits.data(), data, n * 2, cudaMemcpyDeviceToHost));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(bits[i]);
+  return out;
 }
 
 // main()'s body: run(argc, argv), or one line on stderr naming the benchmark and the failure (a failed CUDA call,

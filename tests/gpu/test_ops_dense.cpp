@@ -524,29 +524,39 @@ void fp8_blocks(OpRun& r) {
   r.exact("FP8 values quantised again", again.to_host(), back.to_host());
 }
 
+// A random [n, k] weight as FP8 blocks: its exact values on the host, its codes and scales on the device.
+struct Fp8Weight {
+  std::vector<float> values;
+  DeviceArray<uint8_t> codes, scales;
+};
+Fp8Weight random_fp8_weight(OpRun& r, int64_t n, int64_t k) {
+  std::vector<float> raw;
+  r.random_bf16(n * k, raw, 0.05f);
+  std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
+  std::vector<float> values(n * k);
+  cpu::quantize_fp8_blocks(raw.data(), n, k, codes.data(), scales.data());
+  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, values.data());
+  return {std::move(values), DeviceArray<uint8_t>::from_host(codes), DeviceArray<uint8_t>::from_host(scales)};
+}
+
 // The FP8 matrix-vector Linear against the CPU's Linear on the dequantised weight; rows `x_row` and `y_row` apart
 // (the grouped output projection reads its group's columns of the attention output).
 void linear_gemv_fp8(OpRun& r) {
   const int64_t m = r["rows"], n = r["n"], k = r["k"], x_row = r["x_row"], y_row = r["y_row"];
   const bool f32 = r["f32_out"] != 0;
-  std::vector<float> x_f, w_raw;
+  std::vector<float> x_f;
   auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * x_row, x_f));
-  r.random_bf16(n * k, w_raw, 0.05f);
-  std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
-  std::vector<float> w_f(n * k);
-  cpu::quantize_fp8_blocks(w_raw.data(), n, k, codes.data(), scales.data());
-  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, w_f.data());
-  auto d_codes = DeviceArray<uint8_t>::from_host(codes), d_scales = DeviceArray<uint8_t>::from_host(scales);
+  const Fp8Weight w = random_fp8_weight(r, n, k);
   DeviceArray<Bf16> y16(m * y_row);
   DeviceArray<float> y32(m * y_row);
   y16.poison();
   y32.poison();
-  cuda::linear_gemv_fp8(bf(x), x_row, d_codes.data(), d_scales.data(), f32 ? static_cast<void*>(y32.data()) : bf(y16),
+  cuda::linear_gemv_fp8(bf(x), x_row, w.codes.data(), w.scales.data(), f32 ? static_cast<void*>(y32.data()) : bf(y16),
                         y_row, f32, m, n, k, nullptr);
   sync();
   std::vector<float> x_rows(m * k), want(m * n), got(m * n);
   for (int64_t t = 0; t < m; ++t) std::copy_n(x_f.data() + t * x_row, k, x_rows.data() + t * k);
-  cpu::linear(x_rows.data(), w_f.data(), nullptr, want.data(), m, n, k);
+  cpu::linear(x_rows.data(), w.values.data(), nullptr, want.data(), m, n, k);
   const std::vector<float> all = f32 ? y32.to_host() : to_float(y16.to_host());
   for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
   r.close("outputs", got, want);
@@ -557,24 +567,19 @@ void linear_gemv_fp8(OpRun& r) {
 void linear_skinny_fp8(OpRun& r) {
   const int64_t m = r["rows"], n = r["n"], k = r["k"];
   const bool f32 = r["f32_out"] != 0;
-  std::vector<float> x_f, w_raw;
+  std::vector<float> x_f;
   auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
-  r.random_bf16(n * k, w_raw, 0.05f);
-  std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
-  std::vector<float> w_f(n * k);
-  cpu::quantize_fp8_blocks(w_raw.data(), n, k, codes.data(), scales.data());
-  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, w_f.data());
-  auto d_codes = DeviceArray<uint8_t>::from_host(codes), d_scales = DeviceArray<uint8_t>::from_host(scales);
+  const Fp8Weight w = random_fp8_weight(r, n, k);
   DeviceArray<Bf16> y16(m * n);
   DeviceArray<float> y32(m * n);
   y16.poison();
   y32.poison();
   ASSERT_TRUE(cuda::linear_skinny_fp8_supports(n, k));
-  cuda::linear_skinny_fp8(bf(x), d_codes.data(), d_scales.data(), f32 ? static_cast<void*>(y32.data()) : bf(y16), f32,
+  cuda::linear_skinny_fp8(bf(x), w.codes.data(), w.scales.data(), f32 ? static_cast<void*>(y32.data()) : bf(y16), f32,
                           m, n, k, num_sms(), nullptr);
   sync();
   std::vector<float> want(m * n);
-  cpu::linear(x_f.data(), w_f.data(), nullptr, want.data(), m, n, k);
+  cpu::linear(x_f.data(), w.values.data(), nullptr, want.data(), m, n, k);
   r.close("outputs", f32 ? y32.to_host() : to_float(y16.to_host()), want);
 }
 
