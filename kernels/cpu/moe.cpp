@@ -22,4 +22,9 @@ void moe_experts(const float* x, const int32_t* ids, const float* weights, int64
     }
 }
 
+void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts, int32_t elsewhere,
+                      int32_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = ids[i] >= 0 && ids[i] < num_experts ? places[ids[i]] : elsewhere;
+}
+
 }  // namespace deepinfer::cpu

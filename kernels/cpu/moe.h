@@ -9,6 +9,10 @@
 
 namespace deepinfer::cpu {
 
+// ids [n] of logical experts -> places of a store holding fewer (the CUDA form: cuda::remap_expert_ids).
+void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts, int32_t elsewhere,
+                      int32_t* out);
+
 void moe_experts(const float* x, const int32_t* ids, const float* weights, int64_t tokens, int64_t top_k,
                  int64_t hidden, int64_t inter, const float* gate_up, const float* down, float swiglu_limit, float* out);
 

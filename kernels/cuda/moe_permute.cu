@@ -364,4 +364,22 @@ void moe_unpermute_add_rms_norm(const __nv_bfloat16* y_perm, const int32_t* row_
                    row_of, topk_weights, top_k, hidden, base, residual, weight, eps, normed);
 }
 
+namespace {
+
+__global__ void remap_ids_kernel(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts,
+                                 int32_t elsewhere, int32_t* out) {
+  begin_dependent_kernel();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = ids[i] >= 0 && ids[i] < num_experts ? places[ids[i]] : elsewhere;
+}
+
+}  // namespace
+
+void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts, int32_t elsewhere,
+                      int32_t* out, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_dependent(remap_ids_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, ids, n, places,
+                   num_experts, elsewhere, out);
+}
+
 }  // namespace deepinfer::cuda

@@ -16,6 +16,12 @@ namespace deepinfer::cuda {
 
 size_t moe_permute_workspace_bytes(int64_t num_rows, int64_t num_experts);
 
+// ids [n] of logical experts (num_experts and above: served elsewhere) -> places of a store holding fewer:
+// out[i] = places[ids[i]] for ids[i] < num_experts (places gives `elsewhere` for experts not held), else
+// `elsewhere`. The CPU form: cpu::remap_expert_ids (kernels/cpu/moe.h).
+void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts, int32_t elsewhere,
+                      int32_t* out, cudaStream_t stream);
+
 void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t hidden,
                  int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -77,6 +77,7 @@ int run_bench(const BenchOptions& options, const World& world) {
       slice = slice_target(options);
       const ModelConfig config = load_model_config(options.model.model_path);
       loaded = load_model(options.model, weights_held_by(*slice->placement, slice->where.rank_in_ep_group, config));
+      loaded.config.expert_slots_per_rank = slice->placement->slots_per_rank();
     } else {
       loaded = load_model(options.model);
     }

@@ -42,6 +42,7 @@ void SpmdSetup::prepare(const ModelOptions& model, const SpmdSetupOptions& optio
   const RowShard engram_shard = model.engram_split == "group" ? RowShard{where.rank_in_ep_group, spec.ep_size}
                                                               : RowShard{};
   loaded_ = load_model(model, weights_held_by(*placement_, where.rank_in_ep_group, config), engram_shard);
+  loaded_.config.expert_slots_per_rank = placement_->slots_per_rank();
   const V41TextConfig& v = loaded_.config.v41;
   if (world.rank() == 0 && !v.engram_layer_ids.empty()) {
     double rows = 0;

@@ -71,6 +71,10 @@ struct ModelConfig {
   double routed_scaling_factor = 1.0;
   double swiglu_limit = 0.0;  // > 0: the experts clamp their SwiGLU inputs (DeepSeek-V4.1); 0: plain SwiGLU
   bool norm_topk_prob = false;
+  // Not from config.json: the routed experts a rank holds per MoE layer at most (its EP placement's slots per
+  // rank; 0: every expert), which the CUDA expert store allocates. Set by app/spmd_setup.cpp and bench
+  // --rank-slice.
+  int64_t expert_slots_per_rank = 0;
   RouterScoring scoring = RouterScoring::kSoftmax;
   double router_temperature = 1.0;  // the router's logits are divided by it before scoring (V4.1's gate_temp)
   GroupScore group_score = GroupScore::kNone;

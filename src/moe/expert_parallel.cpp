@@ -104,13 +104,14 @@ void ExpertParallelDispatcher::rebalance(ExpertStore& experts) {
   for (int r = 0; r < num_ranks; ++r) recv_offset[r] = recv_total, recv_total += recv_counts[r];
   recv.resize(recv_total);
   comm_.all_to_all_v(send.data(), send_counts, recv.data(), recv_counts, DType::kF32, "eplb: expert weights");
+  // Drops first (what leaves was exported above): a store sized by the rank's slots has room for what comes.
+  for (int64_t l = 0; l < L; ++l)
+    for (int64_t e = 0; e < E; ++e)
+      if (placement_.rank_holds(me, l, e) && !next.rank_holds(me, l, e)) experts.drop(l, e);
   for (const auto& [l, e, source] : incoming) {
     experts.import_weights(l, e, std::span<const float>(recv.data() + recv_offset[source], floats));
     recv_offset[source] += floats;
   }
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t e = 0; e < E; ++e)
-      if (placement_.rank_holds(me, l, e) && !next.rank_holds(me, l, e)) experts.drop(l, e);
 
   RebalanceReport report;
   report.step = steps_;

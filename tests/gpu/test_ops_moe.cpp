@@ -460,7 +460,26 @@ void moe_route(OpRun& r) {
 
 }  // namespace
 
+// Logical expert ids to the places of a store holding a few of them (a rank's EP slots): held experts to their
+// places, the rest and the "served elsewhere" id to the store's capacity.
+void remap_expert_ids(OpRun& r) {
+  const int64_t experts = r["experts"], held = r["held"], n = 3000;
+  std::vector<int32_t> places(experts, static_cast<int32_t>(held)), ids(n);
+  for (int64_t p = 0; p < held; ++p) places[(p * 7 + 3) % experts] = static_cast<int32_t>(held - 1 - p);
+  for (int32_t& id : ids) id = static_cast<int32_t>(r.rng()() % (experts + 1));  // experts: served elsewhere
+  auto d_ids = DeviceArray<int32_t>::from_host(ids), d_places = DeviceArray<int32_t>::from_host(places);
+  DeviceArray<int32_t> out(n);
+  out.poison();
+  cuda::remap_expert_ids(d_ids.data(), n, d_places.data(), experts, static_cast<int32_t>(held), out.data(), nullptr);
+  sync();
+  std::vector<int32_t> want(n);
+  cpu::remap_expert_ids(ids.data(), n, places.data(), experts, static_cast<int32_t>(held), want.data());
+  r.exact("places", out.to_host(), want);
+}
+
 void add_moe_rows(OpTable& t) {
+  for (auto [experts, held] : {std::pair<int64_t, int64_t>{384, 6}, {384, 96}, {8, 8}})
+    t.add("remap_expert_ids", "i32", {{"experts", experts}, {"held", held}}, kExact, remap_expert_ids);
   for (auto [top_k, hidden] : {std::pair<int64_t, int64_t>{6, 2048}, {8, 7168}, {2, 200}})
     t.add("moe_unpermute_add_rms_norm", "bf16", {{"tokens", 5}, {"top_k", top_k}, {"hidden", hidden}}, kExact,
           moe_unpermute_add_rms_norm);

@@ -73,7 +73,7 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   experts_ = std::make_unique<CudaExpertStore>(
       ExpertStore::Dims{c.num_hidden_layers - c.first_k_dense_replace, c.n_routed_experts, c.hidden_size,
                         c.moe_intermediate_size},
-      arena_, num_sms_, static_cast<float>(c.swiglu_limit));
+      arena_, num_sms_, static_cast<float>(c.swiglu_limit), CudaExpertStore::Format::kBf16, c.expert_slots_per_rank);
   moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
   embed_ = upload(weights, "model.embed_tokens.weight");
   final_norm_ = upload(weights, "model.norm.weight");

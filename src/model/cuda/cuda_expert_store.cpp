@@ -10,10 +10,11 @@ using Bf16 = __nv_bfloat16;
 
 }  // namespace
 
-CudaExpertStore::CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms, float swiglu_limit, Format format)
+CudaExpertStore::CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms, float swiglu_limit, Format format,
+                                 int64_t capacity)
     : ExpertStore(dims), num_sms_(num_sms), swiglu_limit_(swiglu_limit), format_(format),
-      held_(dims.num_moe_layers * dims.num_experts, false) {
-  const int64_t E = dims.num_experts, H = dims.hidden, I = dims.intermediate;
+      capacity_(capacity > 0 && capacity < dims.num_experts ? capacity : dims.num_experts) {
+  const int64_t E = dims.num_experts, C = capacity_, H = dims.hidden, I = dims.intermediate;
   if (format_ == Format::kFp4) {
     DI_INPUT_CHECK(H % 32 == 0 && I % 32 == 0, "FP4 experts need hidden and intermediate sizes divisible by 32 (a "
                    "scale block); the model has {} and {}", H, I);
@@ -22,16 +23,48 @@ CudaExpertStore::CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms, flo
   for (int64_t l = 0; l < dims.num_moe_layers; ++l) {
     Layer layer;
     if (format_ == Format::kBf16) {
-      layer.gate_up = static_cast<Bf16*>(arena.take(E * 2 * I * H * sizeof(Bf16)));
-      layer.down = static_cast<Bf16*>(arena.take(E * H * I * sizeof(Bf16)));
+      layer.gate_up = static_cast<Bf16*>(arena.take(C * 2 * I * H * sizeof(Bf16)));
+      layer.down = static_cast<Bf16*>(arena.take(C * H * I * sizeof(Bf16)));
     } else {
-      layer.gate_up_fp4 = {static_cast<uint8_t*>(arena.take(E * 2 * I * H / 2)),
-                           static_cast<uint8_t*>(arena.take(E * 2 * I * H / 32))};
-      layer.down_fp4 = {static_cast<uint8_t*>(arena.take(E * H * I / 2)),
-                        static_cast<uint8_t*>(arena.take(E * H * I / 32))};
+      layer.gate_up_fp4 = {static_cast<uint8_t*>(arena.take(C * 2 * I * H / 2)),
+                           static_cast<uint8_t*>(arena.take(C * 2 * I * H / 32))};
+      layer.down_fp4 = {static_cast<uint8_t*>(arena.take(C * H * I / 2)),
+                        static_cast<uint8_t*>(arena.take(C * H * I / 32))};
     }
-    layers_.push_back(layer);
+    layer.place_of.assign(E, -1);
+    for (int64_t p = C - 1; C < E && p >= 0; --p) layer.free_places.push_back(static_cast<int32_t>(p));
+    layer.device_places = DeviceArray<int32_t>::from_host(std::vector<int32_t>(E, static_cast<int32_t>(C)));
+    layers_.push_back(std::move(layer));
   }
+}
+
+int64_t CudaExpertStore::place(int64_t moe_layer, int64_t expert) const {
+  (void)index(moe_layer, expert);  // checks the bounds
+  const int32_t p = layers_[moe_layer].place_of[expert];
+  DI_CHECK(p >= 0, "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
+  return p;
+}
+
+void CudaExpertStore::set_place(int64_t moe_layer, int64_t expert, int32_t place) {
+  Layer& layer = layers_[moe_layer];
+  layer.place_of[expert] = place;
+  const int32_t on_device = place >= 0 ? place : static_cast<int32_t>(capacity_);
+  DI_CUDA_CHECK(cudaMemcpy(layer.device_places.data() + expert, &on_device, sizeof(int32_t), cudaMemcpyHostToDevice));
+}
+
+int64_t CudaExpertStore::acquire(int64_t moe_layer, int64_t expert) {
+  (void)index(moe_layer, expert);
+  Layer& layer = layers_[moe_layer];
+  if (layer.place_of[expert] >= 0) return layer.place_of[expert];
+  int32_t p = static_cast<int32_t>(expert);
+  if (capacity_ < num_experts()) {
+    DI_CHECK(!layer.free_places.empty(), "MoE layer {}: the expert store's {} places are taken (expert {} needs one)",
+             moe_layer, capacity_, expert);
+    p = layer.free_places.back();
+    layer.free_places.pop_back();
+  }
+  set_place(moe_layer, expert, p);
+  return p;
 }
 
 size_t CudaExpertStore::bytes_per_expert() const {
@@ -39,18 +72,18 @@ size_t CudaExpertStore::bytes_per_expert() const {
   return format_ == Format::kBf16 ? weights * sizeof(Bf16) : weights / 2 + weights / 32;
 }
 
-void CudaExpertStore::store(int64_t moe_layer, int64_t expert, const Bf16* rows) {
+void CudaExpertStore::store(int64_t moe_layer, int64_t place, const Bf16* rows) {
   const int64_t H = hidden(), I = intermediate();
   const Layer& layer = layers_[moe_layer];
   if (format_ == Format::kBf16) {
-    DI_CUDA_CHECK(cudaMemcpy(layer.gate_up + expert * 2 * I * H, rows, 2 * I * H * sizeof(Bf16), cudaMemcpyDefault));
-    DI_CUDA_CHECK(cudaMemcpy(layer.down + expert * H * I, rows + 2 * I * H, H * I * sizeof(Bf16), cudaMemcpyDefault));
+    DI_CUDA_CHECK(cudaMemcpy(layer.gate_up + place * 2 * I * H, rows, 2 * I * H * sizeof(Bf16), cudaMemcpyDefault));
+    DI_CUDA_CHECK(cudaMemcpy(layer.down + place * H * I, rows + 2 * I * H, H * I * sizeof(Bf16), cudaMemcpyDefault));
     return;
   }
-  auto* gu_codes = const_cast<uint8_t*>(layer.gate_up_fp4.codes) + expert * 2 * I * H / 2;
-  auto* gu_scales = const_cast<uint8_t*>(layer.gate_up_fp4.scales) + expert * 2 * I * H / 32;
-  auto* d_codes = const_cast<uint8_t*>(layer.down_fp4.codes) + expert * H * I / 2;
-  auto* d_scales = const_cast<uint8_t*>(layer.down_fp4.scales) + expert * H * I / 32;
+  auto* gu_codes = const_cast<uint8_t*>(layer.gate_up_fp4.codes) + place * 2 * I * H / 2;
+  auto* gu_scales = const_cast<uint8_t*>(layer.gate_up_fp4.scales) + place * 2 * I * H / 32;
+  auto* d_codes = const_cast<uint8_t*>(layer.down_fp4.codes) + place * H * I / 2;
+  auto* d_scales = const_cast<uint8_t*>(layer.down_fp4.scales) + place * H * I / 32;
   cuda::quantize_fp4_rows(rows, 2 * I, H, gu_codes, gu_scales, nullptr);
   cuda::quantize_fp4_rows(rows + 2 * I * H, H, I, d_codes, d_scales, nullptr);
   DI_CUDA_CHECK(cudaGetLastError());
@@ -59,27 +92,28 @@ void CudaExpertStore::store(int64_t moe_layer, int64_t expert, const Bf16* rows)
 void CudaExpertStore::load(int64_t moe_layer, int64_t expert, const DeviceWeightSource& weights,
                            const std::string& gate, const std::string& up, const std::string& down) {
   const int64_t H = hidden(), I = intermediate();
-  if (format_ == Format::kBf16) {  // straight into the slot
-    Bf16* gate_up = layers_[moe_layer].gate_up + expert * 2 * I * H;
+  const int64_t p = acquire(moe_layer, expert);
+  if (format_ == Format::kBf16) {  // straight into the place
+    Bf16* gate_up = layers_[moe_layer].gate_up + p * 2 * I * H;
     weights.fill_bf16(gate, {I, H}, gate_up);
     weights.fill_bf16(up, {I, H}, gate_up + I * H);
-    weights.fill_bf16(down, {H, I}, layers_[moe_layer].down + expert * H * I);
+    weights.fill_bf16(down, {H, I}, layers_[moe_layer].down + p * H * I);
   } else {
     weights.fill_bf16(gate, {I, H}, staging_.data());
     weights.fill_bf16(up, {I, H}, staging_.data() + I * H);
     weights.fill_bf16(down, {H, I}, staging_.data() + 2 * I * H);
-    store(moe_layer, expert, staging_.data());
+    store(moe_layer, p, staging_.data());
   }
-  held_[index(moe_layer, expert)] = true;
 }
 
 DeviceMlp CudaExpertStore::expert_mlp(int64_t moe_layer, int64_t expert) const {
   const int64_t H = hidden(), I = intermediate();
-  const Bf16* gate_up = layers_[moe_layer].gate_up + expert * 2 * I * H;
-  const Bf16* down = layers_[moe_layer].down + expert * H * I;
+  const int64_t p = place(moe_layer, expert);
+  const Bf16* gate_up = layers_[moe_layer].gate_up + p * 2 * I * H;
+  const Bf16* down = layers_[moe_layer].down + p * H * I;
   auto source = cuda::WeightSource::kResident;
   if (format_ == Format::kFp4) {
-    dequantize(moe_layer, expert, 1, staging_.data(), staging_.data() + 2 * I * H);
+    dequantize(moe_layer, p, 1, staging_.data(), staging_.data() + 2 * I * H);
     gate_up = staging_.data(), down = staging_.data() + 2 * I * H, source = cuda::WeightSource::kFromStream;
   }
   return {{.bf16 = gate_up, .n = 2 * I, .k = H}, {.bf16 = down, .n = H, .k = I}, I, source};
@@ -95,7 +129,10 @@ void CudaExpertStore::dequantize(int64_t moe_layer, int64_t first, int64_t count
                             count * H, I, down, nullptr);
 }
 
-bool CudaExpertStore::holds(int64_t moe_layer, int64_t expert) const { return held_[index(moe_layer, expert)]; }
+bool CudaExpertStore::holds(int64_t moe_layer, int64_t expert) const {
+  (void)index(moe_layer, expert);
+  return layers_[moe_layer].place_of[expert] >= 0;
+}
 
 void CudaExpertStore::compute(int64_t moe_layer, int64_t expert, const float* x, int64_t n, float* out) const {
   DI_CHECK(holds(moe_layer, expert), "expert {} of MoE layer {} is not held on this rank", expert, moe_layer);
@@ -128,16 +165,20 @@ void CudaExpertStore::import_weights(int64_t moe_layer, int64_t expert, std::spa
   DI_CHECK(static_cast<int64_t>(weights.size()) == 3 * I * H, "expert weights of {} floats, expected {}",
            weights.size(), 3 * I * H);
   const std::vector<uint16_t> bits = to_bf16_bits(weights.data(), 3 * I * H);
+  const int64_t p = acquire(moe_layer, expert);
   if (format_ == Format::kFp4) {
     DI_CUDA_CHECK(cudaMemcpy(staging_.data(), bits.data(), bits.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
-    store(moe_layer, expert, staging_.data());
+    store(moe_layer, p, staging_.data());
   } else {
-    store(moe_layer, expert, reinterpret_cast<const Bf16*>(bits.data()));
+    store(moe_layer, p, reinterpret_cast<const Bf16*>(bits.data()));
   }
-  held_[index(moe_layer, expert)] = true;
 }
 
-// The slot stays allocated; it is only marked free.
-void CudaExpertStore::drop(int64_t moe_layer, int64_t expert) { held_[index(moe_layer, expert)] = false; }
+// The place stays allocated: marked free (with fewer places than experts, handed to the next expert in).
+void CudaExpertStore::drop(int64_t moe_layer, int64_t expert) {
+  const int64_t p = place(moe_layer, expert);
+  if (capacity_ < num_experts()) layers_[moe_layer].free_places.push_back(static_cast<int32_t>(p));
+  set_place(moe_layer, expert, -1);
+}
 
 }  // namespace deepinfer

@@ -1,5 +1,8 @@
-// The CUDA backend's routed experts, per MoE layer every expert's slot allocated once (the kernels index them by
-// expert id) and a held flag per expert; EPLB only fills or frees slots. Two formats:
+// The CUDA backend's routed experts: per MoE layer `capacity` places allocated once (every expert, or the rank's
+// EP slots), the kernels indexing them by place. Holding every expert, expert e is at place e; holding fewer, an
+// expert takes a free place when loaded or imported and gives it back when dropped (EPLB only fills or frees
+// places), and kernels reading logical ids remap them first (device_places: place, or capacity where not held).
+// Two formats:
 //  - bf16: one gate_up array [E, 2I, H] (each expert's gate rows, then its up rows) and one down array [E, H, I];
 //  - fp4 (DeepSeek-V4's checkpoints): the same rows as e2m1 codes with a ue8m0 scale per 32 values
 //    (kernels/cuda/moe_fp4.cuh), quantised on the device when loaded; 0.53 bytes a weight instead of 2. Values
@@ -22,20 +25,26 @@ namespace deepinfer {
 class CudaExpertStore final : public ExpertStore {
  public:
   enum class Format { kBf16, kFp4 };
-  // Allocates the arrays in `arena` (on the current device). swiglu_limit: the experts' SwiGLU clamp (0: none).
-  CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms, float swiglu_limit, Format format = Format::kBf16);
+  // Allocates the arrays in `arena` (on the current device) for `capacity` experts a layer (0 or more than the
+  // experts: all of them). swiglu_limit: the experts' SwiGLU clamp (0: none).
+  CudaExpertStore(Dims dims, DeviceArena& arena, int num_sms, float swiglu_limit, Format format = Format::kBf16,
+                  int64_t capacity = 0);
 
   // Fills one expert from the checkpoint's gate, up and down tensors.
   void load(int64_t moe_layer, int64_t expert, const DeviceWeightSource& weights, const std::string& gate,
             const std::string& up, const std::string& down);
   Format format() const { return format_; }
+  // Places a layer (num_experts() when every expert is held, and then expert e is at place e).
+  int64_t capacity() const { return capacity_; }
+  // [num_experts]: each expert's place in `moe_layer`, or capacity() where not held (on the device).
+  const int32_t* device_places(int64_t moe_layer) const { return layers_[moe_layer].device_places.data(); }
   // bf16 only.
   const __nv_bfloat16* gate_up(int64_t moe_layer) const { return layers_[moe_layer].gate_up; }
   const __nv_bfloat16* down(int64_t moe_layer) const { return layers_[moe_layer].down; }
-  // fp4 only: expert e's gate_up rows from row e * 2I, its down rows from row e * H.
+  // fp4 only: the expert at place p has its gate_up rows from row p * 2I, its down rows from row p * H.
   cuda::Fp4Rows gate_up_fp4(int64_t moe_layer) const { return layers_[moe_layer].gate_up_fp4; }
   cuda::Fp4Rows down_fp4(int64_t moe_layer) const { return layers_[moe_layer].down_fp4; }
-  // fp4 only: experts [first, first + count) dequantised into gate_up [count, 2I, H] and down [count, H, I], on
+  // fp4 only: places [first, first + count) dequantised into gate_up [count, 2I, H] and down [count, H, I], on
   // the model's stream (the prefill GEMMs read them).
   void dequantize(int64_t moe_layer, int64_t first, int64_t count, __nv_bfloat16* gate_up, __nv_bfloat16* down) const;
   size_t bytes_per_expert() const;
@@ -51,17 +60,25 @@ class CudaExpertStore final : public ExpertStore {
   struct Layer {
     __nv_bfloat16 *gate_up = nullptr, *down = nullptr;  // bf16
     cuda::Fp4Rows gate_up_fp4, down_fp4;                // fp4
+    std::vector<int32_t> place_of;                      // [expert]: its place, -1 where not held
+    std::vector<int32_t> free_places;                   // fewer places than experts: the unused ones
+    DeviceArray<int32_t> device_places;                 // place_of on the device, capacity where not held
   };
+  // The place of a held expert (checked).
+  int64_t place(int64_t moe_layer, int64_t expert) const;
+  // A place for `expert` (its own when every expert is held), marked held.
+  int64_t acquire(int64_t moe_layer, int64_t expert);
+  void set_place(int64_t moe_layer, int64_t expert, int32_t place);
   // One expert as bf16 rows: its slots, or (fp4) dequantised into staging_ (valid until the next call).
   DeviceMlp expert_mlp(int64_t moe_layer, int64_t expert) const;
-  // Stores one expert from bf16 rows [gate | up | down] on the device (fp4: quantised).
-  void store(int64_t moe_layer, int64_t expert, const __nv_bfloat16* rows);
+  // Stores bf16 rows [gate | up | down] at a place on the device (fp4: quantised).
+  void store(int64_t moe_layer, int64_t place, const __nv_bfloat16* rows);
 
   int num_sms_;
   float swiglu_limit_;
   Format format_;
+  int64_t capacity_;
   std::vector<Layer> layers_;  // the arrays, in the arena
-  std::vector<bool> held_;     // [moe layer][expert]
   CublasHandle cublas_;
   mutable DeviceArray<__nv_bfloat16> staging_;  // one expert's bf16 rows (fp4 loads, exports, compute)
   mutable ScratchPool scratch_;  // compute() runs inside a step, beside the step's own scratch

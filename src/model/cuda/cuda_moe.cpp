@@ -79,7 +79,16 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
     const DeviceDispatch mine = ep.dispatch(moe_layer, h, ids, weights, rows);
     if (mine.rows > 0) {
       DI_CUDA_CHECK(cudaMemsetAsync(mine.y, 0, mine.rows * H * sizeof(Bf16)));
-      routed_experts(moe_layer, static_cast<const Bf16*>(mine.x), mine.ids, mine.weights, mine.rows, E + 1,
+      // The received ids are logical (E: served elsewhere); a store of fewer places reads them as places.
+      const int64_t places = experts_.capacity();
+      const int32_t* place_ids = mine.ids;
+      if (places < E) {
+        auto* remapped = scratch.alloc<int32_t>(mine.rows * K);
+        cuda::remap_expert_ids(mine.ids, mine.rows * K, experts_.device_places(moe_layer), E,
+                               static_cast<int32_t>(places), remapped, nullptr);
+        place_ids = remapped;
+      }
+      routed_experts(moe_layer, static_cast<const Bf16*>(mine.x), place_ids, mine.weights, mine.rows, places + 1,
                      static_cast<Bf16*>(mine.y), scratch);
     }
     ep.combine(out);
@@ -108,7 +117,8 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
                              int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready,
                              const ResidualNorm* then) const {
   const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
+  // E: the store's places (every expert without expert parallelism); ids are places, E and above elsewhere.
+  const int64_t H = c.hidden_size, E = experts_.capacity(), K = c.num_experts_per_tok, I = c.moe_intermediate_size;
   if (rows == 0) return false;
   const int64_t n = rows * K;
   const Bf16* gate_up_w = experts_.gate_up(moe_layer);
@@ -234,7 +244,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
 void CudaMoe::chunked_fp4_experts(int64_t moe_layer, const Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
                                   Bf16* gate_up, Bf16* act, Bf16* y_perm, void** pointers,
                                   ScratchPool& scratch) const {
-  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = config_.n_routed_experts;
+  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = experts_.capacity();
   const auto chunks = static_cast<int64_t>(chunk_expert.size());
   // kDequantExperts experts at a time dequantised to bf16, then the GEMMs of their chunks (contiguous: the chunks
   // are in expert order).

@@ -66,8 +66,9 @@ class CudaMoe {
   bool experts_stay_on_device(int64_t pairs) const;
 
  private:
-  // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids in [0, num_ids), and
-  // ids >= n_routed_experts are entries to leave out (num_ids = n_routed_experts + 1 for expert parallelism).
+  // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids are places of the
+  // expert store (the experts themselves where it holds every one) in [0, num_ids), and ids >= its capacity are
+  // entries to leave out (num_ids = capacity + 1 for expert parallelism).
   // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
   // stream); everything before the final combine runs without waiting for it.
   bool routed_experts(int64_t moe_layer, const __nv_bfloat16* x, const int32_t* ids, const float* weights,

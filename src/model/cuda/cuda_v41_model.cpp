@@ -65,7 +65,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   experts_ = std::make_unique<CudaExpertStore>(
       ExpertStore::Dims{c.num_hidden_layers, c.n_routed_experts, H, c.moe_intermediate_size}, arena_, num_sms_,
       static_cast<float>(c.swiglu_limit),
-      fp4_experts ? CudaExpertStore::Format::kFp4 : CudaExpertStore::Format::kBf16);
+      fp4_experts ? CudaExpertStore::Format::kFp4 : CudaExpertStore::Format::kBf16, c.expert_slots_per_rank);
   const size_t before_layers = arena_.bytes_in_use();
   moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
   // The attention projections and shared experts in FP8 where the checkpoint has them so (stored_fp8).
@@ -202,11 +202,11 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                                            : CudaV41KvCache::LayerSpec{});
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const double GiB = 1 << 30, layers = static_cast<double>(std::max<int64_t>(c.num_hidden_layers, 1));
-  spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {}; a layer: {:.3f} GiB of routed experts ({}, every slot), "
-               "{:.3f} GiB of attention ({}), hyper-connection, router and shared-expert weights; embedding, "
-               "norm and head {:.3f} GiB", arena_.bytes_in_use() / GiB, device_.id(),
-               static_cast<double>(experts_->bytes_per_expert()) * c.n_routed_experts / GiB,
-               fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16",
+  spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {}; a layer: {:.3f} GiB of routed experts ({}, {} places of "
+               "{} experts), {:.3f} GiB of attention ({}), hyper-connection, router and shared-expert weights; "
+               "embedding, norm and head {:.3f} GiB", arena_.bytes_in_use() / GiB, device_.id(),
+               static_cast<double>(experts_->bytes_per_expert()) * static_cast<double>(experts_->capacity()) / GiB,
+               fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16", experts_->capacity(), c.n_routed_experts,
                static_cast<double>(after_layers - before_layers) / layers / GiB, fp8 ? "FP8 projections" : "bf16",
                static_cast<double>(arena_.bytes_in_use() - after_layers) / GiB);
   const int64_t sources = std::count_if(cache_specs_.begin(), cache_specs_.end(),
