@@ -115,12 +115,24 @@ int run_bench(const BenchOptions& options, const World& world) {
     std::optional<H5Table> table;
     if (hdf5) {
       file.emplace(options.output_path);
-      table.emplace(file->id(), options.phase + "/points",
-                    std::vector<H5Column>{{"batch", true}, {"context", true}, {"tokens_per_step", true},
-                                          {"median_ms", false}, {"p90_ms", false}, {"min_ms", false},
-                                          {"tokens_per_s", false}, {"floor_ms", false},
-                                          {"floor_over_measured", false}, {"steps", true},
-                                          {"device_idle_ms", false}});
+      std::vector<H5Column> columns = {{"batch", true},        {"context", true},  {"tokens_per_step", true},
+                                       {"median_ms", false},   {"p90_ms", false},  {"min_ms", false},
+                                       {"tokens_per_s", false}, {"floor_ms", false}, {"floor_over_measured", false},
+                                       {"steps", true},        {"device_idle_ms", false}};
+      if (slicer)  // the exchange the real rank makes during the point (warm-up and timed steps), counted
+        columns.insert(columns.end(), {{"slice_rows_received", true}, {"slice_rows_sent", true},
+                                       {"slice_dispatch_bytes", true}, {"slice_combine_bytes", true}});
+      table.emplace(file->id(), options.phase + "/points", columns);
+      if (slicer)
+        file->set_attribute("rank_slice", nlohmann::json{{"deploy", options.rank_slice_deploy},
+                                                         {"world_rank", options.slice_rank},
+                                                         {"role", std::string(role_name(slice->where.role))},
+                                                         {"ep_size", slice->ep_size},
+                                                         {"rank_in_ep_group", slice->where.rank_in_ep_group},
+                                                         {"routing", options.routing},
+                                                         {"routing_seed", options.routing_seed},
+                                                         {"exchange", "host memory, counted not timed"}}
+                                              .dump());
       file->set_attribute("complete", int64_t{0});
       file->set_attribute("phase", options.phase);
       file->set_attribute("model", options.model.model_path);
@@ -166,9 +178,18 @@ int run_bench(const BenchOptions& options, const World& world) {
                    r.graph_steps > 0 ? fmt::format("; {} of {} steps from CUDA graphs", r.graph_steps, r.steps)
                                      : std::string());
       if (hdf5) {
-        table->append({static_cast<double>(r.batch), static_cast<double>(r.context),
-                       static_cast<double>(r.tokens_per_step), r.median_ms, r.p90_ms, r.min_ms, r.tokens_per_s,
-                       r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps), r.device_idle_ms});
+        std::vector<double> row = {static_cast<double>(r.batch), static_cast<double>(r.context),
+                                   static_cast<double>(r.tokens_per_step), r.median_ms, r.p90_ms, r.min_ms,
+                                   r.tokens_per_s, r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps),
+                                   r.device_idle_ms};
+        if (slicer) {
+          const ExchangeStats& s = slicer->stats();
+          row.insert(row.end(), {static_cast<double>(s.tokens_received - stats_before.tokens_received),
+                                 static_cast<double>(s.tokens_sent - stats_before.tokens_sent),
+                                 static_cast<double>(s.dispatch_bytes - stats_before.dispatch_bytes),
+                                 static_cast<double>(s.combine_bytes - stats_before.combine_bytes)});
+        }
+        table->append(row);
         file->flush();
       } else if (!options.output_path.empty()) {
         append_to_file(options.output_path, nlohmann::json{{"phase", r.phase}, {"batch", r.batch}, {"context", r.context},

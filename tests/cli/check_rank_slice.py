@@ -5,7 +5,8 @@ A rank slice (`bench --rank-slice`) does the MoE work of the rank it stands for.
 (`MPIRUN -np NP DEEPINFER sweep PHASE MODEL-ARGS --deploy DEPLOY --points POINT --routing ROUTING`), then, for
 every world rank of the swept role, `DEEPINFER bench PHASE --rank-slice DEPLOY --slice-rank R` at the same point
 and routing, alone; each slice must report exactly the (token, expert) pairs the real rank's slots served, per
-MoE layer and expert, and the token rows it received. Decode points are requests a rank (--context 16), prefill
+MoE layer and expert, and the token rows it received (the first also written as HDF5: its `rank_slice`
+attribute and exchange columns). Decode points are requests a rank (--context 16), prefill
 points tokens a step (one prompt of POINT tokens).
 """
 import json
@@ -47,6 +48,16 @@ with tempfile.TemporaryDirectory() as tmp:
                              f"{[k for k in sorted(set(mine) | set(want)) if mine.get(k) != want.get(k)][:5]}"
         assert got["tokens_received"] == int(row["routed_tokens_received"]), \
             (r, got["tokens_received"], int(row["routed_tokens_received"]))
+        if checked == 0:  # the HDF5 form of the same slice: its attribute and the exchange columns
+            h5 = os.path.join(tmp, f"slice-{r}.h5")
+            subprocess.run([di, "bench", phase] + model + common + shape + size +
+                           ["--rank-slice", deploy, "--slice-rank", str(r), "--output", h5], check=True, timeout=300)
+            with h5py.File(h5) as f:
+                about = json.loads(f.attrs["rank_slice"])
+                rows = f[f"{phase}/points"][()]
+            assert about["world_rank"] == r and about["routing"] == routing, about
+            assert int(rows["slice_rows_received"][0]) == got["tokens_received"], rows
+            assert int(rows["slice_dispatch_bytes"][0]) == got["dispatch_bytes"], rows
         checked += 1
         print(f"rank {r} ({got['role']} {got['rank_in_ep_group']} of EP {got['ep_size']}): {sum(mine.values())} pairs "
               f"over {len(mine)} (layer, expert), {got['tokens_received']} rows received, as the real run")
