@@ -2,7 +2,8 @@
 // run warm-up and measured steps in lockstep with their EP groups (bench_decode / bench_prefill with the
 // expert-parallel dispatcher); world rank 0 gathers every rank's median and p90 step time, routed-token count and
 // the (token, expert) pairs its slots served per MoE layer and expert, and appends one row per point (one per rank,
-// and `<phase>/served` rows per rank, layer and expert served) to the HDF5 file, flushed as it goes.
+// and `<phase>/served` rows per rank, layer and expert served: host exchanges only, the NCCL path leaves it empty)
+// to the HDF5 file, flushed as it goes.
 //  - prefill points: tokens per step per prefill rank (chunks of prompt_len-token prompts);
 //  - decode points: concurrent requests per decode rank, each with `context` tokens cached.
 // A point's step time is the slowest rank's median (every rank waits for it in the all-to-alls).

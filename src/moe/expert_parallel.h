@@ -67,7 +67,8 @@ class ExpertParallelDispatcher final : public ExpertDispatcher {
   // From now on every dispatch routes by `routing` instead of the router's choice (host exchanges only; bench
   // and sweep, where every rank dispatches as many tokens a step, token t of rank r being r * tokens + t).
   void set_synthetic_routing(SyntheticRouting routing) { routing_.emplace(std::move(routing)); }
-  // [moe layer][logical expert]: the (token, expert) pairs this rank's slots received, since construction.
+  // [moe layer][logical expert]: the (token, expert) pairs this rank's slots received, since construction, in the
+  // host exchange (the NCCL device path does not count them yet).
   const std::vector<int64_t>& served_counts() const { return served_counts_; }
 
  private:
