@@ -29,14 +29,15 @@ namespace deepinfer::app {
 
 namespace {
 
-// What --rank-slice stands for: the rank's place in the deployment and its EP group's placement.
+// What --rank-slice stands for: the rank's place in the deployment, its EP group's placement and the routing.
 struct SliceTarget {
   RankPlacement where;
   int64_t ep_size = 1;
   std::optional<ExpertPlacement> placement;
+  std::optional<SyntheticRouting> routing;
 };
 
-SliceTarget slice_target(const BenchOptions& options) {
+SliceTarget slice_target(const BenchOptions& options, const ModelConfig& config) {
   DI_INPUT_CHECK(!options.routing.empty(), "--rank-slice needs --routing: the peers' pairs are drawn from it");
   const Deployment deployment = Deployment::from_toml_file(options.rank_slice_deploy);
   DI_INPUT_CHECK(options.slice_rank >= 0 && options.slice_rank < deployment.world_size(),
@@ -50,12 +51,13 @@ SliceTarget slice_target(const BenchOptions& options) {
                  role_name(role), options.rank_slice_deploy, options.phase, options.phase);
   const RoleSpec& spec = deployment.roles[target.where.role_spec_idx];
   target.ep_size = spec.ep_size;
-  const ModelConfig config = load_model_config(options.model.model_path);
   target.placement = group_placement(config, spec, -1, options.expert_plan_path);
-  SyntheticRouting(options.routing, options.routing_seed, target.placement->num_layers(), config.n_routed_experts,
-                   config.num_experts_per_tok);  // a bad spec fails here, before the weights load
+  // A bad spec fails here, before the weights load.
+  target.routing.emplace(options.routing, options.routing_seed, target.placement->num_layers(),
+                         config.n_routed_experts, config.num_experts_per_tok);
   return target;
 }
+
 
 }  // namespace
 
@@ -74,8 +76,8 @@ int run_bench(const BenchOptions& options, const World& world) {
                         input_files(options.model.model_path, {options.rank_slice_deploy, options.expert_plan_path}),
                         /*allow_special=*/!options.output_path.ends_with(".h5"));
     if (!options.rank_slice_deploy.empty()) {
-      slice = slice_target(options);
       const ModelConfig config = load_model_config(options.model.model_path);
+      slice = slice_target(options, config);
       loaded = load_model(options.model, weights_held_by(*slice->placement, slice->where.rank_in_ep_group, config));
       loaded.config.expert_slots_per_rank = slice->placement->slots_per_rank();
     } else {
@@ -99,11 +101,8 @@ int run_bench(const BenchOptions& options, const World& world) {
     const std::unique_ptr<CausalLm> model = build_model(std::move(loaded), 0);
     std::unique_ptr<RankSliceDispatcher> slicer;
     if (slice) {
-      const ModelConfig& c = model->config();
-      slicer = std::make_unique<RankSliceDispatcher>(
-          *slice->placement, slice->where.rank_in_ep_group, c.hidden_size,
-          SyntheticRouting(options.routing, options.routing_seed, slice->placement->num_layers(), c.n_routed_experts,
-                           c.num_experts_per_tok));
+      slicer = std::make_unique<RankSliceDispatcher>(*slice->placement, slice->where.rank_in_ep_group,
+                                                     model->config().hidden_size, std::move(*slice->routing));
       spdlog::info("rank slice: world rank {} of {} ({} rank {} of an EP group of {}), routing {} (seed {})",
                    options.slice_rank, options.rank_slice_deploy, role_name(slice->where.role),
                    slice->where.rank_in_ep_group, slice->ep_size, options.routing, options.routing_seed);
@@ -146,29 +145,26 @@ int run_bench(const BenchOptions& options, const World& world) {
     // The slice's exchange and the pairs its experts served during one point (counted from `before`).
     ExchangeStats stats_before;
     std::vector<int64_t> served_before;
+    auto point_exchange = [&] { return slicer->stats() - stats_before; };
     auto slice_fields = [&]() -> nlohmann::json {
       if (!slicer) return nullptr;
-      const ExchangeStats& s = slicer->stats();
+      const ExchangeStats s = point_exchange();
       std::vector<int64_t> served = slicer->served_counts();
       for (size_t i = 0; i < served.size(); ++i) served[i] -= served_before[i];
       return {{"deploy", options.rank_slice_deploy}, {"world_rank", options.slice_rank},
               {"role", std::string(role_name(slice->where.role))}, {"ep_size", slice->ep_size},
               {"rank_in_ep_group", slice->where.rank_in_ep_group}, {"routing", options.routing},
               {"routing_seed", options.routing_seed},
-              {"tokens_received", s.tokens_received - stats_before.tokens_received},
-              {"tokens_sent", s.tokens_sent - stats_before.tokens_sent},
-              {"dispatch_bytes", s.dispatch_bytes - stats_before.dispatch_bytes},
-              {"combine_bytes", s.combine_bytes - stats_before.combine_bytes},
+              {"tokens_received", s.tokens_received}, {"tokens_sent", s.tokens_sent},
+              {"dispatch_bytes", s.dispatch_bytes}, {"combine_bytes", s.combine_bytes},
               {"num_experts", slicer->placement().num_experts()}, {"served_pairs", served}};
     };
     auto report = [&](const StepBenchResult& r) {
       if (slicer) {
-        const ExchangeStats& s = slicer->stats();
+        const ExchangeStats s = point_exchange();
         spdlog::info("rank slice exchange (not timed; the real rank's, counted): {} token rows received, {} sent, "
-                     "{:.3f} MB dispatched and {:.3f} MB combined to peers, warm-up and timed steps", s.tokens_received -
-                     stats_before.tokens_received, s.tokens_sent - stats_before.tokens_sent,
-                     (s.dispatch_bytes - stats_before.dispatch_bytes) / 1e6,
-                     (s.combine_bytes - stats_before.combine_bytes) / 1e6);
+                     "{:.3f} MB dispatched and {:.3f} MB combined to peers, warm-up and timed steps",
+                     s.tokens_received, s.tokens_sent, s.dispatch_bytes / 1e6, s.combine_bytes / 1e6);
       }
       spdlog::info("{} batch {:>4} x {:>5}: {:>9.3f} ms/step (p90 {:.3f}), {:>10.1f} tok/s; floor {:.3f} ms, "
                    "floor/measured {:.3f}{}{}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
@@ -183,11 +179,9 @@ int run_bench(const BenchOptions& options, const World& world) {
                                    r.tokens_per_s, r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps),
                                    r.device_idle_ms};
         if (slicer) {
-          const ExchangeStats& s = slicer->stats();
-          row.insert(row.end(), {static_cast<double>(s.tokens_received - stats_before.tokens_received),
-                                 static_cast<double>(s.tokens_sent - stats_before.tokens_sent),
-                                 static_cast<double>(s.dispatch_bytes - stats_before.dispatch_bytes),
-                                 static_cast<double>(s.combine_bytes - stats_before.combine_bytes)});
+          const ExchangeStats s = point_exchange();
+          row.insert(row.end(), {static_cast<double>(s.tokens_received), static_cast<double>(s.tokens_sent),
+                                 static_cast<double>(s.dispatch_bytes), static_cast<double>(s.combine_bytes)});
         }
         table->append(row);
         file->flush();

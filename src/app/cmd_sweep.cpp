@@ -1,6 +1,8 @@
 // `deepinfer sweep prefill|decode --model M --deploy D --points ... --output F.h5`: Pareto points to HDF5.
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "src/app/commands.h"
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
@@ -12,6 +14,7 @@ namespace deepinfer::app {
 int run_sweep(const SweepCliOptions& options, const World& world) {
   SpmdSetup spmd;
   SweepOptions sweep;
+  std::optional<SyntheticRouting> routing;
   auto prepare = [&] {
     DI_INPUT_CHECK(!options.points.empty(), "--points is empty");
     // Decode points are requests per rank (each a KV cache of --context tokens); prefill points are tokens
@@ -26,10 +29,10 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
     spmd.prepare(options.model,
                  {options.deploy_path, std::nullopt, options.expert_plan_path, 0, -1, !options.routing.empty()}, world);
-    if (!options.routing.empty()) {  // checked here, where a bad spec is every rank's input error
+    if (!options.routing.empty()) {  // made here, where a bad spec is every rank's input error
       const ModelConfig& c = spmd.config();
-      SyntheticRouting(options.routing, options.routing_seed, c.num_hidden_layers - c.first_k_dense_replace,
-                       c.n_routed_experts, c.num_experts_per_tok);
+      routing.emplace(options.routing, options.routing_seed, c.num_hidden_layers - c.first_k_dense_replace,
+                      c.n_routed_experts, c.num_experts_per_tok);
     }
     const int64_t longest = options.phase == "decode" ? options.context + options.warmup + options.steps + 2
                                                       : std::min(options.prompt_len, *std::max_element(
@@ -66,12 +69,7 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
   };
   auto execute = [&] {
     spmd.start(world);
-    if (!options.routing.empty()) {
-      const ModelConfig& c = spmd.model().config();
-      spmd.experts().set_synthetic_routing(SyntheticRouting(options.routing, options.routing_seed,
-                                                            c.num_hidden_layers - c.first_k_dense_replace,
-                                                            c.n_routed_experts, c.num_experts_per_tok));
-    }
+    if (routing) spmd.experts().set_synthetic_routing(std::move(*routing));
     run_sweep(spmd.model(), spmd.topology(), spmd.experts(), sweep);
     spmd.finalize();
   };

@@ -32,6 +32,12 @@ struct ExchangeStats {
     tokens_received += o.tokens_received;
     return *this;
   }
+  // What was moved since `earlier` (counts taken from the same dispatcher).
+  ExchangeStats operator-(const ExchangeStats& earlier) const {
+    return {num_exchanges - earlier.num_exchanges, dispatch_bytes - earlier.dispatch_bytes,
+            combine_bytes - earlier.combine_bytes, tokens_sent - earlier.tokens_sent,
+            tokens_received - earlier.tokens_received};
+  }
 };
 
 // The rows a dispatch hands this rank, host fp32: row r's entry k is served here when ids[r, k] >= 0, by the

@@ -159,12 +159,8 @@ HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const flo
   std::vector<int64_t> token_dests;  // per token, its distinct destinations in ascending order, flattened
   token_dest_begin_.assign(num_tokens + 1, 0);
   for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int64_t k = 0; k < K; ++k) {
-      ++window_counts_[moe_layer_idx * placement_.num_experts() + topk_ids[t * K + k]];
-      const int64_t slot = placement_.pick_slot(moe_layer_idx, topk_ids[t * K + k], me, t);
-      dest[t * K + k] = placement_.owner_of_slot(slot);
-      local_slot[t * K + k] = static_cast<int32_t>(slot % S);
-    }
+    for (int64_t k = 0; k < K; ++k) ++window_counts_[moe_layer_idx * placement_.num_experts() + topk_ids[t * K + k]];
+    placement_.place_entries(moe_layer_idx, topk_ids + t * K, K, me, t, dest.data() + t * K, local_slot.data() + t * K);
     std::vector<int32_t> mine(dest.begin() + t * K, dest.begin() + (t + 1) * K);
     std::sort(mine.begin(), mine.end());
     mine.erase(std::unique(mine.begin(), mine.end()), mine.end());

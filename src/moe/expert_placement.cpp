@@ -87,4 +87,13 @@ int64_t ExpertPlacement::pick_slot(int64_t layer, int64_t expert, int src_rank, 
   return slots[static_cast<size_t>(src_rank + token_idx) % slots.size()];
 }
 
+void ExpertPlacement::place_entries(int64_t layer, const int32_t* experts, int64_t top_k, int src_rank,
+                                    int64_t token_idx, int32_t* owner, int32_t* local_slot) const {
+  for (int64_t k = 0; k < top_k; ++k) {
+    const int64_t slot = pick_slot(layer, experts[k], src_rank, token_idx);
+    owner[k] = owner_of_slot(slot);
+    local_slot[k] = static_cast<int32_t>(slot % slots_per_rank_);
+  }
+}
+
 }  // namespace deepinfer

@@ -41,6 +41,10 @@ class ExpertPlacement {
   // The slot that serves `expert` for the token at `token_idx` on source `src_rank`: a replica on the
   // source rank if there is one (no transfer), else replicas in turn by (src_rank + token_idx).
   int64_t pick_slot(int64_t layer, int64_t expert, int src_rank, int64_t token_idx) const;
+  // Where token `token_idx` of `src_rank` sends its top_k entries `experts`: each entry's owning rank and its slot
+  // there (pick_slot). The layout of a dispatch, shared by the real dispatcher and the rank slice.
+  void place_entries(int64_t layer, const int32_t* experts, int64_t top_k, int src_rank, int64_t token_idx,
+                     int32_t* owner, int32_t* local_slot) const;
 
  private:
   int64_t num_experts_ = 0;

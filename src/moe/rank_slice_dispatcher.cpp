@@ -19,25 +19,23 @@ HostDispatch RankSliceDispatcher::dispatch(int64_t moe_layer_idx, const float* x
   const int num_ranks = static_cast<int>(placement_.ep_size());
   const int64_t record_bytes = (H + 2 * K) * static_cast<int64_t>(sizeof(float));
   recv_x_.clear(), recv_ids_.clear(), recv_weights_.clear(), own_rows_.clear();
-  std::vector<int32_t> ids(K), slots(K);
+  std::vector<int32_t> ids(K), owners(K), slots(K);
   std::vector<float> weights(K);
   // Received records arrive grouped by source rank, tokens ascending within each (as the all-to-all delivers).
   for (int src = 0; src < num_ranks; ++src) {
     for (int64_t t = 0; t < num_tokens; ++t) {
       routing_.route(steps_, moe_layer_idx, src * num_tokens + t, ids.data(), weights.data());
-      std::vector<int> dests;
+      placement_.place_entries(moe_layer_idx, ids.data(), K, src, t, owners.data(), slots.data());
       bool here = false;
       for (int64_t k = 0; k < K; ++k) {
-        const int64_t slot = placement_.pick_slot(moe_layer_idx, ids[k], src, t);
-        const int owner = placement_.owner_of_slot(slot);
-        slots[k] = owner == rank_ ? static_cast<int32_t>(slot % S) : -1;
-        here |= owner == rank_;
-        dests.push_back(owner);
+        here |= owners[k] == rank_;
+        if (owners[k] != rank_) slots[k] = -1;
       }
       if (src == rank_) {  // what this rank sends: one record per distinct other destination
+        std::vector<int32_t> dests = owners;
         std::sort(dests.begin(), dests.end());
         dests.erase(std::unique(dests.begin(), dests.end()), dests.end());
-        for (int d : dests)
+        for (int32_t d : dests)
           if (d != rank_) ++stats_.tokens_sent, stats_.dispatch_bytes += record_bytes;
       }
       if (!here) continue;
