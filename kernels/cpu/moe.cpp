@@ -27,4 +27,10 @@ void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int6
   for (int64_t i = 0; i < n; ++i) out[i] = ids[i] >= 0 && ids[i] < num_experts ? places[ids[i]] : elsewhere;
 }
 
+void add_rows_at(const float* src, const int32_t* src_rows, const int32_t* dst_rows, int64_t n, int64_t hidden,
+                 float* dst) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < hidden; ++j) dst[dst_rows[i] * hidden + j] += src[src_rows[i] * hidden + j];
+}
+
 }  // namespace deepinfer::cpu

@@ -13,6 +13,10 @@ namespace deepinfer::cpu {
 void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts, int32_t elsewhere,
                       int32_t* out);
 
+// dst[dst_rows[i]] += src[src_rows[i]] for i < n (the CUDA form: cuda::add_rows_at).
+void add_rows_at(const float* src, const int32_t* src_rows, const int32_t* dst_rows, int64_t n, int64_t hidden,
+                 float* dst);
+
 void moe_experts(const float* x, const int32_t* ids, const float* weights, int64_t tokens, int64_t top_k,
                  int64_t hidden, int64_t inter, const float* gate_up, const float* down, float swiglu_limit, float* out);
 

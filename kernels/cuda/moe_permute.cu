@@ -49,12 +49,12 @@ __device__ __forceinline__ void copy_row(const __nv_bfloat16* src, __nv_bfloat16
 }
 
 __global__ void gather_kernel(const __nv_bfloat16* x, const int32_t* sorted_flat, int64_t n, int64_t top_k,
-                              int64_t hidden, __nv_bfloat16* x_perm, int32_t* row_of) {
+                              int64_t hidden, const int32_t* copied_end, __nv_bfloat16* x_perm, int32_t* row_of) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t p = blockIdx.x;
   const int32_t flat = sorted_flat[p];
   if (threadIdx.x == 0) row_of[flat] = static_cast<int32_t>(p);
-  copy_row(x + (flat / top_k) * hidden, x_perm + p * hidden, hidden);
+  if (copied_end == nullptr || p < *copied_end) copy_row(x + (flat / top_k) * hidden, x_perm + p * hidden, hidden);
 }
 
 // The expert whose rows [offsets[e], offsets[e + 1]) hold row p (binary search; offsets ascending).
@@ -304,7 +304,7 @@ size_t moe_permute_workspace_bytes(int64_t num_rows, int64_t num_experts) {
 
 void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t hidden,
                  int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
-                 void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream, int64_t copied_experts) {
   const int64_t n = num_tokens * top_k;
   const WorkspaceLayout w = layout(n, num_experts);
   if (workspace_bytes < w.total) return;  // precondition: the caller sized it with moe_permute_workspace_bytes
@@ -329,8 +329,9 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
                                     static_cast<int>(n), 0, end_bit, stream);
   cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, expert_offsets, static_cast<int>(num_experts + 1), stream);
   if (n > 0)
-    launch_dependent(gather_kernel, static_cast<unsigned>(n), 128, 0, stream, x, values_out, n, top_k, hidden, x_perm,
-                     row_of);
+    launch_dependent(gather_kernel, static_cast<unsigned>(n), 128, 0, stream, x, values_out, n, top_k, hidden,
+                     copied_experts >= 0 && copied_experts < num_experts ? expert_offsets + copied_experts : nullptr,
+                     x_perm, row_of);
 }
 
 void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
@@ -373,7 +374,22 @@ __global__ void remap_ids_kernel(const int32_t* ids, int64_t n, const int32_t* p
   if (i < n) out[i] = ids[i] >= 0 && ids[i] < num_experts ? places[ids[i]] : elsewhere;
 }
 
+__global__ void add_rows_at_kernel(const __nv_bfloat16* src, const int32_t* src_rows, const int32_t* dst_rows,
+                                   int64_t hidden, __nv_bfloat16* dst) {
+  begin_dependent_kernel();
+  const __nv_bfloat16* from = src + static_cast<int64_t>(src_rows[blockIdx.x]) * hidden;
+  __nv_bfloat16* to = dst + static_cast<int64_t>(dst_rows[blockIdx.x]) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
+    to[i] = __float2bfloat16(__bfloat162float(to[i]) + __bfloat162float(from[i]));
+}
+
 }  // namespace
+
+void add_rows_at(const __nv_bfloat16* src, const int32_t* src_rows, const int32_t* dst_rows, int64_t n, int64_t hidden,
+                 __nv_bfloat16* dst, cudaStream_t stream) {
+  if (n == 0) return;
+  launch_dependent(add_rows_at_kernel, static_cast<unsigned>(n), 256, 0, stream, src, src_rows, dst_rows, hidden, dst);
+}
 
 void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts, int32_t elsewhere,
                       int32_t* out, cudaStream_t stream) {

@@ -22,9 +22,16 @@ size_t moe_permute_workspace_bytes(int64_t num_rows, int64_t num_experts);
 void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int64_t num_experts, int32_t elsewhere,
                       int32_t* out, cudaStream_t stream);
 
+// copied_experts >= 0: only the rows of experts below it are copied into x_perm (the others, entries served on
+// another rank under expert parallelism, keep their row_of and offsets and are left unwritten).
 void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t hidden,
                  int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
-                 void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                 void* workspace, size_t workspace_bytes, cudaStream_t stream, int64_t copied_experts = -1);
+
+// dst[dst_rows[i]] += src[src_rows[i]] for i < n (bf16 rows, fp32 sum; dst_rows distinct). A rank slice's combine
+// (moe/device_rank_slice.h). The CPU form: cpu::add_rows_at (kernels/cpu/moe.h).
+void add_rows_at(const __nv_bfloat16* src, const int32_t* src_rows, const int32_t* dst_rows, int64_t n, int64_t hidden,
+                 __nv_bfloat16* dst, cudaStream_t stream);
 
 // The decode layout without moving x: the expert_offsets and row_of that moe_permute computes (the same stable
 // order), and token_of_row [T*K]: the token whose x row the permuted row r stands for. One single-block kernel

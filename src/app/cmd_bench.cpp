@@ -18,9 +18,11 @@
 #include "src/core/device.h"
 #include "src/core/files.h"
 #include "src/core/hdf5_table.h"
+#include "src/bench/v41_floor.h"
 #include "src/moe/rank_slice_dispatcher.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/bench/dispatch_bench.h"
+#include "src/moe/device_rank_slice.h"
 #endif
 
 #include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
@@ -103,10 +105,20 @@ int run_bench(const BenchOptions& options, const World& world) {
     if (slice) {
       slicer = std::make_unique<RankSliceDispatcher>(*slice->placement, slice->where.rank_in_ep_group,
                                                      model->config().hidden_size, std::move(*slice->routing));
-      spdlog::info("rank slice: world rank {} of {} ({} rank {} of an EP group of {}), routing {} (seed {})",
-                   options.slice_rank, options.rank_slice_deploy, role_name(slice->where.role),
-                   slice->where.rank_in_ep_group, slice->ep_size, options.routing, options.routing_seed);
+#ifdef DEEPINFER_HAVE_CUDA
+      if (options.model.device == "cuda")
+        use_device_rank_slice(*slicer, model->config().n_routed_experts, model->config().hidden_size);
+#endif
+      spdlog::info("rank slice: world rank {} of {} ({} rank {} of an EP group of {}), routing {} (seed {}), the "
+                   "received rows {}", options.slice_rank, options.rank_slice_deploy, role_name(slice->where.role),
+                   slice->where.rank_in_ep_group, slice->ep_size, options.routing, options.routing_seed,
+                   slicer->device() != nullptr ? "gathered on the device (one draw per layer and batch, replayed)"
+                                               : "staged through host memory");
     }
+    // Where the slice's received rows come from (the device form replays one draw per MoE layer and batch).
+    auto slice_rows_kind = [&] {
+      return std::string(slicer->device() != nullptr ? "device: one draw per MoE layer and batch, replayed" : "host");
+    };
     // --output X.h5: an HDF5 table <phase>/points (one row per point, flushed as it finishes) with the run's
     // attributes; any other name: JSON lines appended.
     const bool hdf5 = options.output_path.ends_with(".h5");
@@ -130,7 +142,8 @@ int run_bench(const BenchOptions& options, const World& world) {
                                                          {"rank_in_ep_group", slice->where.rank_in_ep_group},
                                                          {"routing", options.routing},
                                                          {"routing_seed", options.routing_seed},
-                                                         {"exchange", "host memory, counted not timed"}}
+                                                         {"exchange", "counted, not timed"},
+                                                         {"received_rows", slice_rows_kind()}}
                                               .dump());
       file->set_attribute("complete", int64_t{0});
       file->set_attribute("phase", options.phase);
@@ -144,8 +157,20 @@ int run_bench(const BenchOptions& options, const World& world) {
     }
     // The slice's exchange and the pairs its experts served during one point (counted from `before`).
     ExchangeStats stats_before;
+    SliceExpertWork work_before;
     std::vector<int64_t> served_before;
     auto point_exchange = [&] { return slicer->stats() - stats_before; };
+    // A V4.1 slice's floor from what its experts served (per MoE layer and step, averaged over the point).
+    auto slice_floor = [&](StepBenchResult& r) {
+      const ModelConfig& c = model->config();
+      const SliceExpertWork& w = slicer->expert_work();
+      const double exchanges = static_cast<double>(w.num_exchanges - work_before.num_exchanges);
+      if (!is_v41(c) || exchanges <= 0) return;
+      const ExpertWork served{(w.slots_touched - work_before.slots_touched) / exchanges,
+                              (w.pairs - work_before.pairs) / exchanges};
+      set_floor(r, r.phase == "decode" ? v41_decode_work(c, r.batch, r.context, served)
+                                       : v41_prefill_work(c, r.batch, r.context, served));
+    };
     auto slice_fields = [&]() -> nlohmann::json {
       if (!slicer) return nullptr;
       const ExchangeStats s = point_exchange();
@@ -157,9 +182,14 @@ int run_bench(const BenchOptions& options, const World& world) {
               {"routing_seed", options.routing_seed},
               {"tokens_received", s.tokens_received}, {"tokens_sent", s.tokens_sent},
               {"dispatch_bytes", s.dispatch_bytes}, {"combine_bytes", s.combine_bytes},
-              {"num_experts", slicer->placement().num_experts()}, {"served_pairs", served}};
+              {"num_experts", slicer->placement().num_experts()}, {"served_pairs", served},
+              {"received_rows", slice_rows_kind()},
+              {"slots_touched", slicer->expert_work().slots_touched - work_before.slots_touched},
+              {"pairs", slicer->expert_work().pairs - work_before.pairs},
+              {"exchanges", slicer->expert_work().num_exchanges - work_before.num_exchanges}};
     };
-    auto report = [&](const StepBenchResult& r) {
+    auto report = [&](StepBenchResult r) {
+      if (slicer) slice_floor(r);
       if (slicer) {
         const ExchangeStats s = point_exchange();
         spdlog::info("rank slice exchange (not timed; the real rank's, counted): {} token rows received, {} sent, "
@@ -191,13 +221,15 @@ int run_bench(const BenchOptions& options, const World& world) {
                               {"min_ms", r.min_ms}, {"tokens_per_s", r.tokens_per_s}, {"floor_ms", r.floor_ms},
                               {"floor_over_measured", r.floor_over_measured}, {"steps", r.steps},
                               {"device_idle_ms", r.device_idle_ms}, {"graph_steps", r.graph_steps},
+                              {"floor_bytes_ms", r.floor_bytes_ms}, {"floor_flops_ms", r.floor_flops_ms},
                               {"model", options.model.model_path}, {"device", options.model.device},
                               {"rank_slice", slice_fields()}}
                                                 .dump() + "\n");
       }
     };
     auto point = [&](auto run) {
-      if (slicer) stats_before = slicer->stats(), served_before = slicer->served_counts();
+      if (slicer)
+        stats_before = slicer->stats(), served_before = slicer->served_counts(), work_before = slicer->expert_work();
       report(run());
     };
     if (options.phase == "decode") {

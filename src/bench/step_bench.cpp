@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/bench/roofline.h"
+#include "src/bench/v41_floor.h"
 #include "src/core/check.h"
 #include "src/core/random.h"
 #include "src/engine/engine.h"
@@ -83,6 +84,13 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
 
 }  // namespace
 
+void set_floor(StepBenchResult& r, const StepWork& work) {
+  r.floor_ms = work.floor_ms();
+  r.floor_bytes_ms = work.bytes_ms();
+  r.floor_flops_ms = work.flops_ms();
+  r.floor_over_measured = r.floor_ms / r.median_ms;
+}
+
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
                              ExpertDispatcher* experts) {
   const ModelConfig& c = model.config();
@@ -110,8 +118,10 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
     DI_CHECK(engine.add_cached(r, std::move(tokens)), "the decode benchmark's cache holds {} sequences", batch);
   }
   StepSamples samples = run_steps(model, engine, warmup, steps);
-  return make_result("decode", batch, context, batch, std::move(samples),
-                     decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3, steps);
+  StepBenchResult r = make_result("decode", batch, context, batch, std::move(samples),
+                                  decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3, steps);
+  if (is_v41(c)) set_floor(r, v41_decode_work(c, batch, context, uniform_expert_work(c, batch)));
+  return r;
 }
 
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
@@ -135,8 +145,10 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   Engine engine(model, options);
   for (const Request& r : requests) engine.add_request(r);
   StepSamples samples = run_steps(model, engine, warmup, steps);
-  return make_result("prefill", prompts, prompt_len, chunk, std::move(samples),
-                     prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
+  StepBenchResult r = make_result("prefill", prompts, prompt_len, chunk, std::move(samples),
+                                  prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
+  if (is_v41(c)) set_floor(r, v41_prefill_work(c, prompts, prompt_len, uniform_expert_work(c, chunk)));
+  return r;
 }
 
 }  // namespace deepinfer

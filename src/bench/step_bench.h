@@ -1,5 +1,5 @@
 // Single-GPU (or single-CPU) step benchmarks: the median time of a decode or prefill step after warm-up,
-// against its floor (roofline.h).
+// against its floor (roofline.h; DeepSeek-V4.1's: v41_floor.h).
 //  - decode: `batch` sequences, each with `context` tokens already in the KV cache (fabricated: seeded random
 //    latents, admitted with Engine::add_cached), one new token each per step; the context grows by one per step.
 //  - prefill: `chunk` tokens per step, made of chunk / prompt_len fresh prompts of prompt_len tokens, each
@@ -26,10 +26,15 @@ struct StepBenchResult {
   double tokens_per_s = 0;
   double floor_ms = 0;
   double floor_over_measured = 0;
+  double floor_bytes_ms = -1, floor_flops_ms = -1;  // the two parts of a V4.1 floor (negative: not computed)
   int64_t steps = 0;
   double device_idle_ms = -1;  // median device idle before each timed step (negative: not measured)
   int64_t graph_steps = 0;     // timed steps that ran from a captured CUDA graph
 };
+
+struct StepWork;
+// The floor of `r` from a V4.1 step's work (bench/v41_floor.h).
+void set_floor(StepBenchResult& r, const StepWork& work);
 
 // `experts`: how routed experts are reached (null: all local). Every rank of an expert-parallel group must call
 // with the same warmup + steps, so that the exchanges of each step match.

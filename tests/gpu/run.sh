@@ -94,6 +94,8 @@ for f in tiny-v41-engram tiny-v41-engram-fp8; do
   $py tests/gpu/compare_generate.py /tmp/engram-none.jsonl /tmp/engram-group.jsonl "$f colocated4 split vs whole tables" \
     --identical | tee -a "$out/e2e.log" || status=1
 done
+echo "== rank slice: the device form's served pairs and exchange == the host form's on the CPU (one step)"
+bash tests/gpu/check_slice_device.sh $di /tmp 2>&1 | tee -a "$out/e2e.log" || status=1
 echo "== KV cache sized from GPU memory"
 $di generate --model tests/fixtures/tiny-v3-bf16 --device cuda --gpu-memory-fraction 0.5 --input launch/examples/prompts.jsonl \
   --output /tmp/frac.jsonl 2>&1 | grep -E "KV cache|error" | tee -a "$out/e2e.log" || status=1

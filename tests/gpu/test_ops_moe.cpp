@@ -1,6 +1,7 @@
 // Op-table rows: the MoE ops — routing (V2, V3, V4.1), permute / route / pad, the routed-expert kernels
 // (matrix-vector, grouped, cuBLAS grouped and chunked GEMMs) and the unpermute fused with the next norm.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <tuple>
 
@@ -477,7 +478,62 @@ void remap_expert_ids(OpRun& r) {
   r.exact("places", out.to_host(), want);
 }
 
+// Under expert parallelism the last id (entries served on another rank) is sorted like the others but its rows
+// are not copied: the copied rows are x's, the others keep the poison, row_of and offsets are the full permute's.
+void moe_permute_copied(OpRun& r) {
+  const int64_t tokens = r["tokens"], top_k = r["top_k"], experts = r["experts"], hidden = 64;
+  const int64_t num_ids = experts + 1, n = tokens * top_k;
+  std::vector<float> x_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, x_f));
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) id = static_cast<int32_t>(r.rng()() % 3 == 0 ? r.rng()() % experts : experts);
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  DeviceArray<Bf16> x_perm(n * hidden), x_all(n * hidden);
+  DeviceArray<int32_t> row_of(n), offsets(num_ids + 1), row_of_all(n), offsets_all(num_ids + 1);
+  x_perm.poison();
+  DeviceArray<uint8_t> workspace(cuda::moe_permute_workspace_bytes(n, num_ids));
+  cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, num_ids, bf(x_perm), row_of.data(), offsets.data(),
+                    workspace.data(), workspace.size(), nullptr, experts);
+  cuda::moe_permute(bf(x), d_ids.data(), tokens, top_k, hidden, num_ids, bf(x_all), row_of_all.data(),
+                    offsets_all.data(), workspace.data(), workspace.size(), nullptr);
+  sync();
+  r.exact("row_of", row_of.to_host(), row_of_all.to_host());
+  const std::vector<int32_t> host_offsets = offsets.to_host();
+  r.exact("offsets", host_offsets, offsets_all.to_host());
+  // As bits: the poison (0xffff) is a NaN.
+  std::vector<uint16_t> got_bits(n * hidden), want_bits(n * hidden, 0xffff);
+  const std::vector<Bf16> got = x_perm.to_host(), all = x_all.to_host();
+  std::memcpy(got_bits.data(), got.data(), got_bits.size() * sizeof(uint16_t));
+  std::memcpy(want_bits.data(), all.data(), host_offsets[experts] * hidden * sizeof(uint16_t));
+  r.exact("copied rows, untouched rest", got_bits, want_bits);
+}
+
+// A rank slice's combine: chosen rows added at distinct destination rows, the others untouched.
+void add_rows_at(OpRun& r) {
+  const int64_t src_rows = r["src_rows"], dst_rows = r["dst_rows"], n = r["n"], hidden = r["hidden"];
+  std::vector<float> src_f, dst_f;
+  auto src = DeviceArray<Bf16>::from_host(r.random_bf16(src_rows * hidden, src_f));
+  auto dst = DeviceArray<Bf16>::from_host(r.random_bf16(dst_rows * hidden, dst_f));
+  std::vector<int32_t> from(n), to(dst_rows);
+  std::iota(to.begin(), to.end(), 0);
+  std::shuffle(to.begin(), to.end(), r.rng());
+  to.resize(n);
+  for (int32_t& f : from) f = static_cast<int32_t>(r.rng()() % src_rows);
+  auto d_from = DeviceArray<int32_t>::from_host(from), d_to = DeviceArray<int32_t>::from_host(to);
+  cuda::add_rows_at(bf(src), d_from.data(), d_to.data(), n, hidden, bf(dst), nullptr);
+  sync();
+  cpu::add_rows_at(src_f.data(), from.data(), to.data(), n, hidden, dst_f.data());
+  r.close("rows", to_float(dst.to_host()), round_bf16(dst_f));
+}
+
 void add_moe_rows(OpTable& t) {
+  for (auto [tokens, top_k, experts] : {std::tuple<int64_t, int64_t, int64_t>{300, 6, 7}, {33, 8, 96}, {1, 1, 1}})
+    t.add("moe_permute_copied", "bf16", {{"tokens", tokens}, {"top_k", top_k}, {"experts", experts}}, kExact,
+          moe_permute_copied);
+  for (auto [src_rows, dst_rows, n, hidden] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t>{40, 32, 20, 5120}, {3, 3, 3, 200}, {10, 8, 0, 64}})
+    t.add("add_rows_at", "bf16", {{"src_rows", src_rows}, {"dst_rows", dst_rows}, {"n", n}, {"hidden", hidden}},
+          kBf16, add_rows_at);
   for (auto [experts, held] : {std::pair<int64_t, int64_t>{384, 6}, {384, 96}, {8, 8}})
     t.add("remap_expert_ids", "i32", {{"experts", experts}, {"held", held}}, kExact, remap_expert_ids);
   for (auto [top_k, hidden] : {std::pair<int64_t, int64_t>{6, 2048}, {8, 7168}, {2, 200}})

@@ -124,9 +124,9 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   const Bf16* gate_up_w = experts_.gate_up(moe_layer);
   const Bf16* down_w = experts_.down(moe_layer);
   const bool fp4 = experts_.format() == CudaExpertStore::Format::kFp4;
-  if (fp4 && (experts_stay_on_device(n) || num_ids != E)) {
-    // FP4 experts at decode (and with entries served elsewhere): matrix-vector kernels for every batch, each pair
-    // streaming its expert's FP4 rows (no bf16 copy of the experts exists for the grouped kernel to read).
+  if (fp4 && experts_stay_on_device(n)) {
+    // FP4 experts at decode: matrix-vector kernels, each pair streaming its expert's FP4 rows (no bf16 copy of the
+    // experts exists for the grouped kernel to read); entries served elsewhere give zeros.
     auto* act = scratch.alloc<Bf16>(n * I);
     cuda::moe_gemv_gate_up_fp4(x, ids, rows, K, E, H, I, experts_.gate_up_fp4(moe_layer), swiglu_limit_, act,
                                nullptr);
@@ -175,22 +175,27 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   auto* x_perm = scratch.alloc<Bf16>(n * H);
   const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
   void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
-  cuda::moe_permute(x, ids, rows, K, H, num_ids, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr);
+  // Entries served elsewhere (expert parallelism's extra id) sort last and are not copied.
+  cuda::moe_permute(x, ids, rows, K, H, num_ids, x_perm, row_of, offsets, workspace, workspace_bytes, nullptr, E);
   std::vector<int32_t> host_offsets(num_ids + 1);
   DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   profiler_.mark("moe:permute+offsets");
-  if (fp4 && n < kFp4TileMaxRowsPerExpert * E) {
-    // FP4 experts at prefill, few rows an expert: each projection one tiled kernel over 64-row tiles of one
-    // expert's rows, the codes decoded in shared memory (moe_fp4_gemm.cuh): no bf16 copy, no padded rows.
-    const std::vector<cuda::Fp4GemmTile> tiles = cuda::fp4_gemm_tiles(host_offsets);
+  if (fp4 && (n < kFp4TileMaxRowsPerExpert * E || num_ids != E)) {
+    // FP4 experts at prefill, few rows an expert (or entries served elsewhere, whose rows are zeros): each
+    // projection one tiled kernel over 64-row tiles of one expert's rows, the codes decoded in shared memory
+    // (moe_fp4_gemm.cuh): no bf16 copy, no padded rows.
+    const std::vector<cuda::Fp4GemmTile> tiles =
+        cuda::fp4_gemm_tiles(std::vector<int32_t>(host_offsets.begin(), host_offsets.begin() + E + 1));
     const cuda::Fp4GemmTile* d_tiles = device_copy(scratch, tiles);
     const auto num_tiles = static_cast<int64_t>(tiles.size());
-    auto* gate_up = scratch.alloc<Bf16>(n * 2 * I);
-    auto* act = scratch.alloc<Bf16>(n * I);
+    const int64_t computed = host_offsets[E];  // the rows of this store's experts
+    auto* gate_up = scratch.alloc<Bf16>(computed * 2 * I);
+    auto* act = scratch.alloc<Bf16>(computed * I);
     auto* y_perm = scratch.alloc<Bf16>(n * H);
     cuda::moe_fp4_gemm(x_perm, experts_.gate_up_fp4(moe_layer), d_tiles, num_tiles, 2 * I, H, gate_up, nullptr);
-    cuda::silu_mul(gate_up, act, n, I, swiglu_limit_, nullptr);
+    cuda::silu_mul(gate_up, act, computed, I, swiglu_limit_, nullptr);
     cuda::moe_fp4_gemm(act, experts_.down_fp4(moe_layer), d_tiles, num_tiles, H, I, y_perm, nullptr);
+    if (computed < n) DI_CUDA_CHECK(cudaMemsetAsync(y_perm + computed * H, 0, (n - computed) * H * sizeof(Bf16)));
     profiler_.mark("moe:experts (fp4 tiles)");
     wait_for(out_ready);
     cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);

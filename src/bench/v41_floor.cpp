@@ -1,0 +1,163 @@
+#include "src/bench/v41_floor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "src/bench/roofline.h"
+#include "src/model/architectures.h"
+
+namespace deepinfer {
+
+namespace {
+
+// The projections a V4.1 FP8 checkpoint stores as FP8 blocks (as the CUDA model reads them: cuda_v41_model.cpp).
+bool stored_fp8(const ModelConfig& c, const std::string& name) {
+  if (!c.quantization.fp8) return false;
+  for (const char* suffix : {"attn.wq_a.weight", "attn.wkv.weight", "attn.wq_b.weight", "attn.wo_b.weight",
+                             "shared_experts.w1.weight", "shared_experts.w2.weight", "shared_experts.w3.weight"})
+    if (name.ends_with(suffix)) return true;
+  return name.ends_with("attn.wo_a.weight") && c.v41.o_lora_rank % 32 == 0;
+}
+
+double numel(const Shape& shape) {
+  double n = 1;
+  for (int64_t d : shape) n *= static_cast<double>(d);
+  return n;
+}
+
+// Per stored value: FP8 codes + a ue8m0 byte per 32 x 32 block; bf16 otherwise (norms, mixes, router, indexer and
+// compressor projections, the head); the few fp32 vectors (sinks, router bias, mixes' bases) counted as bf16.
+double bytes_per_value(const ModelConfig& c, const std::string& name) {
+  return stored_fp8(c, name) ? 1.0 + 1.0 / 1024 : 2.0;
+}
+
+bool is_table_or_expert(const std::string& name) {
+  return name.find("ffn.experts.") != std::string::npos || name.ends_with("engram.embed.weight");
+}
+
+// One layer's weights: bytes read once, FLOPs per token at each rate (every matrix is applied once per token).
+struct LayerWeights {
+  double bytes = 0, fp8_flops_per_token = 0, bf16_flops_per_token = 0;
+};
+
+// Every decoder layer's, from the tensor list in one pass (names "layers.N.…").
+std::vector<LayerWeights> layer_weights(const ModelConfig& c) {
+  std::vector<LayerWeights> layers(c.v41.num_hidden_layers);
+  for (const TensorSpec& spec : v41_tensor_specs(c)) {
+    if (!spec.name.starts_with("layers.") || is_table_or_expert(spec.name)) continue;
+    const int64_t layer = std::stoll(spec.name.substr(7));
+    LayerWeights& w = layers.at(layer);
+    const double n = numel(spec.shape);
+    w.bytes += n * bytes_per_value(c, spec.name);
+    if (spec.shape.size() != 2) continue;
+    (stored_fp8(c, spec.name) ? w.fp8_flops_per_token : w.bf16_flops_per_token) += 2.0 * n;
+  }
+  return layers;
+}
+
+// What the attention of one query at position `pos` (0-based) of layer `role` reads and computes.
+struct QueryAttention {
+  double window = 0, picks = 0, scanned_keys = 0;
+};
+
+QueryAttention query_attention(const V41TextConfig& v, const V41LayerRole& role, int64_t pos) {
+  QueryAttention q;
+  q.window = static_cast<double>(std::min(pos + 1, v.sliding_window));
+  if (role.ratio > 0) {
+    const int64_t entries = (pos + 1) / role.ratio;
+    q.picks = static_cast<double>(std::min(entries, v.index_topk));
+    if (role.index_source) {
+      const int64_t candidates = v.candidate_topk_blocks * v.candidate_block_size;
+      q.scanned_keys = static_cast<double>(role.uses_candidates ? std::min(entries, candidates) : entries);
+    }
+  }
+  return q;
+}
+
+struct CacheFormat {
+  double window_bytes, entry_bytes, key_bytes;  // per cached value read
+};
+
+CacheFormat cache_format(const V41TextConfig& v) {
+  const double hd = static_cast<double>(v.head_dim), ihd = static_cast<double>(v.index_head_dim);
+  return {hd + hd / 32, hd / 2 + hd / 16, ihd / 2 + ihd / 32};
+}
+
+// Adds `queries` rows' attention at `pos`: bytes of the cache they read, FLOPs.
+void add_attention(const V41TextConfig& v, const V41LayerRole& role, int64_t pos, double queries, bool count_reads,
+                   StepWork& work) {
+  const QueryAttention q = query_attention(v, role, pos);
+  const CacheFormat f = cache_format(v);
+  const double heads = static_cast<double>(v.num_attention_heads), hd = static_cast<double>(v.head_dim);
+  work.bf16_flops += queries * heads * 4.0 * hd * (q.window + q.picks);
+  work.fp8_flops += queries * 2.0 * v.index_n_heads * v.index_head_dim * q.scanned_keys;
+  if (count_reads) work.bytes += queries * (q.window * f.window_bytes + q.picks * f.entry_bytes + q.scanned_keys * f.key_bytes);
+}
+
+// What every step pays whatever its attention: weights, experts, engram rows, embedding rows, the head.
+void add_weights(const ModelConfig& c, double tokens, double head_rows, const ExpertWork& experts, StepWork& work) {
+  const V41TextConfig& v = c.v41;
+  const double H = static_cast<double>(v.hidden_size), I = static_cast<double>(v.moe_intermediate_size);
+  const std::vector<LayerWeights> layers = layer_weights(c);
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    const LayerWeights& w = layers[l];
+    work.bytes += w.bytes;
+    work.fp8_flops += tokens * w.fp8_flops_per_token;
+    work.bf16_flops += tokens * w.bf16_flops_per_token;
+    work.bytes += experts.experts_touched * v41_expert_bytes(c);
+    work.fp8_flops += experts.pairs * 2.0 * 3.0 * I * H;
+    if (v41_layer_role(v, l).engram_index >= 0)
+      work.bytes += tokens * static_cast<double>(v41_engram_columns(v)) * v.engram_head_dim *
+                    (c.quantization.fp8 ? 1.0 + 1.0 / 32 : 2.0);
+  }
+  work.bytes += tokens * H * 2.0;                              // embedding rows
+  work.bytes += static_cast<double>(v.vocab_size) * H * 2.0 + 2.0 * H;  // head + final norm
+  work.bf16_flops += head_rows * 2.0 * v.vocab_size * H;
+}
+
+}  // namespace
+
+double StepWork::bytes_ms() const { return bytes / kH200CopyBytesPerS * 1e3; }
+double StepWork::flops_ms() const { return (fp8_flops / kH200Fp8FlopsPerS + bf16_flops / kH200Bf16FlopsPerS) * 1e3; }
+double StepWork::floor_ms() const { return std::max(bytes_ms(), flops_ms()); }
+
+ExpertWork uniform_expert_work(const ModelConfig& c, int64_t tokens) {
+  const double E = static_cast<double>(c.n_routed_experts), k = static_cast<double>(c.num_experts_per_tok);
+  if (E <= 0) return {};
+  return {E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(tokens))), static_cast<double>(tokens) * k};
+}
+
+double v41_layer_weight_bytes(const ModelConfig& c, int64_t layer) { return layer_weights(c).at(layer).bytes; }
+
+double v41_expert_bytes(const ModelConfig& c) {
+  const double values = 3.0 * static_cast<double>(c.v41.moe_intermediate_size) * c.v41.hidden_size;
+  if (c.quantization.fp4_experts) return values * (0.5 + 1.0 / 32);
+  return values * (c.quantization.fp8 ? 1.0 + 1.0 / 1024 : 2.0);
+}
+
+StepWork v41_decode_work(const ModelConfig& c, int64_t batch, int64_t context, const ExpertWork& experts) {
+  StepWork work;
+  add_weights(c, static_cast<double>(batch), static_cast<double>(batch), experts, work);
+  for (int64_t l = 0; l < c.v41.num_hidden_layers; ++l)
+    add_attention(c.v41, v41_layer_role(c.v41, l), context, static_cast<double>(batch), /*count_reads=*/true, work);
+  return work;
+}
+
+StepWork v41_prefill_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts) {
+  StepWork work;
+  const double tokens = static_cast<double>(prompts) * prompt_len;
+  add_weights(c, tokens, static_cast<double>(prompts), experts, work);
+  // A prefill's attention reads its tiles from on-chip memory: FLOPs only (the cache's writes are one pass).
+  for (int64_t l = 0; l < c.v41.num_hidden_layers; ++l) {
+    const V41LayerRole role = v41_layer_role(c.v41, l);
+    for (int64_t pos = 0; pos < prompt_len; ++pos)
+      add_attention(c.v41, role, pos, static_cast<double>(prompts), /*count_reads=*/false, work);
+  }
+  return work;
+}
+
+}  // namespace deepinfer

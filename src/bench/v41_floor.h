@@ -1,0 +1,56 @@
+// What one DeepSeek-V4.1 step must cost at least on one H200, per rank, from the model's shape and what the rank
+// computes (roofline.h holds the V2/V3 form, whose experts are bf16 and attention dense MLA):
+//  - bytes read once: every non-expert weight as the checkpoint stores it (FP8 attention projections and shared
+//    experts with a ue8m0 scale per 32 x 32 block, the rest bf16), the routed experts the step touches in FP4
+//    (e2m1 + a ue8m0 scale per 32), the engram rows fetched, and per sequence and layer the cache the attention
+//    reads: the window (FP8 + scales), the indexer's picks among the compressed entries (FP4 + e4m3 scales per 16)
+//    and, at an index source, every indexer key it scores (FP4 + ue8m0 per 32; a candidate-masked layer only the
+//    candidate blocks') — over the copy bandwidth;
+//  - FLOPs: the projections and experts at the FP8 rate (DeepSeek runs them FP8 x FP8 / FP4), the indexer's scores
+//    at the FP8 rate too, the sparse attention (window + picks, q.k and p.v over head_dim) at the bf16 rate.
+// The floor is the larger of the two times. The expert work is either the uniform expectation of one rank holding
+// every expert or what a rank slice's experts were measured to serve (bench --rank-slice).
+#pragma once
+
+#include <cstdint>
+
+#include "src/model/model_config.h"
+
+namespace deepinfer {
+
+// Hopper's FP8 tensor-core rate is twice its bf16 one; the bf16 rate is the one measured on the H200 (roofline.h),
+// the FP8 one assumed from it (not measured here).
+inline constexpr double kH200Fp8FlopsPerS = 2 * 782e12;
+
+// Per MoE layer and step: experts whose weights are read (each at least once) and (token, expert) pairs computed.
+struct ExpertWork {
+  double experts_touched = 0;
+  double pairs = 0;
+};
+
+struct StepWork {
+  double bytes = 0;
+  double fp8_flops = 0;   // projections, experts, indexer scores
+  double bf16_flops = 0;  // attention
+  double floor_ms() const;
+  double bytes_ms() const;
+  double flops_ms() const;
+};
+
+// config.v41 is filled for deepseek_v41 configurations only.
+inline bool is_v41(const ModelConfig& c) { return c.v41.num_hidden_layers > 0; }
+
+// One rank holding every expert, `tokens` routed uniformly: E (1 - (1 - k/E)^tokens) experts touched, tokens x k pairs.
+ExpertWork uniform_expert_work(const ModelConfig& c, int64_t tokens);
+
+// A decode step of `batch` sequences at `context` cached tokens each (one new token each).
+StepWork v41_decode_work(const ModelConfig& c, int64_t batch, int64_t context, const ExpertWork& experts);
+// A prefill step of `prompts` fresh prompts of `prompt_len` tokens (logits of each prompt's last token).
+StepWork v41_prefill_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts);
+
+// Bytes of the non-expert weights of one decoder layer as stored (what a decode step reads of it), and of one
+// routed expert.
+double v41_layer_weight_bytes(const ModelConfig& c, int64_t layer);
+double v41_expert_bytes(const ModelConfig& c);
+
+}  // namespace deepinfer

@@ -1,0 +1,78 @@
+#include "src/moe/device_rank_slice.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/moe_permute.cuh"
+
+namespace deepinfer {
+
+DeviceRankSlice::DeviceRankSlice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden)
+    : slicer_(slicer), num_experts_(num_experts), hidden_(hidden),
+      routed_counts_(slicer.placement().num_layers() * num_experts, 0) {}
+
+const DeviceRankSlice::Layout& DeviceRankSlice::layout(int64_t layer, int64_t num_tokens) {
+  const auto key = std::make_pair(layer, num_tokens);
+  if (auto it = layouts_.find(key); it != layouts_.end()) return it->second;
+  Layout l;
+  l.host = slicer_.layout(layer, num_tokens);
+  const ExpertPlacement& placement = slicer_.placement();
+  const int64_t S = placement.slots_per_rank(), rank = slicer_.rank();
+  std::vector<int32_t> ids(l.host.slots.size());
+  std::vector<float> weights(l.host.weights);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t slot = l.host.slots[i];
+    ids[i] = slot >= 0 ? placement.logical_of_slot(layer, rank * S + slot) : static_cast<int32_t>(num_experts_);
+    if (slot < 0) weights[i] = 0.0f;
+  }
+  std::vector<int32_t> own_rows, own_tokens;
+  for (const auto& [token, row] : l.host.own_rows) {
+    own_tokens.push_back(static_cast<int32_t>(token));
+    own_rows.push_back(static_cast<int32_t>(row));
+  }
+  l.source_token = DeviceArray<int32_t>::from_host(l.host.source_token);
+  l.ids = DeviceArray<int32_t>::from_host(ids);
+  l.weights = DeviceArray<float>::from_host(weights);
+  l.own_rows = DeviceArray<int32_t>::from_host(own_rows);
+  l.own_tokens = DeviceArray<int32_t>::from_host(own_tokens);
+  return layouts_.emplace(key, std::move(l)).first->second;
+}
+
+DeviceDispatch DeviceRankSlice::dispatch(int64_t moe_layer_idx, const void* x, const int32_t* /*topk_ids*/,
+                                         const float* /*topk_weights*/, int64_t num_tokens) {
+  const Layout& l = layout(moe_layer_idx, num_tokens);
+  slicer_.record(moe_layer_idx, l.host);
+  for (int32_t e : l.host.own_routed) ++routed_counts_[moe_layer_idx * num_experts_ + e];
+  const int64_t rows = l.host.rows(), H = hidden_;
+  if (static_cast<int64_t>(x_recv_.size()) < rows * H) {
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // the previous layer's kernels may still read the old buffers
+    x_recv_ = DeviceArray<__nv_bfloat16>(rows * H);
+    y_recv_ = DeviceArray<__nv_bfloat16>(rows * H);
+  }
+  cuda::embedding(static_cast<const __nv_bfloat16*>(x), l.source_token.data(), x_recv_.data(), rows, H, nullptr);
+  last_ = &l;
+  return {x_recv_.data(), l.ids.data(), l.weights.data(), rows, y_recv_.data()};
+}
+
+void DeviceRankSlice::combine(void* out) {
+  const auto own = static_cast<int64_t>(last_->host.own_rows.size());
+  cuda::add_rows_at(y_recv_.data(), last_->own_rows.data(), last_->own_tokens.data(), own, hidden_,
+                    static_cast<__nv_bfloat16*>(out), nullptr);
+}
+
+void DeviceRankSlice::set_placement(const std::vector<std::vector<int32_t>>& /*phy2log*/, int64_t /*slots_per_rank*/) {
+  throw InputError("a rank slice keeps the placement it was made with: EPLB does not run in a slice");
+}
+
+void DeviceRankSlice::drain_routed_counts(std::span<int64_t> counts) {
+  DI_CHECK(counts.size() == routed_counts_.size(), "routed counts of {} entries, the slice keeps {}", counts.size(),
+           routed_counts_.size());
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += routed_counts_[i];
+  std::fill(routed_counts_.begin(), routed_counts_.end(), 0);
+}
+
+void use_device_rank_slice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden) {
+  slicer.set_device_form(std::make_unique<DeviceRankSlice>(slicer, num_experts, hidden));
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,54 @@
+// The GPU form of a rank slice (moe/rank_slice_dispatcher.h): the CUDA MoE block's dispatch and combine for one EP
+// rank run alone. The layout of each (MoE layer, batch) is drawn on the host at the first step that needs it and
+// kept on the device; later steps replay it (the draws are independent of the values, so the work of a step is
+// that of a fresh draw; a step-by-step identical draw is the host form's, which CI compares with real ranks).
+//   dispatch  received rows gathered from the own rows on the device (a peer's token stands in as one of ours),
+//             their logical expert ids (num_experts where served elsewhere, weight 0) and weights as stored;
+//   combine   the partial sums of the own tokens served here added at their rows (what peers would return is not
+//             modelled, as in the host form).
+// Every call is recorded in the host slicer's statistics, so served counts and exchange bytes stay the real rank's.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "src/core/device_array.h"
+#include "src/moe/rank_slice_dispatcher.h"
+
+namespace deepinfer {
+
+class DeviceRankSlice final : public DeviceExpertDispatcher {
+ public:
+  DeviceRankSlice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden);
+
+  DeviceDispatch dispatch(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids, const float* topk_weights,
+                          int64_t num_tokens) override;
+  void combine(void* out) override;
+  // The slice's placement is the one it was made with (no EPLB runs in a slice).
+  void set_placement(const std::vector<std::vector<int32_t>>& phy2log, int64_t slots_per_rank) override;
+  void drain_routed_counts(std::span<int64_t> counts) override;
+  const ExchangeStats& stats() const override { return slicer_.stats(); }
+
+ private:
+  struct Layout {
+    SliceLayout host;
+    DeviceArray<int32_t> source_token, ids, own_rows, own_tokens;
+    DeviceArray<float> weights;
+  };
+  const Layout& layout(int64_t layer, int64_t num_tokens);
+
+  RankSliceDispatcher& slicer_;
+  int64_t num_experts_, hidden_;
+  std::map<std::pair<int64_t, int64_t>, Layout> layouts_;  // by (MoE layer, own tokens)
+  std::vector<int64_t> routed_counts_;                      // [layer][expert] since the last drain
+  DeviceArray<__nv_bfloat16> x_recv_, y_recv_;
+  const Layout* last_ = nullptr;
+};
+
+// For the bench command: the device form, owned by the slicer.
+void use_device_rank_slice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden);
+
+}  // namespace deepinfer
