@@ -78,6 +78,7 @@ __global__ void pad_rows_kernel(const __nv_bfloat16* x_perm, const int32_t* offs
                                 int64_t num_experts, int64_t hidden, __nv_bfloat16* x_pad) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t p = blockIdx.x;
+  if (p >= offsets[num_experts]) return;  // an entry served elsewhere: nothing to compute
   copy_row(x_perm + p * hidden, x_pad + padded_row(offsets, padded_offsets, num_experts, p) * hidden, hidden);
 }
 
@@ -85,7 +86,10 @@ __global__ void remap_rows_kernel(const int32_t* offsets, const int32_t* padded_
                                   int64_t num_rows, int32_t* row_of) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j < num_rows) row_of[j] = static_cast<int32_t>(padded_row(offsets, padded_offsets, num_experts, row_of[j]));
+  if (j >= num_rows) return;
+  const int32_t p = row_of[j];
+  row_of[j] = p >= offsets[num_experts] ? padded_offsets[num_experts]
+                                        : static_cast<int32_t>(padded_row(offsets, padded_offsets, num_experts, p));
 }
 
 __global__ void unpermute_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,

@@ -44,7 +44,9 @@ void moe_route(const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64
 // The permuted rows re-laid so that each expert's rows start at padded_offsets[e] (a multiple of the GEMM
 // chunk, so uniform chunks of rows serve every expert): x_pad[padded_offsets[e] + i] = x_perm[offsets[e] + i]
 // for i < offsets[e + 1] - offsets[e] (the padding rows are left as they are), and row_of rewritten to the
-// padded rows. offsets [num_experts + 1] and padded_offsets [num_experts] on the device.
+// padded rows. offsets [num_experts + 1] and padded_offsets [num_experts] on the device. Rows from
+// offsets[num_experts] on (under expert parallelism, the entries served elsewhere) are not copied and their row_of
+// points at padded_offsets[num_experts] (then [num_experts + 1] entries): a zero row the caller provides.
 void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
                   int64_t num_experts, int64_t num_rows, int64_t hidden, __nv_bfloat16* x_pad, int32_t* row_of,
                   cudaStream_t stream);

@@ -182,18 +182,19 @@ void chunked_gemm_bf16(OpRun& r) {
   r.close("one Linear per chunk", to_float(y.to_host()), want);
 }
 
+// With "elsewhere" rows past the experts' (expert parallelism): those stay uncopied and point at the zero row.
 void moe_pad_rows(OpRun& r) {
-  const int64_t experts = 5, hidden = r["hidden"], padded = r["padded"];
+  const int64_t experts = 5, hidden = r["hidden"], padded = r["padded"], elsewhere = r["elsewhere"];
   const std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // 3, 0, 7, 2, 5 rows
-  const int64_t rows = offsets.back();
+  const int64_t rows = offsets.back() + elsewhere;
   std::vector<float> x_f;
   auto x_perm = DeviceArray<Bf16>::from_host(r.random_bf16(rows * hidden, x_f));
   std::vector<int32_t> row_of(rows);
   for (int64_t j = 0; j < rows; ++j) row_of[j] = static_cast<int32_t>((j * 5 + 2) % rows);  // a permutation
   auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
   auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
-  std::vector<int32_t> padded_offsets(experts);
-  for (int64_t e = 0; e < experts; ++e) padded_offsets[e] = static_cast<int32_t>(e * padded);
+  std::vector<int32_t> padded_offsets(experts + 1);
+  for (int64_t e = 0; e <= experts; ++e) padded_offsets[e] = static_cast<int32_t>(e * padded);  // [experts]: zero row
   auto d_padded = DeviceArray<int32_t>::from_host(padded_offsets);
   DeviceArray<Bf16> x_pad(experts * padded * hidden);
   x_pad.poison();
@@ -210,6 +211,10 @@ void moe_pad_rows(OpRun& r) {
         want.push_back(x_f[p * hidden + i]);
       }
   for (int64_t j = 0; j < rows; ++j) {
+    if (row_of[j] >= offsets.back()) {
+      want_row_of[j] = static_cast<int32_t>(experts * padded);
+      continue;
+    }
     int64_t e = 0;
     while (offsets[e + 1] <= row_of[j]) ++e;
     want_row_of[j] = static_cast<int32_t>(e * padded + row_of[j] - offsets[e]);
@@ -544,7 +549,8 @@ void add_moe_rows(OpTable& t) {
   t.add("grouped_gemm_bf16", "bf16",
         {{"tokens", 123}, {"top_k", 6}, {"experts", 64}, {"hidden", 256}, {"inter", 128}}, kBf16, grouped_gemm_bf16);
   t.add("chunked_gemm_bf16", "bf16", {{"chunk", 8}, {"n", 48}, {"k", 64}}, kBf16, chunked_gemm_bf16);
-  t.add("moe_pad_rows", "bf16", {{"hidden", 24}, {"padded", 7}}, kExact, moe_pad_rows);
+  for (int64_t elsewhere : {0, 4})
+    t.add("moe_pad_rows", "bf16", {{"hidden", 24}, {"padded", 7}, {"elsewhere", elsewhere}}, kExact, moe_pad_rows);
   for (auto [tokens, top_k] : {std::pair<int64_t, int64_t>{1, 6}, {3, 6}, {1, 5}, {2, 19}})
     for (int64_t limit : {0, 500})
       t.add("moe_gemv", "bf16",

@@ -124,7 +124,10 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   const Bf16* gate_up_w = experts_.gate_up(moe_layer);
   const Bf16* down_w = experts_.down(moe_layer);
   const bool fp4 = experts_.format() == CudaExpertStore::Format::kFp4;
-  if (fp4 && experts_stay_on_device(n)) {
+  // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
+  // an expert once per pair, the tiles below once per 64 rows.
+  const bool few_pairs_a_place = num_ids == E || n <= kFp4GemvMaxPairsPerPlace * E;
+  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place) {
     // FP4 experts at decode: matrix-vector kernels, each pair streaming its expert's FP4 rows (no bf16 copy of the
     // experts exists for the grouped kernel to read); entries served elsewhere give zeros.
     auto* act = scratch.alloc<Bf16>(n * I);
@@ -146,7 +149,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   }
   auto* row_of = scratch.alloc<int32_t>(n);
   auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
-  if (experts_stay_on_device(n)) {
+  if (!fp4 && experts_stay_on_device(n)) {
     // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device, and
     // the rows read from x where they are (no expert-sorted copy).
     auto* token_of_row = scratch.alloc<int32_t>(n);
@@ -180,15 +183,15 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   std::vector<int32_t> host_offsets(num_ids + 1);
   DI_CUDA_CHECK(cudaMemcpy(host_offsets.data(), offsets, (num_ids + 1) * sizeof(int32_t), cudaMemcpyDeviceToHost));
   profiler_.mark("moe:permute+offsets");
-  if (fp4 && (n < kFp4TileMaxRowsPerExpert * E || num_ids != E)) {
-    // FP4 experts at prefill, few rows an expert (or entries served elsewhere, whose rows are zeros): each
-    // projection one tiled kernel over 64-row tiles of one expert's rows, the codes decoded in shared memory
-    // (moe_fp4_gemm.cuh): no bf16 copy, no padded rows.
+  // The rows of this store's experts; the rest (expert parallelism's extra id) are entries served elsewhere.
+  const int64_t computed = host_offsets[E];
+  if (fp4 && computed < kFp4TileMaxRowsPerExpert * E) {
+    // FP4 experts at prefill, few rows an expert: each projection one tiled kernel over 64-row tiles of one
+    // expert's rows, the codes decoded in shared memory (moe_fp4_gemm.cuh): no bf16 copy, no padded rows.
     const std::vector<cuda::Fp4GemmTile> tiles =
         cuda::fp4_gemm_tiles(std::vector<int32_t>(host_offsets.begin(), host_offsets.begin() + E + 1));
     const cuda::Fp4GemmTile* d_tiles = device_copy(scratch, tiles);
     const auto num_tiles = static_cast<int64_t>(tiles.size());
-    const int64_t computed = host_offsets[E];  // the rows of this store's experts
     auto* gate_up = scratch.alloc<Bf16>(computed * 2 * I);
     auto* act = scratch.alloc<Bf16>(computed * I);
     auto* y_perm = scratch.alloc<Bf16>(n * H);
@@ -203,19 +206,22 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     return false;
   }
   // Many rows: each expert's rows padded to whole chunks, every projection one batched GEMM of uniform chunks
-  // (cuBLAS tiles it far better than the grouped call's ragged groups); with entries served elsewhere
-  // (expert parallelism's extra id) one grouped GEMM over the real experts.
-  const bool chunked = num_ids == E;
-  std::vector<int32_t> chunk_expert, padded_offsets(E);
+  // (cuBLAS tiles it far better than the grouped call's ragged groups); the entries served elsewhere (expert
+  // parallelism's extra id) point at a zero row after the chunks. bf16 experts under expert parallelism: one
+  // grouped GEMM over the real experts.
+  const bool chunked = num_ids == E || fp4;
+  std::vector<int32_t> chunk_expert, padded_offsets(E + 1);
   for (int64_t e = 0; chunked && e < E; ++e) {
     padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);
     const int64_t chunks = (host_offsets[e + 1] - host_offsets[e] + kExpertChunk - 1) / kExpertChunk;
     chunk_expert.insert(chunk_expert.end(), chunks, static_cast<int32_t>(e));
   }
   const int64_t m = chunked ? static_cast<int64_t>(chunk_expert.size()) * kExpertChunk : n;  // GEMM rows
+  padded_offsets[E] = static_cast<int32_t>(m);
   auto* gate_up = scratch.alloc<Bf16>(m * 2 * I);
   auto* act = scratch.alloc<Bf16>(m * I);
-  auto* y_perm = scratch.alloc<Bf16>(m * H);
+  auto* y_perm = scratch.alloc<Bf16>((m + 1) * H);
+  if (chunked && computed < n) DI_CUDA_CHECK(cudaMemsetAsync(y_perm + m * H, 0, H * sizeof(Bf16)));
   if (chunked) {
     auto* x_pad = scratch.alloc<Bf16>(m * H);
     cuda::moe_pad_rows(x_perm, offsets, device_copy(scratch, padded_offsets), E, n, H, x_pad, row_of, nullptr);

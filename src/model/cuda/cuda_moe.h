@@ -52,6 +52,10 @@ class CudaMoe {
   // chunked GEMMs (a cost that hardly grows with the rows: at 384 x 256 rows 12.2 ms against 25.6 for the gate/up
   // projection, at 64 rows 12.2 against 6.6; benchmarks/moe_fp4_gemm_bench, results/h200/v41/).
   static constexpr int64_t kFp4TileMaxRowsPerExpert = 128;
+  // Under expert parallelism, FP4 pairs (entries served elsewhere included) a place up to which the matrix-vector
+  // kernels run (each pair streams its expert; a rank slice of EP 64 at batch 8 put 46 on each of 6 places and
+  // took 53 ms a 40-layer step that way).
+  static constexpr int64_t kFp4GemvMaxPairsPerPlace = 2;
   static constexpr int64_t kDequantExperts = 16;
 
   // `config`, `experts` and `profiler` are the model's and outlive this block.

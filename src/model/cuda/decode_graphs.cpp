@@ -8,6 +8,10 @@ namespace deepinfer {
 
 float* DecodeGraphs::run(const Key& key, const std::function<float*()>& step,
                          std::initializer_list<ScratchPool*> pools) {
+  // A pool that replaced its chunks (ScratchPool::reset) has moved the buffers every graph baked in.
+  std::vector<uint64_t> generations;
+  for (const ScratchPool* pool : pools) generations.push_back(pool->generation());
+  if (generations != pool_generations_) graphs_.clear(), pool_generations_ = std::move(generations);
   auto found = graphs_.find(key);
   if (found == graphs_.end()) {
     if (graphs_.size() >= kMaxGraphs) graphs_.clear();

@@ -64,6 +64,7 @@ class DecodeGraphs {
   static constexpr size_t kMaxGraphs = 64;
 
   std::map<Key, CapturedStep> graphs_;
+  std::vector<uint64_t> pool_generations_;  // of the pools the graphs were captured with
   int64_t replays_ = 0;
 };
 

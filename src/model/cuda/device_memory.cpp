@@ -26,10 +26,22 @@ void* ScratchPool::take(size_t bytes) {
     const size_t last = chunks_.empty() ? 0 : chunks_.back().size();
     chunks_.emplace_back(std::max({bytes, size_t{64} << 20, 2 * last}));
     offset_ = 0;
+    grew_ = true;
   }
   void* ptr = chunks_[chunk_idx_].data() + offset_;
   offset_ += bytes;
+  size_t end = offset_;
+  for (size_t c = 0; c < chunk_idx_; ++c) end += chunks_[c].size();
+  peak_ = std::max(peak_, end);
   return ptr;
+}
+
+void ScratchPool::consolidate() {
+  // Nothing of the last step is in flight (reset's precondition); freeing first lets the new chunk reuse the memory.
+  const size_t bytes = peak_;
+  chunks_.clear();
+  chunks_.emplace_back(std::max(bytes, size_t{64} << 20));
+  ++generation_;
 }
 
 CublasHandle::CublasHandle(cudaStream_t stream) {

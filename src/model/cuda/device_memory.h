@@ -41,13 +41,20 @@ class DeviceArena {
 
 // Device buffers that live for one forward step: a bump allocator over chunks that are kept from step to step,
 // so that after the first steps no step calls cudaMalloc. reset() starts a step; every buffer of the
-// previous step is then reused (the previous step's kernels are done: its logits were copied back).
+// previous step is then reused (the previous step's kernels are done: its logits were copied back). A step that
+// had to add chunks is followed, at the next reset(), by one chunk as large as that step's peak in place of them
+// all (without it, growth by doubling held up to three times a large prefill's need: the rank slice of a V4.1
+// prefill rank ran out of memory at 16,384 tokens); generation() then changes, for whatever baked in addresses.
 class ScratchPool {
  public:
   void reset() {
+    if (grew_ && chunks_.size() > 1) consolidate();
+    grew_ = false;
+    peak_ = 0;
     chunk_idx_ = 0;
     offset_ = 0;
   }
+  uint64_t generation() const { return generation_; }
   // A layer's temporaries die with the layer: mark() after the step-wide buffers, rewind() before each layer,
   // so the pool's peak is one layer's worth, not the whole model's.
   struct Mark {
@@ -66,10 +73,14 @@ class ScratchPool {
 
  private:
   void* take(size_t bytes);
+  void consolidate();
 
   std::vector<DeviceArray<uint8_t>> chunks_;
   size_t chunk_idx_ = 0;
   size_t offset_ = 0;
+  bool grew_ = false;
+  size_t peak_ = 0;  // this step's highest end, counting every earlier chunk whole (so one chunk of it holds the step)
+  uint64_t generation_ = 0;
 };
 
 // A host vector copied into step scratch (synchronously: the host may reuse `host` at once).
