@@ -58,6 +58,7 @@ struct DeviceDispatch {
   const float* weights = nullptr;    // [rows, top_k]
   int64_t rows = 0;
   void* y = nullptr;                 // bf16 [rows, hidden], for the block to fill
+  int64_t pairs_here = -1;           // entries served here, where the dispatcher knows it on the host (-1: not)
 };
 
 class DeviceExpertDispatcher {

@@ -51,7 +51,9 @@ DeviceDispatch DeviceRankSlice::dispatch(int64_t moe_layer_idx, const void* x, c
   }
   cuda::embedding(static_cast<const __nv_bfloat16*>(x), l.source_token.data(), x_recv_.data(), rows, H, nullptr);
   last_ = &l;
-  return {x_recv_.data(), l.ids.data(), l.weights.data(), rows, y_recv_.data()};
+  int64_t pairs_here = 0;
+  for (int64_t pairs : l.host.pairs_of_slot) pairs_here += pairs;
+  return {x_recv_.data(), l.ids.data(), l.weights.data(), rows, y_recv_.data(), pairs_here};
 }
 
 void DeviceRankSlice::combine(void* out) {

@@ -89,7 +89,7 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
         place_ids = remapped;
       }
       routed_experts(moe_layer, static_cast<const Bf16*>(mine.x), place_ids, mine.weights, mine.rows, places + 1,
-                     static_cast<Bf16*>(mine.y), scratch);
+                     static_cast<Bf16*>(mine.y), scratch, nullptr, nullptr, mine.pairs_here);
     }
     ep.combine(out);
     profiler_.mark("moe:experts (expert parallel)");
@@ -115,7 +115,7 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
 
 bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* ids, const float* weights,
                              int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready,
-                             const ResidualNorm* then) const {
+                             const ResidualNorm* then, int64_t pairs_here) const {
   const ModelConfig& c = config_;
   // E: the store's places (every expert without expert parallelism); ids are places, E and above elsewhere.
   const int64_t H = c.hidden_size, E = experts_.capacity(), K = c.num_experts_per_tok, I = c.moe_intermediate_size;
@@ -175,7 +175,8 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:unpermute");
     return false;
   }
-  auto* x_perm = scratch.alloc<Bf16>(n * H);
+  // Only the rows of this store's experts are copied (moe_permute's copied_experts).
+  auto* x_perm = scratch.alloc<Bf16>((pairs_here >= 0 ? std::min(pairs_here, n) : n) * H);
   const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
   void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
   // Entries served elsewhere (expert parallelism's extra id) sort last and are not copied.

@@ -74,10 +74,12 @@ class CudaMoe {
   // expert store (the experts themselves where it holds every one) in [0, num_ids), and ids >= its capacity are
   // entries to leave out (num_ids = capacity + 1 for expert parallelism).
   // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
-  // stream); everything before the final combine runs without waiting for it.
+  // stream); everything before the final combine runs without waiting for it. pairs_here (>= 0): at most that
+  // many entries are below the capacity (a dispatcher that knows says so), so the permuted copy is sized to them.
   bool routed_experts(int64_t moe_layer, const __nv_bfloat16* x, const int32_t* ids, const float* weights,
                       int64_t rows, int64_t num_ids, __nv_bfloat16* out, ScratchPool& scratch,
-                      cudaEvent_t out_ready = nullptr, const ResidualNorm* then = nullptr) const;
+                      cudaEvent_t out_ready = nullptr, const ResidualNorm* then = nullptr,
+                      int64_t pairs_here = -1) const;
   // The chunked GEMMs of FP4 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs.
   void chunked_fp4_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
                            __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,

@@ -1,0 +1,112 @@
+// The decode attention kernels alone, at the shapes FlashMLA's SM90 decode kernels are compared at (the peer is built
+// from its public source on the GPU machine, outside this repository: results/h200/v41/README.md says how):
+//  - dense: V2/V3's MLA decode (cuda::mla_decode_attention: latent 512 + rope 64 in bf16, 64-token pages), 16 and
+//    128 heads, batch 1-256, context 1K and 4K, the KV splits chosen as CudaDeepseekModel::decode_splits does;
+//  - sparse: V4.1's attention (cuda::sparse_window_attention: 64 heads of 512, the window of 128 FP8 entries + 512
+//    selected compressed entries in bf16, per-head sinks), batch 1-256.
+// Prints one JSON line a point: the median of 30 launches after 5, the bytes the kernel must read (cache entries
+// touched, q and out), the rate.
+//
+//   attention_bench
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "benchmarks/microbench.h"
+#include "kernels/cuda/dummy_init.cuh"
+#include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/sparse_attention.cuh"
+#include "src/core/device_array.h"
+
+namespace {
+
+using deepinfer::DeviceArray;
+namespace cuda = deepinfer::cuda;
+using Bf16 = __nv_bfloat16;
+
+int num_sms() {
+  int sms = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  return sms;
+}
+
+// CudaDeepseekModel::decode_splits (src/model/cuda/cuda_deepseek_model.cpp), for a batch at one context length.
+int64_t decode_splits(int64_t batch, int64_t heads, int64_t max_len) {
+  const int64_t blocks = batch * ((heads + 15) / 16), sms = num_sms();
+  const int64_t one_per_sm = (sms + blocks - 1) / blocks;
+  const int64_t two_per_sm = std::max<int64_t>(1, 2 * sms / blocks);
+  const int64_t wanted = max_len / two_per_sm >= 256 ? two_per_sm : one_per_sm;
+  return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
+}
+
+void dense(int64_t batch, int64_t heads, int64_t context) {
+  const int64_t latent = 512, rope = 64, d = latent + rope, page = cuda::kMlaBlockSize;
+  const int64_t blocks_per_seq = (context + page - 1) / page;
+  DeviceArray<Bf16> q(batch * heads * d), cache(batch * blocks_per_seq * page * d), out(batch * heads * latent);
+  cuda::fill_dummy_bf16(q.data(), q.size(), 1, 1.0f, 0.0f, cudaStreamPerThread);
+  cuda::fill_dummy_bf16(cache.data(), cache.size(), 2, 1.0f, 0.0f, cudaStreamPerThread);
+  std::vector<int32_t> table(batch * blocks_per_seq), lens(batch, static_cast<int32_t>(context));
+  std::iota(table.begin(), table.end(), 0);
+  auto d_table = DeviceArray<int32_t>::from_host(table), d_lens = DeviceArray<int32_t>::from_host(lens);
+  const int64_t splits = decode_splits(batch, heads, context);
+  DeviceArray<uint8_t> workspace(cuda::mla_decode_workspace_bytes(batch, heads, latent, splits));
+  const float ms = median_ms(30, [&] {
+    cuda::mla_decode_attention(q.data(), cache.data(), d_table.data(), blocks_per_seq, d_lens.data(), batch, heads,
+                               latent, rope, 1.0f / std::sqrt(static_cast<float>(d)), splits,
+                               reinterpret_cast<float*>(workspace.data()), out.data(), cudaStreamPerThread);
+  });
+  const double bytes = static_cast<double>(batch) * context * d * 2 + static_cast<double>(batch) * heads * (d + latent) * 2;
+  std::printf("{\"impl\": \"deepinfer\", \"kind\": \"dense\", \"heads\": %ld, \"batch\": %ld, \"context\": %ld, "
+              "\"splits\": %ld, \"us\": %.2f, \"bytes\": %.0f, \"tb_s\": %.3f}\n", heads, batch, context, splits,
+              ms * 1e3, bytes, bytes / (ms * 1e-3) / 1e12);
+}
+
+void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
+  const int64_t heads = 64, hd = 512, page = 64, blocks_per_seq = (context + page - 1) / page;
+  DeviceArray<Bf16> q(batch * heads * hd), extra(batch * picks * hd), out(batch * heads * hd);
+  DeviceArray<uint8_t> codes(batch * blocks_per_seq * page * hd), scales(batch * blocks_per_seq * page * hd / 32);
+  cuda::fill_dummy_bf16(q.data(), q.size(), 3, 1.0f, 0.0f, cudaStreamPerThread);
+  cuda::fill_dummy_bf16(extra.data(), extra.size(), 4, 1.0f, 0.0f, cudaStreamPerThread);
+  std::vector<uint8_t> host_codes(codes.size()), host_scales(scales.size(), 127);  // ue8m0 127: 2^0
+  std::mt19937 rng(5);
+  for (uint8_t& c : host_codes) c = static_cast<uint8_t>(0x20 + rng() % 16);
+  codes.copy_from(host_codes);
+  scales.copy_from(host_scales);
+  std::vector<int32_t> table(batch * blocks_per_seq), positions(batch, static_cast<int32_t>(context - 1));
+  std::iota(table.begin(), table.end(), 0);
+  std::vector<int32_t> offsets(batch + 1), ids(batch * picks);
+  for (int64_t b = 0; b <= batch; ++b) offsets[b] = static_cast<int32_t>(b * picks);
+  for (int64_t i = 0; i < batch * picks; ++i) ids[i] = static_cast<int32_t>(i);  // the gathered picks, in order
+  auto d_table = DeviceArray<int32_t>::from_host(table), d_pos = DeviceArray<int32_t>::from_host(positions);
+  auto d_offsets = DeviceArray<int32_t>::from_host(offsets), d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto sinks = DeviceArray<float>::from_host(std::vector<float>(heads, 0.5f));
+  cuda::SparseWindowKeys keys{codes.data(), scales.data(), d_table.data(), blocks_per_seq, d_pos.data(), window,
+                              extra.data(), d_offsets.data(), d_ids.data()};
+  const float ms = median_ms(30, [&] {
+    cuda::sparse_window_attention(q.data(), keys, sinks.data(), batch, heads, hd, 1.0f / std::sqrt(512.0f), out.data(),
+                                  cudaStreamPerThread);
+  });
+  const double bytes = static_cast<double>(batch) * (window * (hd + hd / 32) + picks * hd * 2) +
+                       static_cast<double>(batch) * heads * hd * 2 * 2;
+  std::printf("{\"impl\": \"deepinfer\", \"kind\": \"sparse\", \"heads\": %ld, \"batch\": %ld, \"topk\": %ld, "
+              "\"window\": %ld, \"us\": %.2f, \"bytes\": %.0f, \"tb_s\": %.3f}\n", heads, batch, picks, window, ms * 1e3,
+              bytes, bytes / (ms * 1e-3) / 1e12);
+}
+
+int run(int, char**) {
+  for (int64_t heads : {16, 128})
+    for (int64_t context : {1024, 4096})
+      for (int64_t batch : {1, 8, 64, 128, 256}) dense(batch, heads, context);
+  for (int64_t batch : {1, 8, 64, 128, 256}) sparse(batch, 512, 128, 4096);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return microbench_main("attention_bench", run, argc, argv); }
