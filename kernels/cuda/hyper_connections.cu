@@ -11,9 +11,9 @@ constexpr int kThreads = 256;
 __global__ void __launch_bounds__(kThreads) hc_embed_kernel(const __nv_bfloat16* table, const int32_t* ids, int hc,
                                                             int64_t hidden, float* streams, float* pre) {
   begin_dependent_kernel();
-  const int64_t t = blockIdx.y;
-  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
-  if (blockIdx.x == 0 && threadIdx.x < hc) pre[t * hc + threadIdx.x] = threadIdx.x == 0 ? 1.0f : 0.0f;
+  const int64_t t = blockIdx.x;  // tokens in grid.x: grid.y stops at 65,535
+  const int64_t i = blockIdx.y * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (blockIdx.y == 0 && threadIdx.x < hc) pre[t * hc + threadIdx.x] = threadIdx.x == 0 ? 1.0f : 0.0f;
   if (i >= hidden) return;
   const float v = to_float(table[static_cast<int64_t>(ids[t]) * hidden + i]);
   for (int j = 0; j < hc; ++j) streams[(t * hc + j) * hidden + i] = v;
@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(kThreads) hc_collapse_rms_norm_kernel(const fl
 __global__ void __launch_bounds__(kThreads) hc_post_kernel(float* streams, const __nv_bfloat16* out, const float* post,
                                                            const float* comb, int hc, int64_t hidden) {
   begin_dependent_kernel();
-  const int64_t t = blockIdx.y;
-  const int64_t i = blockIdx.x * static_cast<int64_t>(kThreads) + threadIdx.x;
+  const int64_t t = blockIdx.x;  // tokens in grid.x: grid.y stops at 65,535
+  const int64_t i = blockIdx.y * static_cast<int64_t>(kThreads) + threadIdx.x;
   if (i >= hidden) return;
   float* s = streams + t * hc * hidden;
   float old[kHcMaxStreams];
@@ -133,14 +133,14 @@ void hc_collapse_rms_norm(const float* streams, const float* pre, const __nv_bfl
 void hc_embed(const __nv_bfloat16* table, const int32_t* ids, int64_t tokens, int64_t hc, int64_t hidden,
               float* streams, float* pre, cudaStream_t stream) {
   if (tokens == 0 || hc > kHcMaxStreams) return;  // the model checks hc
-  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(tokens));
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
   launch_dependent(hc_embed_kernel, grid, kThreads, 0, stream, table, ids, static_cast<int>(hc), hidden, streams, pre);
 }
 
 void hc_post(float* streams, const __nv_bfloat16* out, const float* post, const float* comb, int64_t tokens,
              int64_t hc, int64_t hidden, cudaStream_t stream) {
   if (tokens == 0 || hc > kHcMaxStreams) return;  // the model checks hc
-  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(tokens));
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
   launch_dependent(hc_post_kernel, grid, kThreads, 0, stream, streams, out, post, comb, static_cast<int>(hc), hidden);
 }
 

@@ -93,7 +93,7 @@ __global__ void indexer_head_sum_kernel(const float* dots, int64_t dots_ld, cons
                                         const int32_t* visible, int64_t heads, int64_t num_keys, int64_t width,
                                         float softmax_scale, float heads_scale, float* scores) {
   begin_dependent_kernel();
-  const int64_t i = blockIdx.y, g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t i = blockIdx.x, g = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // rows in grid.x
   if (g >= width) return;
   if (g >= visible[i] || g >= num_keys) {
     scores[i * width + g] = -INFINITY;
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kSelectThreads) select_topk_kernel(const float
 __global__ void candidate_block_scores_kernel(const float* scores, const int32_t* visible, int64_t n,
                                              int64_t block_size, int64_t num_blocks, float* block_scores) {
   begin_dependent_kernel();
-  const int64_t r = blockIdx.y, b = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t r = blockIdx.x, b = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // rows in grid.x
   if (b >= num_blocks) return;
   float best = -INFINITY;
   for (int64_t i = b * block_size; i < n && i < (b + 1) * block_size; ++i) best = fmaxf(best, scores[r * n + i]);
@@ -189,7 +189,7 @@ __global__ void candidate_block_scores_kernel(const float* scores, const int32_t
 __global__ void candidate_mask_kernel(const int32_t* block_ids, const int32_t* block_counts, int64_t n, int64_t k,
                                       int64_t block_size, uint8_t* mask) {
   begin_dependent_kernel();
-  const int64_t r = blockIdx.y, i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t r = blockIdx.x, i = blockIdx.y * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // rows in grid.x
   if (i >= n) return;
   const int32_t* ids = block_ids + r * k;
   const int32_t b = static_cast<int32_t>(i / block_size);
@@ -225,11 +225,11 @@ void candidate_blocks(const float* scores, const int32_t* visible, int64_t rows,
   constexpr int kThreads = 256;
   const int64_t num_blocks = (n + block_size - 1) / block_size;
   launch_dependent(candidate_block_scores_kernel,
-                   dim3(static_cast<unsigned>((num_blocks + kThreads - 1) / kThreads), static_cast<unsigned>(rows)),
+                   dim3(static_cast<unsigned>(rows), static_cast<unsigned>((num_blocks + kThreads - 1) / kThreads)),
                    kThreads, 0, stream, scores, visible, n, block_size, num_blocks, block_scores);
   select_topk(block_scores, rows, num_blocks, topk_blocks, block_ids, block_counts, stream);
   launch_dependent(candidate_mask_kernel,
-                   dim3(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(rows)), kThreads,
+                   dim3(static_cast<unsigned>(rows), static_cast<unsigned>((n + kThreads - 1) / kThreads)), kThreads,
                    0, stream, block_ids, block_counts, n, topk_blocks, block_size, mask);
 }
 
@@ -268,7 +268,7 @@ void indexer_head_sum(const float* dots, int64_t dots_ld, const float* weights, 
   if (rows == 0 || width == 0) return;
   constexpr int kThreads = 256;
   launch_dependent(indexer_head_sum_kernel,
-                   dim3(static_cast<unsigned>((width + kThreads - 1) / kThreads), static_cast<unsigned>(rows)), kThreads,
+                   dim3(static_cast<unsigned>(rows), static_cast<unsigned>((width + kThreads - 1) / kThreads)), kThreads,
                    0, stream, dots, dots_ld, weights, visible, heads, num_keys, width, softmax_scale, heads_scale,
                    scores);
 }
