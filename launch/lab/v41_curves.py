@@ -124,7 +124,7 @@ def decode_plot(points, official, out):
             label=f"official scaled to the H200 by HBM bandwidth ({H200_HBM_TBS} / {SM100_HBM_TBS} TB/s = {ratio:.2f})")
     ax.set_xscale("log"), ax.set_yscale("log")
     ax.set_xlabel("tokens/s per user"), ax.set_ylabel("output tokens/s per GPU")
-    ax.set_title("DeepSeek-V4.1-Flash decode, one rank of 4P+64D (EP 64) on one H200 (labels: requests per rank)")
+    ax.set_title("V4.1-Flash decode: a 4P+64D decode rank (EP 64) on one H200\n(point labels: requests per rank)", fontsize=10)
     ax.legend(fontsize=7), ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout(), fig.savefig(out, dpi=120), plt.close(fig)
 
@@ -147,13 +147,14 @@ def prefill_plot(points, official, out):
             label=f"official scaled to the H200 by dense FP8 rate ({H200_FP8_TFLOPS} / {SM100_FP8_TFLOPS} TFLOP/s = {ratio:.2f})")
     ax.set_xscale("log"), ax.set_yscale("log")
     ax.set_xlabel("step time (ms)"), ax.set_ylabel("input tokens/s per GPU")
-    ax.set_title("DeepSeek-V4.1-Flash prefill, one rank of 4P+64D (EP 4) on one H200 (labels: chunk tokens)")
+    ax.set_title("V4.1-Flash prefill: a 4P+64D prefill rank (EP 4) on one H200\n(point labels: chunk tokens, prompts of 4,096)", fontsize=10)
     ax.legend(fontsize=7), ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout(), fig.savefig(out, dpi=120), plt.close(fig)
 
 
 # The scaling study's deployments: (prefill ranks, prefill EP, decode ranks, decode EP).
 DEPLOYMENTS = {"1p1d": (1, 1, 1, 1), "4p16d": (4, 4, 16, 16), "4p64d": (4, 4, 64, 64), "64p64d": (64, 64, 64, 64)}
+STYLES = {"1p1d": "x-", "4p16d": "o-", "4p64d": "s--", "64p64d": "^:"}  # distinct: roles of one EP size coincide
 
 
 def scaling(slices, out_dir):
@@ -178,8 +179,9 @@ def scaling(slices, out_dir):
                 table = [dict(p, tokens_per_s_per_gpu=v, tokens_per_s_deployment=v * ranks) for p, v in zip(pts, per_gpu)]
                 write_table(g.create_group(phase), table, {"ranks": ranks, "ep_size": ep})
                 first_ctx = [p for p in table if p["context"] == table[0]["context"]]
-                ax.plot([p["tokens_per_step"] for p in first_ctx], [p["tokens_per_s_deployment"] for p in first_ctx], "o-",
-                        label=f"{name}: {ranks} x EP {ep} ({phase} context {first_ctx[0]['context']})")
+                ax.plot([p["tokens_per_step"] for p in first_ctx], [p["tokens_per_s_deployment"] for p in first_ctx],
+                        STYLES[name], label=f"{name}: {ranks} ranks of EP {ep} (context {first_ctx[0]['context']}; "
+                                            f"one slice per EP size)")
         missing = [n for n, (pr, pe, dr, de) in DEPLOYMENTS.items()
                    if ("decode", de) not in slices or ("prefill", pe) not in slices]
     for ax, what in ((ax_d, "decode: output tokens/s of all decode ranks vs requests per rank"),
