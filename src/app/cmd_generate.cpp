@@ -55,18 +55,20 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
       sum.sequences += r.sequences;
       sum.prefix_hit_tokens += r.prefix_hit_tokens;
       sum.prefix_store_tokens += r.prefix_store_tokens;
+      sum.prefix_replayed_tokens += r.prefix_replayed_tokens;
       sum.replay_rows_below_floor += r.replay_rows_below_floor;
       sum.replay_skipped_layer_rows += r.replay_skipped_layer_rows;
     }
     if (num_ranks == 0) continue;
     spdlog::info("{} ranks x{}: {} steps (most on one rank), {} prefill + {} decode tokens, {} sequences; MoE "
                  "dispatch {:.2f} MB + combine {:.2f} MB to other ranks ({:.1f} KB per step per rank), KV handoff "
-                 "{:.2f} MB; prefix cache hits {} prompt tokens ({} from --kv-store)", role_name(role), num_ranks,
+                 "{:.2f} MB; prefix cache hits {} prompt tokens ({} from --kv-store, {} of them replayed: SWA "
+                 "replay)", role_name(role), num_ranks,
                  max_steps,
                  sum.prefill_tokens, sum.decode_tokens, sum.sequences, sum.moe_dispatch_bytes / 1e6,
                  sum.moe_combine_bytes / 1e6,
                  (sum.moe_dispatch_bytes + sum.moe_combine_bytes) / 1e3 / std::max<int64_t>(1, max_steps) / num_ranks,
-                 sum.handoff_bytes / 1e6, sum.prefix_hit_tokens, sum.prefix_store_tokens);
+                 sum.handoff_bytes / 1e6, sum.prefix_hit_tokens, sum.prefix_store_tokens, sum.prefix_replayed_tokens);
     if (sum.replay_rows_below_floor > 0)
       spdlog::info("{} ranks: bounded replay: {} prompt rows below the decoder layers' floor, {} (row, layer) pairs "
                    "not computed", role_name(role), sum.replay_rows_below_floor, sum.replay_skipped_layer_rows);
@@ -210,6 +212,11 @@ int run_generate(const GenerateOptions& options, const World& world) {
                      "--yoco-keep-tokens {} is below the window {} + the backtracking margin {} = {}",
                      options.yoco_keep_tokens, config.v41.sliding_window, kV41BacktrackingTokens, least);
     }
+    // SWA replay: the window a hit replays must at least cover the sliding window (0: the store keeps it).
+    DI_INPUT_CHECK(options.swa_replay_tokens == 0 || config.v41.sliding_window == 0 ||
+                       options.swa_replay_tokens >= config.v41.sliding_window,
+                   "--swa-replay-tokens {} is below the sliding window of {} tokens (0 keeps the window in the store)",
+                   options.swa_replay_tokens, config.v41.sliding_window);
     const ChatSource chat{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
                           prose_for_chats};
     requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
@@ -244,6 +251,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
                      options.yoco_truncation);
     }
     generation.kv_store_dir = options.kv_store_dir;
+    generation.swa_replay_tokens = options.swa_replay_tokens;
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}", std::filesystem::weakly_canonical(options.model.model_path).string(),

@@ -45,6 +45,7 @@ struct GenerateOptions {
   int64_t chunk_tokens = 4096;
   bool prefix_cache = false;
   std::string kv_store_dir;  // the prefix cache's directory tier (implies prefix_cache)
+  int64_t swa_replay_tokens = 128;  // GenerationOptions::swa_replay_tokens
   std::string yoco_truncation = "off";  // V4.1's bounded decoder replay: off | mask (| compact, not built)
   int64_t yoco_keep_tokens = 0;
   double gpu_memory_fraction = 0.0;  // > 0: size the KV cache from GPU memory instead of kv_cache_tokens

@@ -105,6 +105,12 @@ int main(int argc, char** argv) {
                            "Directory every rank of this and later jobs shares as the prefix cache's slower tier: "
                            "each block filled is written there once (atomic rename, checksummed), and a prompt "
                            "whose next block misses on its rank reads it from there (implies --prefix-cache)");
+  generate_cmd->add_option("--swa-replay-tokens", generate.swa_replay_tokens,
+                           "DeepSeek-V4.1 on the CPU with --kv-store: the store holds the blocks' KV without their "
+                           "sliding-window state (kept apart, as DeepInfer does), and a hit from it recomputes the "
+                           "window of its last N tokens (an approximation, never stored; at least the window); 0: "
+                           "the store keeps the window state and hits are exact")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   generate_cmd->add_option("--yoco-truncation", generate.yoco_truncation,
                            "DeepSeek-V4.1's bounded decoder replay in prefill: off, or mask (the decoder layers' "
                            "windows see only the prompt's last --yoco-keep-tokens: an approximation, CPU only), or "

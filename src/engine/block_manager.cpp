@@ -95,12 +95,15 @@ void BlockManager::register_block(int32_t block, uint64_t hash, const Sequence& 
 int64_t BlockManager::match_prefix(Sequence& seq, Tier* tier) {
   if (!prefix_cache_ || !seq.shares_blocks || seq.num_cached != 0 || !seq.block_table.empty()) return 0;
   const int64_t whole = (seq.num_tokens() - 1) / block_size_;  // the last token always runs (its logits)
+  const int64_t replay = tier != nullptr ? tier->window_replay_tokens() : 0;
+  int64_t windowless_from = -1;  // the first token whose block came without window state
   uint64_t h = 0;
   for (int64_t i = 0; i < whole; ++i) {
     const uint64_t parent = h;
     h = chain(parent, seq, i);
     const auto found = by_hash_.find(h);
     int32_t block = -1;
+    if (found != by_hash_.end() && windowless_from >= 0) break;  // past a replayed window, only the tier's blocks
     if (found != by_hash_.end()) {
       block = found->second;
       const int32_t previous = i == 0 ? -1 : seq.block_table.back();
@@ -121,14 +124,24 @@ int64_t BlockManager::match_prefix(Sequence& seq, Tier* tier) {
       }
       holders_[block] = 1;
       loaded_tokens_ += block_size_;
+      if (replay > 0 && windowless_from < 0) windowless_from = i * block_size_;
     }
     seq.block_table.push_back(block);
     seq.block_hashes.push_back(h);
-    if (registered_[block] == 0) register_block(block, h, seq, i);
+    if (registered_[block] == 0 && windowless_from < 0) register_block(block, h, seq, i);
   }
-  seq.num_cached = static_cast<int64_t>(seq.block_table.size()) * block_size_;
-  hit_tokens_ += seq.num_cached;
-  return seq.num_cached;
+  const int64_t hit = static_cast<int64_t>(seq.block_table.size()) * block_size_;
+  hit_tokens_ += hit;
+  seq.num_cached = hit;
+  if (windowless_from >= 0) {
+    const int64_t from = std::max(windowless_from, hit - replay);
+    seq.num_cached = from;
+    seq.swa_floor = from;
+    seq.keep_inputs_below = hit;
+    seq.shares_blocks = false;
+    replayed_tokens_ += hit - from;
+  }
+  return hit;
 }
 
 std::vector<BlockManager::RegisteredBlock> BlockManager::register_full_blocks(Sequence& seq) {

@@ -43,6 +43,9 @@ class BlockManager {
     virtual ~Tier() = default;
     virtual bool may_hold(uint64_t hash) const = 0;
     virtual bool load(const Sequence& seq, int64_t index, uint64_t hash, uint64_t parent_hash, int32_t block) = 0;
+    // > 0: its blocks come without their sliding-window state, and a hit replays (recomputes the window of) that
+    // many of its last tokens; 0: its blocks are whole.
+    virtual int64_t window_replay_tokens() const { return 0; }
   };
   struct RegisteredBlock {
     int64_t index = 0;
@@ -52,12 +55,16 @@ class BlockManager {
 
   // Prefix cache (no-ops when off). A sequence with nothing cached and no blocks takes the registered blocks of
   // its longest whole-block prefix short of its last token (where they miss, what `tier` loads into a fresh
-  // block) and counts them cached; returns the tokens hit.
+  // block) and counts them cached; returns the tokens hit. Blocks a tier loads without window state stay the
+  // sequence's own (unregistered), and the sequence replays the hit's last window_replay_tokens() (not fewer than
+  // from the first such block): its cached count drops to where the replay starts, its swa_floor and
+  // keep_inputs_below are set, and it shares no blocks from then on (a replayed window is approximate).
   int64_t match_prefix(Sequence& seq, Tier* tier = nullptr);
   // Registers the blocks its cached tokens have filled since the last call (after each step); returns them.
   std::vector<RegisteredBlock> register_full_blocks(Sequence& seq);
   int64_t hit_tokens() const { return hit_tokens_; }  // of which loaded_tokens() came from the tier
   int64_t loaded_tokens() const { return loaded_tokens_; }
+  int64_t replayed_tokens() const { return replayed_tokens_; }  // of the hit tokens, recomputed by SWA replay
 
  private:
   int32_t take_block();  // a free block, else the least recently released registered one (unregistered)
@@ -79,7 +86,7 @@ class BlockManager {
   std::unordered_map<uint64_t, int32_t> by_hash_;
   std::list<int32_t> evictable_;  // registered, held by nobody; least recently released first
   std::vector<std::list<int32_t>::iterator> evictable_at_;
-  int64_t hit_tokens_ = 0, loaded_tokens_ = 0;
+  int64_t hit_tokens_ = 0, loaded_tokens_ = 0, replayed_tokens_ = 0;
 };
 
 }  // namespace deepinfer

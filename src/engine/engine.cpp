@@ -27,13 +27,20 @@ SchedulerLimits with_model_len(SchedulerLimits limits, const ModelConfig& config
 // Blocks through the KvStore: loaded into the cache by import_entries, saved by export_entries, one block each.
 class Engine::StoreTier final : public BlockManager::Tier {
  public:
+  // Where the model has sliding-window state (DeepSeek-V4.1's window K=V) and SWA replay is on, the files hold the
+  // block KV only (the window values zeroed; DeepInfer keeps the window state apart, never in the store) and a hit
+  // replays its last swa_replay_tokens; their key says so, so the two kinds of file never mix.
   StoreTier(const EngineOptions& options, KvCache& cache, const CausalLm& model)
       : cache_(cache),
+        window_values_(options.swa_replay_tokens > 0 ? model.window_state_values() : 0),
+        replay_tokens_(window_values_ > 0 ? options.swa_replay_tokens : 0),
         store_(options.kv_store_dir,
-               fmt::format("{}|{}", options.kv_store_model_key, model.samples_on_device() ? "gpu" : "cpu"),
+               fmt::format("{}|{}{}", options.kv_store_model_key, model.samples_on_device() ? "gpu" : "cpu",
+                           window_values_ > 0 ? "|without window state" : ""),
                cache.num_layers(), cache.entry_dim(), KvCache::kBlockSize) {}
 
   bool may_hold(uint64_t hash) const override { return store_.has(hash); }
+  int64_t window_replay_tokens() const override { return replay_tokens_; }
   bool load(const Sequence& seq, int64_t index, uint64_t hash, uint64_t parent_hash, int32_t block) override {
     if (!store_.load(hash, parent_hash, block_tokens(seq, index), entries_)) return false;
     cache_.import_entries(std::span<const int32_t>(&block, 1), KvCache::kBlockSize, entries_.data());
@@ -42,6 +49,9 @@ class Engine::StoreTier final : public BlockManager::Tier {
   void save(const Sequence& seq, const BlockManager::RegisteredBlock& b) {
     entries_.resize(cache_.num_layers() * KvCache::kBlockSize * cache_.entry_dim());
     cache_.export_entries(std::span<const int32_t>(&b.block, 1), KvCache::kBlockSize, entries_.data());
+    const int64_t entry_dim = cache_.entry_dim();
+    for (size_t e = 0; window_values_ > 0 && e < entries_.size(); e += entry_dim)
+      std::fill_n(entries_.begin() + static_cast<int64_t>(e), window_values_, 0.0f);
     store_.save(b.hash, b.parent_hash, block_tokens(seq, b.index), entries_);
   }
 
@@ -51,6 +61,7 @@ class Engine::StoreTier final : public BlockManager::Tier {
   }
 
   KvCache& cache_;
+  int64_t window_values_, replay_tokens_;
   KvStore store_;
   std::vector<float> entries_;  // one block's, reused
 };
@@ -176,6 +187,8 @@ ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch) const {
         {seq.num_cached, item.num_new, seq.block_table, {seq.tokens.data(), static_cast<size_t>(seq.num_cached)}});
     if (batch.is_prefill && options_.replay.mode != ReplayOptions::Mode::kOff)
       forward.sequences.back().replay_floor = std::max<int64_t>(0, seq.num_tokens() - options_.replay.keep_tokens);
+    forward.sequences.back().swa_floor = seq.swa_floor;
+    forward.sequences.back().keep_inputs_below = seq.keep_inputs_below;
   }
   forward.compact_replay = batch.is_prefill && options_.replay.mode == ReplayOptions::Mode::kCompact;
   return forward;

@@ -36,6 +36,9 @@ struct EngineOptions {
   // the tokens (checkpoint, format, seed, depth; the engine adds the device): KvStore.
   std::string kv_store_dir;
   std::string kv_store_model_key;
+  // SWA replay: the tokens a prefix hit from the store recomputes the window of, where the model has window state
+  // (DeepSeek-V4.1 on the CPU); 0: the store keeps the window too and hits are exact.
+  int64_t swa_replay_tokens = 128;
   ReplayOptions replay;
 };
 
@@ -102,6 +105,7 @@ class Engine {
   // Prompt tokens that came from the prefix cache instead of being computed; of them, those read from --kv-store.
   int64_t prefix_hit_tokens() const { return blocks_.hit_tokens(); }
   int64_t prefix_store_tokens() const { return blocks_.loaded_tokens(); }
+  int64_t prefix_replayed_tokens() const { return blocks_.replayed_tokens(); }
 
  private:
   // A sequence of `tokens` whose all but last are cached, into the running set if its blocks fit now; its KV

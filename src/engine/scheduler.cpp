@@ -61,7 +61,8 @@ ScheduledBatch Scheduler::schedule() {
 void Scheduler::preempt(Sequence* seq) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
   blocks_.release(*seq);
-  seq->num_cached = 0;  // recomputed from its tokens when it is scheduled again
+  seq->num_cached = 0;  // recomputed from its tokens when it is scheduled again (exactly: no replayed window)
+  seq->swa_floor = seq->keep_inputs_below = 0;
   seq->status = SequenceStatus::kWaiting;
   waiting_.push_front(seq);
   ++num_preemptions_;

@@ -21,6 +21,9 @@ struct Sequence {
   std::vector<int32_t> block_table;
   std::vector<uint64_t> block_hashes;  // prefix cache: the chained hashes of its blocks filled so far
   bool shares_blocks = true;           // false: it neither takes nor registers prefix-cache blocks
+  // SWA replay (a prefix hit whose blocks came without window state): SequenceChunk::swa_floor and
+  // keep_inputs_below for every step of the sequence; 0 when its cache is exact.
+  int64_t swa_floor = 0, keep_inputs_below = 0;
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_streamed = 0;  // generated tokens Engine::take_new_tokens has reported

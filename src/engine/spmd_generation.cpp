@@ -396,6 +396,7 @@ EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& expert
   engine_options.kv_store_dir = options.kv_store_dir;
   engine_options.kv_store_model_key = options.kv_store_model_key;
   engine_options.replay = options.replay;
+  engine_options.swa_replay_tokens = options.swa_replay_tokens;
   return engine_options;
 }
 
@@ -466,6 +467,7 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
   report.prefill_tokens = stats.num_prefill_tokens;
   report.prefix_hit_tokens = engine.prefix_hit_tokens();
   report.prefix_store_tokens = engine.prefix_store_tokens();
+  report.prefix_replayed_tokens = engine.prefix_replayed_tokens();
   report.decode_tokens = stats.num_decode_tokens;
   report.replay_rows_below_floor = stats.replay_rows_below_floor;
   report.replay_skipped_layer_rows = stats.replay_skipped_layer_rows;

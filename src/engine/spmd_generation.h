@@ -37,6 +37,7 @@ struct SpmdGenerationOptions {
   std::string kv_store_dir;   // and the directory tier every rank reads and writes (EngineOptions)
   std::string kv_store_model_key;
   ReplayOptions replay;  // V4.1's bounded decoder replay
+  int64_t swa_replay_tokens = 128;  // EngineOptions::swa_replay_tokens
 };
 
 // What one rank did, for the summary world rank 0 prints.
@@ -54,6 +55,7 @@ struct RankReport {
   int64_t prefix_store_tokens = 0;  // of them, read from the --kv-store directory
   int64_t replay_rows_below_floor = 0;    // bounded replay: prompt rows the decoder layers need not compute
   int64_t replay_skipped_layer_rows = 0;  // compact form: (row, layer) pairs dropped
+  int64_t prefix_replayed_tokens = 0;     // of the hit tokens, recomputed by SWA replay (window state not stored)
 };
 
 // Which prefill/colocated rank (index within its role) serves each request.

@@ -54,6 +54,9 @@ class CausalLm {
   // Backends that sample where the logits are (CUDA: only the tokens come back, not rows x vocab floats).
   // forward_and_sample runs the batch like forward() and draws one token per logits row with `rows`.
   virtual bool samples_on_device() const { return false; }
+  // Values [0, n) of every layer's transfer entry that are sliding-window state only (DeepSeek-V4.1's window K=V,
+  // on the CPU model, which can replay it: SequenceChunk::swa_floor); 0: none, or no replay.
+  virtual int64_t window_state_values() const { return 0; }
   virtual std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                                   std::span<const SamplingRow> rows) const;
 

@@ -18,6 +18,12 @@ struct SequenceChunk {
   // DeepSeek-V4.1's bounded decoder replay (mask mode): the decoder layers' windows see no position below this
   // one (0: everything; engine.h's ReplayOptions).
   int64_t replay_floor = 0;
+  // SWA replay after a prefix hit whose blocks came without their window state (DeepInfer's: the block KV from the
+  // store, the sliding-window state kept apart): every layer's window sees no position below swa_floor (those have
+  // no window state), and rows below keep_inputs_below write only their window K=V, leaving the compressor inputs
+  // the hit loaded (exact) as they are. 0: neither.
+  int64_t swa_floor = 0;
+  int64_t keep_inputs_below = 0;
 };
 
 // Expanded: the latent cache is decompressed into per-head keys and values (prefill: many queries share the

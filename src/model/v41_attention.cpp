@@ -138,6 +138,7 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
       float* entry = cache.entry(layer_idx, seq.block_table, seq.num_cached + i);
       const int64_t t = first + i;
       std::copy_n(kv.data() + t * hd, hd, entry);
+      if (seq.num_cached + i < seq.keep_inputs_below) continue;  // SWA replay: the loaded inputs are exact
       if (!compressor_kv.empty()) std::copy_n(compressor_kv.data() + t * hd, hd, entry + hd);
       if (!compressor_gate.empty()) std::copy_n(compressor_gate.data() + t * hd, hd, entry + 2 * hd);
     }
@@ -147,7 +148,8 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
   // Per sequence: the compressed entries this layer's group publishes and the indexer's picks; then every query
   // attends its window plus its picks (cpu::sparse_window_attention), the per-sequence entries side by side.
   std::vector<int32_t> tables, row_positions(T), extra_offsets(T + 1, 0), extra_ids, window_floors(T, 0);
-  // Bounded replay (mask mode): a decoder layer's window reaches no lower than its sequence's replay floor.
+  // Bounded replay (mask mode): a decoder layer's window reaches no lower than its sequence's replay floor; after a
+  // hit without window state (SWA replay) no layer's window reaches below the sequence's swa_floor.
   const bool decoder = layer_idx >= v41_first_decoder_layer(v);
   bool floored = false;
   std::vector<float> extra;
@@ -176,8 +178,9 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
       const int64_t t = first + i;
       std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + t * max_blocks);
       row_positions[t] = static_cast<int32_t>(seq.num_cached + i);
-      if (decoder && seq.replay_floor > 0) {
-        window_floors[t] = static_cast<int32_t>(seq.replay_floor);
+      const int64_t floor = std::max(decoder ? seq.replay_floor : 0, seq.swa_floor);
+      if (floor > 0) {
+        window_floors[t] = static_cast<int32_t>(floor);
         floored = true;
       }
       if (have_selection)

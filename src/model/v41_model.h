@@ -36,6 +36,7 @@ class DeepseekV41Model final : public HostCausalLm {
   DeepseekV41Model(ModelConfig config, WeightStore weights);
 
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* dispatcher = nullptr) const override;
+  int64_t window_state_values() const override { return config().v41.head_dim; }  // the entry's K = V
 
   // Floats cached per token and layer: the window K=V, then the compressor inputs (KV-source layers).
   int64_t entry_dim() const { return entry_dim_; }

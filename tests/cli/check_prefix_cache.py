@@ -23,7 +23,7 @@ import tempfile
 def run(cmd, out, log=None):
     proc = subprocess.run(cmd + ["--output", out], check=True, timeout=600, capture_output=True, text=True)
     text = proc.stdout + proc.stderr
-    hits = sum(n for n, _ in last_counters(text).values())
+    hits = sum(c[0] for c in last_counters(text).values())
     if log is not None:
         log.append(text)
     return [json.loads(line) for line in open(out)], hits
@@ -33,14 +33,42 @@ def last_counters(text):
     """Per role, the last summary's (hit tokens, of them from the store): a run of waves prints a summary per wave,
     each counting every wave so far."""
     last = {}
-    for role, hits, stored in re.findall(r"(\w+) ranks x\d+: .*prefix cache hits (\d+) prompt tokens \((\d+) from "
-                                         r"--kv-store\)", text):
-        last[role] = (int(hits), int(stored))
+    for role, hits, stored, replayed in re.findall(r"(\w+) ranks x\d+: .*prefix cache hits (\d+) prompt tokens "
+                                                   r"\((\d+) from --kv-store, (\d+) of them replayed", text):
+        last[role] = (int(hits), int(stored), int(replayed))
     return last
 
 
 def store_tokens(text):
-    return sum(stored for _, stored in last_counters(text).values())
+    return sum(c[1] for c in last_counters(text).values())
+
+
+def replayed_tokens(text):
+    return sum(c[2] for c in last_counters(text).values())
+
+
+def swa_replay(launch, tmp, window, plain, reqs):
+    """V4.1 with the store holding no window state (DeepInfer's): a second process's hits replay the window of their
+    last `window` tokens — an approximation, so per request the greedy agreement with the exact outputs is reported,
+    not required; a replay of at least the whole hit must be exact."""
+    store, logs = os.path.join(tmp, "swa-store"), []
+    replay = ["--swa-replay-tokens", str(window)]
+    first, _ = run(launch + ["--kv-store", store] + replay, os.path.join(tmp, "swa-first.jsonl"), logs)
+    assert first == plain, "writing a window-free store changed an output"
+    second, _ = run(launch + ["--kv-store", store] + replay, os.path.join(tmp, "swa-second.jsonl"), logs)
+    replayed, from_store = replayed_tokens(logs[1]), store_tokens(logs[1])
+    assert replayed > 0 and from_store > replayed, (replayed, from_store)
+    same = [a["output_token_ids"] == b["output_token_ids"] for a, b in zip(plain, second)]
+    prefix = [next((k for k, (x, y) in enumerate(zip(a["output_token_ids"], b["output_token_ids"])) if x != y),
+                   len(a["output_token_ids"])) for a, b in zip(plain, second)]
+    print(f"SWA replay ({window} tokens): a second process took {from_store} prompt tokens from the window-free store, "
+          f"recomputed the window of {replayed}; outputs identical to exact recompute for {sum(same)}/{len(same)} "
+          f"requests, greedy tokens before the first difference per request {prefix}")
+    # Replaying at least every hit token recomputes the whole window: exact.
+    whole, _ = run(launch + ["--kv-store", store, "--swa-replay-tokens", "100000"], os.path.join(tmp, "swa-whole.jsonl"),
+                   logs)
+    assert whole == plain, "a replay of the whole hit changed an output"
+    print("SWA replay of the whole hit: outputs identical to exact recompute")
 
 
 def main():
@@ -58,6 +86,7 @@ def main():
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json")))
     vocab = config.get("text_config", config)["vocab_size"]
+    window = config.get("text_config", config).get("sliding_window", 0) if config["model_type"] == "deepseek_v41" else 0
     rng = random.Random(7)
     doc = [rng.randrange(3, vocab) for _ in range(150)]
     prompts = [doc + [rng.randrange(3, vocab) for _ in range(n)] for n in (5, 30, 1)]
@@ -97,10 +126,12 @@ def main():
         if args.kv_store:
             store = os.path.join(tmp, "store")
             logs = []
-            written, _ = run(launch + ["--kv-store", store], os.path.join(tmp, "written.jsonl"), logs)
+            # Exact hits: the store keeps V4.1's window state too (SWA replay off; no effect on V2/V3).
+            exact = ["--swa-replay-tokens", "0"]
+            written, _ = run(launch + ["--kv-store", store] + exact, os.path.join(tmp, "written.jsonl"), logs)
             files = sorted(f for f in os.listdir(store) if f.endswith(".kvblock"))
             assert files and not [f for f in os.listdir(store) if "partial" in f], os.listdir(store)
-            reread, _ = run(launch + ["--kv-store", store], os.path.join(tmp, "reread.jsonl"), logs)
+            reread, _ = run(launch + ["--kv-store", store] + exact, os.path.join(tmp, "reread.jsonl"), logs)
             from_store = store_tokens(logs[1])
             assert from_store >= 64, f"a second process read {from_store} prompt tokens from the store"
             with open(os.path.join(store, files[0]), "r+b") as f:  # truncated
@@ -110,12 +141,14 @@ def main():
                 byte = f.read(1)
                 f.seek(200)
                 f.write(bytes([byte[0] ^ 0x40]))
-            damaged, _ = run(launch + ["--kv-store", store], os.path.join(tmp, "damaged.jsonl"), logs)
+            damaged, _ = run(launch + ["--kv-store", store] + exact, os.path.join(tmp, "damaged.jsonl"), logs)
             assert "damaged or belongs to another prefix" in logs[2], "no warning for the damaged files"
             for other in (written, reread, damaged):
                 assert other == plain, "--kv-store changed an output"
             print(f"--kv-store: {len(files)} block files; a second process read {from_store} prompt tokens from "
                   f"them; damaged files ignored with a warning; outputs unchanged")
+            if window:
+                swa_replay(launch, tmp, window, plain, reqs)
         if args.yoco_keep:
             assert all(len(r["prompt_token_ids"]) > args.yoco_keep for r in reqs if "continues" not in r)
             store = os.path.join(tmp, "yoco-store")

@@ -358,6 +358,64 @@ TEST(V41Replay, MaskModeIsExactWithinKeepAndReportedBeyond) {
   EXPECT_GT(truncated, 0) << "no fixture prompt is longer than KEEP";
 }
 
+// SWA replay after a prefix hit whose blocks came without their window state (the store keeps only the block KV):
+// the hit's whole blocks are computed, exported, their window values zeroed (as the engine's store writes them) and
+// imported into a fresh cache; the prompt then runs from the replay start S with every window floored at S and
+// the loaded compressor inputs kept. Replaying the whole hit (S = 0) must give the exact logits bit for bit; a
+// replay of the window only is DeepInfer's approximation: its last-position error and greedy token are reported.
+TEST(V41Replay, SwaReplayAfterAWindowFreeHit) {
+  const DeepseekV41Model& model = tiny_v41_checkpoint();
+  const V41TextConfig& v = model.config().v41;
+  const int64_t V = model.config().vocab_size, W = v.sliding_window, hd = v.head_dim;
+  ASSERT_EQ(model.window_state_values(), hd);
+  const nlohmann::json reference = testing::fixture_reference("tiny-v41");
+  std::vector<int32_t> blocks(8);
+  std::iota(blocks.begin(), blocks.end(), 0);
+  int64_t compared = 0, same_greedy = 0;
+  for (size_t i = 0; i < reference.at("prompts").size(); ++i) {
+    const std::vector<int32_t> prompt = reference["prompts"][i].get<std::vector<int32_t>>();
+    const auto n = static_cast<int64_t>(prompt.size());
+    const int64_t hit = (n - 1) / KvCache::kBlockSize * KvCache::kBlockSize;
+    if (hit < W + 1) continue;
+    auto logits_of = [&](KvCache& cache, int64_t cached, int64_t swa_floor, int64_t keep_inputs_below) {
+      ForwardBatch batch;
+      batch.token_ids.assign(prompt.begin() + cached, prompt.end());
+      batch.sequences.push_back({cached, n - cached, blocks, {prompt.data(), static_cast<size_t>(cached)}});
+      batch.sequences.back().swa_floor = swa_floor;
+      batch.sequences.back().keep_inputs_below = keep_inputs_below;
+      const Tensor logits = model.forward(batch, cache);
+      return std::vector<float>(logits.data<float>() + logits.numel() - V, logits.data<float>() + logits.numel());
+    };
+    std::unique_ptr<KvCache> exact_cache = model.make_kv_cache(8);
+    const std::vector<float> exact = logits_of(*exact_cache, 0, 0, 0);
+    // The hit's blocks as a window-free store would hand them back.
+    const std::span<const int32_t> hit_blocks(blocks.data(), static_cast<size_t>(hit / KvCache::kBlockSize));
+    std::vector<float> entries(exact_cache->num_layers() * hit * exact_cache->entry_dim());
+    exact_cache->export_entries(hit_blocks, hit, entries.data());
+    for (size_t e = 0; e < entries.size(); e += exact_cache->entry_dim()) std::fill_n(entries.begin() + e, hd, 0.0f);
+    auto replay = [&](int64_t from) {
+      std::unique_ptr<KvCache> cache = model.make_kv_cache(8);
+      cache->import_entries(hit_blocks, hit, entries.data());
+      return logits_of(*cache, from, from, hit);
+    };
+    EXPECT_EQ(replay(0), exact) << "prompt " << i << ": replaying the whole hit is not the exact prefill";
+    const std::vector<float> approx = replay(hit - W);
+    const double err = worst_relative_error(approx, exact, V);
+    const bool greedy = std::max_element(approx.begin(), approx.end()) - approx.begin() ==
+                        std::max_element(exact.begin(), exact.end()) - exact.begin();
+    same_greedy += greedy;
+    ++compared;
+    std::printf("[ V4.1     ] SWA replay of the last %lld of a %lld-token hit (prompt %zu, %lld tokens): last-position "
+                "relative error %.3e against the exact prefill, greedy token %s\n", static_cast<long long>(W),
+                static_cast<long long>(hit), i, static_cast<long long>(n), err, greedy ? "the same" : "differs");
+    EXPECT_TRUE(std::isfinite(err));
+    EXPECT_NE(approx, exact) << "prompt " << i << ": replaying the window only changed nothing";
+  }
+  std::printf("[ V4.1     ] SWA replay: %lld prompts with a hit longer than the window, greedy token kept in %lld\n",
+              static_cast<long long>(compared), static_cast<long long>(same_greedy));
+  EXPECT_GT(compared, 0) << "no fixture prompt has a whole block before its last token";
+}
+
 // The compact form drops the rows below the floor from v41_first_compact_layer on: the logits it gives, and the
 // decode steps after it (which read only the kept rows' windows), are the mask form's bit for bit, for a prompt in
 // one chunk and in two (the first wholly below the floor: only its last row goes on).

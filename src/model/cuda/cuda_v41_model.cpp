@@ -391,6 +391,9 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   check_batch(batch, config_.vocab_size);
   DI_CHECK(!batch.compact_replay, "bounded decoder replay's compact form is built for the CPU model only");
+  for (const SequenceChunk& seq : batch.sequences)
+    DI_CHECK(seq.swa_floor == 0 && seq.keep_inputs_below == 0, "SWA replay after a prefix hit is built for the CPU "
+             "model only");
   published_.reset();
   scratch_.reset();
   idle_.record_start();
