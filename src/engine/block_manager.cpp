@@ -76,11 +76,14 @@ void BlockManager::release(Sequence& seq) {
   DI_CHECK(num_free_blocks() <= num_blocks_, "block free list overflow ({} > {})", num_free_blocks(), num_blocks_);
 }
 
-uint64_t BlockManager::chain(uint64_t previous, const Sequence& seq, int64_t i) const {
+uint64_t chain_block_hash(uint64_t previous, std::span<const int32_t> block_tokens) {
   uint64_t h = splitmix64(previous ^ 0x9e3779b97f4a7c15ull);
-  for (int64_t t = i * block_size_; t < (i + 1) * block_size_; ++t)
-    h = splitmix64(h ^ static_cast<uint64_t>(static_cast<uint32_t>(seq.tokens[t])));
+  for (int32_t token : block_tokens) h = splitmix64(h ^ static_cast<uint64_t>(static_cast<uint32_t>(token)));
   return h;
+}
+
+uint64_t BlockManager::chain(uint64_t previous, const Sequence& seq, int64_t i) const {
+  return chain_block_hash(previous, std::span<const int32_t>(seq.tokens).subspan(i * block_size_, block_size_));
 }
 
 void BlockManager::register_block(int32_t block, uint64_t hash, const Sequence& seq, int64_t index) {

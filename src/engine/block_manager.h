@@ -12,12 +12,17 @@
 
 #include <cstdint>
 #include <list>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "src/engine/sequence.h"
 
 namespace deepinfer {
+
+// The prefix cache's hash of a block of tokens after the block whose hash is `previous` (0 before the first):
+// chained, so it names the whole prefix up to the block's end.
+uint64_t chain_block_hash(uint64_t previous, std::span<const int32_t> block_tokens);
 
 class BlockManager {
  public:

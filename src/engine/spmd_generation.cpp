@@ -8,9 +8,12 @@
 #include <deque>
 #include <list>
 #include <map>
+#include <span>
+#include <unordered_map>
 #include <thread>
 
 #include "src/dist/mailbox.h"
+#include "src/engine/block_manager.h"
 #include "src/dist/mpi_util.h"
 #include "src/moe/expert_parallel.h"
 
@@ -371,13 +374,32 @@ void run_role_loop(Engine& engine, CausalLm& model, ExpertDispatcher& experts, R
 
 }  // namespace
 
-std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& requests, int num_ranks) {
+std::vector<int> assign_requests(const std::vector<Request>& requests, int num_ranks, int64_t prefix_block_size) {
   std::vector<int64_t> load(num_ranks, 0);
+  std::unordered_map<uint64_t, int> first_rank_of;  // block hash -> the rank its first request went to
   std::vector<int> owner;
   for (const Request& r : requests) {
-    const int rank = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    load[rank] += static_cast<int64_t>(r.prompt_token_ids.size());
-    owner.push_back(rank);
+    const auto n = static_cast<int64_t>(r.prompt_token_ids.size());
+    // The chained hashes of its whole blocks short of the last token (what the block manager can match).
+    std::vector<uint64_t> hashes;
+    for (int64_t i = 0; prefix_block_size > 0 && (i + 1) * prefix_block_size <= n - 1; ++i)
+      hashes.push_back(chain_block_hash(hashes.empty() ? 0 : hashes.back(),
+                                        std::span<const int32_t>(r.prompt_token_ids)
+                                            .subspan(i * prefix_block_size, prefix_block_size)));
+    // Tokens each rank would find cached: the longest run of leading blocks first routed there.
+    std::vector<int64_t> shared(num_ranks, 0);
+    for (size_t i = 0; i < hashes.size(); ++i) {
+      const auto found = first_rank_of.find(hashes[i]);
+      if (found == first_rank_of.end()) break;
+      if (shared[found->second] == static_cast<int64_t>(i) * prefix_block_size)
+        shared[found->second] += prefix_block_size;
+    }
+    int best = 0;
+    for (int k = 1; k < num_ranks; ++k)
+      if (load[k] + n - shared[k] < load[best] + n - shared[best]) best = k;
+    load[best] += n - shared[best];
+    for (uint64_t h : hashes) first_rank_of.emplace(h, best);
+    owner.push_back(best);
   }
   return owner;
 }
@@ -427,7 +449,9 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
   }
 
   if (topo.role() != Role::kDecode) {
-    const std::vector<int> owner = assign_requests_by_prompt_tokens(requests, spec.num_ranks);
+    const bool prefix_cache = options.prefix_cache || !options.kv_store_dir.empty();
+    const std::vector<int> owner =
+        assign_requests(requests, spec.num_ranks, prefix_cache ? KvCache::kBlockSize : 0);
     for (size_t i = 0; i < requests.size(); ++i)
       if (owner[i] == topo.placement().rank_in_role) engine.add_request(requests[i]);
   }

@@ -58,8 +58,13 @@ struct RankReport {
   int64_t prefix_replayed_tokens = 0;     // of the hit tokens, recomputed by SWA replay (window state not stored)
 };
 
-// Which prefill/colocated rank (index within its role) serves each request.
-std::vector<int> assign_requests_by_prompt_tokens(const std::vector<Request>& requests, int num_ranks);
+// Which prefill/colocated rank (index within its role) serves each request, decided alike on every rank (so world
+// rank 0's routing needs no message): in order, each request goes to the rank where it costs least, a rank's cost
+// being the prompt tokens routed to it so far plus this request's tokens it would compute. With the prefix cache
+// on (prefix_block_size > 0), a rank that was routed a request sharing this one's leading whole blocks (matched by
+// their chained hashes, as the block manager names them) computes only the rest; otherwise every rank computes it
+// whole (least-loaded routing).
+std::vector<int> assign_requests(const std::vector<Request>& requests, int num_ranks, int64_t prefix_block_size = 0);
 
 // Returns every result, in input order, on world rank 0; an empty vector elsewhere. `experts` is this rank's
 // expert-parallel dispatcher over its EP group. Fills `reports` (one per world rank) on world rank 0.
