@@ -21,7 +21,10 @@
 #include <cstdio>
 #include <numeric>
 
+#include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/moe_permute.cuh"
 #include "src/core/device.h"
+#include "src/core/device_array.h"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_moe.h"
 #include "src/model/cuda/cuda_v41_model.h"
@@ -205,6 +208,100 @@ TEST(CudaV41, MostPositionsMatchTheCpuWhereNoIndexerChoiceIsLeft) {
   }
   expect_mostly_calm(one_shot_errors, "tiny-v41-fp8, every entry selected, one-shot");
   expect_mostly_calm(decode_errors, "tiny-v41-fp8, every entry selected, token by token");
+}
+
+// Two expert-parallel "ranks" in one process, for the CUDA MoE block's device path: every token's row twice, the
+// first copy's entries on experts [0, E/2) and the second's on [E/2, E), the rest marked served elsewhere (id E,
+// weight 0); combine adds both copies' sums at the token.
+class SplitInTwoDispatch final : public ExpertDispatcher, public DeviceExpertDispatcher {
+ public:
+  SplitInTwoDispatch(int64_t experts, int64_t top_k, int64_t hidden) : E_(experts), K_(top_k), H_(hidden) {}
+  HostDispatch dispatch(int64_t, const float*, const int32_t*, const float*, int64_t) override {
+    throw std::logic_error("the device path only");
+  }
+  void combine(float*) override { throw std::logic_error("the device path only"); }
+  DeviceExpertDispatcher* device() override { return this; }
+  void fetch_split_rows(std::span<const int64_t>, std::span<const int32_t>, int64_t, const ServeRows&,
+                        std::byte*) override {
+    throw std::logic_error("whole tables");
+  }
+  DeviceDispatch dispatch(int64_t, const void* x, const int32_t* topk_ids, const float* topk_weights,
+                          int64_t tokens) override {
+    std::vector<int32_t> ids(tokens * K_), source(2 * tokens), rows_ids(2 * tokens * K_), own(tokens);
+    std::vector<float> weights(tokens * K_), row_weights(2 * tokens * K_);
+    DI_CUDA_CHECK(cudaMemcpy(ids.data(), topk_ids, ids.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    DI_CUDA_CHECK(cudaMemcpy(weights.data(), topk_weights, weights.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int64_t half = 0; half < 2; ++half)
+      for (int64_t t = 0; t < tokens; ++t) {
+        source[half * tokens + t] = static_cast<int32_t>(t);
+        for (int64_t k = 0; k < K_; ++k) {
+          const int64_t i = t * K_ + k, j = (half * tokens + t) * K_ + k;
+          const bool here = (ids[i] < E_ / 2) == (half == 0);
+          rows_ids[j] = here ? ids[i] : static_cast<int32_t>(E_);
+          row_weights[j] = here ? weights[i] : 0.0f;
+        }
+      }
+    std::iota(own.begin(), own.end(), 0);
+    source_ = DeviceArray<int32_t>::from_host(source);
+    ids_ = DeviceArray<int32_t>::from_host(rows_ids);
+    weights_ = DeviceArray<float>::from_host(row_weights);
+    tokens_ = DeviceArray<int32_t>::from_host(own);
+    for (int32_t& o : own) o += static_cast<int32_t>(tokens);
+    second_ = DeviceArray<int32_t>::from_host(own);
+    x_ = DeviceArray<__nv_bfloat16>(2 * tokens * H_);
+    y_ = DeviceArray<__nv_bfloat16>(2 * tokens * H_);
+    num_tokens_ = tokens;
+    cuda::embedding(static_cast<const __nv_bfloat16*>(x), source_.data(), x_.data(), 2 * tokens, H_, nullptr);
+    return {x_.data(), ids_.data(), weights_.data(), 2 * tokens, y_.data(), tokens * K_};
+  }
+  void combine(void* out) override {
+    auto* o = static_cast<__nv_bfloat16*>(out);
+    cuda::add_rows_at(y_.data(), tokens_.data(), tokens_.data(), num_tokens_, H_, o, nullptr);
+    cuda::add_rows_at(y_.data(), second_.data(), tokens_.data(), num_tokens_, H_, o, nullptr);
+  }
+  void set_placement(const std::vector<std::vector<int32_t>>&, int64_t) override {}
+  void drain_routed_counts(std::span<int64_t>) override {}
+  const ExchangeStats& stats() const override { return stats_; }
+
+ private:
+  int64_t E_, K_, H_, num_tokens_ = 0;
+  DeviceArray<int32_t> source_, ids_, tokens_, second_;
+  DeviceArray<float> weights_;
+  DeviceArray<__nv_bfloat16> x_, y_;
+  ExchangeStats stats_;
+};
+
+// The expert-parallel device path (entries served elsewhere through the FP4 matrix-vector kernels at decode, the
+// FP4 tiles for a prefill chunk, the chunked dequantise + cuBLAS path with its zero row for a long one) against the
+// local experts, same GPU model: every position close.
+TEST(CudaV41, ExpertParallelDevicePathMatchesTheLocalExperts) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const AllSelectedFp8Fixture fixture;
+  const ModelConfig& c = fixture.config;
+  SplitInTwoDispatch split(c.n_routed_experts, c.num_experts_per_tok, c.hidden_size);
+  auto run = [&](const std::vector<int32_t>& prompt, ExpertDispatcher* experts, bool decode) {
+    const auto n = static_cast<int64_t>(prompt.size());
+    std::vector<int32_t> blocks((n + KvCache::kBlockSize) / KvCache::kBlockSize + 1);
+    std::iota(blocks.begin(), blocks.end(), 0);
+    std::unique_ptr<KvCache> cache = fixture.gpu.make_kv_cache(static_cast<int64_t>(blocks.size()));
+    ForwardBatch batch;
+    batch.token_ids = prompt;
+    batch.sequences.push_back({0, n, blocks});
+    batch.all_logits = true;
+    Tensor logits = fixture.gpu.forward(batch, *cache, experts);
+    if (!decode) return logits;
+    ForwardBatch step;  // then one decode step
+    step.token_ids = {prompt[0]};
+    step.sequences.push_back({n, 1, blocks, {prompt.data(), static_cast<size_t>(n)}});
+    return fixture.gpu.forward(step, *cache, experts);
+  };
+  std::vector<int32_t> long_prompt(600);
+  for (size_t i = 0; i < long_prompt.size(); ++i) long_prompt[i] = static_cast<int32_t>(3 + (i * 37 + i / 7) % 250);
+  std::vector<double> errors;
+  for (const std::vector<int32_t>& prompt : {fixture_prompts()[3], long_prompt})
+    for (bool decode : {false, true})
+      for (double e : by_position(run(prompt, &split, decode), run(prompt, nullptr, decode))) errors.push_back(e);
+  expect_mostly_calm(errors, "expert-parallel device path (two halves, entries served elsewhere) vs local experts");
 }
 
 TEST(CudaV41, Fp32FixtureMatchesTheCpuReference) {
