@@ -105,6 +105,15 @@ def write_table(group, points, attrs):
         group.attrs[key] = value if isinstance(value, (int, float, str)) else json.dumps(value)
 
 
+def finish_plot(fig, ax, xlabel, ylabel, title, out):
+    """Log-log axes, labels, legend and grid; written to `out`."""
+    ax.set_xscale("log"), ax.set_yscale("log")
+    ax.set_xlabel(xlabel), ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7), ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout(), fig.savefig(out, dpi=120), plt.close(fig)
+
+
 def decode_plot(points, official, out):
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for context in sorted({p["context"] for p in points}):
@@ -122,11 +131,8 @@ def decode_plot(points, official, out):
     ratio = H200_HBM_TBS / SM100_HBM_TBS
     ax.plot([u * ratio for u in ou], [g * ratio for g in og], "k^:",
             label=f"official scaled to the H200 by HBM bandwidth ({H200_HBM_TBS} / {SM100_HBM_TBS} TB/s = {ratio:.2f})")
-    ax.set_xscale("log"), ax.set_yscale("log")
-    ax.set_xlabel("tokens/s per user"), ax.set_ylabel("output tokens/s per GPU")
-    ax.set_title("V4.1-Flash decode: a 4P+64D decode rank (EP 64) on one H200\n(point labels: requests per rank)", fontsize=10)
-    ax.legend(fontsize=7), ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout(), fig.savefig(out, dpi=120), plt.close(fig)
+    finish_plot(fig, ax, "tokens/s per user", "output tokens/s per GPU",
+                "V4.1-Flash decode: a 4P+64D decode rank (EP 64) on one H200\n(point labels: requests per rank)", out)
 
 
 def prefill_plot(points, official, out):
@@ -145,11 +151,9 @@ def prefill_plot(points, official, out):
     ratio = H200_FP8_TFLOPS / SM100_FP8_TFLOPS
     ax.plot([t / ratio for t in ot], [g * ratio for g in og], "k^:",
             label=f"official scaled to the H200 by dense FP8 rate ({H200_FP8_TFLOPS} / {SM100_FP8_TFLOPS} TFLOP/s = {ratio:.2f})")
-    ax.set_xscale("log"), ax.set_yscale("log")
-    ax.set_xlabel("step time (ms)"), ax.set_ylabel("input tokens/s per GPU")
-    ax.set_title("V4.1-Flash prefill: a 4P+64D prefill rank (EP 4) on one H200\n(point labels: chunk tokens, prompts of 4,096)", fontsize=10)
-    ax.legend(fontsize=7), ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout(), fig.savefig(out, dpi=120), plt.close(fig)
+    finish_plot(fig, ax, "step time (ms)", "input tokens/s per GPU",
+                "V4.1-Flash prefill: a 4P+64D prefill rank (EP 4) on one H200\n(point labels: chunk tokens, prompts of "
+                "4,096)", out)
 
 
 # The scaling study's deployments: (prefill ranks, prefill EP, decode ranks, decode EP).

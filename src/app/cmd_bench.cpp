@@ -109,16 +109,16 @@ int run_bench(const BenchOptions& options, const World& world) {
       if (options.model.device == "cuda")
         use_device_rank_slice(*slicer, model->config().n_routed_experts, model->config().hidden_size);
 #endif
-      spdlog::info("rank slice: world rank {} of {} ({} rank {} of an EP group of {}), routing {} (seed {}), the "
-                   "received rows {}", options.slice_rank, options.rank_slice_deploy, role_name(slice->where.role),
-                   slice->where.rank_in_ep_group, slice->ep_size, options.routing, options.routing_seed,
-                   slicer->device() != nullptr ? "gathered on the device (one draw per layer and batch, replayed)"
-                                               : "staged through host memory");
     }
     // Where the slice's received rows come from (the device form replays one draw per MoE layer and batch).
     auto slice_rows_kind = [&] {
       return std::string(slicer->device() != nullptr ? "device: one draw per MoE layer and batch, replayed" : "host");
     };
+    if (slicer)
+      spdlog::info("rank slice: world rank {} of {} ({} rank {} of an EP group of {}), routing {} (seed {}), received "
+                   "rows: {}", options.slice_rank, options.rank_slice_deploy, role_name(slice->where.role),
+                   slice->where.rank_in_ep_group, slice->ep_size, options.routing, options.routing_seed,
+                   slice_rows_kind());
     // --output X.h5: an HDF5 table <phase>/points (one row per point, flushed as it finishes) with the run's
     // attributes; any other name: JSON lines appended.
     const bool hdf5 = options.output_path.ends_with(".h5");
@@ -189,8 +189,8 @@ int run_bench(const BenchOptions& options, const World& world) {
               {"exchanges", slicer->expert_work().num_exchanges - work_before.num_exchanges}};
     };
     auto report = [&](StepBenchResult r) {
-      if (slicer) slice_floor(r);
       if (slicer) {
+        slice_floor(r);
         const ExchangeStats s = point_exchange();
         spdlog::info("rank slice exchange (not timed; the real rank's, counted): {} token rows received, {} sent, "
                      "{:.3f} MB dispatched and {:.3f} MB combined to peers, warm-up and timed steps",

@@ -103,6 +103,8 @@ class Engine {
   const EngineStats& stats() const { return stats_; }
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
   // Prompt tokens that came from the prefix cache instead of being computed; of them, those read from --kv-store.
+  // Whether the prefix cache is on (--prefix-cache, or implied by a --kv-store).
+  bool shares_prefixes() const { return options_.prefix_cache; }
   int64_t prefix_hit_tokens() const { return blocks_.hit_tokens(); }
   int64_t prefix_store_tokens() const { return blocks_.loaded_tokens(); }
   int64_t prefix_replayed_tokens() const { return blocks_.replayed_tokens(); }

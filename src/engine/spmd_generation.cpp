@@ -449,9 +449,8 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
   }
 
   if (topo.role() != Role::kDecode) {
-    const bool prefix_cache = options.prefix_cache || !options.kv_store_dir.empty();
     const std::vector<int> owner =
-        assign_requests(requests, spec.num_ranks, prefix_cache ? KvCache::kBlockSize : 0);
+        assign_requests(requests, spec.num_ranks, engine.shares_prefixes() ? KvCache::kBlockSize : 0);
     for (size_t i = 0; i < requests.size(); ++i)
       if (owner[i] == topo.placement().rank_in_role) engine.add_request(requests[i]);
   }

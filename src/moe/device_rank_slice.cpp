@@ -35,6 +35,7 @@ const DeviceRankSlice::Layout& DeviceRankSlice::layout(int64_t layer, int64_t nu
   l.weights = DeviceArray<float>::from_host(weights);
   l.own_rows = DeviceArray<int32_t>::from_host(own_rows);
   l.own_tokens = DeviceArray<int32_t>::from_host(own_tokens);
+  for (int64_t pairs : l.host.pairs_of_slot) l.pairs_here += pairs;
   return layouts_.emplace(key, std::move(l)).first->second;
 }
 
@@ -51,9 +52,7 @@ DeviceDispatch DeviceRankSlice::dispatch(int64_t moe_layer_idx, const void* x, c
   }
   cuda::embedding(static_cast<const __nv_bfloat16*>(x), l.source_token.data(), x_recv_.data(), rows, H, nullptr);
   last_ = &l;
-  int64_t pairs_here = 0;
-  for (int64_t pairs : l.host.pairs_of_slot) pairs_here += pairs;
-  return {x_recv_.data(), l.ids.data(), l.weights.data(), rows, y_recv_.data(), pairs_here};
+  return {x_recv_.data(), l.ids.data(), l.weights.data(), rows, y_recv_.data(), l.pairs_here};
 }
 
 void DeviceRankSlice::combine(void* out) {

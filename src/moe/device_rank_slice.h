@@ -37,6 +37,7 @@ class DeviceRankSlice final : public DeviceExpertDispatcher {
     SliceLayout host;
     DeviceArray<int32_t> source_token, ids, own_rows, own_tokens;
     DeviceArray<float> weights;
+    int64_t pairs_here = 0;  // entries this rank serves (sum of host.pairs_of_slot)
   };
   const Layout& layout(int64_t layer, int64_t num_tokens);
 
