@@ -12,6 +12,14 @@ constexpr int kWarps = 8;  // heads a block
 constexpr int kRegs = static_cast<int>(kSparseMaxHeadDim / 32);
 constexpr int64_t kBlockTokens = 64;
 
+// The row's first window position: p - window + 1, at least 0 and the row's floor (bounded replay); above p where
+// the floor is.
+__device__ __forceinline__ int64_t window_start(const SparseWindowKeys& k, int64_t r, int64_t p) {
+  const int64_t floor = k.window_floors != nullptr ? k.window_floors[r] : 0;
+  const int64_t start = p - k.window + 1;
+  return start > floor ? start : floor > 0 ? floor : 0;
+}
+
 __global__ void __launch_bounds__(kWarps * 32) sparse_window_kernel(const __nv_bfloat16* q, SparseWindowKeys k,
                                                                      const float* sinks, int64_t heads,
                                                                      int64_t head_dim, float scale,
@@ -28,7 +36,7 @@ __global__ void __launch_bounds__(kWarps * 32) sparse_window_kernel(const __nv_b
   attn.running_sum = 1.0f;
   const int64_t p = k.positions[r];
   __nv_bfloat16* key = decoded[warp];
-  for (int64_t j = p - k.window + 1 < 0 ? 0 : p - k.window + 1; j <= p; ++j) {
+  for (int64_t j = window_start(k, r, p); j <= p; ++j) {
     const int64_t slot = k.block_table[r * k.max_blocks + j / kBlockTokens] * kBlockTokens + j % kBlockTokens;
     for (int64_t d = lane; d < head_dim; d += 32)
       key[d] = to_bf16(e4m3x2_to_float2(k.window_codes[slot * head_dim + d]).x *
@@ -94,8 +102,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) sparse_window_mma_kernel(const
   const int head0 = blockIdx.y * kMmaHeads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int64_t p = k.positions[r];
-  const int64_t first_window = p - k.window + 1 < 0 ? 0 : p - k.window + 1;
-  const int num_window = static_cast<int>(p - first_window + 1);
+  const int64_t first_window = window_start(k, r, p);
+  const int num_window = first_window > p ? 0 : static_cast<int>(p - first_window + 1);
   const int extra_begin = k.extra_offsets != nullptr ? k.extra_offsets[r] : 0;
   const int num_keys = num_window + (k.extra_offsets != nullptr ? k.extra_offsets[r + 1] - extra_begin : 0);
   const int num_tiles = (num_keys + kKeys - 1) / kKeys;

@@ -27,6 +27,8 @@ struct SparseWindowKeys {
   const __nv_bfloat16* extra = nullptr;  // [*, head_dim]
   const int32_t* extra_offsets = nullptr;  // [rows + 1], or null: no extras
   const int32_t* extra_ids = nullptr;    // negative: padding, skipped
+  // [rows]: no window key before this position (V4.1's bounded decoder replay), or null: none.
+  const int32_t* window_floors = nullptr;
 };
 
 void sparse_window_attention(const __nv_bfloat16* q, const SparseWindowKeys& keys, const float* sinks, int64_t rows,

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "src/app/model_loading.h"
+#include "src/app/replay_options.h"
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
 #include "src/bench/run_metadata.h"
@@ -66,6 +67,7 @@ SliceTarget slice_target(const BenchOptions& options, const ModelConfig& config)
 int run_bench(const BenchOptions& options, const World& world) {
   LoadedModel loaded;
   std::optional<SliceTarget> slice;
+  ReplayOptions replay;  // prefill under V4.1's bounded decoder replay (off unless asked)
   auto prepare = [&] {
     require_single_rank(world, "bench");
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
@@ -85,6 +87,7 @@ int run_bench(const BenchOptions& options, const World& world) {
     } else {
       loaded = load_model(options.model);
     }
+    replay = replay_options(loaded.config, options.yoco_truncation, options.yoco_keep_tokens);
     const int64_t max_positions = loaded.config.max_position_embeddings;
     if (options.phase == "decode") {
       for (int64_t context : options.contexts)
@@ -147,6 +150,8 @@ int run_bench(const BenchOptions& options, const World& world) {
                                               .dump());
       file->set_attribute("complete", int64_t{0});
       file->set_attribute("phase", options.phase);
+      file->set_attribute("yoco_truncation", options.yoco_truncation);
+      file->set_attribute("yoco_keep_tokens", replay.keep_tokens);
       file->set_attribute("model", options.model.model_path);
       file->set_attribute("device", options.model.device);
       file->set_attribute("git_commit", DEEPINFER_GIT_COMMIT);
@@ -169,7 +174,7 @@ int run_bench(const BenchOptions& options, const World& world) {
       const ExpertWork served{(w.slots_touched - work_before.slots_touched) / exchanges,
                               (w.pairs - work_before.pairs) / exchanges};
       set_floor(r, r.phase == "decode" ? v41_decode_work(c, r.batch, r.context, served)
-                                       : v41_prefill_work(c, r.batch, r.context, served));
+                                       : v41_prefill_work(c, r.batch, r.context, served, compact_keep_tokens(r.replay)));
     };
     auto slice_fields = [&]() -> nlohmann::json {
       if (!slicer) return nullptr;
@@ -196,9 +201,12 @@ int run_bench(const BenchOptions& options, const World& world) {
                      "{:.3f} MB dispatched and {:.3f} MB combined to peers, warm-up and timed steps",
                      s.tokens_received, s.tokens_sent, s.dispatch_bytes / 1e6, s.combine_bytes / 1e6);
       }
-      spdlog::info("{} batch {:>4} x {:>5}: {:>9.3f} ms/step (p90 {:.3f}), {:>10.1f} tok/s; floor {:.3f} ms, "
-                   "floor/measured {:.3f}{}{}", r.phase, r.batch, r.context, r.median_ms, r.p90_ms, r.tokens_per_s,
-                   r.floor_ms, r.floor_over_measured,
+      spdlog::info("{} batch {:>4} x {:>5}{}: {:>9.3f} ms/step (p90 {:.3f}), {:>10.1f} tok/s; floor {:.3f} ms, "
+                   "floor/measured {:.3f}{}{}", r.phase, r.batch, r.context,
+                   replay.mode == ReplayOptions::Mode::kOff
+                       ? std::string()
+                       : fmt::format(" (bounded replay {}, keep {})", options.yoco_truncation, replay.keep_tokens),
+                   r.median_ms, r.p90_ms, r.tokens_per_s, r.floor_ms, r.floor_over_measured,
                    r.device_idle_ms >= 0 ? fmt::format("; device idle between steps {:.3f} ms", r.device_idle_ms)
                                          : std::string(),
                    r.graph_steps > 0 ? fmt::format("; {} of {} steps from CUDA graphs", r.graph_steps, r.steps)
@@ -222,6 +230,7 @@ int run_bench(const BenchOptions& options, const World& world) {
                               {"floor_over_measured", r.floor_over_measured}, {"steps", r.steps},
                               {"device_idle_ms", r.device_idle_ms}, {"graph_steps", r.graph_steps},
                               {"floor_bytes_ms", r.floor_bytes_ms}, {"floor_flops_ms", r.floor_flops_ms},
+                              {"yoco_truncation", options.yoco_truncation}, {"yoco_keep_tokens", replay.keep_tokens},
                               {"model", options.model.model_path}, {"device", options.model.device},
                               {"rank_slice", slice_fields()}}
                                                 .dump() + "\n");
@@ -238,7 +247,9 @@ int run_bench(const BenchOptions& options, const World& world) {
           point([&] { return bench_decode(*model, batch, context, options.warmup, options.steps, slicer.get()); });
     } else {
       for (int64_t chunk : options.chunks)
-        point([&] { return bench_prefill(*model, chunk, options.prompt_len, options.warmup, options.steps, slicer.get()); });
+        point([&] {
+          return bench_prefill(*model, chunk, options.prompt_len, options.warmup, options.steps, slicer.get(), replay);
+        });
     }
     if (hdf5) {
       file->set_attribute("complete", int64_t{1});

@@ -11,6 +11,7 @@
 
 #include "src/app/jsonl.h"
 #include "src/app/model_loading.h"
+#include "src/app/replay_options.h"
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
 #include "src/core/files.h"
@@ -155,6 +156,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
   std::optional<text::BpeTokenizer> tokenizer;  // where requests give text or --tokenizer names one
   std::optional<text::ChatProse> chat_prose;    // where requests are chat requests
   std::vector<OutputReading> readings;
+  ReplayOptions replay;  // V4.1's bounded decoder replay (off unless asked)
   SpmdSetup spmd;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
@@ -203,15 +205,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     };
     if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
     const ModelConfig config = load_model_config(model_path);
-    // Bounded replay: a V4.1 mechanism, keeping at least the window and the backtracking margin.
-    if (options.yoco_truncation != "off") {
-      DI_INPUT_CHECK(config.model_type == "deepseek_v41", "--yoco-truncation is DeepSeek-V4.1's (this model is {})",
-                     config.model_type);
-      const int64_t least = config.v41.sliding_window + kV41BacktrackingTokens;
-      DI_INPUT_CHECK(options.yoco_keep_tokens >= least,
-                     "--yoco-keep-tokens {} is below the window {} + the backtracking margin {} = {}",
-                     options.yoco_keep_tokens, config.v41.sliding_window, kV41BacktrackingTokens, least);
-    }
+    replay = replay_options(config, options.yoco_truncation, options.yoco_keep_tokens);
     // SWA replay: the window a hit replays must at least cover the sliding window (0: the store keeps it).
     DI_INPUT_CHECK(options.swa_replay_tokens == 0 || config.v41.sliding_window == 0 ||
                        options.swa_replay_tokens >= config.v41.sliding_window,
@@ -243,13 +237,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
     generation.prefix_cache = options.prefix_cache;
-    if (options.yoco_truncation != "off") {
-      generation.replay = {options.yoco_truncation == "mask" ? ReplayOptions::Mode::kMask : ReplayOptions::Mode::kCompact,
-                           options.yoco_keep_tokens};
-      // The CUDA attention kernels take no window floor yet.
-      DI_INPUT_CHECK(!model.samples_on_device(), "--yoco-truncation {} is built for the CPU model only (--device cpu)",
-                     options.yoco_truncation);
-    }
+    generation.replay = replay;
     generation.kv_store_dir = options.kv_store_dir;
     generation.swa_replay_tokens = options.swa_replay_tokens;
     // What the KV depends on besides the tokens: files written under another key are never read.

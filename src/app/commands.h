@@ -46,7 +46,7 @@ struct GenerateOptions {
   bool prefix_cache = false;
   std::string kv_store_dir;  // the prefix cache's directory tier (implies prefix_cache)
   int64_t swa_replay_tokens = 128;  // GenerationOptions::swa_replay_tokens
-  std::string yoco_truncation = "off";  // V4.1's bounded decoder replay: off | mask (| compact, not built)
+  std::string yoco_truncation = "off";  // V4.1's bounded decoder replay: off | mask | compact (replay_options.h)
   int64_t yoco_keep_tokens = 0;
   double gpu_memory_fraction = 0.0;  // > 0: size the KV cache from GPU memory instead of kv_cache_tokens
   std::string deploy_path;       // empty: one rank does everything
@@ -76,6 +76,8 @@ struct BenchOptions {
   std::string expert_plan_path;
   std::string routing;
   uint64_t routing_seed = 0;
+  std::string yoco_truncation = "off";  // prefill: V4.1's bounded decoder replay (replay_options.h)
+  int64_t yoco_keep_tokens = 0;
 };
 int run_bench(const BenchOptions& options, const World& world);
 

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   generate_cmd->add_option("--yoco-truncation", generate.yoco_truncation,
                            "DeepSeek-V4.1's bounded decoder replay in prefill: off, or mask (the decoder layers' "
-                           "windows see only the prompt's last --yoco-keep-tokens: an approximation, CPU only), or "
+                           "windows see only the prompt's last --yoco-keep-tokens: an approximation), or "
                            "compact (the same logits, the rows before them dropped from the first layer past the "
                            "last KV source: the compute saved)")
       ->check(CLI::IsMember({"off", "mask", "compact"}))
@@ -159,6 +159,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_prefill_cmd->add_option("--prompt-len", bench.prompt_len, "Tokens per prompt")->check(kTokens)
       ->capture_default_str();
+  bench_prefill_cmd->add_option("--yoco-truncation", bench.yoco_truncation,
+                                "DeepSeek-V4.1's bounded decoder replay, as generate's: off, mask or compact")
+      ->check(CLI::IsMember({"off", "mask", "compact"}))
+      ->capture_default_str();
+  bench_prefill_cmd->add_option("--yoco-keep-tokens", bench.yoco_keep_tokens,
+                                "With --yoco-truncation: the prompt tokens the decoder layers keep (at least the "
+                                "window + 6)")
+      ->check(kNotNegative);
 
   deepinfer::app::DispatchBenchCliOptions dispatch;
   CLI::App* bench_dispatch_cmd = bench_cmd->add_subcommand(

@@ -13,6 +13,10 @@
 
 namespace deepinfer {
 
+int64_t compact_keep_tokens(const ReplayOptions& replay) {
+  return replay.mode == ReplayOptions::Mode::kCompact ? replay.keep_tokens : 0;
+}
+
 namespace {
 
 struct Timing {
@@ -82,6 +86,18 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
   return r;
 }
 
+ExpertWork prefill_expert_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ReplayOptions& replay) {
+  const int64_t keep = compact_keep_tokens(replay);
+  const ExpertWork full = uniform_expert_work(c, prompts * prompt_len);
+  if (keep == 0) return full;
+  // Per MoE layer, averaged: the layers from the compact one route only the kept rows.
+  const ExpertWork kept = uniform_expert_work(c, prompts * std::clamp<int64_t>(keep, 1, prompt_len));
+  const double L = static_cast<double>(c.v41.num_hidden_layers);
+  const double kept_layers = L - static_cast<double>(v41_first_compact_layer(c.v41));
+  return {(full.experts_touched * (L - kept_layers) + kept.experts_touched * kept_layers) / L,
+          (full.pairs * (L - kept_layers) + kept.pairs * kept_layers) / L};
+}
+
 }  // namespace
 
 void set_floor(StepBenchResult& r, const StepWork& work) {
@@ -124,8 +140,9 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   return r;
 }
 
+
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
-                              ExpertDispatcher* experts) {
+                              ExpertDispatcher* experts, const ReplayOptions& replay) {
   const ModelConfig& c = model.config();
   DI_INPUT_CHECK(chunk % prompt_len == 0, "--chunk-tokens {} is not a multiple of --prompt-len {}", chunk, prompt_len);
   const int64_t prompts = chunk / prompt_len;
@@ -136,6 +153,7 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   options.limits.max_running = prompts;
   options.limits.chunk_tokens = chunk;
   options.experts = experts;
+  options.replay = replay;
   std::vector<Request> requests;
   for (int64_t i = 0; i < (warmup + steps) * prompts; ++i) {
     std::vector<int32_t> prompt(prompt_len);
@@ -147,7 +165,10 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   StepSamples samples = run_steps(model, engine, warmup, steps);
   StepBenchResult r = make_result("prefill", prompts, prompt_len, chunk, std::move(samples),
                                   prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
-  if (is_v41(c)) set_floor(r, v41_prefill_work(c, prompts, prompt_len, uniform_expert_work(c, chunk)));
+  r.replay = replay;
+  if (is_v41(c))
+    set_floor(r, v41_prefill_work(c, prompts, prompt_len, prefill_expert_work(c, prompts, prompt_len, replay),
+                                  compact_keep_tokens(replay)));
   return r;
 }
 

@@ -3,7 +3,7 @@
 //  - decode: `batch` sequences, each with `context` tokens already in the KV cache (fabricated: seeded random
 //    latents, admitted with Engine::add_cached), one new token each per step; the context grows by one per step.
 //  - prefill: `chunk` tokens per step, made of chunk / prompt_len fresh prompts of prompt_len tokens, each
-//    finishing at its first token.
+//    finishing at its first token (V4.1: optionally under bounded decoder replay).
 // A step is one Engine::step() — schedule, the forward with sampling, postprocess — the step `generate` runs,
 // timed on the host clock (it returns once the sampled tokens are back, so the device work is inside it).
 // Greedy sampling with ignore_eos, so no sequence leaves the batch while it is timed.
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "src/engine/engine.h"
 #include "src/model/causal_lm.h"
 
 namespace deepinfer {
@@ -30,7 +31,12 @@ struct StepBenchResult {
   int64_t steps = 0;
   double device_idle_ms = -1;  // median device idle before each timed step (negative: not measured)
   int64_t graph_steps = 0;     // timed steps that ran from a captured CUDA graph
+  // Prefill under V4.1's bounded decoder replay: the mode and the tokens the decoder layers keep (0: off).
+  ReplayOptions replay{};
 };
+
+// The rows each prompt keeps in the decoder layers under bounded replay's compact form (0: another mode).
+int64_t compact_keep_tokens(const ReplayOptions& replay);
 
 struct StepWork;
 // The floor of `r` from a V4.1 step's work (bench/v41_floor.h).
@@ -40,7 +46,9 @@ void set_floor(StepBenchResult& r, const StepWork& work);
 // with the same warmup + steps, so that the exchanges of each step match.
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
                              ExpertDispatcher* experts = nullptr);
+// `replay`: V4.1's bounded decoder replay (mask: the same work as off, the windows floored; compact: the decoder
+// layers compute each prompt's last replay.keep_tokens rows).
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
-                              ExpertDispatcher* experts = nullptr);
+                              ExpertDispatcher* experts = nullptr, const ReplayOptions& replay = {});
 
 }  // namespace deepinfer

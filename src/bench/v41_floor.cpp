@@ -9,6 +9,7 @@
 
 #include "src/bench/roofline.h"
 #include "src/model/architectures.h"
+#include "src/model/v41_config.h"
 
 namespace deepinfer {
 
@@ -64,9 +65,10 @@ struct QueryAttention {
   double window = 0, picks = 0, scanned_keys = 0;
 };
 
-QueryAttention query_attention(const V41TextConfig& v, const V41LayerRole& role, int64_t pos) {
+// `floor`: no window key below it (bounded replay's decoder layers).
+QueryAttention query_attention(const V41TextConfig& v, const V41LayerRole& role, int64_t pos, int64_t floor) {
   QueryAttention q;
-  q.window = static_cast<double>(std::min(pos + 1, v.sliding_window));
+  q.window = static_cast<double>(std::max<int64_t>(0, std::min({pos + 1, v.sliding_window, pos + 1 - floor})));
   if (role.ratio > 0) {
     const int64_t entries = (pos + 1) / role.ratio;
     q.picks = static_cast<double>(std::min(entries, v.index_topk));
@@ -89,8 +91,8 @@ CacheFormat cache_format(const V41TextConfig& v) {
 
 // Adds `queries` rows' attention at `pos`: bytes of the cache they read, FLOPs.
 void add_attention(const V41TextConfig& v, const V41LayerRole& role, int64_t pos, double queries, bool count_reads,
-                   StepWork& work) {
-  const QueryAttention q = query_attention(v, role, pos);
+                   StepWork& work, int64_t floor = 0) {
+  const QueryAttention q = query_attention(v, role, pos, floor);
   const CacheFormat f = cache_format(v);
   const double heads = static_cast<double>(v.num_attention_heads), hd = static_cast<double>(v.head_dim);
   work.bf16_flops += queries * heads * 4.0 * hd * (q.window + q.picks);
@@ -98,20 +100,23 @@ void add_attention(const V41TextConfig& v, const V41LayerRole& role, int64_t pos
   if (count_reads) work.bytes += queries * (q.window * f.window_bytes + q.picks * f.entry_bytes + q.scanned_keys * f.key_bytes);
 }
 
-// What every step pays whatever its attention: weights, experts, engram rows, embedding rows, the head.
-void add_weights(const ModelConfig& c, double tokens, double head_rows, const ExpertWork& experts, StepWork& work) {
+// What every step pays whatever its attention: weights, experts, engram rows, embedding rows, the head. Layer l
+// computes `tokens` rows, or `kept` from layer `kept_from` on (bounded replay's compact form).
+void add_weights(const ModelConfig& c, double tokens, double head_rows, const ExpertWork& experts, StepWork& work,
+                 int64_t kept_from = -1, double kept = 0) {
   const V41TextConfig& v = c.v41;
   const double H = static_cast<double>(v.hidden_size), I = static_cast<double>(v.moe_intermediate_size);
   const std::vector<LayerWeights> layers = layer_weights(c);
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
     const LayerWeights& w = layers[l];
+    const double rows = kept_from >= 0 && l >= kept_from ? kept : tokens;
     work.bytes += w.bytes;
-    work.fp8_flops += tokens * w.fp8_flops_per_token;
-    work.bf16_flops += tokens * w.bf16_flops_per_token;
+    work.fp8_flops += rows * w.fp8_flops_per_token;
+    work.bf16_flops += rows * w.bf16_flops_per_token;
     work.bytes += experts.experts_touched * v41_expert_bytes(c);
     work.fp8_flops += experts.pairs * 2.0 * 3.0 * I * H;
     if (v41_layer_role(v, l).engram_index >= 0)
-      work.bytes += tokens * static_cast<double>(v41_engram_columns(v)) * v.engram_head_dim *
+      work.bytes += rows * static_cast<double>(v41_engram_columns(v)) * v.engram_head_dim *
                     (c.quantization.fp8 ? 1.0 + 1.0 / 32 : 2.0);
   }
   work.bytes += tokens * H * 2.0;                              // embedding rows
@@ -147,15 +152,26 @@ StepWork v41_decode_work(const ModelConfig& c, int64_t batch, int64_t context, c
   return work;
 }
 
-StepWork v41_prefill_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts) {
+StepWork v41_prefill_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts,
+                          int64_t compact_keep_tokens) {
   StepWork work;
+  const V41TextConfig& v = c.v41;
   const double tokens = static_cast<double>(prompts) * prompt_len;
-  add_weights(c, tokens, static_cast<double>(prompts), experts, work);
+  const bool compact = compact_keep_tokens > 0;
+  const int64_t kept_from = compact ? v41_first_compact_layer(v) : -1;
+  // The decoder layers' floor (mask and compact alike) and the rows the compact form keeps (at least the last).
+  const int64_t floor = compact ? std::max<int64_t>(0, prompt_len - compact_keep_tokens) : 0;
+  const int64_t first_kept = std::min(floor, prompt_len - 1);
+  add_weights(c, tokens, static_cast<double>(prompts), experts, work, kept_from,
+              static_cast<double>(prompts) * static_cast<double>(prompt_len - first_kept));
   // A prefill's attention reads its tiles from on-chip memory: FLOPs only (the cache's writes are one pass).
-  for (int64_t l = 0; l < c.v41.num_hidden_layers; ++l) {
-    const V41LayerRole role = v41_layer_role(c.v41, l);
-    for (int64_t pos = 0; pos < prompt_len; ++pos)
-      add_attention(c.v41, role, pos, static_cast<double>(prompts), /*count_reads=*/false, work);
+  const int64_t first_decoder = v41_first_decoder_layer(v);
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    const V41LayerRole role = v41_layer_role(v, l);
+    const int64_t from = compact && l >= kept_from ? first_kept : 0;
+    for (int64_t pos = from; pos < prompt_len; ++pos)
+      add_attention(v, role, pos, static_cast<double>(prompts), /*count_reads=*/false, work,
+                    l >= first_decoder ? floor : 0);
   }
   return work;
 }

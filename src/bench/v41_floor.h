@@ -37,16 +37,17 @@ struct StepWork {
   double flops_ms() const;
 };
 
-// config.v41 is filled for deepseek_v41 configurations only.
-inline bool is_v41(const ModelConfig& c) { return c.v41.num_hidden_layers > 0; }
-
 // One rank holding every expert, `tokens` routed uniformly: E (1 - (1 - k/E)^tokens) experts touched, tokens x k pairs.
 ExpertWork uniform_expert_work(const ModelConfig& c, int64_t tokens);
 
 // A decode step of `batch` sequences at `context` cached tokens each (one new token each).
 StepWork v41_decode_work(const ModelConfig& c, int64_t batch, int64_t context, const ExpertWork& experts);
-// A prefill step of `prompts` fresh prompts of `prompt_len` tokens (logits of each prompt's last token).
-StepWork v41_prefill_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts);
+// A prefill step of `prompts` fresh prompts of `prompt_len` tokens (logits of each prompt's last token). With
+// `compact_keep_tokens` > 0, bounded replay's compact form: from v41_first_compact_layer on, only each prompt's last
+// compact_keep_tokens rows (at least one), their decoder-layer windows floored there. `experts`: per MoE layer,
+// averaged over the layers.
+StepWork v41_prefill_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts,
+                          int64_t compact_keep_tokens = 0);
 
 // Bytes of the non-expert weights of one decoder layer as stored (what a decode step reads of it), and of one
 // routed expert.

@@ -91,6 +91,9 @@ struct ModelConfig {
   bool is_moe_layer(int64_t layer_idx) const;
 };
 
+// config.v41 is filled for deepseek_v41 configurations only.
+inline bool is_v41(const ModelConfig& c) { return c.v41.num_hidden_layers > 0; }
+
 // Reads config.json (or a bare .json file). Throws InputError for an unknown model_type, a missing key or
 // a value out of range, naming the file and the key.
 ModelConfig load_model_config(const std::filesystem::path& path);

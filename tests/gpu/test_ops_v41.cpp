@@ -175,10 +175,12 @@ void fp8_kv_rows(OpRun& r) {
 // V4.1's attention core: rows at positions short of the window (3, 40), across it (130, 700), and with up to
 // `extras` selected compressed entries each (random picks, ascending), the window keys in the FP8 cache (written
 // by write_fp8_kv_rows, the CPU given the values read back); with `padding`, each row's slots end in a few -1 ids
-// (select_topk's unused slots), which must be skipped.
+// (select_topk's unused slots), which must be skipped; with `floors`, rows' windows cut at a floor (bounded
+// replay): below, inside and above the window's start, and above the row itself (no window key at all).
 void sparse_window_attention(OpRun& r) {
   const int64_t heads = r["heads"], hd = r["head_dim"], window = r["window"], max_extras = r["extras"];
-  const bool padding = r["padding"] != 0;
+  const bool padding = r["padding"] != 0, floored = r["floors"] != 0;
+  const std::vector<int32_t> floors = {0, 20, 600, 650, 70, 127};
   const int64_t num_blocks = 40, max_blocks = 12, num_extra = 600, num_slots = num_blocks * 64;
   const std::vector<int32_t> positions = {3, 40, 130, 700, 64, 127};
   const auto rows = static_cast<int64_t>(positions.size());
@@ -215,16 +217,19 @@ void sparse_window_attention(OpRun& r) {
   auto d_table = DeviceArray<int32_t>::from_host(table), d_pos = DeviceArray<int32_t>::from_host(positions);
   auto d_offsets = DeviceArray<int32_t>::from_host(offsets), d_ids = DeviceArray<int32_t>::from_host(ids);
   auto d_sinks = DeviceArray<float>::from_host(sinks);
+  auto d_floors = DeviceArray<int32_t>::from_host(floors);
   DeviceArray<Bf16> out(rows * heads * hd);
   out.poison();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const cuda::SparseWindowKeys keys{codes.data(), scales.data(), d_table.data(), max_blocks, d_pos.data(), window,
-                                    bf(extra),    max_extras > 0 ? d_offsets.data() : nullptr, d_ids.data()};
+                                    bf(extra),    max_extras > 0 ? d_offsets.data() : nullptr, d_ids.data(),
+                                    floored ? d_floors.data() : nullptr};
   cuda::sparse_window_attention(bf(q), keys, d_sinks.data(), rows, heads, hd, scale, bf(out), nullptr);
   sync();
   std::vector<float> want(rows * heads * hd);
   const cpu::SparseWindowKeys cpu_keys{cache_f.data(), hd, table.data(), max_blocks, positions.data(), window,
-                                       extra_f.data(), max_extras > 0 ? offsets.data() : nullptr, ids.data()};
+                                       extra_f.data(), max_extras > 0 ? offsets.data() : nullptr, ids.data(),
+                                       floored ? floors.data() : nullptr};
   cpu::sparse_window_attention(q_f.data(), cpu_keys, sinks.data(), rows, heads, hd, scale, want.data());
   r.close("outputs", to_float(out.to_host()), want);
 }
@@ -606,17 +611,24 @@ void add_v41_rows(OpTable& t) {
   // V4.1-Flash: 64 heads of 512, window 128, index top-k 512; and a narrow odd one.
   for (int64_t extras : {0, 512})
     t.add("sparse_window_attention", "bf16",
-          {{"heads", 64}, {"head_dim", 512}, {"window", 128}, {"extras", extras}, {"padding", 0}}, kBf16,
-          sparse_window_attention);
+          {{"heads", 64}, {"head_dim", 512}, {"window", 128}, {"extras", extras}, {"padding", 0}, {"floors", 0}},
+          kBf16, sparse_window_attention);
   // The tensor-core kernel's edges: padding ids inside its key tiles, a head group cut short (20 = 16 + 4).
   for (int64_t heads : {16, 20, 64})
     t.add("sparse_window_attention", "bf16",
-          {{"heads", heads}, {"head_dim", 512}, {"window", 128}, {"extras", heads == 16 ? 64 : 512}, {"padding", 1}},
+          {{"heads", heads}, {"head_dim", 512}, {"window", 128}, {"extras", heads == 16 ? 64 : 512}, {"padding", 1},
+           {"floors", 0}},
           kBf16, sparse_window_attention);
+  // Bounded replay's window floors, on both kernels (head_dim 512: tensor cores; 64: CUDA cores).
+  for (int64_t hd : {512, 64})
+    for (int64_t extras : {0, 64})
+      t.add("sparse_window_attention", "bf16",
+            {{"heads", 20}, {"head_dim", hd}, {"window", 128}, {"extras", extras}, {"padding", 1}, {"floors", 1}},
+            kBf16, sparse_window_attention);
   t.add("mask_scores", "f32", {{"n", 10007}}, kExact, mask_scores);
   t.add("selected_entry_ids", "i32", {{"rows", 37}, {"k", 512}, {"base", 777}}, kExact, selected_entry_ids);
   t.add("sparse_window_attention", "bf16",
-        {{"heads", 3}, {"head_dim", 96}, {"window", 16}, {"extras", 40}, {"padding", 1}}, kBf16,
+        {{"heads", 3}, {"head_dim", 96}, {"window", 16}, {"extras", 40}, {"padding", 1}, {"floors", 0}}, kBf16,
         sparse_window_attention);
   for (int64_t exact_fit : {0, 1}) {
     for (int64_t stride : {512, 1568})

@@ -89,19 +89,49 @@ std::vector<uint8_t> CudaV41Model::fetch_engram_rows(const std::vector<int64_t>&
 CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers,
                                  bool fixed, const std::vector<bool>& rebuild, ExpertDispatcher* experts,
                                  ScratchPool& pool)
+    : StepPlan(batch, v, layers, fixed, rebuild, pool, NoEngramRows{}) {
+  if (!v.engram_layer_ids.empty()) hash_engram_rows(batch, v, layers, experts, pool);
+}
+
+CudaV41Model::StepPlan::StepPlan(const StepPlan& full, const ForwardBatch& kept_batch, const std::vector<int64_t>& kept,
+                                 const V41TextConfig& v, const std::vector<Layer>& layers, ScratchPool& pool)
+    : StepPlan(kept_batch, v, layers, false, std::vector<bool>(kept_batch.sequences.size()), pool, NoEngramRows{}) {
+  DI_CHECK(static_cast<int64_t>(kept.size()) == num_tokens, "a compacted step of {} rows keeps {}", num_tokens,
+           kept.size());
+  fetched_engram_codes = full.fetched_engram_codes;
+  fetched_engram_scales = full.fetched_engram_scales;
+  fetched_engram_values = full.fetched_engram_values;
+  if (full.engram_rows == nullptr || kept.empty()) return;
+  const int64_t cols = v41_engram_columns(v), layers_hashed = static_cast<int64_t>(v.engram_layer_ids.size());
+  std::vector<int64_t> rows;  // [engram layers, kept]: rows of cols ids in `full`'s [engram layers, T, cols]
+  for (int64_t e = 0; e < layers_hashed; ++e)
+    for (const int64_t t : kept) rows.push_back(e * full.num_tokens + t);
+  auto* out = pool.alloc<int32_t>(static_cast<int64_t>(rows.size()) * cols);
+  const auto row_bytes = static_cast<int64_t>(cols * sizeof(int32_t));
+  cuda::gather_byte_rows(reinterpret_cast<const uint8_t*>(full.engram_rows), row_bytes, device_copy(pool, rows),
+                         static_cast<int64_t>(rows.size()), reinterpret_cast<uint8_t*>(out), row_bytes, nullptr);
+  engram_rows = out;
+}
+
+CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers,
+                                 bool fixed, const std::vector<bool>& rebuild, ScratchPool& pool, NoEngramRows)
     : fixed_shapes(fixed) {
   num_tokens = batch.num_tokens();
   const int64_t T = num_tokens, S = static_cast<int64_t>(batch.sequences.size());
   for (const SequenceChunk& seq : batch.sequences)
     max_blocks = std::max<int64_t>(max_blocks, static_cast<int64_t>(seq.block_table.size()));
   std::vector<int32_t> pos, inverse, rows_table(T * max_blocks, 0), tables(S * max_blocks, 0), offsets(T + 1);
+  std::vector<int32_t> floors;
+  bool floored = false;
   std::vector<int64_t> slots;
   int64_t first = 0;
   for (int64_t s = 0; s < S; ++s) {
     const SequenceChunk& seq = batch.sequences[s];
     sequences.push_back({first, seq.num_new, seq.num_cached + seq.num_new});
     std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + s * max_blocks);
+    floored |= seq.replay_floor > 0;
     for (int64_t i = 0; i < seq.num_new; ++i) {
+      floors.push_back(static_cast<int32_t>(seq.replay_floor));
       pos.push_back(static_cast<int32_t>(seq.num_cached + i));
       inverse.push_back(-pos.back());
       std::copy(seq.block_table.begin(), seq.block_table.end(), rows_table.begin() + (first + i) * max_blocks);
@@ -171,28 +201,33 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
   row_tables = device_copy(pool, rows_table);
   seq_tables = device_copy(pool, tables);
   extra_offsets = device_copy(pool, offsets);
-  if (!v.engram_layer_ids.empty()) {  // hashed here once; int32 for the gathers (tables below 2^31 rows)
-    const std::vector<int64_t> rows = deepinfer::engram_rows(v, batch);
-    if (v.engram_shard.whole()) {
-      engram_rows = device_copy(pool, std::vector<int32_t>(rows.begin(), rows.end()));
-    } else {  // every row fetched, in order: the gathers read them one after another
-      const std::vector<uint8_t> fetched = fetch_engram_rows(rows, v, layers, experts, pool);
-      std::vector<int32_t> in_order(rows.size());
-      std::iota(in_order.begin(), in_order.end(), 0);
-      engram_rows = device_copy(pool, in_order);
-      const int64_t n = static_cast<int64_t>(rows.size()), ed = v.engram_head_dim;
-      if (layers[v.engram_layer_ids[0]].engram_codes != nullptr) {
-        const int64_t row_bytes = engram_row_bytes(true, ed);
-        std::vector<uint8_t> codes(n * ed), scales(n * (ed / 32));
-        for (int64_t i = 0; i < n; ++i) {
-          std::memcpy(codes.data() + i * ed, fetched.data() + i * row_bytes, ed);
-          std::memcpy(scales.data() + i * (ed / 32), fetched.data() + i * row_bytes + ed, ed / 32);
-        }
-        fetched_engram_codes = device_copy(pool, codes);
-        fetched_engram_scales = device_copy(pool, scales);
-      } else {
-        fetched_engram_values = reinterpret_cast<const Bf16*>(device_copy(pool, fetched));
+  if (floored) decoder_window_floors = device_copy(pool, floors);
+}
+
+void CudaV41Model::StepPlan::hash_engram_rows(const ForwardBatch& batch, const V41TextConfig& v,
+                                              const std::vector<Layer>& layers, ExpertDispatcher* experts,
+                                              ScratchPool& pool) {
+  // Hashed here once; int32 for the gathers (tables below 2^31 rows).
+  const std::vector<int64_t> rows = deepinfer::engram_rows(v, batch);
+  if (v.engram_shard.whole()) {
+    engram_rows = device_copy(pool, std::vector<int32_t>(rows.begin(), rows.end()));
+  } else {  // every row fetched, in order: the gathers read them one after another
+    const std::vector<uint8_t> fetched = fetch_engram_rows(rows, v, layers, experts, pool);
+    std::vector<int32_t> in_order(rows.size());
+    std::iota(in_order.begin(), in_order.end(), 0);
+    engram_rows = device_copy(pool, in_order);
+    const int64_t n = static_cast<int64_t>(rows.size()), ed = v.engram_head_dim;
+    if (layers[v.engram_layer_ids[0]].engram_codes != nullptr) {
+      const int64_t row_bytes = engram_row_bytes(true, ed);
+      std::vector<uint8_t> codes(n * ed), scales(n * (ed / 32));
+      for (int64_t i = 0; i < n; ++i) {
+        std::memcpy(codes.data() + i * ed, fetched.data() + i * row_bytes, ed);
+        std::memcpy(scales.data() + i * (ed / 32), fetched.data() + i * row_bytes + ed, ed / 32);
       }
+      fetched_engram_codes = device_copy(pool, codes);
+      fetched_engram_scales = device_copy(pool, scales);
+    } else {
+      fetched_engram_values = reinterpret_cast<const Bf16*>(device_copy(pool, fetched));
     }
   }
 }
@@ -208,6 +243,30 @@ CudaV41Model::StepState::StepState(const StepPlan& plan, const V41TextConfig& v,
   out = pool.alloc<Bf16>(T * hidden);
   selected_ids = pool.alloc<int32_t>(T * v.index_topk);
   selected_counts = pool.alloc<int32_t>(T);
+}
+
+CudaV41Model::StepState::StepState(const StepState& full, const StepPlan& kept_plan, const int64_t* kept,
+                                   const V41TextConfig& v, int64_t hidden, ScratchPool& pool)
+    : StepState(kept_plan, v, hidden, pool) {
+  compressed = full.compressed;
+  index_keys = full.index_keys;
+  selected_ratio = full.selected_ratio;
+  candidate_width = full.candidate_width;
+  candidate_ratio = full.candidate_ratio;
+  const int64_t T = kept_plan.num_tokens, hc = v.hc_mult;
+  if (T == 0) return;
+  const auto gather = [&](const void* src, int64_t row_bytes, void* dst) {
+    cuda::gather_byte_rows(static_cast<const uint8_t*>(src), row_bytes, kept, T, static_cast<uint8_t*>(dst),
+                           row_bytes, nullptr);
+  };
+  gather(full.streams, static_cast<int64_t>(hc * hidden * sizeof(float)), streams);
+  gather(full.pre, static_cast<int64_t>(hc * sizeof(float)), pre);
+  gather(full.selected_ids, static_cast<int64_t>(v.index_topk * sizeof(int32_t)), selected_ids);
+  gather(full.selected_counts, sizeof(int32_t), selected_counts);
+  if (full.candidate_mask != nullptr) {
+    candidate_mask = pool.alloc<uint8_t>(T * candidate_width);
+    gather(full.candidate_mask, candidate_width, candidate_mask);
+  }
 }
 
 void CudaV41Model::publish_compressed(int64_t l, const StepPlan& plan, StepState& state,
@@ -384,9 +443,13 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state,
     }
   }
   auto* attn = scratch_.alloc<Bf16>(T * heads * hd);
-  const cuda::SparseWindowKeys keys{cache_layer.codes, cache_layer.scales, plan.row_tables,
-                                    plan.max_blocks,   plan.positions,      v.sliding_window,
-                                    state.compressed.data, sparse ? plan.extra_offsets : nullptr, extra_ids};
+  // Bounded replay: the decoder layers' windows floored at the prompt's last kept tokens.
+  const bool decoder = l >= v41_first_decoder_layer(v);
+  const cuda::SparseWindowKeys keys{cache_layer.codes,     cache_layer.scales,
+                                    plan.row_tables,       plan.max_blocks,
+                                    plan.positions,        v.sliding_window,
+                                    state.compressed.data, sparse ? plan.extra_offsets : nullptr,
+                                    extra_ids,             decoder ? plan.decoder_window_floors : nullptr};
   cuda::sparse_window_attention(q, keys, layer.attn_sink, T, heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
                                 attn, nullptr);
   profiler_.mark("attn:window+sparse attention");

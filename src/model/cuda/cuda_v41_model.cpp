@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "kernels/cuda/embedding.cuh"
@@ -303,18 +304,53 @@ void CudaV41Model::rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* 
 // The CUDA blocks of the shared layer loop (v41_layers.h), on this thread's stream.
 struct CudaV41Model::CudaBlocks {
   const CudaV41Model& model;
-  const StepPlan& plan;
-  StepState& state;
+  const ForwardBatch& batch;
+  const StepPlan* plan;  // the step's, or after compaction the kept rows'
+  StepState* state;
   CudaV41KvCache& cache;
   ExpertDispatcher* dispatcher;
   ScratchPool& scratch;
-  ScratchPool::Mark sublayer{};
   int64_t T, H, hc;
+  ScratchPool::Mark sublayer{};
+  // Bounded replay's compact form: the kept rows' batch, plan and state from its first layer on.
+  const int64_t compact_layer = v41_first_compact_layer(model.config_.v41);
+  ForwardBatch kept_batch{};
+  std::optional<StepPlan> kept_plan{};
+  std::optional<StepState> kept_state{};
 
   const V41TextConfig& v() const { return model.config_.v41; }
-  void begin_layer(int64_t) {}  // no compact bounded replay here (run_to_logits refuses it)
+  void begin_layer(int64_t l) {
+    if (batch.compact_replay && l == compact_layer) compact();
+  }
+  // Keeps each sequence's rows at or above its replay floor (at least its last row), as the CPU model does: the
+  // remaining layers (past every KV source and the candidate source) compute only those.
+  void compact() {
+    DI_CHECK(!batch.all_logits, "bounded replay's compact form gives the logits of each sequence's last row only");
+    std::vector<int64_t> kept;
+    int64_t first = 0;
+    for (const SequenceChunk& seq : batch.sequences) {
+      const int64_t from = std::clamp<int64_t>(seq.replay_floor - seq.num_cached, 0, seq.num_new - 1);
+      SequenceChunk chunk = seq;
+      chunk.num_cached += from;
+      chunk.num_new -= from;
+      chunk.earlier_tokens = {};  // read only by the engram hashing, done for the whole step at its start
+      kept_batch.sequences.push_back(chunk);
+      for (int64_t i = from; i < seq.num_new; ++i) {
+        kept.push_back(first + i);
+        kept_batch.token_ids.push_back(batch.token_ids[first + i]);
+      }
+      first += seq.num_new;
+    }
+    if (static_cast<int64_t>(kept.size()) == T) return;  // nothing below a floor (a decode-shaped step)
+    kept_plan.emplace(*plan, kept_batch, kept, v(), model.layers_, model.published_);
+    kept_state.emplace(*state, *kept_plan, device_copy(model.published_, kept), v(), H, model.published_);
+    plan = &*kept_plan;
+    state = &*kept_state;
+    T = kept_plan->num_tokens;
+    model.profiler_.mark("bounded replay: compact");
+  }
   void embed() {
-    cuda::hc_embed(model.embed_, plan.token_ids, T, hc, H, state.streams, state.pre, nullptr);
+    cuda::hc_embed(model.embed_, plan->token_ids, T, hc, H, state->streams, state->pre, nullptr);
     sublayer = scratch.mark();
   }
   void engram(int64_t l) {
@@ -325,17 +361,17 @@ struct CudaV41Model::CudaBlocks {
     const int64_t cols = v41_engram_columns(v), ed = v.engram_head_dim;
     auto* gathered = scratch.alloc<Bf16>(T * cols * ed);
     auto* kv = scratch.alloc<float>(T * (hc + 1) * H);
-    const int32_t* rows = plan.engram_rows + layer.engram_index * T * cols;
+    const int32_t* rows = plan->engram_rows + layer.engram_index * T * cols;
     const bool fetched = !v.engram_shard.whole();  // then the plan holds the step's rows, in order
     if (layer.engram_codes != nullptr)
-      cuda::gather_fp8_kv_rows(fetched ? plan.fetched_engram_codes : layer.engram_codes,
-                               fetched ? plan.fetched_engram_scales : layer.engram_scales, rows, T * cols, ed, gathered,
+      cuda::gather_fp8_kv_rows(fetched ? plan->fetched_engram_codes : layer.engram_codes,
+                               fetched ? plan->fetched_engram_scales : layer.engram_scales, rows, T * cols, ed, gathered,
                                ed, nullptr);
     else
-      cuda::embedding(fetched ? plan.fetched_engram_values : layer.engram_table, rows, gathered, T * cols, ed,
+      cuda::embedding(fetched ? plan->fetched_engram_values : layer.engram_table, rows, gathered, T * cols, ed,
                       nullptr);  // a row gather
     model.linear(gathered, layer.engram_wkv, kv, true, T, (hc + 1) * H, cols * ed);
-    cuda::engram_mix(state.streams, kv, layer.engram_q, layer.engram_k, T, hc, H, model.config_.rms_norm_eps,
+    cuda::engram_mix(state->streams, kv, layer.engram_q, layer.engram_k, T, hc, H, model.config_.rms_norm_eps,
                      nullptr);
     model.profiler_.mark("engram");
   }
@@ -348,34 +384,34 @@ struct CudaV41Model::CudaBlocks {
     const float eps = model.config_.rms_norm_eps;
     auto* flat = scratch.alloc<Bf16>(T * D);
     auto* mixes = scratch.alloc<float>(T * M);
-    cuda::hc_flat_rms_norm(state.streams, T, D, eps, flat, nullptr);
+    cuda::hc_flat_rms_norm(state->streams, T, D, eps, flat, nullptr);
     model.linear(flat, mix.fn, mixes, true, T, M, D);
     cuda::hc_mixes(mixes, mix.base, mix.scale, T, hc, static_cast<float>(v().hc_eps), v().hc_sinkhorn_iters,
-                   state.next_pre, state.post, state.comb, nullptr);
-    cuda::hc_collapse_rms_norm(state.streams, state.pre, attn ? layer.attn_norm : layer.ffn_norm, T, hc, H, eps,
-                               state.h, nullptr);
-    std::swap(state.pre, state.next_pre);
+                   state->next_pre, state->post, state->comb, nullptr);
+    cuda::hc_collapse_rms_norm(state->streams, state->pre, attn ? layer.attn_norm : layer.ffn_norm, T, hc, H, eps,
+                               state->h, nullptr);
+    std::swap(state->pre, state->next_pre);
     model.profiler_.mark("hyper-connections pre");
   }
   void attention(int64_t l) {
-    model.attention(l, plan, state, cache.layer(l), state.h, state.out);
+    model.attention(l, *plan, *state, cache.layer(l), state->h, state->out);
   }
   void moe(int64_t l) {
-    model.moe_->run(l, model.layers_[l].moe, state.h, state.out, T, dispatcher, scratch, nullptr);
+    model.moe_->run(l, model.layers_[l].moe, state->h, state->out, T, dispatcher, scratch, nullptr);
     model.profiler_.mark("moe");
   }
   void hc_post() {
-    cuda::hc_post(state.streams, state.out, state.post, state.comb, T, hc, H, nullptr);
+    cuda::hc_post(state->streams, state->out, state->post, state->comb, T, hc, H, nullptr);
     model.profiler_.mark("hyper-connections post");
   }
   float* head() {
     scratch.rewind(sublayer);
-    const int64_t R = plan.num_rows, vocab = model.config_.vocab_size;
+    const int64_t R = plan->num_rows, vocab = model.config_.vocab_size;
     auto* normed = scratch.alloc<Bf16>(T * H);
-    cuda::hc_collapse_rms_norm(state.streams, state.pre, model.final_norm_, T, hc, H, model.config_.rms_norm_eps,
+    cuda::hc_collapse_rms_norm(state->streams, state->pre, model.final_norm_, T, hc, H, model.config_.rms_norm_eps,
                                normed, nullptr);
     auto* selected = scratch.alloc<Bf16>(R * H);
-    cuda::embedding(normed, plan.row_ids, selected, R, H, nullptr);  // a row gather
+    cuda::embedding(normed, plan->row_ids, selected, R, H, nullptr);  // a row gather
     auto* logits = scratch.alloc<float>(R * vocab);
     model.linear(selected, model.head_, logits, true, R, vocab, H);
     model.profiler_.mark("final collapse+norm+head");
@@ -390,7 +426,6 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
            "the CUDA V4.1 model needs its own device cache");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   check_batch(batch, config_.vocab_size);
-  DI_CHECK(!batch.compact_replay, "bounded decoder replay's compact form is built for the CPU model only");
   for (const SequenceChunk& seq : batch.sequences)
     DI_CHECK(seq.swa_floor == 0 && seq.keep_inputs_below == 0, "SWA replay after a prefix hit is built for the CPU "
              "model only");
@@ -417,7 +452,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   profiler_.mark("host plan");
   *num_rows = plan.num_rows;
   const auto run = [&]() -> float* {
-    CudaBlocks blocks{*this, plan, state, *cache, experts, scratch_, {}, plan.num_tokens, config_.hidden_size,
+    CudaBlocks blocks{*this, batch, &plan, &state, *cache, experts, scratch_, plan.num_tokens, config_.hidden_size,
                       config_.v41.hc_mult};
     return run_v41_layers(config_.v41, blocks);
   };

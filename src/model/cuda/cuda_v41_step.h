@@ -1,6 +1,7 @@
 // One forward step of the CUDA V4.1 model (cuda_v41_model.h): the index arrays its kernels read, computed on the
 // host and uploaded once at the start (StepPlan), and what its layers publish to the later ones (StepState), both
-// in the step's `published_` pool. Included by the model's two source files only.
+// in the step's `published_` pool; with bounded replay's compact form, a second plan and state of the kept rows
+// from v41_first_compact_layer on. Included by the model's two source files only.
 #pragma once
 
 #include <map>
@@ -47,6 +48,11 @@ struct CudaV41Model::StepPlan {
   // `experts`: the EP group's exchange, which fetches engram rows when the tables are split across its ranks.
   StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, bool fixed_shapes,
            const std::vector<bool>& rebuild, ExpertDispatcher* experts, ScratchPool& pool);
+  // Bounded replay's compact form: the plan of the rows `kept` (ascending rows of `full`'s step) that `kept_batch`
+  // holds, from v41_first_compact_layer on. The sequences and their groups' layouts are `full`'s (the compressed
+  // entries published before stay valid); the engram rows are `full`'s of the kept rows, not hashed again.
+  StepPlan(const StepPlan& full, const ForwardBatch& kept_batch, const std::vector<int64_t>& kept,
+           const V41TextConfig& v, const std::vector<Layer>& layers, ScratchPool& pool);
 
   std::vector<Sequence> sequences;
   int64_t num_tokens = 0, num_rows = 0, max_blocks = 1;
@@ -65,6 +71,16 @@ struct CudaV41Model::StepPlan {
   const uint8_t *fetched_engram_codes = nullptr, *fetched_engram_scales = nullptr;
   const Bf16* fetched_engram_values = nullptr;
   std::map<int64_t, Groups> groups;            // by compress ratio
+  // Bounded replay: per row, the decoder layers' windows reach no lower than this position (null: no floor).
+  const int32_t* decoder_window_floors = nullptr;
+
+ private:
+  struct NoEngramRows {};
+  // Everything but the engram rows.
+  StepPlan(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers, bool fixed_shapes,
+           const std::vector<bool>& rebuild, ScratchPool& pool, NoEngramRows);
+  void hash_engram_rows(const ForwardBatch& batch, const V41TextConfig& v, const std::vector<Layer>& layers,
+                        ExpertDispatcher* experts, ScratchPool& pool);
 };
 
 struct CudaV41Model::StepState {
@@ -76,6 +92,11 @@ struct CudaV41Model::StepState {
   };
 
   StepState(const StepPlan& plan, const V41TextConfig& v, int64_t hidden, ScratchPool& pool);
+  // Bounded replay's compact form: the state of `kept_plan`'s rows, `kept` [rows] (device ids of `full`'s rows):
+  // what the remaining layers read per row (the streams, the next collapse weights, the picks, the candidate masks)
+  // gathered; what is published per sequence (compressed entries, indexer keys) shared.
+  StepState(const StepState& full, const StepPlan& kept_plan, const int64_t* kept, const V41TextConfig& v,
+            int64_t hidden, ScratchPool& pool);
 
   float *streams, *pre, *next_pre, *post, *comb;  // [T, hc, H], [T, hc] x 3, [T, hc, hc]
   Bf16 *h, *out;                                  // a sublayer's input and output [T, H]
