@@ -71,5 +71,23 @@ TEST(V41Floor, PrefillFlopsAreTwiceTheActivatedWeightsPlusAttention) {
   EXPECT_GT(two.bf16_flops, w.bf16_flops);
 }
 
+// Bounded replay's compact form: a prompt no longer than the keep count costs what off costs; a long one's layers
+// from the compact layer (21 of 40) compute `keep` rows only, so its weight FLOPs fall to (21 L + 19 keep) / (40 L)
+// of off's (the head, one row, the same).
+TEST(V41Floor, CompactReplayCountsOnlyTheKeptRowsPastItsLayer) {
+  const ModelConfig c = public_v41();
+  ASSERT_EQ(v41_first_compact_layer(c.v41), 21);
+  const ExpertWork none{0, 0};
+  EXPECT_DOUBLE_EQ(v41_prefill_work(c, 1, 140, none, 140).fp8_flops, v41_prefill_work(c, 1, 140, none).fp8_flops);
+  const int64_t L = 65536, keep = 140;
+  const StepWork off = v41_prefill_work(c, 1, L, none), compact = v41_prefill_work(c, 1, L, none, keep);
+  // Attention and indexer FLOPs are not per-row uniform, so only bounds: between the weight share and off's.
+  const double weights_share = (21.0 * L + 19.0 * keep) / (40.0 * L);
+  EXPECT_LT(compact.flops_ms(), off.flops_ms() * 0.6);
+  EXPECT_GT(compact.flops_ms(), off.flops_ms() * weights_share * 0.9);
+  // Bytes: every weight is still read once (the engram layers, 1 and 14, come before the compact layer).
+  EXPECT_DOUBLE_EQ(compact.bytes, off.bytes);
+}
+
 }  // namespace
 }  // namespace deepinfer
