@@ -2,6 +2,7 @@
 // cache already holds.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -48,6 +49,28 @@ struct ForwardBatch {
     for (const SequenceChunk& seq : sequences)
       for (int64_t i = 0; i < seq.num_new; ++i) out.push_back(static_cast<int32_t>(seq.num_cached + i));
     return out;
+  }
+  // Bounded replay's compact form: the rows kept (each sequence's at or above its replay_floor, at least its last),
+  // ascending, and `kept` set to the batch of those rows (earlier_tokens dropped: the engram hashing reads them for
+  // the whole step at its start).
+  std::vector<int64_t> keep_replay_rows(ForwardBatch& kept) const {
+    std::vector<int64_t> rows;
+    kept = ForwardBatch{};
+    int64_t first = 0;
+    for (const SequenceChunk& seq : sequences) {
+      const int64_t from = std::clamp<int64_t>(seq.replay_floor - seq.num_cached, 0, seq.num_new - 1);
+      SequenceChunk chunk = seq;
+      chunk.num_cached += from;
+      chunk.num_new -= from;
+      chunk.earlier_tokens = {};
+      kept.sequences.push_back(chunk);
+      for (int64_t i = from; i < seq.num_new; ++i) {
+        rows.push_back(first + i);
+        kept.token_ids.push_back(token_ids[first + i]);
+      }
+      first += seq.num_new;
+    }
+    return rows;
   }
   // The token rows whose logits are wanted: every row with all_logits, else each sequence's last.
   std::vector<int64_t> logits_rows() const {

@@ -194,24 +194,11 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     // remaining layers read per row: the streams, the next collapse weights, the engram rows, the indexer's picks.
     void compact() {
       DI_CHECK(!batch->all_logits, "bounded replay's compact form gives the logits of each sequence's last row only");
-      std::vector<int64_t> kept;
-      compacted = ForwardBatch{};
-      int64_t first = 0;
+      const std::vector<int64_t> kept = batch->keep_replay_rows(compacted);
       for (size_t s = 0; s < batch->sequences.size(); ++s) {
-        const SequenceChunk& seq = batch->sequences[s];
-        const int64_t from = std::clamp<int64_t>(seq.replay_floor - seq.num_cached, 0, seq.num_new - 1);
-        SequenceChunk chunk = seq;
-        chunk.num_cached += from;
-        chunk.num_new -= from;
-        chunk.earlier_tokens = {};  // read only by the engram hashing, done for the whole step at its start
-        compacted.sequences.push_back(chunk);
-        for (int64_t i = from; i < seq.num_new; ++i) {
-          kept.push_back(first + i);
-          compacted.token_ids.push_back(batch->token_ids[first + i]);
-        }
+        const int64_t from = compacted.sequences[s].num_cached - batch->sequences[s].num_cached;
         for (auto* per_row : {&states[s].selected, &states[s].candidates})
           if (!per_row->empty()) per_row->erase(per_row->begin(), per_row->begin() + from);
-        first += seq.num_new;
       }
       const auto keep_rows = [&](std::vector<float>& rows, int64_t width) {
         for (size_t i = 0; i < kept.size(); ++i)

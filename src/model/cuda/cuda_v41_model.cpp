@@ -326,21 +326,7 @@ struct CudaV41Model::CudaBlocks {
   // remaining layers (past every KV source and the candidate source) compute only those.
   void compact() {
     DI_CHECK(!batch.all_logits, "bounded replay's compact form gives the logits of each sequence's last row only");
-    std::vector<int64_t> kept;
-    int64_t first = 0;
-    for (const SequenceChunk& seq : batch.sequences) {
-      const int64_t from = std::clamp<int64_t>(seq.replay_floor - seq.num_cached, 0, seq.num_new - 1);
-      SequenceChunk chunk = seq;
-      chunk.num_cached += from;
-      chunk.num_new -= from;
-      chunk.earlier_tokens = {};  // read only by the engram hashing, done for the whole step at its start
-      kept_batch.sequences.push_back(chunk);
-      for (int64_t i = from; i < seq.num_new; ++i) {
-        kept.push_back(first + i);
-        kept_batch.token_ids.push_back(batch.token_ids[first + i]);
-      }
-      first += seq.num_new;
-    }
+    const std::vector<int64_t> kept = batch.keep_replay_rows(kept_batch);
     if (static_cast<int64_t>(kept.size()) == T) return;  // nothing below a floor (a decode-shaped step)
     kept_plan.emplace(*plan, kept_batch, kept, v(), model.layers_, model.published_);
     kept_state.emplace(*state, *kept_plan, device_copy(model.published_, kept), v(), H, model.published_);
