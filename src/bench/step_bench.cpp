@@ -140,7 +140,6 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   return r;
 }
 
-
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,
                               ExpertDispatcher* experts, const ReplayOptions& replay) {
   const ModelConfig& c = model.config();
