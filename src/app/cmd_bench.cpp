@@ -90,10 +90,14 @@ int run_bench(const BenchOptions& options, const World& world) {
     replay = replay_options(loaded.config, options.yoco_truncation, options.yoco_keep_tokens);
     const int64_t max_positions = loaded.config.max_position_embeddings;
     if (options.phase == "decode") {
+      const SpeculationCliOptions& spec = options.speculation;
+      DI_INPUT_CHECK(spec.num_drafts > 0 || !spec.variable_length, "--spec-varlen needs --nextn N (N > 0)");
+      // Each step may emit 1 + --nextn tokens; --spec-varlen first measures its cost curve (2 steps per length).
+      const int64_t steps = (spec.variable_length ? 2 * (spec.num_drafts + 1) : 0) + options.warmup + options.steps + 2;
       for (int64_t context : options.contexts)
-        DI_INPUT_CHECK(context + options.warmup + options.steps + 2 <= max_positions,
-                       "--context {} plus {} warm-up and {} timed steps exceeds the model's {} positions", context,
-                       options.warmup, options.steps, max_positions);
+        DI_INPUT_CHECK(context + steps * (1 + spec.num_drafts) <= max_positions,
+                       "--context {} plus {} steps of up to {} tokens exceeds the model's {} positions", context,
+                       steps, 1 + spec.num_drafts, max_positions);
     } else {
       DI_INPUT_CHECK(options.prompt_len <= max_positions, "--prompt-len {} exceeds the model's {} positions",
                      options.prompt_len, max_positions);
@@ -125,6 +129,11 @@ int run_bench(const BenchOptions& options, const World& world) {
     // --output X.h5: an HDF5 table <phase>/points (one row per point, flushed as it finishes) with the run's
     // attributes; any other name: JSON lines appended.
     const bool hdf5 = options.output_path.ends_with(".h5");
+    const bool speculating = options.phase == "decode" && options.speculation.num_drafts > 0;
+    DecodeSpeculation speculation;
+    if (speculating)
+      speculation = {options.speculation.num_drafts, options.speculation.variable_length,
+                     {options.speculation.mean_acceptance, options.speculation.spread, options.speculation.seed}};
     std::optional<H5IncrementalFile> file;
     std::optional<H5Table> table;
     if (hdf5) {
@@ -133,6 +142,11 @@ int run_bench(const BenchOptions& options, const World& world) {
                                        {"median_ms", false},   {"p90_ms", false},  {"min_ms", false},
                                        {"tokens_per_s", false}, {"floor_ms", false}, {"floor_over_measured", false},
                                        {"steps", true},        {"device_idle_ms", false}};
+      if (speculating)
+        columns.insert(columns.end(), {{"spec_num_drafts", true}, {"spec_varlen", true}, {"spec_mean_drafted", false},
+                                       {"spec_mean_verified", false}, {"spec_mean_accepted", false},
+                                       {"spec_rows_per_step", false}, {"spec_tokens_per_step", false},
+                                       {"spec_calibration_error", false}});
       if (slicer)  // the exchange the real rank makes during the point (warm-up and timed steps), counted
         columns.insert(columns.end(), {{"slice_rows_received", true}, {"slice_rows_sent", true},
                                        {"slice_dispatch_bytes", true}, {"slice_combine_bytes", true}});
@@ -150,6 +164,12 @@ int run_bench(const BenchOptions& options, const World& world) {
                                               .dump());
       file->set_attribute("complete", int64_t{0});
       file->set_attribute("phase", options.phase);
+      if (speculating)
+        file->set_attribute("speculation", nlohmann::json{{"drafter", "controlled (drawn acceptance)"},
+                                                          {"mean_acceptance", options.speculation.mean_acceptance},
+                                                          {"spread", options.speculation.spread},
+                                                          {"seed", options.speculation.seed}}
+                                               .dump());
       file->set_attribute("yoco_truncation", options.yoco_truncation);
       file->set_attribute("yoco_keep_tokens", replay.keep_tokens);
       file->set_attribute("model", options.model.model_path);
@@ -173,7 +193,9 @@ int run_bench(const BenchOptions& options, const World& world) {
       if (!is_v41(c) || exchanges <= 0) return;
       const ExpertWork served{(w.slots_touched - work_before.slots_touched) / exchanges,
                               (w.pairs - work_before.pairs) / exchanges};
-      set_floor(r, r.phase == "decode" ? v41_decode_work(c, r.batch, r.context, served)
+      // A speculative point's rows: its sequences and their verified drafts.
+      const int64_t rows = r.spec.num_drafts > 0 ? std::llround(r.spec.rows_per_step) : r.batch;
+      set_floor(r, r.phase == "decode" ? v41_decode_work(c, rows, r.context, served)
                                        : v41_prefill_work(c, r.batch, r.context, served, compact_keep_tokens(r.replay)));
     };
     auto slice_fields = [&]() -> nlohmann::json {
@@ -193,6 +215,14 @@ int run_bench(const BenchOptions& options, const World& world) {
               {"pairs", slicer->expert_work().pairs - work_before.pairs},
               {"exchanges", slicer->expert_work().num_exchanges - work_before.num_exchanges}};
     };
+    auto spec_fields = [](const SpeculationPoint& p) -> nlohmann::json {
+      if (p.num_drafts == 0) return nullptr;
+      return {{"num_drafts", p.num_drafts}, {"variable_length", p.variable_length},
+              {"drafter", "controlled (drawn acceptance)"}, {"mean_acceptance", p.mean_acceptance},
+              {"spread", p.spread}, {"mean_drafted", p.mean_drafted}, {"mean_verified", p.mean_verified},
+              {"mean_accepted", p.mean_accepted}, {"rows_per_step", p.rows_per_step},
+              {"tokens_per_step", p.tokens_per_step}, {"calibration_error", p.calibration_error}};
+    };
     auto report = [&](StepBenchResult r) {
       if (slicer) {
         slice_floor(r);
@@ -211,11 +241,21 @@ int run_bench(const BenchOptions& options, const World& world) {
                                          : std::string(),
                    r.graph_steps > 0 ? fmt::format("; {} of {} steps from CUDA graphs", r.graph_steps, r.steps)
                                      : std::string());
+      if (r.spec.num_drafts > 0)
+        spdlog::info("  speculative ({} drafts, {}; controlled drafter: acceptance {}, spread {}): per sequence and "
+                     "step {:.3f} drafted, {:.3f} verified, {:.3f} accepted; {:.1f} rows and {:.1f} tokens a step; "
+                     "calibration error {:.4f}", r.spec.num_drafts, r.spec.variable_length ? "variable" : "fixed",
+                     r.spec.mean_acceptance, r.spec.spread, r.spec.mean_drafted, r.spec.mean_verified,
+                     r.spec.mean_accepted, r.spec.rows_per_step, r.spec.tokens_per_step, r.spec.calibration_error);
       if (hdf5) {
         std::vector<double> row = {static_cast<double>(r.batch), static_cast<double>(r.context),
                                    static_cast<double>(r.tokens_per_step), r.median_ms, r.p90_ms, r.min_ms,
                                    r.tokens_per_s, r.floor_ms, r.floor_over_measured, static_cast<double>(r.steps),
                                    r.device_idle_ms};
+        if (speculating)
+          row.insert(row.end(), {static_cast<double>(r.spec.num_drafts), r.spec.variable_length ? 1.0 : 0.0,
+                                 r.spec.mean_drafted, r.spec.mean_verified, r.spec.mean_accepted, r.spec.rows_per_step,
+                                 r.spec.tokens_per_step, r.spec.calibration_error});
         if (slicer) {
           const ExchangeStats s = point_exchange();
           row.insert(row.end(), {static_cast<double>(s.tokens_received), static_cast<double>(s.tokens_sent),
@@ -232,7 +272,7 @@ int run_bench(const BenchOptions& options, const World& world) {
                               {"floor_bytes_ms", r.floor_bytes_ms}, {"floor_flops_ms", r.floor_flops_ms},
                               {"yoco_truncation", options.yoco_truncation}, {"yoco_keep_tokens", replay.keep_tokens},
                               {"model", options.model.model_path}, {"device", options.model.device},
-                              {"rank_slice", slice_fields()}}
+                              {"rank_slice", slice_fields()}, {"speculation", spec_fields(r.spec)}}
                                                 .dump() + "\n");
       }
     };
@@ -244,7 +284,9 @@ int run_bench(const BenchOptions& options, const World& world) {
     if (options.phase == "decode") {
       for (int64_t context : options.contexts)
         for (int64_t batch : options.batches)
-          point([&] { return bench_decode(*model, batch, context, options.warmup, options.steps, slicer.get()); });
+          point([&] {
+            return bench_decode(*model, batch, context, options.warmup, options.steps, slicer.get(), speculation);
+          });
     } else {
       for (int64_t chunk : options.chunks)
         point([&] {

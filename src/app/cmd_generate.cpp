@@ -12,6 +12,7 @@
 #include "src/app/jsonl.h"
 #include "src/app/model_loading.h"
 #include "src/app/replay_options.h"
+#include "src/engine/controlled_drafter.h"
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
 #include "src/core/files.h"
@@ -59,6 +60,10 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
       sum.prefix_replayed_tokens += r.prefix_replayed_tokens;
       sum.replay_rows_below_floor += r.replay_rows_below_floor;
       sum.replay_skipped_layer_rows += r.replay_skipped_layer_rows;
+      sum.spec_sequence_steps += r.spec_sequence_steps;
+      sum.spec_drafted += r.spec_drafted;
+      sum.spec_verified += r.spec_verified;
+      sum.spec_accepted += r.spec_accepted;
     }
     if (num_ranks == 0) continue;
     spdlog::info("{} ranks x{}: {} steps (most on one rank), {} prefill + {} decode tokens, {} sequences; MoE "
@@ -73,6 +78,12 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
     if (sum.replay_rows_below_floor > 0)
       spdlog::info("{} ranks: bounded replay: {} prompt rows below the decoder layers' floor, {} (row, layer) pairs "
                    "not computed", role_name(role), sum.replay_rows_below_floor, sum.replay_skipped_layer_rows);
+    if (sum.spec_sequence_steps > 0) {
+      const auto per = [&](int64_t n) { return static_cast<double>(n) / sum.spec_sequence_steps; };
+      spdlog::info("{} ranks: speculative decoding: {} sequence steps, per step {:.3f} drafted, {:.3f} verified, "
+                   "{:.3f} accepted ({:.3f} tokens a step)", role_name(role), sum.spec_sequence_steps,
+                   per(sum.spec_drafted), per(sum.spec_verified), per(sum.spec_accepted), 1 + per(sum.spec_accepted));
+    }
   }
 }
 
@@ -157,6 +168,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
   std::optional<text::ChatProse> chat_prose;    // where requests are chat requests
   std::vector<OutputReading> readings;
   ReplayOptions replay;  // V4.1's bounded decoder replay (off unless asked)
+  std::unique_ptr<ControlledDrafter> drafter;  // with --nextn
   SpmdSetup spmd;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
@@ -170,12 +182,12 @@ int run_generate(const GenerateOptions& options, const World& world) {
     DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
     // Before any work: an output that cannot be written, or that would replace an input, is refused now.
     check_output_path(options.output_path, "--output",
-                      input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
+                      input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path, options.speculation.reference_path,
                                                options.tokenizer_path, options.chat_prose_path}));
     if (!options.stream_path.empty() && options.stream_path != "-") {
       DI_INPUT_CHECK(options.stream_path != options.output_path, "--stream and --output name the same file");
       check_output_path(options.stream_path, "--stream",
-                        input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
+                        input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path, options.speculation.reference_path,
                                                  options.tokenizer_path, options.chat_prose_path}));
     }
     const std::filesystem::path tokenizer_file =
@@ -215,6 +227,18 @@ int run_generate(const GenerateOptions& options, const World& world) {
                           prose_for_chats};
     requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
     for (const Request& request : requests) Engine::validate(config, engine_options, request);
+    const SpeculationCliOptions& spec = options.speculation;
+    DI_INPUT_CHECK(spec.num_drafts > 0 || (!spec.variable_length && spec.reference_path.empty()),
+                   "--spec-varlen and --draft-reference need --nextn N (N > 0)");
+    if (spec.num_drafts > 0) {
+      // The only drafter built so far proposes from the target's own continuation (MTP and DSpark are not).
+      DI_INPUT_CHECK(!spec.reference_path.empty(),
+                     "--nextn needs --draft-reference FILE (the controlled drafter; MTP and DSpark drafters are not "
+                     "built yet)");
+      drafter = std::make_unique<ControlledDrafter>(ControlledDraftOptions{spec.mean_acceptance, spec.spread, spec.seed},
+                                                    config.vocab_size,
+                                                    read_draft_reference(spec.reference_path, config.vocab_size));
+    }
     // Without --deploy: the one-rank case of the same SPMD path.
     SpmdSetupOptions setup{options.deploy_path, std::nullopt, options.expert_plan_path, options.eplb_interval,
                            options.redundant_experts};
@@ -240,6 +264,9 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.replay = replay;
     generation.kv_store_dir = options.kv_store_dir;
     generation.swa_replay_tokens = options.swa_replay_tokens;
+    generation.speculation.num_drafts = options.speculation.num_drafts;
+    generation.speculation.variable_length = options.speculation.variable_length;
+    generation.speculation.drafter = drafter.get();
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}", std::filesystem::weakly_canonical(options.model.model_path).string(),

@@ -36,6 +36,16 @@ struct ForwardOptions {
 };
 int run_forward(const ForwardOptions& options, const World& world);
 
+// Speculative decoding (engine/speculation.h) with the controlled drafter (engine/controlled_drafter.h).
+struct SpeculationCliOptions {
+  int64_t num_drafts = 0;       // --nextn (0: off)
+  bool variable_length = false; // --spec-varlen
+  std::string reference_path;   // generate: --draft-reference (results of a run without speculation)
+  double mean_acceptance = 0.8; // --draft-acceptance
+  double spread = 1.0;          // --draft-spread
+  uint64_t seed = 0;            // --draft-seed
+};
+
 struct GenerateOptions {
   ModelOptions model;
   std::string input_path;
@@ -56,6 +66,7 @@ struct GenerateOptions {
   std::string stream_path;       // --stream: events as tokens arrive (jsonl.h StreamWriter); "-" standard output
   int64_t eplb_interval = -1;      // -1: the deployment's value
   int64_t redundant_experts = -1;  // -1: the deployment's value
+  SpeculationCliOptions speculation;
 };
 int run_generate(const GenerateOptions& options, const World& world);
 
@@ -78,6 +89,7 @@ struct BenchOptions {
   uint64_t routing_seed = 0;
   std::string yoco_truncation = "off";  // prefill: V4.1's bounded decoder replay (replay_options.h)
   int64_t yoco_keep_tokens = 0;
+  SpeculationCliOptions speculation;  // decode
 };
 int run_bench(const BenchOptions& options, const World& world);
 

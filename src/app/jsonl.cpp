@@ -118,6 +118,36 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
 
 }  // namespace
 
+std::unordered_map<std::string, std::vector<int32_t>> read_draft_reference(const std::filesystem::path& path,
+                                                                           int64_t vocab_size) {
+  std::ifstream in(path);
+  DI_INPUT_CHECK(in.good(), "cannot open --draft-reference '{}'", path.string());
+  std::unordered_map<std::string, std::vector<int32_t>> reference;
+  std::string text;
+  int64_t line_number = 0;
+  while (std::getline(in, text)) {
+    ++line_number;
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{}:{}", path.string(), line_number);
+    nlohmann::json line;
+    try {
+      line = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
+    }
+    DI_INPUT_CHECK(line.is_object() && line.contains("id") && line.contains("output_token_ids") &&
+                       line["output_token_ids"].is_array(),
+                   "{}: a reference result needs 'id' and an 'output_token_ids' array (generate's --output)", where);
+    std::vector<int32_t> tokens;
+    for (const nlohmann::json& token : line["output_token_ids"])
+      tokens.push_back(static_cast<int32_t>(integer_in_range(token, 0, vocab_size - 1, where, "output_token_ids")));
+    DI_INPUT_CHECK(reference.emplace(line["id"].dump(), std::move(tokens)).second, "{}: id {} given twice", where,
+                   line["id"].dump());
+  }
+  DI_INPUT_CHECK(!reference.empty(), "--draft-reference '{}' holds no results", path.string());
+  return reference;
+}
+
 std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer,
                                    const ChatSource& chat, std::vector<OutputReading>* readings) {
   std::ifstream in(path);

@@ -6,6 +6,8 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "src/engine/request.h"
@@ -42,6 +44,12 @@ struct OutputReading {
 // `readings` (optional) gets one entry per request.
 std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer = {},
                                    const ChatSource& chat = {}, std::vector<OutputReading>* readings = nullptr);
+
+// generate --draft-reference: the results of an earlier run (generate's --output), request id (its JSON text) ->
+// output_token_ids; the controlled drafter's knowledge of the target's continuation. Throws InputError naming the
+// file and line of a malformed line, a token outside [0, vocab_size) or an id given twice.
+std::unordered_map<std::string, std::vector<int32_t>> read_draft_reference(const std::filesystem::path& path,
+                                                                           int64_t vocab_size);
 
 // generate --stream: one JSON object per line, written as the tokens arrive on world rank 0 (flushed each time):
 // {"id", "token_ids", "delta"} with delta's "content", "reasoning_content" and "tool_calls" (OpenAI's chunk form,

@@ -33,6 +33,33 @@ int main(int argc, char** argv) {
   std::string log_dir;
   cli.add_option("--log-dir", log_dir, "Also write every rank's full log to DIR/rank-N.log");
 
+  // Speculative decoding with the controlled drafter; `with_reference`: the drafter proposes the target's own
+  // tokens from --draft-reference (generate), else its correctness is drawn (bench: the tokens are not replayed).
+  auto add_speculation_options = [](CLI::App* cmd, deepinfer::app::SpeculationCliOptions& spec, bool with_reference) {
+    cmd->add_option("--nextn", spec.num_drafts,
+                    "Speculative decoding: drafts proposed per sequence and decode step, verified in one forward "
+                    "(0: off). The outputs stay those of decoding without it, greedy or sampled")
+        ->check(CLI::Range(int64_t{0}, int64_t{16}))
+        ->capture_default_str();
+    cmd->add_flag("--spec-varlen", spec.variable_length,
+                  "With --nextn: verify per sequence only the drafts the confidence-scheduled rule admits (the most "
+                  "probable first, as many as maximise expected tokens per ms of the measured step cost)");
+    if (with_reference)
+      cmd->add_option("--draft-reference", spec.reference_path,
+                      "With --nextn: the controlled drafter's knowledge of the target (results of a run without "
+                      "speculation, generate's --output): each draft is the target's token with probability c, its "
+                      "confidence (drawn per draft, calibrated); MTP and DSpark drafters are not built yet");
+    cmd->add_option("--draft-acceptance", spec.mean_acceptance,
+                    "The controlled drafter's mean confidence (= acceptance rate per draft)")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
+    cmd->add_option("--draft-spread", spec.spread,
+                    "The standard deviation of the logit of each draft's confidence (0: all alike)")
+        ->check(CLI::Range(0.0, 10.0))
+        ->capture_default_str();
+    cmd->add_option("--draft-seed", spec.seed, "Seed of the controlled drafter's draws")->capture_default_str();
+  };
+
   deepinfer::app::InfoOptions info;
   CLI::App* info_cmd = cli.add_subcommand("info", "Print each rank's role, groups, GPU and host");
   info_cmd->add_option("--deploy", info.deploy_path, "Deployment file (configs/deploy/*.toml)")->required();
@@ -122,6 +149,7 @@ int main(int argc, char** argv) {
                            "With --yoco-truncation: the prompt tokens the decoder layers keep (at least the window "
                            "+ 6, DeepInfer's 140 for V4.1)")
       ->check(kNotNegative);
+  add_speculation_options(generate_cmd, generate.speculation, true);
   generate_cmd->add_option("--deploy", generate.deploy_path, "Deployment file: run across its prefill/decode ranks");
   generate_cmd->add_option("--eplb-interval", generate.eplb_interval,
                            "Rebalance experts every N steps (with --deploy; default: the deployment's eplb_interval)")
@@ -154,6 +182,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_decode_cmd->add_option("--context", bench.contexts, "Tokens already cached per sequence")->delimiter(',')
       ->check(kTokens)->capture_default_str();
+  add_speculation_options(bench_decode_cmd, bench.speculation, false);
   // --chunk: the name of the recorded commands in results/ before it became --chunk-tokens.
   bench_prefill_cmd->add_option("--chunk-tokens,--chunk", bench.chunks, "Prefill tokens per step")->delimiter(',')->check(kTokens)
       ->capture_default_str();

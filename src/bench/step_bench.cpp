@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "src/bench/roofline.h"
@@ -108,23 +109,31 @@ void set_floor(StepBenchResult& r, const StepWork& work) {
 }
 
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
-                             ExpertDispatcher* experts) {
+                             ExpertDispatcher* experts, const DecodeSpeculation& spec) {
   const ModelConfig& c = model.config();
-  // A sequence grows to context + 1 (admitted) + warmup + steps tokens, and must not reach its length limit.
-  const int64_t max_len = context + warmup + steps + 2;
-  DI_INPUT_CHECK(max_len <= c.max_position_embeddings, "decode context {} + {} steps exceeds the model's {} positions",
-                 context, warmup + steps, c.max_position_embeddings);
+  // The variable-length rule measures its cost curve first: two steps at each verify length 0..num_drafts.
+  const int64_t cost_warmup = spec.variable_length ? 2 * (spec.num_drafts + 1) : 0;
+  // A sequence emits up to 1 + num_drafts tokens a step and must not reach its length limit while timed.
+  const int64_t new_tokens = (cost_warmup + warmup + steps + 2) * (1 + spec.num_drafts);
+  const int64_t max_len = context + new_tokens;
+  DI_INPUT_CHECK(max_len <= c.max_position_embeddings, "decode context {} + {} new tokens exceeds the model's {} positions",
+                 context, new_tokens, c.max_position_embeddings);
   const int64_t blocks_per_seq = (max_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize;
   EngineOptions options;
   options.kv_cache_tokens = batch * blocks_per_seq * KvCache::kBlockSize;
   options.limits.max_running = batch;
   options.limits.chunk_tokens = batch;  // one token a sequence a step
   options.experts = experts;
+  std::optional<ControlledDrafter> drafter;
+  if (spec.num_drafts > 0) {
+    drafter.emplace(spec.drafter, c.vocab_size);
+    options.speculation = {spec.num_drafts, spec.variable_length, &*drafter, cost_warmup};
+  }
   std::vector<Request> requests;
   for (int64_t b = 0; b < batch; ++b) {
     std::vector<int32_t> prompt(context);
     for (int64_t t = 0; t < context; ++t) prompt[t] = token_at(c, static_cast<uint64_t>(b * max_len + t));
-    requests.push_back(bench_request(b, std::move(prompt), warmup + steps + 2));
+    requests.push_back(bench_request(b, std::move(prompt), new_tokens));
   }
   Engine engine(model, options);
   engine.fill_cache_random(7);
@@ -133,10 +142,38 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
     tokens.push_back(token_at(c, static_cast<uint64_t>(r.index * max_len + context)));
     DI_CHECK(engine.add_cached(r, std::move(tokens)), "the decode benchmark's cache holds {} sequences", batch);
   }
-  StepSamples samples = run_steps(model, engine, warmup, steps);
+  run_steps(model, engine, cost_warmup + warmup, 0);
+  const EngineStats before = engine.stats();
+  StepSamples samples = run_steps(model, engine, 0, steps);
+  const EngineStats& after = engine.stats();
+  double total_ms = 0;
+  for (double ms : samples.ms) total_ms += ms;
+  const auto emitted = static_cast<double>(after.num_decode_tokens - before.num_decode_tokens);
+  // Speculative steps are floored as decode steps of their rows (each verified draft a row of the same context).
+  const SpeculationStats& sa = after.speculation;
+  const SpeculationStats& sb = before.speculation;
+  const double pairs = static_cast<double>(sa.sequence_steps - sb.sequence_steps);
+  const int64_t rows = spec.num_drafts > 0
+                           ? std::llround(static_cast<double>(batch) + (sa.verified - sb.verified) / std::max(1.0, static_cast<double>(steps)))
+                           : batch;
   StepBenchResult r = make_result("decode", batch, context, batch, std::move(samples),
-                                  decode_floor_bytes(c, batch, context) / kH200CopyBytesPerS * 1e3, steps);
-  if (is_v41(c)) set_floor(r, v41_decode_work(c, batch, context, uniform_expert_work(c, batch)));
+                                  decode_floor_bytes(c, rows, context) / kH200CopyBytesPerS * 1e3, steps);
+  if (is_v41(c)) set_floor(r, v41_decode_work(c, rows, context, uniform_expert_work(c, rows)));
+  if (spec.num_drafts > 0) {
+    r.tokens_per_step = std::llround(emitted / steps);
+    r.tokens_per_s = emitted / (total_ms / 1e3);
+    SpeculationPoint& p = r.spec;
+    p.num_drafts = spec.num_drafts;
+    p.variable_length = spec.variable_length;
+    p.mean_drafted = (sa.drafted - sb.drafted) / pairs;
+    p.mean_verified = (sa.verified - sb.verified) / pairs;
+    p.mean_accepted = (sa.accepted - sb.accepted) / pairs;
+    p.rows_per_step = static_cast<double>(batch) + (sa.verified - sb.verified) / static_cast<double>(steps);
+    p.tokens_per_step = emitted / steps;
+    p.calibration_error = sa.calibration_error();
+    p.mean_acceptance = spec.drafter.mean_acceptance;
+    p.spread = spec.drafter.spread;
+  }
   return r;
 }
 

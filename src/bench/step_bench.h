@@ -13,10 +13,32 @@
 #include <string>
 #include <vector>
 
+#include "src/engine/controlled_drafter.h"
 #include "src/engine/engine.h"
 #include "src/model/causal_lm.h"
 
 namespace deepinfer {
+
+// Decode with speculative decoding (engine/speculation.h) and the controlled drafter without a reference: every
+// verify step's work is real (the rows of each sequence's drafts), while which drafts are accepted is drawn from
+// their calibrated confidences (a rank slice's or dummy model's tokens cannot be replayed, so token equality would
+// measure nothing). With variable_length, the first cost_warmup_steps untimed steps measure the cost curve.
+struct DecodeSpeculation {
+  int64_t num_drafts = 0;  // 0: plain decode
+  bool variable_length = false;
+  ControlledDraftOptions drafter;
+};
+
+// What the timed steps of a speculative point did, per (sequence, step) unless named otherwise.
+struct SpeculationPoint {
+  int64_t num_drafts = 0;  // 0: not speculative
+  bool variable_length = false;
+  double mean_drafted = 0, mean_verified = 0, mean_accepted = 0;
+  double rows_per_step = 0;         // forward rows per step (sequences + verified drafts)
+  double tokens_per_step = 0;       // tokens emitted per step, all sequences
+  double calibration_error = 0;     // of the drafter's confidences (SpeculationStats)
+  double mean_acceptance = 0, spread = 0;  // the drafter's
+};
 
 struct StepBenchResult {
   std::string phase;     // "decode" or "prefill"
@@ -33,6 +55,7 @@ struct StepBenchResult {
   int64_t graph_steps = 0;     // timed steps that ran from a captured CUDA graph
   // Prefill under V4.1's bounded decoder replay: the mode and the tokens the decoder layers keep (0: off).
   ReplayOptions replay{};
+  SpeculationPoint spec{};  // decode under speculative decoding (tokens_per_s then counts emitted tokens)
 };
 
 // The rows each prompt keeps in the decoder layers under bounded replay's compact form (0: another mode).
@@ -45,7 +68,7 @@ void set_floor(StepBenchResult& r, const StepWork& work);
 // `experts`: how routed experts are reached (null: all local). Every rank of an expert-parallel group must call
 // with the same warmup + steps, so that the exchanges of each step match.
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
-                             ExpertDispatcher* experts = nullptr);
+                             ExpertDispatcher* experts = nullptr, const DecodeSpeculation& spec = {});
 // `replay`: V4.1's bounded decoder replay (mask: the same work as off, the windows floored; compact: the decoder
 // layers compute each prompt's last replay.keep_tokens rows).
 StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prompt_len, int64_t warmup, int64_t steps,

@@ -55,6 +55,18 @@ void BlockManager::grow(Sequence& seq, int64_t num_tokens) {
   }
 }
 
+void BlockManager::shrink(Sequence& seq, int64_t num_tokens) {
+  while (static_cast<int64_t>(seq.block_table.size()) > blocks_for(num_tokens)) {
+    const int32_t block = seq.block_table.back();
+    seq.block_table.pop_back();
+    if (prefix_cache_) {
+      DI_CHECK(registered_[block] == 0 && holders_[block] == 1, "block {} past a sequence's tokens is shared", block);
+      holders_[block] = 0;
+    }
+    free_blocks_.push_back(block);
+  }
+}
+
 void BlockManager::release(Sequence& seq) {
   for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
     const int32_t block = *it;

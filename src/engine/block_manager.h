@@ -37,6 +37,9 @@ class BlockManager {
   bool can_grow(const Sequence& seq, int64_t num_tokens) const;
   // Grows the table to cover `num_tokens` tokens; precondition: can_grow().
   void grow(Sequence& seq, int64_t num_tokens);
+  // Returns the blocks of the table past those `num_tokens` tokens need (speculative decoding's rejected drafts'
+  // rows); they hold no cached token, so none is registered.
+  void shrink(Sequence& seq, int64_t num_tokens);
   // Returns every block of the sequence (registered ones kept for later hits) and empties its table.
   void release(Sequence& seq);
 

@@ -129,13 +129,95 @@ void Engine::step() {
   const ScheduledBatch batch = scheduler_.schedule();
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
-  const ForwardBatch forward = build_forward_batch(batch);
+  const StepDrafts drafts = propose_drafts(batch);
+  const ForwardBatch forward = build_forward_batch(batch, drafts);
   count_replay_rows(forward);
-  // One row per sequence; the sampled token lands at position num_tokens(), which indexes the request's stream.
-  std::vector<SamplingRow> rows;
+  const std::vector<std::vector<int32_t>> emitted = run_and_sample(forward, batch, drafts);
+  int64_t tokens_before = 0;  // decode: the tokens generated are those the scheduler kept (a stop drops the rest)
+  for (const ScheduledSequence& item : batch.items) tokens_before += item.seq->num_tokens();
+  scheduler_.postprocess(batch, emitted);
+  for (const auto& [seq, block] : scheduler_.take_registered())
+    if (store_ != nullptr) store_->save(*seq, block);
+
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++stats_.num_steps;
+  int64_t tokens = 0;  // prefill: the prompt tokens computed; decode: the tokens generated
+  for (const ScheduledSequence& item : batch.items) tokens += batch.is_prefill ? item.num_new : item.seq->num_tokens();
+  if (!batch.is_prefill) tokens -= tokens_before;
+  (batch.is_prefill ? stats_.num_prefill_tokens : stats_.num_decode_tokens) += tokens;
+  (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
+  if (!drafts.empty()) record_verify_time(forward.num_tokens(), seconds * 1e3);
+}
+
+Engine::StepDrafts Engine::propose_drafts(const ScheduledBatch& batch) {
+  const SpeculationOptions& spec = options_.speculation;
+  StepDrafts drafts;
+  if (!spec.enabled() || batch.is_prefill || batch.items.empty()) return drafts;
+  DI_CHECK(spec.drafter != nullptr, "speculative decoding without a drafter");
   for (const ScheduledSequence& item : batch.items) {
-    const SamplingParams& p = item.seq->request->sampling;
-    rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, item.seq->num_tokens()});
+    const Sequence& seq = *item.seq;
+    // The drafts and the token after them must fit the request's new tokens and the model's length.
+    const int64_t room = std::min(seq.request->max_new_tokens - seq.num_generated(),
+                                  options_.limits.max_model_len - seq.num_tokens()) - 1;
+    const int64_t k = std::clamp<int64_t>(room, 0, spec.num_drafts);
+    DraftProposal proposal = k > 0 ? spec.drafter->propose(seq, k) : DraftProposal{};
+    DI_CHECK(proposal.size() <= k && static_cast<int64_t>(proposal.confidence.size()) == proposal.size() &&
+                 (proposal.drawn_correct.empty() || static_cast<int64_t>(proposal.drawn_correct.size()) == proposal.size()),
+             "the drafter proposed {} drafts ({} confidences) for at most {}", proposal.size(),
+             proposal.confidence.size(), k);
+    drafts.proposals.push_back(std::move(proposal));
+  }
+  drafts.num_verified = verify_lengths(drafts.proposals);
+  // The verified rows need their blocks; where the cache has none to spare, fewer drafts are verified.
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    Sequence& seq = *batch.items[i].seq;
+    int64_t& k = drafts.num_verified[i];
+    while (k > 0 && !blocks_.can_grow(seq, seq.num_tokens() + k)) --k;
+    blocks_.grow(seq, seq.num_tokens() + k);
+  }
+  return drafts;
+}
+
+std::vector<int64_t> Engine::verify_lengths(const std::vector<DraftProposal>& proposals) {
+  const SpeculationOptions& spec = options_.speculation;
+  std::vector<int64_t> lengths;
+  for (const DraftProposal& p : proposals) lengths.push_back(p.size());
+  if (!spec.variable_length) return lengths;
+  if (verify_warmup_done_ < spec.cost_warmup_steps) {
+    // Measuring the cost curve: every sequence verifies the same number of drafts, cycling 0..num_drafts.
+    const int64_t fixed = verify_warmup_done_ % (spec.num_drafts + 1);
+    for (int64_t& k : lengths) k = std::min(k, fixed);
+    return lengths;
+  }
+  std::vector<std::vector<double>> survival;
+  for (const DraftProposal& p : proposals) {
+    double a = 1.0;
+    survival.emplace_back();
+    for (double c : p.confidence) survival.back().push_back(a *= std::clamp(c, 0.0, 1.0));
+  }
+  return choose_verify_lengths(survival, *verify_cost_.model()).drafts;
+}
+
+void Engine::record_verify_time(int64_t rows, double ms) {
+  const SpeculationOptions& spec = options_.speculation;
+  if (!spec.variable_length) return;
+  if (verify_warmup_done_ < spec.cost_warmup_steps) {
+    verify_cost_.record_warmup(rows, ms);
+    if (++verify_warmup_done_ == spec.cost_warmup_steps) verify_cost_.freeze();
+    return;
+  }
+  verify_cost_.observe(rows, ms);
+}
+
+std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
+                                                         const StepDrafts& drafts) {
+  // One row per logits row: the sampled token lands at the row's position + 1, which indexes the request's stream.
+  std::vector<SamplingRow> rows;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const Sequence& seq = *batch.items[i].seq;
+    const SamplingParams& p = seq.request->sampling;
+    const int64_t num_rows = drafts.empty() ? 1 : 1 + drafts.num_verified[i];
+    for (int64_t j = 0; j < num_rows; ++j) rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, seq.num_tokens() + j});
   }
   std::vector<int32_t> drawn(rows.size());
   if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
@@ -143,19 +225,28 @@ void Engine::step() {
   } else if (const Tensor logits = model_.forward(forward, *cache_, options_.experts); !rows.empty()) {
     cpu::sample_rows(logits.data<float>(), logits.size(0), model_.config().vocab_size, rows.data(), drawn.data());
   }
-  std::vector<int32_t> sampled;
-  for (size_t i = 0; i < batch.items.size(); ++i)
-    if (batch.items[i].samples) sampled.push_back(drawn[i]);
-  scheduler_.postprocess(batch, sampled);
-  for (const auto& [seq, block] : scheduler_.take_registered())
-    if (store_ != nullptr) store_->save(*seq, block);
-
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++stats_.num_steps;
-  int64_t tokens = 0;
-  for (const ScheduledSequence& item : batch.items) tokens += item.num_new;
-  (batch.is_prefill ? stats_.num_prefill_tokens : stats_.num_decode_tokens) += tokens;
-  (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
+  std::vector<std::vector<int32_t>> emitted;
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    if (drafts.empty()) {
+      if (batch.items[i].samples) emitted.push_back({drawn[row]});
+      ++row;
+      continue;
+    }
+    // The accepted drafts, then the target's token at the first row whose draft it rejected (or after the last).
+    const DraftProposal& proposal = drafts.proposals[i];
+    const int64_t k = drafts.num_verified[i];
+    DraftProposal verified = proposal;
+    verified.tokens.resize(k);
+    if (!verified.drawn_correct.empty()) verified.drawn_correct.resize(k);
+    const int64_t a = accepted_drafts(verified, std::span<const int32_t>(drawn).subspan(row, k + 1));
+    emitted.emplace_back(proposal.tokens.begin(), proposal.tokens.begin() + a);
+    emitted.back().push_back(drawn[row + a]);
+    stats_.speculation.record(proposal, k, a);
+    row += k + 1;
+  }
+  if (!drafts.empty()) ++stats_.speculation.verify_steps;
+  return emitted;
 }
 
 void Engine::count_replay_rows(const ForwardBatch& forward) {
@@ -177,20 +268,28 @@ void Engine::run_to_completion() {
   while (has_unfinished()) step();
 }
 
-ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch) const {
+ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch, const StepDrafts& drafts) const {
   ForwardBatch forward;
-  for (const ScheduledSequence& item : batch.items) {
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const ScheduledSequence& item = batch.items[i];
     const Sequence& seq = *item.seq;
     forward.token_ids.insert(forward.token_ids.end(), seq.tokens.begin() + seq.num_cached,
                              seq.tokens.begin() + seq.num_cached + item.num_new);
-    forward.sequences.push_back(
-        {seq.num_cached, item.num_new, seq.block_table, {seq.tokens.data(), static_cast<size_t>(seq.num_cached)}});
+    const int64_t num_drafts = drafts.empty() ? 0 : drafts.num_verified[i];
+    if (num_drafts > 0) {
+      const std::vector<int32_t>& d = drafts.proposals[i].tokens;
+      forward.token_ids.insert(forward.token_ids.end(), d.begin(), d.begin() + num_drafts);
+    }
+    forward.sequences.push_back({seq.num_cached, item.num_new + num_drafts, seq.block_table,
+                                 {seq.tokens.data(), static_cast<size_t>(seq.num_cached)}});
     if (batch.is_prefill && options_.replay.mode != ReplayOptions::Mode::kOff)
       forward.sequences.back().replay_floor = std::max<int64_t>(0, seq.num_tokens() - options_.replay.keep_tokens);
     forward.sequences.back().swa_floor = seq.swa_floor;
     forward.sequences.back().keep_inputs_below = seq.keep_inputs_below;
   }
   forward.compact_replay = batch.is_prefill && options_.replay.mode == ReplayOptions::Mode::kCompact;
+  forward.speculative_verify = !drafts.empty();
+  forward.all_logits = !drafts.empty();  // a verify step samples every row
   return forward;
 }
 

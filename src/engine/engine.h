@@ -10,6 +10,7 @@
 #include "src/engine/request.h"
 #include "src/engine/scheduler.h"
 #include "src/engine/sequence.h"
+#include "src/engine/speculation.h"
 #include "src/model/causal_lm.h"
 
 namespace deepinfer {
@@ -40,6 +41,7 @@ struct EngineOptions {
   // (DeepSeek-V4.1 on the CPU); 0: the store keeps the window too and hits are exact.
   int64_t swa_replay_tokens = 128;
   ReplayOptions replay;
+  SpeculationOptions speculation;  // decode steps verify drafts (speculation.h); off unless num_drafts > 0
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled
@@ -67,6 +69,7 @@ struct EngineStats {
   // and with the compact form the (row, layer) pairs it dropped.
   int64_t replay_rows_below_floor = 0;
   int64_t replay_skipped_layer_rows = 0;
+  SpeculationStats speculation;  // verify steps' drafts: proposed, verified, accepted, calibration
 };
 
 class Engine {
@@ -113,7 +116,21 @@ class Engine {
   // A sequence of `tokens` whose all but last are cached, into the running set if its blocks fit now; its KV
   // imported from `kv` unless that is null.
   bool admit_cached(const Request& request, std::vector<int32_t> tokens, const float* kv);
-  ForwardBatch build_forward_batch(const ScheduledBatch& batch) const;
+  // A verify step's drafts: per item, what the drafter proposed and how many of them the step verifies (empty
+  // unless this is a decode step with speculation on); the blocks for the verified rows are taken here.
+  struct StepDrafts {
+    std::vector<DraftProposal> proposals;
+    std::vector<int64_t> num_verified;
+    bool empty() const { return proposals.empty(); }
+  };
+  StepDrafts propose_drafts(const ScheduledBatch& batch);
+  // How many drafts each item verifies: all that fit the request's limits, or the variable-length rule's choice.
+  std::vector<int64_t> verify_lengths(const std::vector<DraftProposal>& proposals);
+  ForwardBatch build_forward_batch(const ScheduledBatch& batch, const StepDrafts& drafts) const;
+  // Runs the batch and samples every logits row; returns, per sampling item, the tokens it emits.
+  std::vector<std::vector<int32_t>> run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
+                                                   const StepDrafts& drafts);
+  void record_verify_time(int64_t rows, double ms);
   void count_replay_rows(const ForwardBatch& forward);
   // Whether a sequence of this prompt length may take and register prefix-cache blocks.
   bool shares_blocks(int64_t prompt_tokens) const;
@@ -128,6 +145,8 @@ class Engine {
   std::unique_ptr<StoreTier> store_;  // with --kv-store
   std::vector<std::unique_ptr<Sequence>> sequences_;
   EngineStats stats_;
+  VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
+  int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far
 };
 
 }  // namespace deepinfer

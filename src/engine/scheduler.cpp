@@ -76,19 +76,42 @@ bool Scheduler::is_stop_token(const Sequence& seq, int32_t token) const {
 }
 
 void Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled) {
+  std::vector<std::vector<int32_t>> emitted;
+  for (int32_t token : sampled) emitted.push_back({token});
+  postprocess(batch, emitted);
+}
+
+void Scheduler::postprocess(const ScheduledBatch& batch, std::span<const std::vector<int32_t>> emitted) {
   size_t sample_idx = 0;
   for (const ScheduledSequence& item : batch.items) {
     Sequence* seq = item.seq;
-    seq->num_cached += item.num_new;
+    const std::vector<int32_t>* tokens = nullptr;
+    if (item.samples) {
+      DI_CHECK(sample_idx < emitted.size(), "fewer emitted token lists ({}) than sampling sequences", emitted.size());
+      tokens = &emitted[sample_idx++];
+      DI_CHECK(!tokens->empty(), "sequence {} sampled no token", seq->idx);
+    }
+    // The rows of the accepted drafts are cached too: all emitted tokens but the last follow the cached ones.
+    const int64_t accepted = tokens != nullptr ? static_cast<int64_t>(tokens->size()) - 1 : 0;
+    DI_CHECK(accepted == 0 || !batch.is_prefill, "a prefill step emitted {} tokens for sequence {}", accepted + 1,
+             seq->idx);
+    seq->num_cached += item.num_new + accepted;
+    if (tokens == nullptr) {
+      for (const BlockManager::RegisteredBlock& block : blocks_.register_full_blocks(*seq))
+        newly_registered_.emplace_back(seq, block);
+      continue;
+    }
+    for (int32_t token : *tokens) {
+      seq->tokens.push_back(token);
+      if (is_stop_token(*seq, token)) seq->finish_reason = FinishReason::kStop;
+      else if (seq->num_generated() >= seq->request->max_new_tokens || seq->num_tokens() >= limits_.max_model_len)
+        seq->finish_reason = FinishReason::kLength;
+      if (seq->finish_reason != FinishReason::kNone) break;
+    }
+    // A sequence that stopped part-way through its accepted drafts holds no more cached rows than tokens.
+    seq->num_cached = std::min(seq->num_cached, seq->num_tokens() - 1);
     for (const BlockManager::RegisteredBlock& block : blocks_.register_full_blocks(*seq))
       newly_registered_.emplace_back(seq, block);
-    if (!item.samples) continue;
-    DI_CHECK(sample_idx < sampled.size(), "fewer sampled tokens ({}) than sampling sequences", sampled.size());
-    const int32_t token = sampled[sample_idx++];
-    seq->tokens.push_back(token);
-    if (is_stop_token(*seq, token)) seq->finish_reason = FinishReason::kStop;
-    else if (seq->num_generated() >= seq->request->max_new_tokens || seq->num_tokens() >= limits_.max_model_len)
-      seq->finish_reason = FinishReason::kLength;
 
     if (batch.is_prefill) {  // its prefill is complete: from the waiting queue to the running set
       waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
@@ -105,6 +128,8 @@ void Scheduler::postprocess(const ScheduledBatch& batch, const std::vector<int32
       running_.erase(std::find(running_.begin(), running_.end(), seq));
       seq->status = SequenceStatus::kHandedOff;
       newly_handed_off_.push_back(seq);
+    } else if (!batch.is_prefill) {
+      blocks_.shrink(*seq, seq->num_tokens());  // the blocks only rejected drafts' rows reached
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -43,8 +44,12 @@ class Scheduler {
   int64_t num_preemptions() const { return num_preemptions_; }
 
   ScheduledBatch schedule();
-  // Records a step's outcome: advances caches, appends sampled tokens (one per sampling item, in order),
-  // finishes sequences and frees their blocks.
+  // Records a step's outcome: advances caches, appends each sampling item's emitted tokens (in order; one, or with
+  // speculative decoding the accepted drafts and the token after them, whose rows the cache then also holds),
+  // finishes sequences (at the first stop token or the length limit, dropping what follows) and frees their
+  // blocks, and returns the blocks a decode sequence no longer needs (its rejected drafts' tail).
+  void postprocess(const ScheduledBatch& batch, std::span<const std::vector<int32_t>> emitted);
+  // One token per sampling item.
   void postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled);
 
   // The prefix cache's slower tier (null: none), consulted where a fresh sequence's prefix misses the blocks.

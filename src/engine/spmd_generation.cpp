@@ -419,6 +419,7 @@ EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& expert
   engine_options.kv_store_model_key = options.kv_store_model_key;
   engine_options.replay = options.replay;
   engine_options.swa_replay_tokens = options.swa_replay_tokens;
+  if (topo.role() != Role::kPrefill) engine_options.speculation = options.speculation;
   return engine_options;
 }
 
@@ -494,6 +495,10 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
   report.decode_tokens = stats.num_decode_tokens;
   report.replay_rows_below_floor = stats.replay_rows_below_floor;
   report.replay_skipped_layer_rows = stats.replay_skipped_layer_rows;
+  report.spec_sequence_steps = stats.speculation.sequence_steps;
+  report.spec_drafted = stats.speculation.drafted;
+  report.spec_verified = stats.speculation.verified;
+  report.spec_accepted = stats.speculation.accepted;
   if (auto* ep = dynamic_cast<ExpertParallelDispatcher*>(&experts)) {
     report.moe_dispatch_bytes = ep->stats().dispatch_bytes;
     report.moe_combine_bytes = ep->stats().combine_bytes;

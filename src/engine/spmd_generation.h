@@ -38,6 +38,7 @@ struct SpmdGenerationOptions {
   std::string kv_store_model_key;
   ReplayOptions replay;  // V4.1's bounded decoder replay
   int64_t swa_replay_tokens = 128;  // EngineOptions::swa_replay_tokens
+  SpeculationOptions speculation;    // decode and colocated ranks' (each rank's drafter its own)
 };
 
 // What one rank did, for the summary world rank 0 prints.
@@ -56,6 +57,8 @@ struct RankReport {
   int64_t replay_rows_below_floor = 0;    // bounded replay: prompt rows the decoder layers need not compute
   int64_t replay_skipped_layer_rows = 0;  // compact form: (row, layer) pairs dropped
   int64_t prefix_replayed_tokens = 0;     // of the hit tokens, recomputed by SWA replay (window state not stored)
+  // Speculative decoding (SpeculationStats): (sequence, verify step) pairs, drafts proposed, verified, accepted.
+  int64_t spec_sequence_steps = 0, spec_drafted = 0, spec_verified = 0, spec_accepted = 0;
 };
 
 // Which prefill/colocated rank (index within its role) serves each request, decided alike on every rank (so world

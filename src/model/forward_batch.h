@@ -37,6 +37,10 @@ struct ForwardBatch {
   std::vector<SequenceChunk> sequences;
   AttentionPath attention_path = AttentionPath::kAuto;
   bool all_logits = false;  // logits for every new token, instead of each sequence's last one
+  // A speculative verify step: each sequence's rows are its last token and its drafts (engine/speculation.h).
+  // Backends compute such rows as a one-token decode step would where they can (the CPU's absorbed MLA), so that
+  // speculation leaves the outputs as they are.
+  bool speculative_verify = false;
   // DeepSeek-V4.1's bounded decoder replay, compact form: from v41_first_compact_layer on, rows below their
   // sequence's replay_floor are dropped (each sequence keeps at least its last row); without it the floor only
   // masks the decoder layers' windows.

@@ -16,7 +16,7 @@ cpu::RopeLayout rope_layout(const ModelConfig& c) {
 
 bool use_absorbed(const ForwardBatch& batch) {
   if (batch.attention_path != AttentionPath::kAuto) return batch.attention_path == AttentionPath::kAbsorbed;
-  return std::all_of(batch.sequences.begin(), batch.sequences.end(),
+  return batch.speculative_verify || std::all_of(batch.sequences.begin(), batch.sequences.end(),
                      [](const SequenceChunk& s) { return s.num_new == 1; });
 }
 

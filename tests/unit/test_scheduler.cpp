@@ -47,7 +47,7 @@ TEST(Scheduler, ChunksPrefillThenDecodes) {
   ASSERT_EQ(step1.items.size(), 1u);
   EXPECT_EQ(step1.items[0].num_new, 100);
   EXPECT_FALSE(step1.items[0].samples);
-  scheduler.postprocess(step1, {});
+  scheduler.postprocess(step1, std::vector<int32_t>{});
   EXPECT_EQ(a->num_cached, 100);
 
   ScheduledBatch step2 = scheduler.schedule();  // a: the last 50 (samples), b: 20 (samples)

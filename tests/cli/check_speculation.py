@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""check_speculation.py --deepinfer BIN --mpirun MPIRUN --model M --deploy D --ranks N
+
+Speculative decoding through `generate` (issue #27): requests of mixed prompt and output lengths, greedy and
+sampled, a stop token on some, run once without speculation on one rank (their results become the controlled
+drafter's --draft-reference), then with --nextn (fixed and --spec-varlen) on one rank and across the deployment.
+Every run's outputs must equal the plain run's, token for token, and the log must show drafts verified and
+accepted (some rejected too, so rollback happened).
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+SPEC_LINE = re.compile(r"speculative decoding: (\d+) sequence steps, per step ([\d.]+) drafted, ([\d.]+) verified, "
+                       r"([\d.]+) accepted")
+
+
+def run(cmd, out):
+    done = subprocess.run(cmd + ["--output", out], timeout=600, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    sys.stdout.write(done.stdout[-1500:])
+    assert done.returncode == 0, f"exit {done.returncode}: {' '.join(cmd)}"
+    return [json.loads(line) for line in open(out)], done.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--deepinfer", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--deploy", required=True)
+    ap.add_argument("--ranks", type=int, required=True)
+    args = ap.parse_args()
+    config = json.load(open(os.path.join(args.model, "config.json")))
+    vocab = config.get("text_config", config)["vocab_size"]
+    rng = random.Random(7)
+    reqs = []
+    for i, n in enumerate((3, 17, 40, 62, 70, 129, 5, 90)):
+        r = {"id": f"s{i}", "prompt_token_ids": [rng.randrange(2, vocab) for _ in range(n)],
+             "max_new_tokens": [2, 30, 24, 40, 9, 33, 1, 28][i], "ignore_eos": True}
+        if i % 2 == 1:
+            r.update(temperature=0.8, top_p=0.9, seed=100 + i)
+        reqs.append(r)
+    with tempfile.TemporaryDirectory() as tmp:
+        inp = os.path.join(tmp, "in.jsonl")
+        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
+
+        def write_requests():
+            with open(inp, "w") as f:
+                f.writelines(json.dumps(r) + "\n" for r in reqs)
+
+        write_requests()
+        first, _ = run(base, os.path.join(tmp, "first.jsonl"))
+        for i in (2, 5):  # a stop token met part-way
+            reqs[i]["stop_token_ids"] = [first[i]["output_token_ids"][6]]
+        write_requests()
+        ref = os.path.join(tmp, "plain.jsonl")
+        plain, _ = run(base, ref)
+        assert sum(r["finish_reason"] == "stop" for r in plain) == 2, "the stop tokens did not stop two requests"
+        mpirun = shlex.split(args.mpirun) + ["-np", str(args.ranks)]
+        runs = {
+            "1 rank, --nextn 3": base + ["--nextn", "3", "--draft-reference", ref, "--draft-acceptance", "0.7"],
+            "1 rank, --nextn 5 --spec-varlen": base + ["--nextn", "5", "--spec-varlen", "--draft-reference", ref,
+                                                       "--draft-acceptance", "0.8", "--draft-spread", "2"],
+            f"{args.deploy}, --nextn 3": mpirun + base + ["--deploy", args.deploy, "--nextn", "3", "--draft-reference",
+                                                          ref, "--draft-acceptance", "0.7"],
+            f"{args.deploy}, --nextn 4 --spec-varlen": mpirun + base + ["--deploy", args.deploy, "--nextn", "4",
+                                                                        "--spec-varlen", "--draft-reference", ref],
+        }
+        for name, cmd in runs.items():
+            out, log = run(cmd, os.path.join(tmp, "spec.jsonl"))
+            for a, b in zip(out, plain):
+                assert a["id"] == b["id"] and a["output_token_ids"] == b["output_token_ids"] and \
+                    a["finish_reason"] == b["finish_reason"], f"{name}: request {a['id']} differs:\n{a}\n{b}"
+            assert len(out) == len(plain), f"{name}: {len(out)} results, expected {len(plain)}"
+            stats = SPEC_LINE.findall(log)
+            assert stats, f"{name}: no speculative decoding summary in the log"
+            _, drafted, verified, accepted = map(float, stats[-1])
+            assert 0 < accepted < verified <= drafted, f"{name}: drafted {drafted}, verified {verified}, accepted {accepted}"
+            print(f"ok: {name}: outputs equal the plain run's; per sequence step {drafted:.2f} drafted, "
+                  f"{verified:.2f} verified, {accepted:.2f} accepted")
+
+
+if __name__ == "__main__":
+    main()

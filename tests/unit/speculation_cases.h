@@ -1,0 +1,103 @@
+// Speculative decoding against plain decoding through the engine, on any backend: the same requests run once
+// without speculation (the reference, whose outputs the controlled drafter then proposes from) and once with it;
+// the outputs must be the same token for token. Shared by the CPU unit tests and the GPU tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "src/engine/controlled_drafter.h"
+#include "src/engine/engine.h"
+
+namespace deepinfer::testing {
+
+struct SpeculationCase {
+  const char* name;
+  int64_t num_drafts;
+  bool variable_length;
+  double mean_acceptance;
+  double spread;
+  float temperature;  // 0: greedy
+  int64_t kv_cache_tokens = 16384;
+};
+
+// Prompts whose generations cross 64-token block boundaries and (V4.1's window of 8 in the fixtures) many window
+// wrap-arounds, one request with fewer new tokens than drafts, and one that a stop token ends early.
+inline std::vector<Request> speculation_requests(int64_t vocab, float temperature) {
+  std::vector<Request> requests;
+  const int64_t lengths[] = {1, 7, 33, 60, 63, 100};
+  for (int64_t len : lengths) {
+    Request r;
+    r.index = r.id = static_cast<int64_t>(requests.size());
+    for (int64_t t = 0; t < len; ++t) r.prompt_token_ids.push_back(static_cast<int32_t>(2 + (t * 37 + len * 11) % (vocab - 2)));
+    r.max_new_tokens = len == 7 ? 2 : 40;
+    r.sampling.temperature = temperature;
+    r.sampling.top_p = temperature > 0 ? 0.9f : 1.0f;
+    r.sampling.seed = 1000 + static_cast<uint64_t>(len);
+    r.sampling.ignore_eos = true;
+    requests.push_back(std::move(r));
+  }
+  return requests;
+}
+
+struct SpeculationRun {
+  std::vector<RequestResult> results;
+  EngineStats stats;
+};
+
+inline SpeculationRun run_generation(const CausalLm& model, const std::vector<Request>& requests,
+                                     const SpeculationCase& c, Drafter* drafter) {
+  EngineOptions options;
+  options.kv_cache_tokens = c.kv_cache_tokens;
+  if (drafter != nullptr) options.speculation = {c.num_drafts, c.variable_length, drafter, 6};
+  Engine engine(model, options);
+  for (const Request& r : requests) engine.add_request(r);
+  engine.run_to_completion();
+  return {engine.results(), engine.stats()};
+}
+
+// Runs the case and checks the outputs against plain decoding's; returns the speculative run's statistics.
+inline SpeculationStats expect_speculation_keeps_outputs(const CausalLm& model, const SpeculationCase& c) {
+  std::vector<Request> requests = speculation_requests(model.config().vocab_size, c.temperature);
+  // A stop token met part-way: the 33-token prompt's 10th plain output token stops it.
+  const SpeculationRun unstopped = run_generation(model, requests, c, nullptr);
+  requests[2].sampling.stop_token_ids = {unstopped.results[2].output_token_ids[9]};
+  const SpeculationRun plain = run_generation(model, requests, c, nullptr);
+  std::unordered_map<std::string, std::vector<int32_t>> reference;
+  for (const RequestResult& r : plain.results) reference[r.id.dump()] = r.output_token_ids;
+  ControlledDrafter drafter({c.mean_acceptance, c.spread, 5}, model.config().vocab_size, reference);
+  const SpeculationRun spec = run_generation(model, requests, c, &drafter);
+  EXPECT_EQ(plain.results.size(), spec.results.size());
+  for (size_t i = 0; i < plain.results.size() && i < spec.results.size(); ++i) {
+    EXPECT_EQ(spec.results[i].output_token_ids, plain.results[i].output_token_ids) << c.name << " request " << i;
+    EXPECT_EQ(spec.results[i].finish_reason, plain.results[i].finish_reason) << c.name << " request " << i;
+  }
+  EXPECT_EQ(plain.results[1].output_token_ids.size(), 2u);
+  EXPECT_LE(plain.results[2].output_token_ids.size(), 10u);
+  EXPECT_EQ(plain.results[2].finish_reason, FinishReason::kStop);
+  // Speculation did happen: drafts were verified and accepted, and it took fewer decode steps.
+  const SpeculationStats& s = spec.stats.speculation;
+  EXPECT_GT(s.verified, 0) << c.name;
+  EXPECT_GT(s.accepted, 0) << c.name;
+  EXPECT_LT(s.accepted, s.verified) << c.name << ": some drafts must be rejected for rollback to be tested";
+  EXPECT_LT(spec.stats.num_steps, plain.stats.num_steps) << c.name;
+  return s;
+}
+
+inline const std::vector<SpeculationCase>& speculation_cases() {
+  static const std::vector<SpeculationCase> kCases = {
+      {"fixed3_greedy", 3, false, 0.7, 1.0, 0.0f},
+      {"fixed5_sampled", 5, false, 0.6, 1.5, 0.8f},
+      {"varlen5_greedy", 5, true, 0.8, 2.0, 0.0f},
+      {"varlen4_sampled", 4, true, 0.75, 1.0, 1.0f},
+      // Few blocks: drafts are verified only where their rows' blocks fit, and sequences are preempted.
+      {"fixed4_tight_cache", 4, false, 0.9, 0.5, 0.0f, 4 * 64},
+  };
+  return kCases;
+}
+
+}  // namespace deepinfer::testing
