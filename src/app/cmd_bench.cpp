@@ -114,7 +114,9 @@ int run_bench(const BenchOptions& options, const World& world) {
                                                      model->config().hidden_size, std::move(*slice->routing));
 #ifdef DEEPINFER_HAVE_CUDA
       if (options.model.device == "cuda")
-        use_device_rank_slice(*slicer, model->config().n_routed_experts, model->config().hidden_size);
+        // Speculative points' steps come in many sizes: one draw per 64 tokens, its prefixes for the sizes below.
+        use_device_rank_slice(*slicer, model->config().n_routed_experts, model->config().hidden_size,
+                              options.speculation.num_drafts > 0 ? 64 : 0);
 #endif
     }
     // Where the slice's received rows come from (the device form replays one draw per MoE layer and batch).

@@ -7,15 +7,23 @@
 
 namespace deepinfer {
 
-DeviceRankSlice::DeviceRankSlice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden)
-    : slicer_(slicer), num_experts_(num_experts), hidden_(hidden),
+DeviceRankSlice::DeviceRankSlice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden,
+                                 int64_t draw_bucket)
+    : slicer_(slicer), num_experts_(num_experts), hidden_(hidden), draw_bucket_(draw_bucket),
       routed_counts_(slicer.placement().num_layers() * num_experts, 0) {}
 
 const DeviceRankSlice::Layout& DeviceRankSlice::layout(int64_t layer, int64_t num_tokens) {
   const auto key = std::make_pair(layer, num_tokens);
   if (auto it = layouts_.find(key); it != layouts_.end()) return it->second;
   Layout l;
-  l.host = slicer_.layout(layer, num_tokens);
+  if (draw_bucket_ > 0) {
+    SliceLayout& drawn = drawn_[layer];
+    if (static_cast<int64_t>(drawn.own_routed.size()) < num_tokens * slicer_.top_k())
+      drawn = slicer_.layout(layer, (num_tokens + draw_bucket_ - 1) / draw_bucket_ * draw_bucket_);
+    l.host = slicer_.prefix(drawn, layer, num_tokens);
+  } else {
+    l.host = slicer_.layout(layer, num_tokens);
+  }
   const ExpertPlacement& placement = slicer_.placement();
   const int64_t S = placement.slots_per_rank(), rank = slicer_.rank();
   std::vector<int32_t> ids(l.host.slots.size());
@@ -72,8 +80,8 @@ void DeviceRankSlice::drain_routed_counts(std::span<int64_t> counts) {
   std::fill(routed_counts_.begin(), routed_counts_.end(), 0);
 }
 
-void use_device_rank_slice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden) {
-  slicer.set_device_form(std::make_unique<DeviceRankSlice>(slicer, num_experts, hidden));
+void use_device_rank_slice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden, int64_t draw_bucket) {
+  slicer.set_device_form(std::make_unique<DeviceRankSlice>(slicer, num_experts, hidden, draw_bucket));
 }
 
 }  // namespace deepinfer

@@ -22,7 +22,10 @@ namespace deepinfer {
 
 class DeviceRankSlice final : public DeviceExpertDispatcher {
  public:
-  DeviceRankSlice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden);
+  // draw_bucket > 0: a step of n tokens takes the prefix (RankSliceDispatcher::prefix) of one draw per layer, made
+  // for the most tokens seen so far rounded up to a multiple of draw_bucket, so that steps of many sizes
+  // (speculative verify steps) cost no fresh host draw each; 0: one draw per layer and size.
+  DeviceRankSlice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden, int64_t draw_bucket = 0);
 
   DeviceDispatch dispatch(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids, const float* topk_weights,
                           int64_t num_tokens) override;
@@ -44,12 +47,14 @@ class DeviceRankSlice final : public DeviceExpertDispatcher {
   RankSliceDispatcher& slicer_;
   int64_t num_experts_, hidden_;
   std::map<std::pair<int64_t, int64_t>, Layout> layouts_;  // by (MoE layer, own tokens)
+  int64_t draw_bucket_;
+  std::map<int64_t, SliceLayout> drawn_;  // with draw_bucket_: by MoE layer, the largest draw
   std::vector<int64_t> routed_counts_;                      // [layer][expert] since the last drain
   DeviceArray<__nv_bfloat16> x_recv_, y_recv_;
   const Layout* last_ = nullptr;
 };
 
 // For the bench command: the device form, owned by the slicer.
-void use_device_rank_slice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden);
+void use_device_rank_slice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden, int64_t draw_bucket = 0);
 
 }  // namespace deepinfer

@@ -52,6 +52,44 @@ SliceLayout RankSliceDispatcher::layout(int64_t layer, int64_t num_tokens) const
   return out;
 }
 
+SliceLayout RankSliceDispatcher::prefix(const SliceLayout& drawn, int64_t layer, int64_t num_tokens) const {
+  const int64_t H = hidden_, K = routing_.top_k();
+  const int64_t record_bytes = (H + 2 * K) * static_cast<int64_t>(sizeof(float));
+  DI_CHECK(static_cast<int64_t>(drawn.own_routed.size()) >= num_tokens * K,
+           "a layout of {} tokens cannot give the prefix of {}", drawn.own_routed.size() / K, num_tokens);
+  SliceLayout out;
+  out.pairs_of_slot.assign(drawn.pairs_of_slot.size(), 0);
+  std::vector<int32_t> new_row(drawn.rows(), -1);
+  for (int64_t r = 0; r < drawn.rows(); ++r) {
+    if (drawn.source_token[r] >= num_tokens) continue;
+    new_row[r] = static_cast<int32_t>(out.rows());
+    out.source_token.push_back(drawn.source_token[r]);
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t slot = drawn.slots[r * K + k];
+      out.slots.push_back(slot);
+      out.weights.push_back(drawn.weights[r * K + k]);
+      if (slot >= 0) ++out.pairs_of_slot[slot];
+    }
+  }
+  for (const auto& [token, row] : drawn.own_rows)
+    if (token < num_tokens) out.own_rows.emplace_back(token, new_row[row]);
+  out.own_routed.assign(drawn.own_routed.begin(), drawn.own_routed.begin() + num_tokens * K);
+  std::vector<int32_t> owners(K), slots(K);
+  for (int64_t t = 0; t < num_tokens; ++t) {  // what this rank sends: one record per distinct other destination
+    placement_.place_entries(layer, out.own_routed.data() + t * K, K, rank_, t, owners.data(), slots.data());
+    std::sort(owners.begin(), owners.end());
+    owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
+    for (int32_t d : owners)
+      if (d != rank_) ++out.exchange.tokens_sent, out.exchange.dispatch_bytes += record_bytes;
+    owners.resize(K);
+  }
+  out.exchange.combine_bytes =
+      (out.rows() - static_cast<int64_t>(out.own_rows.size())) * H * static_cast<int64_t>(sizeof(float));
+  out.exchange.num_exchanges = 1;
+  out.exchange.tokens_received = out.rows();
+  return out;
+}
+
 void RankSliceDispatcher::record(int64_t layer, const SliceLayout& layout) {
   const int64_t S = placement_.slots_per_rank();
   stats_ += layout.exchange;

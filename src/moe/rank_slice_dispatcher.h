@@ -59,6 +59,11 @@ class RankSliceDispatcher final : public ExpertDispatcher {
   // served counts, expert work) once it is used.
   SliceLayout layout(int64_t layer, int64_t num_tokens) const;
   void record(int64_t layer, const SliceLayout& layout);
+  // The layout of the first `num_tokens` tokens of every rank, taken from `drawn` (a layout of this layer for as
+  // many or more tokens a rank): the rows and pairs of those tokens, renumbered, and their exchange counted as
+  // layout() counts it. Each token's routing is drawn independently, so this is a draw for num_tokens too; steps of
+  // many different sizes (speculative decoding's verify steps) then share one draw per size bucket.
+  SliceLayout prefix(const SliceLayout& drawn, int64_t layer, int64_t num_tokens) const;
   int64_t step() const { return steps_; }
   int rank() const { return rank_; }
   int64_t top_k() const { return routing_.top_k(); }
