@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <numeric>
 #include <string>
 #include <unordered_map>
@@ -72,10 +73,19 @@ inline SpeculationStats expect_speculation_keeps_outputs(const CausalLm& model, 
   ControlledDrafter drafter({c.mean_acceptance, c.spread, 5}, model.config().vocab_size, reference);
   const SpeculationRun spec = run_generation(model, requests, c, &drafter);
   EXPECT_EQ(plain.results.size(), spec.results.size());
+  int64_t same = 0, total = 0;
   for (size_t i = 0; i < plain.results.size() && i < spec.results.size(); ++i) {
-    EXPECT_EQ(spec.results[i].output_token_ids, plain.results[i].output_token_ids) << c.name << " request " << i;
+    const std::vector<int32_t>& a = spec.results[i].output_token_ids;
+    const std::vector<int32_t>& b = plain.results[i].output_token_ids;
+    size_t first_diff = 0;
+    while (first_diff < a.size() && first_diff < b.size() && a[first_diff] == b[first_diff]) ++first_diff;
+    same += static_cast<int64_t>(first_diff);
+    total += static_cast<int64_t>(b.size());
+    EXPECT_EQ(a, b) << c.name << " request " << i << ": first difference at output token " << first_diff;
     EXPECT_EQ(spec.results[i].finish_reason, plain.results[i].finish_reason) << c.name << " request " << i;
   }
+  std::printf("%s: %lld of %lld output tokens identical up to each request's first difference\n", c.name,
+              static_cast<long long>(same), static_cast<long long>(total));
   EXPECT_EQ(plain.results[1].output_token_ids.size(), 2u);
   EXPECT_LE(plain.results[2].output_token_ids.size(), 10u);
   EXPECT_EQ(plain.results[2].finish_reason, FinishReason::kStop);
