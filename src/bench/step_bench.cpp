@@ -111,8 +111,8 @@ void set_floor(StepBenchResult& r, const StepWork& work) {
 StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t context, int64_t warmup, int64_t steps,
                              ExpertDispatcher* experts, const DecodeSpeculation& spec) {
   const ModelConfig& c = model.config();
-  // The variable-length rule measures its cost curve first: two steps at each verify length 0..num_drafts.
-  const int64_t cost_warmup = spec.variable_length ? 2 * (spec.num_drafts + 1) : 0;
+  // The variable-length rule measures its cost curve first: three steps at each verify length 0..num_drafts.
+  const int64_t cost_warmup = spec.variable_length ? 3 * (spec.num_drafts + 1) : 0;
   // A sequence emits up to 1 + num_drafts tokens a step and must not reach its length limit while timed.
   const int64_t new_tokens = (cost_warmup + warmup + steps + 2) * (1 + spec.num_drafts);
   const int64_t max_len = context + new_tokens;

@@ -22,7 +22,7 @@ namespace deepinfer {
 // Decode with speculative decoding (engine/speculation.h) and the controlled drafter without a reference: every
 // verify step's work is real (the rows of each sequence's drafts), while which drafts are accepted is drawn from
 // their calibrated confidences (a rank slice's or dummy model's tokens cannot be replayed, so token equality would
-// measure nothing). With variable_length, the first cost_warmup_steps untimed steps measure the cost curve.
+// measure nothing). With variable_length, 3 x (num_drafts + 1) untimed steps first measure the cost curve.
 struct DecodeSpeculation {
   int64_t num_drafts = 0;  // 0: plain decode
   bool variable_length = false;

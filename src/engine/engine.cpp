@@ -4,6 +4,7 @@
 #include <chrono>
 #include <span>
 
+#include "src/core/log.h"
 #include "src/engine/kv_store.h"
 #include "src/model/v41_config.h"
 
@@ -73,6 +74,11 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
       blocks_(cache_->num_blocks(), KvCache::kBlockSize, options.prefix_cache || !options.kv_store_dir.empty()),
       scheduler_(with_model_len(options.limits, model.config()), blocks_, eos_ids(model.config())) {
   options_.limits = with_model_len(options.limits, model.config());
+  const SpeculationOptions& spec = options_.speculation;
+  DI_CHECK(!spec.enabled() || spec.drafter != nullptr, "speculative decoding without a drafter");
+  DI_CHECK(!spec.variable_length || spec.cost_warmup_steps > spec.num_drafts,
+           "the variable-length rule's warm-up of {} steps does not verify each of 0..{} drafts once",
+           spec.cost_warmup_steps, spec.num_drafts);
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
     store_ = std::make_unique<StoreTier>(options_, *cache_, model_);
@@ -183,7 +189,7 @@ std::vector<int64_t> Engine::verify_lengths(const std::vector<DraftProposal>& pr
   std::vector<int64_t> lengths;
   for (const DraftProposal& p : proposals) lengths.push_back(p.size());
   if (!spec.variable_length) return lengths;
-  if (verify_warmup_done_ < spec.cost_warmup_steps) {
+  if (verify_warmup_done_ < spec.cost_warmup_steps || verify_cost_.model() == nullptr) {
     // Measuring the cost curve: every sequence verifies the same number of drafts, cycling 0..num_drafts.
     const int64_t fixed = verify_warmup_done_ % (spec.num_drafts + 1);
     for (int64_t& k : lengths) k = std::min(k, fixed);
@@ -203,7 +209,10 @@ void Engine::record_verify_time(int64_t rows, double ms) {
   if (!spec.variable_length) return;
   if (verify_warmup_done_ < spec.cost_warmup_steps) {
     verify_cost_.record_warmup(rows, ms);
-    if (++verify_warmup_done_ == spec.cost_warmup_steps) verify_cost_.freeze();
+    if (++verify_warmup_done_ == spec.cost_warmup_steps) {
+      verify_cost_.freeze();
+      spdlog::info("speculative decoding: verify step cost by rows, {}", verify_cost_.summary());
+    }
     return;
   }
   verify_cost_.observe(rows, ms);

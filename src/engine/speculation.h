@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "src/engine/drafter.h"
@@ -40,14 +41,17 @@ struct SpeculationOptions {
 // last token, then each draft): by token equality, or by the drafter's drawn flags where it gives them.
 int64_t accepted_drafts(const DraftProposal& proposal, std::span<const int32_t> sampled);
 
-// Verify-step times by rows: medians of the warm-up steps become the curve, later steps correct it online.
+// Verify-step times by rows: a line fitted to the medians of the warm-up steps (per row count) becomes the curve,
+// later steps correct it online.
 class VerifyCostTable {
  public:
   void record_warmup(int64_t rows, double ms) { warmup_ms_[rows].push_back(ms); }
-  // The curve from the warm-up's medians (null before any warm-up step).
+  // The curve from the warm-up's medians (model() stays null if there was no warm-up step).
   void freeze();
   const VerifyCostModel* model() const { return model_ ? &*model_ : nullptr; }
   void observe(int64_t rows, double ms);
+  // "rows -> ms" of the warm-up's medians and of the fitted line at its ends, for the log.
+  std::string summary() const;
 
  private:
   std::map<int64_t, std::vector<double>> warmup_ms_;

@@ -120,6 +120,29 @@ TEST(ControlledDrafter, ProposesTheReferenceWhenCorrectAndNothingPastIt) {
   EXPECT_EQ(drafter.propose(seq, 8).size(), 0);
 }
 
+// The variable-length rule's cost curve: a line through the warm-up's medians per row count (noisy points on a
+// line give the line; a falling fit is held flat), corrected online.
+TEST(VerifyCostTable, FitsALineThroughTheWarmupMedians) {
+  VerifyCostTable table;
+  EXPECT_EQ(table.model(), nullptr);
+  for (int64_t rows : {60, 120, 180, 240}) {
+    const double line = 40.0 + 0.1 * static_cast<double>(rows);
+    for (double noise : {-1.0, 0.0, 5.0}) table.record_warmup(rows, line + noise);  // the median is the line
+  }
+  table.freeze();
+  ASSERT_NE(table.model(), nullptr);
+  EXPECT_NEAR(table.model()->predict(150), 55.0, 1e-9);
+  EXPECT_NEAR(table.model()->predict(300), 70.0, 1e-9);  // extrapolated
+  table.observe(150, 66.0);  // 20% slower than predicted: the correction moves a tenth of the way
+  EXPECT_NEAR(table.model()->correction(), 1.02, 1e-9);
+
+  VerifyCostTable falling;
+  falling.record_warmup(10, 5.0);
+  falling.record_warmup(20, 4.0);
+  falling.freeze();
+  EXPECT_NEAR(falling.model()->predict(10), falling.model()->predict(20), 1e-9);
+}
+
 TEST(BlockManagerShrink, ReturnsTheBlocksPastTheTokens) {
   BlockManager blocks(8, 64, /*prefix_cache=*/true);
   Sequence seq;
