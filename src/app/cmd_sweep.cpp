@@ -34,7 +34,8 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
       routing.emplace(options.routing, options.routing_seed, c.num_hidden_layers - c.first_k_dense_replace,
                       c.n_routed_experts, c.num_experts_per_tok);
     }
-    const int64_t longest = options.phase == "decode" ? options.context + options.warmup + options.steps + 2
+    const int64_t longest = options.phase == "decode" ? options.context + (options.warmup + options.steps + 2) *
+                                                                              (options.spec_measured ? 1 + options.nextn : 1)
                                                       : std::min(options.prompt_len, *std::max_element(
                                                                                          options.points.begin(),
                                                                                          options.points.end()));
@@ -49,6 +50,11 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
     sweep.steps = options.steps;
     sweep.nextn = options.nextn;
     sweep.acceptance = options.acceptance;
+    DI_INPUT_CHECK(!options.spec_measured || (options.phase == "decode" && options.nextn > 0 &&
+                                              options.acceptance > 0 && options.acceptance < 1),
+                   "--spec-measured needs sweep decode with --nextn N (N > 0) and --acceptance in (0, 1)");
+    sweep.spec_measured = options.spec_measured;
+    sweep.draft_spread = options.draft_spread;
     sweep.output_path = options.output_path;
     sweep.attributes_json = nlohmann::json{{"model", options.model.model_path},
                                            {"load_format", options.model.load_format},
@@ -63,6 +69,8 @@ int run_sweep(const SweepCliOptions& options, const World& world) {
                                            {"steps", options.steps},
                                            {"nextn", options.nextn},
                                            {"acceptance", options.acceptance},
+                                           {"spec_measured", options.spec_measured},
+                                           {"draft_spread", options.draft_spread},
                                            {"routing", options.routing.empty() ? "router" : options.routing},
                                            {"routing_seed", options.routing_seed}}
                                 .dump();

@@ -117,6 +117,8 @@ struct SweepCliOptions {
   int64_t steps = 5;
   int64_t nextn = 0;
   double acceptance = 0.0;
+  bool spec_measured = false;  // decode: also run each point speculatively (SweepOptions::spec_measured)
+  double draft_spread = 1.0;
   std::string routing;  // empty: the router's; "uniform" or "zipf:S" (moe/synthetic_routing.h)
   uint64_t routing_seed = 0;
 };

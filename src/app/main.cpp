@@ -237,6 +237,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{16}))->capture_default_str();
   sweep_decode_cmd->add_option("--acceptance", sweep.acceptance, "Acceptance rate of the drafts")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  sweep_decode_cmd->add_flag("--spec-measured", sweep.spec_measured,
+                             "Also run each point with speculative decoding (--nextn drafts a step from the controlled "
+                             "drafter, mean acceptance --acceptance, correctness drawn) and record the measured "
+                             "tokens a step and step time beside the converted figures");
+  sweep_decode_cmd->add_option("--draft-spread", sweep.draft_spread,
+                               "With --spec-measured: the standard deviation of the logit of each draft's confidence")
+      ->check(CLI::Range(0.0, 10.0))->capture_default_str();
 
   deepinfer::app::EplbPlanOptions eplb;
   CLI::App* eplb_cmd = cli.add_subcommand("eplb", "Expert-parallel load balancing");

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <tuple>
 #include <cstdlib>
 #include <set>
 
@@ -32,7 +33,7 @@ struct SweepFile {
 
   SweepFile(const SweepOptions& o, const Topology& topo, const std::string& hosts)
       : file(o.output_path),
-        points(file.id(), o.phase + "/points", point_columns(o.phase)),
+        points(file.id(), o.phase + "/points", point_columns(o.phase, o.spec_measured)),
         ranks(file.id(), o.phase + "/ranks",
               {{"point", true}, {"world_rank", true}, {"role", true}, {"step_time_ms", false},
                {"step_time_p90_ms", false}, {"routed_tokens_received", true}}),
@@ -53,15 +54,23 @@ struct SweepFile {
     file.flush();
   }
 
-  static std::vector<H5Column> point_columns(const std::string& phase) {
+  static std::vector<H5Column> point_columns(const std::string& phase, bool spec_measured) {
     if (phase == "prefill")
       return {{"point", true}, {"chunk_tokens", true}, {"prompt_len", true}, {"step_time_ms", false},
               {"step_time_p90_ms", false}, {"tokens_per_s_per_gpu", false}, {"expert_load_imbalance", false},
               {"num_ranks", true}};
-    return {{"point", true}, {"requests_per_rank", true}, {"context", true}, {"step_time_ms", false},
-            {"step_time_p90_ms", false}, {"tokens_per_s_per_gpu", false}, {"tokens_per_s_per_user", false},
-            {"tokens_per_step", false}, {"tokens_per_s_per_gpu_converted", false},
-            {"tokens_per_s_per_user_converted", false}, {"expert_load_imbalance", false}, {"num_ranks", true}};
+    std::vector<H5Column> columns = {
+        {"point", true}, {"requests_per_rank", true}, {"context", true}, {"step_time_ms", false},
+        {"step_time_p90_ms", false}, {"tokens_per_s_per_gpu", false}, {"tokens_per_s_per_user", false},
+        {"tokens_per_step", false}, {"tokens_per_s_per_gpu_converted", false},
+        {"tokens_per_s_per_user_converted", false}, {"expert_load_imbalance", false}, {"num_ranks", true}};
+    // Measured under speculation: the slowest rank's median verify step, the tokens a request got per step (mean over
+    // the ranks) and the throughput they give.
+    if (spec_measured)
+      columns.insert(columns.end(), {{"spec_step_time_ms", false}, {"tokens_per_step_measured", false},
+                                     {"tokens_per_s_per_gpu_measured", false},
+                                     {"tokens_per_s_per_user_measured", false}});
+    return columns;
   }
 };
 
@@ -82,8 +91,8 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
   const auto start = std::chrono::steady_clock::now();
   for (size_t idx = 0; idx < o.points.size(); ++idx) {
     const int64_t point = o.points[idx];
-    // [takes part, median ms, p90 ms, routed tokens received, role]
-    std::array<double, 5> mine_stats = {0, 0, 0, 0, static_cast<double>(topo.role())};
+    // [takes part, median ms, p90 ms, routed tokens received, role, speculative median ms, tokens per request step]
+    std::array<double, 7> mine_stats = {0, 0, 0, 0, static_cast<double>(topo.role()), 0, 0};
     const std::vector<int64_t> served_before = experts.served_counts();
     if (mine) {
       const int64_t before = experts.stats().tokens_received;
@@ -94,9 +103,17 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
               ? bench_prefill(model, point, std::min(o.prompt_len, point), o.warmup, o.steps, dispatcher)
               : bench_decode(model, point, o.context, o.warmup, o.steps, dispatcher);
       mine_stats = {1, r.median_ms, r.p90_ms, static_cast<double>(experts.stats().tokens_received - before),
-                    static_cast<double>(topo.role())};
+                    static_cast<double>(topo.role()), 0, 0};
+      if (o.spec_measured) {  // every rank of the group runs the same number of steps, so the exchanges match
+        const DecodeSpeculation spec{o.nextn, false, {o.acceptance, o.draft_spread, static_cast<uint64_t>(topo.world_rank())}};
+        const StepBenchResult s = bench_decode(model, point, o.context, o.warmup, o.steps, dispatcher, spec);
+        mine_stats[5] = s.median_ms;
+        mine_stats[6] = s.spec.tokens_per_step / static_cast<double>(point);
+      }
     }
-    const std::vector<double> all = gather_f64_to_root(topo.world(), mine_stats.data(), 5, 0, default_comm_timeout_s(),
+    constexpr int kStats = static_cast<int>(std::tuple_size_v<decltype(mine_stats)>);
+    const std::vector<double> all = gather_f64_to_root(topo.world(), mine_stats.data(), kStats, 0,
+                                                       default_comm_timeout_s(),
                                                        fmt::format("sweep point {} results", point).c_str());
     // The (token, expert) pairs each rank's slots served during the point, per MoE layer and expert.
     const std::vector<int64_t>& served_after = experts.served_counts();
@@ -114,12 +131,14 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
                               static_cast<double>(static_cast<int64_t>(i) / num_experts),
                               static_cast<double>(static_cast<int64_t>(i) % num_experts), pairs});
 
-    double step_ms = 0, p90_ms = 0, max_tokens = 0, sum_tokens = 0;
+    double step_ms = 0, p90_ms = 0, max_tokens = 0, sum_tokens = 0, spec_ms = 0, spec_tokens = 0;
     int64_t ranks = 0;
     for (int r = 0; r < topo.world_size(); ++r) {
-      const double* s = all.data() + 5 * r;
+      const double* s = all.data() + kStats * r;
       if (s[0] == 0) continue;
       ++ranks;
+      spec_ms = std::max(spec_ms, s[5]);
+      spec_tokens += s[6];
       step_ms = std::max(step_ms, s[1]);
       p90_ms = std::max(p90_ms, s[2]);
       max_tokens = std::max(max_tokens, s[3]);
@@ -136,12 +155,19 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
       figures = fmt::format("chunk {} tokens: {:.2f} ms/step, {:.0f} tok/s/GPU", point, step_ms, per_gpu);
     } else {
       const double per_gpu = point / (step_ms / 1e3), per_user = 1e3 / step_ms;
-      out->points.append({static_cast<double>(idx), static_cast<double>(point), static_cast<double>(o.context), step_ms,
-                          p90_ms, per_gpu, per_user, tokens_per_step, per_gpu * tokens_per_step,
-                          per_user * tokens_per_step, imbalance, static_cast<double>(ranks)});
+      std::vector<double> row = {static_cast<double>(idx), static_cast<double>(point), static_cast<double>(o.context),
+                                 step_ms, p90_ms, per_gpu, per_user, tokens_per_step, per_gpu * tokens_per_step,
+                                 per_user * tokens_per_step, imbalance, static_cast<double>(ranks)};
       figures = fmt::format("{} requests/rank: {:.2f} ms/step, {:.0f} tok/s/GPU, {:.1f} tok/s/user (x{:.2f} converted: "
                             "{:.0f}, {:.1f})", point, step_ms, per_gpu, per_user, tokens_per_step,
                             per_gpu * tokens_per_step, per_user * tokens_per_step);
+      if (o.spec_measured) {
+        const double measured = spec_tokens / static_cast<double>(ranks), user = measured / (spec_ms / 1e3);
+        row.insert(row.end(), {spec_ms, measured, user * static_cast<double>(point), user});
+        figures += fmt::format("; measured with {} drafts: {:.2f} ms/step, x{:.2f}: {:.0f} tok/s/GPU, {:.1f} tok/s/user",
+                               o.nextn, spec_ms, measured, user * static_cast<double>(point), user);
+      }
+      out->points.append(row);
     }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double eta = elapsed / static_cast<double>(idx + 1) * static_cast<double>(o.points.size() - idx - 1);

@@ -33,5 +33,12 @@ for key in ("git_commit", "deployment", "versions", "hosts", "date", "configurat
     assert key in attrs, f"missing attribute {key}"
 assert (points["step_time_ms"] > 0).all() and (points["tokens_per_s_per_gpu"] > 0).all()
 assert len(ranks) == rows * points["num_ranks"][0], (len(ranks), rows)
+if "tokens_per_step_measured" in names:  # sweep decode --spec-measured: the speculative run beside the conversion
+    measured, converted = points["tokens_per_step_measured"], points["tokens_per_step"]
+    assert (points["spec_step_time_ms"] > 0).all() and (measured > 1).all(), measured
+    # The controlled drafter's drafts are each right with mean probability `acceptance`, independently: a step
+    # yields 1 + sum_k acceptance^k tokens on average, fewer than the conversion's 1 + nextn x acceptance.
+    assert (measured < converted).all(), (measured, converted)
+    print(f"measured tokens a step {list(measured.round(2))} beside the converted {converted[0]:.2f}")
 print(f"{phase}: {len(points)} rows, columns {sorted(names)}, complete={attrs['complete']}, "
       f"deployment {attrs['deployment'].decode()}, {len(ranks)} per-rank rows")
