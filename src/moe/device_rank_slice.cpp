@@ -10,7 +10,8 @@ namespace deepinfer {
 DeviceRankSlice::DeviceRankSlice(RankSliceDispatcher& slicer, int64_t num_experts, int64_t hidden,
                                  int64_t draw_bucket)
     : slicer_(slicer), num_experts_(num_experts), hidden_(hidden), draw_bucket_(draw_bucket),
-      routed_counts_(slicer.placement().num_layers() * num_experts, 0) {}
+      routed_counts_(slicer.placement().num_layers() * num_experts, 0),
+      on_device_(slicer.placement().num_layers()) {}
 
 const DeviceRankSlice::Layout& DeviceRankSlice::layout(int64_t layer, int64_t num_tokens) {
   const auto key = std::make_pair(layer, num_tokens);
@@ -26,30 +27,54 @@ const DeviceRankSlice::Layout& DeviceRankSlice::layout(int64_t layer, int64_t nu
   }
   const ExpertPlacement& placement = slicer_.placement();
   const int64_t S = placement.slots_per_rank(), rank = slicer_.rank();
-  std::vector<int32_t> ids(l.host.slots.size());
-  std::vector<float> weights(l.host.weights);
-  for (size_t i = 0; i < ids.size(); ++i) {
+  l.ids.resize(l.host.slots.size());
+  l.weights = l.host.weights;
+  for (size_t i = 0; i < l.ids.size(); ++i) {
     const int32_t slot = l.host.slots[i];
-    ids[i] = slot >= 0 ? placement.logical_of_slot(layer, rank * S + slot) : static_cast<int32_t>(num_experts_);
-    if (slot < 0) weights[i] = 0.0f;
+    l.ids[i] = slot >= 0 ? placement.logical_of_slot(layer, rank * S + slot) : static_cast<int32_t>(num_experts_);
+    if (slot < 0) l.weights[i] = 0.0f;
   }
-  std::vector<int32_t> own_rows, own_tokens;
   for (const auto& [token, row] : l.host.own_rows) {
-    own_tokens.push_back(static_cast<int32_t>(token));
-    own_rows.push_back(static_cast<int32_t>(row));
+    l.own_tokens.push_back(static_cast<int32_t>(token));
+    l.own_rows.push_back(static_cast<int32_t>(row));
   }
-  l.source_token = DeviceArray<int32_t>::from_host(l.host.source_token);
-  l.ids = DeviceArray<int32_t>::from_host(ids);
-  l.weights = DeviceArray<float>::from_host(weights);
-  l.own_rows = DeviceArray<int32_t>::from_host(own_rows);
-  l.own_tokens = DeviceArray<int32_t>::from_host(own_tokens);
   for (int64_t pairs : l.host.pairs_of_slot) l.pairs_here += pairs;
   return layouts_.emplace(key, std::move(l)).first->second;
+}
+
+namespace {
+
+// Copies `host` into `device` on the step's stream, growing it first (after the device has finished with it) where
+// it is too small. The host vector stays alive (the layouts are kept), so the copy may complete later.
+template <typename T>
+void copy_in(DeviceArray<T>& device, const std::vector<T>& host) {
+  if (host.empty()) return;
+  if (device.size() < host.size()) {
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // earlier steps' kernels may still read the old buffer
+    device = DeviceArray<T>(host.size() + host.size() / 4);
+  }
+  DI_CUDA_CHECK(cudaMemcpyAsync(device.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice,
+                                cudaStreamPerThread));
+}
+
+}  // namespace
+
+const DeviceRankSlice::OnDevice& DeviceRankSlice::upload(int64_t layer, const Layout& l) {
+  OnDevice& d = on_device_.at(layer);
+  if (d.layout == &l) return d;
+  copy_in(d.source_token, l.host.source_token);
+  copy_in(d.ids, l.ids);
+  copy_in(d.weights, l.weights);
+  copy_in(d.own_rows, l.own_rows);
+  copy_in(d.own_tokens, l.own_tokens);
+  d.layout = &l;
+  return d;
 }
 
 DeviceDispatch DeviceRankSlice::dispatch(int64_t moe_layer_idx, const void* x, const int32_t* /*topk_ids*/,
                                          const float* /*topk_weights*/, int64_t num_tokens) {
   const Layout& l = layout(moe_layer_idx, num_tokens);
+  const OnDevice& d = upload(moe_layer_idx, l);
   slicer_.record(moe_layer_idx, l.host);
   for (int32_t e : l.host.own_routed) ++routed_counts_[moe_layer_idx * num_experts_ + e];
   const int64_t rows = l.host.rows(), H = hidden_;
@@ -58,14 +83,15 @@ DeviceDispatch DeviceRankSlice::dispatch(int64_t moe_layer_idx, const void* x, c
     x_recv_ = DeviceArray<__nv_bfloat16>(rows * H);
     y_recv_ = DeviceArray<__nv_bfloat16>(rows * H);
   }
-  cuda::embedding(static_cast<const __nv_bfloat16*>(x), l.source_token.data(), x_recv_.data(), rows, H, nullptr);
+  cuda::embedding(static_cast<const __nv_bfloat16*>(x), d.source_token.data(), x_recv_.data(), rows, H, nullptr);
   last_ = &l;
-  return {x_recv_.data(), l.ids.data(), l.weights.data(), rows, y_recv_.data(), l.pairs_here};
+  last_on_device_ = &d;
+  return {x_recv_.data(), d.ids.data(), d.weights.data(), rows, y_recv_.data(), l.pairs_here};
 }
 
 void DeviceRankSlice::combine(void* out) {
   const auto own = static_cast<int64_t>(last_->host.own_rows.size());
-  cuda::add_rows_at(y_recv_.data(), last_->own_rows.data(), last_->own_tokens.data(), own, hidden_,
+  cuda::add_rows_at(y_recv_.data(), last_on_device_->own_rows.data(), last_on_device_->own_tokens.data(), own, hidden_,
                     static_cast<__nv_bfloat16*>(out), nullptr);
 }
 

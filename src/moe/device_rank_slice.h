@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "src/core/device_array.h"
 #include "src/moe/rank_slice_dispatcher.h"
@@ -36,13 +37,23 @@ class DeviceRankSlice final : public DeviceExpertDispatcher {
   const ExchangeStats& stats() const override { return slicer_.stats(); }
 
  private:
+  // A layout on the host, per (MoE layer, own tokens), in the device arrays' forms.
   struct Layout {
     SliceLayout host;
-    DeviceArray<int32_t> source_token, ids, own_rows, own_tokens;
-    DeviceArray<float> weights;
+    std::vector<int32_t> ids, own_rows, own_tokens;
+    std::vector<float> weights;
     int64_t pairs_here = 0;  // entries this rank serves (sum of host.pairs_of_slot)
   };
+  // Per MoE layer: the layout its last dispatch used, copied (asynchronously, on the step's stream) into buffers
+  // that only grow. Steps of a new size thus cost copies, not allocations (cudaMalloc waits for the device, which
+  // would serialise the host's preparation with the step's kernels: speculative verify steps change size each step).
+  struct OnDevice {
+    DeviceArray<int32_t> source_token, ids, own_rows, own_tokens;
+    DeviceArray<float> weights;
+    const Layout* layout = nullptr;
+  };
   const Layout& layout(int64_t layer, int64_t num_tokens);
+  const OnDevice& upload(int64_t layer, const Layout& l);
 
   RankSliceDispatcher& slicer_;
   int64_t num_experts_, hidden_;
@@ -50,8 +61,10 @@ class DeviceRankSlice final : public DeviceExpertDispatcher {
   int64_t draw_bucket_;
   std::map<int64_t, SliceLayout> drawn_;  // with draw_bucket_: by MoE layer, the largest draw
   std::vector<int64_t> routed_counts_;                      // [layer][expert] since the last drain
+  std::vector<OnDevice> on_device_;  // by MoE layer
   DeviceArray<__nv_bfloat16> x_recv_, y_recv_;
   const Layout* last_ = nullptr;
+  const OnDevice* last_on_device_ = nullptr;
 };
 
 // For the bench command: the device form, owned by the slicer.
