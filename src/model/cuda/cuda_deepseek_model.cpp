@@ -35,7 +35,7 @@ struct CudaDeepseekModel::StepPlan {
   bool absorbed = false;
   int32_t* positions = nullptr;   // [T]
   int64_t* new_slots = nullptr;   // [T] cache slots of the new tokens
-  // absorbed (every sequence has one new token): one query row per sequence
+  // absorbed (every sequence has one new token, or a verify step): one query row per row of the step
   int32_t* block_table = nullptr;  // [T, max_blocks]
   int64_t max_blocks = 0;
   int32_t* seq_lens = nullptr;     // [T]
@@ -282,9 +282,12 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   // Host-side plan: positions, cache slots, and the attention form's index arrays.
   StepPlan plan;
   plan.num_tokens = T;
+  // A speculative verify step is decode rows too: each row attends to its own prefix through the absorbed kernels
+  // (as FlashMLA verifies several queries a sequence), rather than expanding every sequence's whole context.
   plan.absorbed = batch.attention_path == AttentionPath::kAbsorbed ||
                   (batch.attention_path == AttentionPath::kAuto &&
-                   std::all_of(batch.sequences.begin(), batch.sequences.end(), [](const SequenceChunk& s) { return s.num_new == 1; }));
+                   (batch.speculative_verify ||
+                    std::all_of(batch.sequences.begin(), batch.sequences.end(), [](const SequenceChunk& s) { return s.num_new == 1; })));
   std::vector<int32_t> positions, q_seq, q_pos, cu_k = {0}, table, lens;
   std::vector<int64_t> new_slots, key_slots;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
@@ -306,13 +309,14 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     }
   }
   if (plan.absorbed) {
-    DI_CHECK(static_cast<int64_t>(batch.sequences.size()) == T, "the absorbed path takes one new token per sequence");
+    // One query row per decode-kernel "sequence": row i of a sequence sees its positions up to its own.
     table.assign(T * plan.max_blocks, 0);
-    for (int64_t s = 0; s < T; ++s) {
-      const SequenceChunk& seq = batch.sequences[s];
-      std::copy(seq.block_table.begin(), seq.block_table.end(), table.begin() + s * plan.max_blocks);
-      lens.push_back(static_cast<int32_t>(seq.num_cached + 1));
-    }
+    int64_t row = 0;
+    for (const SequenceChunk& seq : batch.sequences)
+      for (int64_t i = 0; i < seq.num_new; ++i, ++row) {
+        std::copy(seq.block_table.begin(), seq.block_table.end(), table.begin() + row * plan.max_blocks);
+        lens.push_back(static_cast<int32_t>(seq.num_cached + i + 1));
+      }
     plan.block_table = device_copy(scratch, table);
     plan.seq_lens = device_copy(scratch, lens);
   } else {
