@@ -74,7 +74,13 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
       blocks_(cache_->num_blocks(), KvCache::kBlockSize, options.prefix_cache || !options.kv_store_dir.empty()),
       scheduler_(with_model_len(options.limits, model.config()), blocks_, eos_ids(model.config())) {
   options_.limits = with_model_len(options.limits, model.config());
-  const SpeculationOptions& spec = options_.speculation;
+  SpeculationOptions& spec = options_.speculation;
+  if (spec.use_mtp) {
+    DI_CHECK(model.has_mtp() && cache_->num_layers() == model.config().num_hidden_layers + 1,
+             "the MTP drafter needs a model with its MTP module enabled before the engine is made");
+    mtp_ = std::make_unique<MtpDrafter>(model);
+    spec.drafter = mtp_.get();
+  }
   DI_CHECK(!spec.enabled() || spec.drafter != nullptr, "speculative decoding without a drafter");
   DI_CHECK(!spec.variable_length || spec.cost_warmup_steps > spec.num_drafts,
            "the variable-length rule's warm-up of {} steps does not verify each of 0..{} drafts once",
@@ -142,6 +148,7 @@ void Engine::step() {
   int64_t tokens_before = 0;  // decode: the tokens generated are those the scheduler kept (a stop drops the rest)
   for (const ScheduledSequence& item : batch.items) tokens_before += item.seq->num_tokens();
   scheduler_.postprocess(batch, emitted);
+  if (mtp_ != nullptr) mtp_->after_step(batch, forward, hidden_, *cache_);
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);
 
@@ -229,7 +236,11 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
     for (int64_t j = 0; j < num_rows; ++j) rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, seq.num_tokens() + j});
   }
   std::vector<int32_t> drawn(rows.size());
-  if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
+  if (mtp_ != nullptr) {  // the MTP module reads every row's hidden state (CPU backend)
+    const Tensor logits = model_.forward_with_hidden(forward, *cache_, options_.experts, hidden_);
+    if (!rows.empty())
+      cpu::sample_rows(logits.data<float>(), logits.size(0), model_.config().vocab_size, rows.data(), drawn.data());
+  } else if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
     drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows);
   } else if (const Tensor logits = model_.forward(forward, *cache_, options_.experts); !rows.empty()) {
     cpu::sample_rows(logits.data<float>(), logits.size(0), model_.config().vocab_size, rows.data(), drawn.data());

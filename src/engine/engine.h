@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/engine/block_manager.h"
+#include "src/engine/mtp_drafter.h"
 #include "src/engine/request.h"
 #include "src/engine/scheduler.h"
 #include "src/engine/sequence.h"
@@ -145,6 +146,8 @@ class Engine {
   std::unique_ptr<StoreTier> store_;  // with --kv-store
   std::vector<std::unique_ptr<Sequence>> sequences_;
   EngineStats stats_;
+  std::unique_ptr<MtpDrafter> mtp_;  // with SpeculationOptions::use_mtp
+  Tensor hidden_;                    // with it: the step's hidden states, for the MTP module
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
   int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far
 };

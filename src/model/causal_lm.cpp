@@ -13,6 +13,16 @@ std::vector<int32_t> CausalLm::forward_and_sample(const ForwardBatch&, KvCache&,
   return {};
 }
 
+void CausalLm::enable_mtp() { throw InputError("this model has no MTP module loaded (a CPU DeepSeek V3 with nextn layers)"); }
+
+Tensor CausalLm::forward_with_hidden(const ForwardBatch&, KvCache&, ExpertDispatcher*, Tensor&) const {
+  throw InputError("this backend does not give hidden states (the MTP drafter runs on the CPU backend)");
+}
+
+Tensor CausalLm::mtp_forward(const ForwardBatch&, const float*, KvCache&) const {
+  throw InputError("this model has no MTP module");
+}
+
 void check_batch(const ForwardBatch& batch, int64_t vocab) {
   int64_t claimed = 0;
   for (const SequenceChunk& seq : batch.sequences) claimed += seq.num_new;

@@ -60,6 +60,20 @@ class CausalLm {
   virtual std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                                   std::span<const SamplingRow> rows) const;
 
+  // DeepSeek-V3's multi-token-prediction module (the checkpoint's first nextn layer), speculative decoding's drafter
+  // where the checkpoint has one (CPU backend): whether it was loaded, and enabling it, before make_kv_cache (the
+  // caches made after hold its layer too, so that KV handoffs carry it).
+  virtual bool has_mtp() const { return false; }
+  virtual void enable_mtp();
+  // forward() that also gives `hidden` [T, hidden_size]: every token row's final-normed hidden state (what the MTP
+  // module reads).
+  virtual Tensor forward_with_hidden(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                     Tensor& hidden) const;
+  // The MTP module over `batch`, whose token_ids are the tokens that follow each row's position, given the main
+  // model's `hidden` of those positions ([T, hidden_size]): writes its cache layer at the positions and returns the
+  // draft logits of the batch's logits rows (the token after the next one).
+  virtual Tensor mtp_forward(const ForwardBatch& batch, const float* hidden, KvCache& cache) const;
+
   int64_t num_moe_layers() const { return config().num_hidden_layers - config().first_k_dense_replace; }
   // The routed experts this rank holds.
   virtual ExpertStore& experts() = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "src/core/tensor.h"
@@ -22,6 +23,16 @@ class DeepseekModel final : public HostCausalLm {
   DeepseekModel(ModelConfig config, WeightStore weights);
 
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
+  Tensor forward_with_hidden(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                             Tensor& hidden) const override;
+
+  // The MTP module (mtp.cpp): DeepSeek-V3's depth-1 multi-token prediction, as its paper gives it —
+  //   x = eh_proj([enorm(embed(t_{i+1})) ; hnorm(h_i)]), one decoder layer (its own MLA cache layer and MoE,
+  //   the experts held whole on every rank), logits = shared_head.head(shared_head.norm(x)),
+  // h_i the main model's final-normed hidden state at position i; its output at i drafts t_{i+2}.
+  bool has_mtp() const override { return mtp_.has_value(); }
+  void enable_mtp() override;
+  Tensor mtp_forward(const ForwardBatch& batch, const float* hidden, KvCache& cache) const override;
 
  private:
   struct Linear {  // a projection [out, in] and its bias (null where the checkpoint has none)
@@ -51,14 +62,25 @@ class DeepseekModel final : public HostCausalLm {
                  const float* cos, const float* sin, const float* x, float* out, MlaKvCache& cache) const;
   // ffn.cpp
   void dense_mlp(const Mlp& w, const float* x, float* out, int64_t num_tokens) const;
-  void moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,
-           ExpertDispatcher* experts) const;
+  // `store` holds the layer's routed experts (the MTP layer's own store for it).
+  void moe(const ExpertStore& store, int64_t moe_layer_idx, const Moe& w, const float* x, float* out,
+           int64_t num_tokens, ExpertDispatcher* experts) const;
+  Layer resolve_layer(int64_t l) const;
+  Tensor run(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, Tensor* hidden) const;
+
+  struct Mtp {
+    Layer layer;  // model.layers.<num_hidden_layers>
+    const float *enorm = nullptr, *hnorm = nullptr, *eh_proj = nullptr, *head_norm = nullptr, *head = nullptr;
+  };
 
   RotaryTable rotary_;
   std::vector<Layer> layers_;
   const float* embed_ = nullptr;
   const float* final_norm_ = nullptr;
   const float* lm_head_ = nullptr;
+  std::optional<Mtp> mtp_;          // where the checkpoint has the nextn layer's tensors
+  HostExpertStore mtp_experts_;     // its routed experts (one MoE layer)
+  bool mtp_enabled_ = false;
 };
 
 }  // namespace deepinfer

@@ -19,8 +19,8 @@ void DeepseekModel::dense_mlp(const Mlp& w, const float* x, float* out, int64_t 
   cpu::linear(gate.data(), w.down.weight, w.down.bias, out, num_tokens, H, I);
 }
 
-void DeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const float* x, float* out, int64_t num_tokens,
-                        ExpertDispatcher* experts) const {
+void DeepseekModel::moe(const ExpertStore& store, int64_t moe_layer_idx, const Moe& w, const float* x, float* out,
+                        int64_t num_tokens, ExpertDispatcher* experts) const {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size;
   const int64_t E = c.n_routed_experts;
@@ -36,7 +36,7 @@ void DeepseekModel::moe(int64_t moe_layer_idx, const Moe& w, const float* x, flo
 
   if (w.has_shared) dense_mlp(w.shared, x, out, num_tokens);
   else std::fill_n(out, num_tokens * H, 0.0f);
-  add_routed_experts(experts_, experts, moe_layer_idx, x, topk_ids.data(), topk_weights.data(), num_tokens, K, out);
+  add_routed_experts(store, experts, moe_layer_idx, x, topk_ids.data(), topk_weights.data(), num_tokens, K, out);
 }
 
 }  // namespace deepinfer

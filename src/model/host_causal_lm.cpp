@@ -18,17 +18,17 @@ void HostCausalLm::set_cache_entry(int64_t latent_floats, int64_t rope_floats) {
 }
 
 std::unique_ptr<KvCache> HostCausalLm::make_kv_cache(int64_t num_blocks) const {
-  return std::make_unique<MlaKvCache>(config_.num_hidden_layers, num_blocks, cache_latent_, cache_rope_);
+  return std::make_unique<MlaKvCache>(cache_layers(), num_blocks, cache_latent_, cache_rope_);
 }
 
 size_t HostCausalLm::kv_cache_bytes_per_token() const {
-  return static_cast<size_t>(config_.num_hidden_layers * (cache_latent_ + cache_rope_)) * sizeof(float);
+  return static_cast<size_t>(cache_layers() * (cache_latent_ + cache_rope_)) * sizeof(float);
 }
 
 MlaKvCache& HostCausalLm::host_cache(KvCache& cache) const {
   auto* host = dynamic_cast<MlaKvCache*>(&cache);
   DI_CHECK(host != nullptr && host->entry_dim() == cache_latent_ + cache_rope_ &&
-               host->num_layers() == config_.num_hidden_layers,
+               host->num_layers() == cache_layers(),
            "the CPU model needs the host cache it made (make_kv_cache)");
   return *host;
 }

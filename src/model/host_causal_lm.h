@@ -27,12 +27,17 @@ class HostCausalLm : public CausalLm {
   // `cache` as this model's host cache; an error where a cache of another backend or shape is passed.
   MlaKvCache& host_cache(KvCache& cache) const;
 
+  // Cache layers past the model's own (the MTP module's, once enabled).
+  void add_cache_layers(int64_t n) { extra_cache_layers_ += n; }
+  int64_t cache_layers() const { return config_.num_hidden_layers + extra_cache_layers_; }
+
   ModelConfig config_;
   WeightStore weights_;
   HostExpertStore experts_;
 
  private:
   int64_t cache_latent_ = 0, cache_rope_ = 0;
+  int64_t extra_cache_layers_ = 0;
 };
 
 }  // namespace deepinfer

@@ -1,0 +1,134 @@
+// DeepSeek-V3's MTP module on the CPU (src/model/mtp.cpp) and the engine's MTP drafter (src/engine/mtp_drafter.h):
+// the module's logits against transformers' decoder layer holding its weights (tests/fixtures/make_mtp_reference.py),
+// chunked = one-shot, and through the engine the outputs of plain decoding, greedy and sampled.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "src/model/backend.h"
+#include "src/model/deepseek_model.h"
+#include "src/model/safetensors.h"
+#include "tests/unit/fixtures.h"
+#include "tests/unit/speculation_cases.h"
+
+namespace deepinfer {
+namespace {
+
+DeepseekModel load_with_mtp(const std::string& fixture) {
+  const auto dir = testing::fixture_dir(fixture);
+  ModelConfig config = load_model_config(dir);
+  DeepseekModel model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  model.enable_mtp();
+  return model;
+}
+
+double worst_row_error(const float* a, const float* b, int64_t rows, int64_t width) {
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double diff = 0, ref = 0;
+    for (int64_t i = 0; i < width; ++i) {
+      const double d = static_cast<double>(a[r * width + i]) - b[r * width + i];
+      diff += d * d;
+      ref += static_cast<double>(b[r * width + i]) * b[r * width + i];
+    }
+    worst = std::max(worst, std::sqrt(diff / ref));
+  }
+  return worst;
+}
+
+// The main model over `tokens` in chunks of `chunk`, each chunk's hidden states fed to the MTP module with the
+// tokens after them; returns the module's logits of every position.
+std::vector<float> run_mtp(const DeepseekModel& model, const std::vector<int32_t>& tokens,
+                           const std::vector<int32_t>& next_tokens, int64_t chunk) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(4);
+  EXPECT_EQ(cache->num_layers(), model.config().num_hidden_layers + 1);
+  const std::vector<int32_t> table = {0, 1, 2, 3};
+  std::vector<float> out;
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t len = std::min(chunk, n - start);
+    ForwardBatch main;
+    main.token_ids.assign(tokens.begin() + start, tokens.begin() + start + len);
+    main.sequences.push_back({start, len, table});
+    Tensor hidden;
+    model.forward_with_hidden(main, *cache, nullptr, hidden);
+    ForwardBatch mtp;
+    mtp.token_ids.assign(next_tokens.begin() + start, next_tokens.begin() + start + len);
+    mtp.sequences.push_back({start, len, table});
+    mtp.all_logits = true;
+    const Tensor logits = model.mtp_forward(mtp, hidden.data<float>(), *cache);
+    out.insert(out.end(), logits.data<float>(), logits.data<float>() + logits.numel());
+  }
+  return out;
+}
+
+class MtpModule : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MtpModule, EqualsTransformersDecoderLayer) {
+  const DeepseekModel model = load_with_mtp(GetParam());
+  ASSERT_TRUE(model.has_mtp());
+  const SafetensorsFile expected(testing::fixture_dir(GetParam()) / "reference_mtp.safetensors");
+  const Tensor tokens = expected.read("tokens"), next = expected.read("next_tokens"), want = expected.read("logits");
+  const std::vector<int32_t> t(tokens.data<int32_t>(), tokens.data<int32_t>() + tokens.numel());
+  const std::vector<int32_t> n(next.data<int32_t>(), next.data<int32_t>() + next.numel());
+  const std::vector<float> logits = run_mtp(model, t, n, static_cast<int64_t>(t.size()));
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), want.numel());
+  const double err = worst_row_error(logits.data(), want.data<float>(), want.size(0), want.size(1));
+  std::printf("%s: MTP logits vs transformers' decoder layer, worst row %.2e over %lld positions\n",
+              GetParam().c_str(), err, static_cast<long long>(want.size(0)));
+  EXPECT_LT(err, 1e-4);  // the bound of the main model's fixtures
+}
+
+// Chunked (the engine runs the module over each step's rows) = one shot, within fp32 rounding (single rows take
+// the absorbed attention, chunks the expanded one).
+TEST_P(MtpModule, ChunkedEqualsOneShot) {
+  const DeepseekModel model = load_with_mtp(GetParam());
+  const nlohmann::json reference = testing::fixture_reference(GetParam());
+  const std::vector<int32_t> prompt = reference.at("prompts").back().get<std::vector<int32_t>>();
+  std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
+  next.push_back(5);
+  const std::vector<float> one_shot = run_mtp(model, prompt, next, static_cast<int64_t>(prompt.size()));
+  for (int64_t chunk : {1, 7, 64}) {
+    const std::vector<float> chunked = run_mtp(model, prompt, next, chunk);
+    EXPECT_LT(worst_row_error(chunked.data(), one_shot.data(), static_cast<int64_t>(prompt.size()),
+                              model.config().vocab_size),
+              1e-5)
+        << "chunk " << chunk;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MtpModule, ::testing::Values("tiny-v3-fp32", "tiny-v3-bf16"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+// Through the engine: the MTP drafter's drafts verified, the outputs those of plain decoding. The fixtures' MTP
+// weights are random, so few drafts are accepted; the controlled drafter's cases test acceptance and rollback.
+TEST(MtpDrafter, GivesThePlainOutputs) {
+  for (const char* fixture : {"tiny-v3-fp32", "tiny-v3-bf16"})
+    for (float temperature : {0.0f, 0.8f}) {
+      const DeepseekModel model = load_with_mtp(fixture);
+      const std::vector<Request> requests = testing::speculation_requests(model.config().vocab_size, temperature);
+      const testing::SpeculationCase c{"mtp", 1, false, 0, 0, temperature};
+      const testing::SpeculationRun plain = testing::run_generation(model, requests, c, nullptr);
+      EngineOptions options;
+      options.speculation.num_drafts = 1;
+      options.speculation.use_mtp = true;
+      Engine engine(model, options);
+      for (const Request& r : requests) engine.add_request(r);
+      engine.run_to_completion();
+      const std::vector<RequestResult> results = engine.results();
+      ASSERT_EQ(results.size(), plain.results.size());
+      for (size_t i = 0; i < results.size(); ++i)
+        EXPECT_EQ(results[i].output_token_ids, plain.results[i].output_token_ids) << fixture << " request " << i;
+      const SpeculationStats& s = engine.stats().speculation;
+      EXPECT_GT(s.verified, 0) << fixture;
+      std::printf("%s, temperature %.1f: MTP drafts %lld verified, %lld accepted\n", fixture, temperature,
+                  static_cast<long long>(s.verified), static_cast<long long>(s.accepted));
+    }
+}
+
+}  // namespace
+}  // namespace deepinfer
