@@ -230,15 +230,15 @@ int run_generate(const GenerateOptions& options, const World& world) {
     const SpeculationCliOptions& spec = options.speculation;
     DI_INPUT_CHECK(spec.num_drafts > 0 || (!spec.variable_length && spec.reference_path.empty()),
                    "--spec-varlen and --draft-reference need --nextn N (N > 0)");
-    if (spec.num_drafts > 0) {
-      // The only drafter built so far proposes from the target's own continuation (MTP and DSpark are not).
+    if (spec.num_drafts > 0 && spec.drafter == "controlled") {
       DI_INPUT_CHECK(!spec.reference_path.empty(),
-                     "--nextn needs --draft-reference FILE (the controlled drafter; MTP and DSpark drafters are not "
-                     "built yet)");
+                     "--nextn needs --draft-reference FILE (the controlled drafter) or --draft mtp");
       drafter = std::make_unique<ControlledDrafter>(ControlledDraftOptions{spec.mean_acceptance, spec.spread, spec.seed},
                                                     config.vocab_size,
                                                     read_draft_reference(spec.reference_path, config.vocab_size));
     }
+    DI_INPUT_CHECK(spec.drafter != "mtp" || (spec.num_drafts == 1 && spec.reference_path.empty()),
+                   "--draft mtp: one MTP layer drafts one token a step (--nextn 1), from no --draft-reference");
     // Without --deploy: the one-rank case of the same SPMD path.
     SpmdSetupOptions setup{options.deploy_path, std::nullopt, options.expert_plan_path, options.eplb_interval,
                            options.redundant_experts};
@@ -248,6 +248,13 @@ int run_generate(const GenerateOptions& options, const World& world) {
                                                  static_cast<int>(options.max_running));
     }
     spmd.prepare(options.model, setup, world);
+    if (spec.num_drafts > 0 && spec.drafter == "mtp") {
+      DI_INPUT_CHECK(spmd.device() == Device::kCpu,
+                     "--draft mtp runs on the CPU backend (the MTP module has no CUDA form yet)");
+      const std::string eh_proj = fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
+      DI_INPUT_CHECK(config.num_nextn_predict_layers > 0 && spmd.has_host_weight(eh_proj),
+                     "--draft mtp: the checkpoint has no MTP layer ({} and its module): it cannot draft", eh_proj);
+    }
   };
 
   auto execute = [&] {
@@ -256,6 +263,8 @@ int run_generate(const GenerateOptions& options, const World& world) {
     spmd.start(world);
     Topology& topo = spmd.topology();
     CausalLm& model = spmd.model();
+    // Before any engine makes its cache: the MTP module's layer is in it, on every rank alike.
+    if (options.speculation.num_drafts > 0 && options.speculation.drafter == "mtp") model.enable_mtp();
     size_kv_cache_from_memory(model, options, requests, engine_options);
     SpmdGenerationOptions generation;
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
@@ -267,6 +276,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.speculation.num_drafts = options.speculation.num_drafts;
     generation.speculation.variable_length = options.speculation.variable_length;
     generation.speculation.drafter = drafter.get();
+    generation.speculation.use_mtp = options.speculation.num_drafts > 0 && options.speculation.drafter == "mtp";
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}", std::filesystem::weakly_canonical(options.model.model_path).string(),

@@ -45,10 +45,16 @@ int main(int argc, char** argv) {
                   "With --nextn: verify per sequence only the drafts the confidence-scheduled rule admits (the most "
                   "probable first, as many as maximise expected tokens per ms of the measured step cost)");
     if (with_reference)
+      cmd->add_option("--draft", spec.drafter,
+                      "With --nextn: what drafts — controlled (from --draft-reference) or mtp (the checkpoint's "
+                      "DeepSeek-V3 MTP layer, CPU backend, one draft a step)")
+          ->check(CLI::IsMember({"controlled", "mtp"}))
+          ->capture_default_str();
+    if (with_reference)
       cmd->add_option("--draft-reference", spec.reference_path,
                       "With --nextn: the controlled drafter's knowledge of the target (results of a run without "
                       "speculation, generate's --output): each draft is the target's token with probability c, its "
-                      "confidence (drawn per draft, calibrated); MTP and DSpark drafters are not built yet");
+                      "confidence (drawn per draft, calibrated)");
     cmd->add_option("--draft-acceptance", spec.mean_acceptance,
                     "The controlled drafter's mean confidence (= acceptance rate per draft)")
         ->check(CLI::Range(0.0, 1.0))

@@ -41,6 +41,11 @@ class SpmdSetup {
 
   const Deployment& deployment() const { return *deployment_; }
   const ModelConfig& config() const { return loaded_.config; }
+  // After prepare(), before start(): the backend the model will run on, and whether its host weights hold `name`.
+  Device device() const { return loaded_.device; }
+  bool has_host_weight(const std::string& name) const {
+    return loaded_.weights.host != nullptr && loaded_.weights.host->data_or_null(name) != nullptr;
+  }
   Topology& topology() { return *topology_; }
   CausalLm& model() { return *model_; }
   Communicator& ep_comm() { return *ep_comm_; }

@@ -419,7 +419,9 @@ EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& expert
   engine_options.kv_store_model_key = options.kv_store_model_key;
   engine_options.replay = options.replay;
   engine_options.swa_replay_tokens = options.swa_replay_tokens;
-  if (topo.role() != Role::kPrefill) engine_options.speculation = options.speculation;
+  // Prefill ranks never verify, but with the MTP drafter they run its module over their prompts: its cache layer
+  // travels with the handoff.
+  if (topo.role() != Role::kPrefill || options.speculation.use_mtp) engine_options.speculation = options.speculation;
   return engine_options;
 }
 
