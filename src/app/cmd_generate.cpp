@@ -276,6 +276,8 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.speculation.num_drafts = options.speculation.num_drafts;
     generation.speculation.variable_length = options.speculation.variable_length;
     generation.speculation.drafter = drafter.get();
+    // The variable-length rule's cost line: two steps at each verify length 0..N first.
+    generation.speculation.cost_warmup_steps = 2 * (options.speculation.num_drafts + 1);
     generation.speculation.use_mtp = options.speculation.num_drafts > 0 && options.speculation.drafter == "mtp";
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =
