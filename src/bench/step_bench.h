@@ -36,7 +36,7 @@ struct SpeculationPoint {
   double mean_drafted = 0, mean_verified = 0, mean_accepted = 0;
   double rows_per_step = 0;         // forward rows per step (sequences + verified drafts)
   double tokens_per_step = 0;       // tokens emitted per step, all sequences
-  double calibration_error = 0;     // of the drafter's confidences (SpeculationStats)
+  double calibration_error = 0;     // of the drafter's confidences (SpeculationStats), warm-up steps included
   double mean_acceptance = 0, spread = 0;  // the drafter's
 };
 

@@ -29,8 +29,13 @@ void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& for
   for (size_t i = 0; i < batch.items.size(); ++i) {
     const Sequence& seq = *batch.items[i].seq;
     const SequenceChunk& ran = forward.sequences[i];
+    if (seq.status == SequenceStatus::kFinished) {  // its blocks are gone, and it drafts no more
+      pending_.erase(&seq);
+      offset += ran.num_new;
+      continue;
+    }
     // Rows [ran.num_cached, seq.num_cached) are cached now, and the token after each is known.
-    const int64_t n = seq.status == SequenceStatus::kFinished ? 0 : seq.num_cached - ran.num_cached;
+    const int64_t n = seq.num_cached - ran.num_cached;
     if (n > 0) {
       DI_CHECK(n <= ran.num_new && seq.num_tokens() > seq.num_cached, "sequence {}: {} rows cached of {} run",
                seq.idx, n, ran.num_new);
