@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_speculation.py --deepinfer BIN --mpirun MPIRUN --model M --deploy D --ranks N [--mtp]
+"""check_speculation.py --deepinfer BIN --mpirun MPIRUN --model M --deploy D --ranks N [--mtp] [--args "..."]
 
 Speculative decoding through `generate` (issue #27): requests of mixed prompt and output lengths, greedy and
 sampled, a stop token on some, run once without speculation on one rank (their results become the controlled
@@ -7,7 +7,7 @@ drafter's --draft-reference), then with --nextn (fixed and --spec-varlen) on one
 Every run's outputs must equal the plain run's, token for token, and the log must show drafts verified and
 accepted (some rejected too, so rollback happened). With --mtp (a V3 checkpoint with its MTP layer) also
 --draft mtp on one rank and across the deployment (the fixtures' MTP weights are random: drafts verified, few
-accepted).
+accepted). --args: more generate options for every run (e.g. "--device cuda" on the GPU machine).
 """
 import argparse
 import json
@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--deploy", required=True)
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--mtp", action="store_true")
+    ap.add_argument("--args", default="", help="more generate options, for every run")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json")))
     vocab = config.get("text_config", config)["vocab_size"]
@@ -52,7 +53,7 @@ def main():
         reqs.append(r)
     with tempfile.TemporaryDirectory() as tmp:
         inp = os.path.join(tmp, "in.jsonl")
-        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
+        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp] + shlex.split(args.args)
 
         def write_requests():
             with open(inp, "w") as f:
