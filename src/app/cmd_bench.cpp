@@ -135,7 +135,8 @@ int run_bench(const BenchOptions& options, const World& world) {
     DecodeSpeculation speculation;
     if (speculating)
       speculation = {options.speculation.num_drafts, options.speculation.variable_length,
-                     {options.speculation.mean_acceptance, options.speculation.spread, options.speculation.seed}};
+                     {options.speculation.mean_acceptance, options.speculation.spread, options.speculation.seed},
+                     options.speculation.row_quantum};
     std::optional<H5IncrementalFile> file;
     std::optional<H5Table> table;
     if (hdf5) {
@@ -219,7 +220,7 @@ int run_bench(const BenchOptions& options, const World& world) {
     };
     auto spec_fields = [](const SpeculationPoint& p) -> nlohmann::json {
       if (p.num_drafts == 0) return nullptr;
-      return {{"num_drafts", p.num_drafts}, {"variable_length", p.variable_length},
+      return {{"num_drafts", p.num_drafts}, {"variable_length", p.variable_length}, {"row_quantum", p.row_quantum},
               {"drafter", "controlled (drawn acceptance)"}, {"mean_acceptance", p.mean_acceptance},
               {"spread", p.spread}, {"mean_drafted", p.mean_drafted}, {"mean_verified", p.mean_verified},
               {"mean_accepted", p.mean_accepted}, {"rows_per_step", p.rows_per_step},
@@ -246,7 +247,10 @@ int run_bench(const BenchOptions& options, const World& world) {
       if (r.spec.num_drafts > 0)
         spdlog::info("  speculative ({} drafts, {}; controlled drafter: acceptance {}, spread {}): per sequence and "
                      "step {:.3f} drafted, {:.3f} verified, {:.3f} accepted; {:.1f} rows and {:.1f} tokens a step; "
-                     "calibration error {:.4f}", r.spec.num_drafts, r.spec.variable_length ? "variable" : "fixed",
+                     "calibration error {:.4f}", r.spec.num_drafts,
+                     !r.spec.variable_length     ? std::string("fixed")
+                     : r.spec.row_quantum > 1    ? fmt::format("variable, rows a multiple of {}", r.spec.row_quantum)
+                                                 : std::string("variable"),
                      r.spec.mean_acceptance, r.spec.spread, r.spec.mean_drafted, r.spec.mean_verified,
                      r.spec.mean_accepted, r.spec.rows_per_step, r.spec.tokens_per_step, r.spec.calibration_error);
       if (hdf5) {

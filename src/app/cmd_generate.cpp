@@ -278,6 +278,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.speculation.drafter = drafter.get();
     // The variable-length rule's cost line: two steps at each verify length 0..N first.
     generation.speculation.cost_warmup_steps = 2 * (options.speculation.num_drafts + 1);
+    generation.speculation.verify_row_quantum = options.speculation.row_quantum;
     generation.speculation.use_mtp = options.speculation.num_drafts > 0 && options.speculation.drafter == "mtp";
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =

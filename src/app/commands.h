@@ -40,6 +40,7 @@ int run_forward(const ForwardOptions& options, const World& world);
 struct SpeculationCliOptions {
   int64_t num_drafts = 0;       // --nextn (0: off)
   bool variable_length = false; // --spec-varlen
+  int64_t row_quantum = 1;      // --spec-row-quantum
   std::string drafter = "controlled";  // generate: --draft controlled | mtp
   std::string reference_path;   // generate: --draft-reference (results of a run without speculation)
   double mean_acceptance = 0.8; // --draft-acceptance

@@ -44,6 +44,11 @@ int main(int argc, char** argv) {
     cmd->add_flag("--spec-varlen", spec.variable_length,
                   "With --nextn: verify per sequence only the drafts the confidence-scheduled rule admits (the most "
                   "probable first, as many as maximise expected tokens per ms of the measured step cost)");
+    cmd->add_option("--spec-row-quantum", spec.row_quantum,
+                    "With --spec-varlen: the rule verifies totals whose rows are a multiple of N only (or none or "
+                    "all drafts), so that steps come in few shapes")
+        ->check(CLI::Range(int64_t{1}, int64_t{4096}))
+        ->capture_default_str();
     if (with_reference)
       cmd->add_option("--draft", spec.drafter,
                       "With --nextn: what drafts — controlled (from --draft-reference) or mtp (the checkpoint's "

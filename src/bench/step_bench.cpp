@@ -127,7 +127,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   std::optional<ControlledDrafter> drafter;
   if (spec.num_drafts > 0) {
     drafter.emplace(spec.drafter, c.vocab_size);
-    options.speculation = {spec.num_drafts, spec.variable_length, &*drafter, cost_warmup};
+    options.speculation = {spec.num_drafts, spec.variable_length, &*drafter, cost_warmup, spec.row_quantum};
   }
   std::vector<Request> requests;
   for (int64_t b = 0; b < batch; ++b) {
@@ -165,6 +165,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
     SpeculationPoint& p = r.spec;
     p.num_drafts = spec.num_drafts;
     p.variable_length = spec.variable_length;
+    p.row_quantum = spec.row_quantum;
     p.mean_drafted = (sa.drafted - sb.drafted) / pairs;
     p.mean_verified = (sa.verified - sb.verified) / pairs;
     p.mean_accepted = (sa.accepted - sb.accepted) / pairs;

@@ -27,12 +27,14 @@ struct DecodeSpeculation {
   int64_t num_drafts = 0;  // 0: plain decode
   bool variable_length = false;
   ControlledDraftOptions drafter;
+  int64_t row_quantum = 1;  // SpeculationOptions::verify_row_quantum
 };
 
 // What the timed steps of a speculative point did, per (sequence, step) unless named otherwise.
 struct SpeculationPoint {
   int64_t num_drafts = 0;  // 0: not speculative
   bool variable_length = false;
+  int64_t row_quantum = 1;
   double mean_drafted = 0, mean_verified = 0, mean_accepted = 0;
   double rows_per_step = 0;         // forward rows per step (sequences + verified drafts)
   double tokens_per_step = 0;       // tokens emitted per step, all sequences

@@ -208,7 +208,7 @@ std::vector<int64_t> Engine::verify_lengths(const std::vector<DraftProposal>& pr
     survival.emplace_back();
     for (double c : p.confidence) survival.back().push_back(a *= std::clamp(c, 0.0, 1.0));
   }
-  return choose_verify_lengths(survival, *verify_cost_.model()).drafts;
+  return choose_verify_lengths(survival, *verify_cost_.model(), spec.verify_row_quantum).drafts;
 }
 
 void Engine::record_verify_time(int64_t rows, double ms) {

@@ -33,6 +33,8 @@ struct SpeculationOptions {
   // fixed number of drafts cycling 0..num_drafts (so that the curve spans the rows the rule chooses among); it is
   // then corrected online by every step's measured time.
   int64_t cost_warmup_steps = 12;
+  // The rule's candidate totals: rows a multiple of this (1: any; choose_verify_lengths).
+  int64_t verify_row_quantum = 1;
   // The model's MTP module drafts (engine/mtp_drafter.h; the model's enable_mtp() must have been called before the
   // engine is made). Every role runs it, prefill ranks too: its cache layer travels with the KV handoff.
   bool use_mtp = false;

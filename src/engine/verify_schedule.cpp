@@ -46,7 +46,8 @@ double expected_tokens(const std::vector<std::vector<double>>& survival, const s
   return tokens;
 }
 
-VerifyPlan choose_verify_lengths(const std::vector<std::vector<double>>& survival, const VerifyCostModel& cost) {
+VerifyPlan choose_verify_lengths(const std::vector<std::vector<double>>& survival, const VerifyCostModel& cost,
+                                 int64_t row_quantum) {
   // Every draft, most probable first; a request's drafts stay in order among equals (a prefix is admitted).
   std::vector<std::tuple<double, size_t, int64_t>> pool;
   for (size_t r = 0; r < survival.size(); ++r)
@@ -61,7 +62,9 @@ VerifyPlan choose_verify_lengths(const std::vector<std::vector<double>>& surviva
   for (size_t admitted = 0;; ++admitted) {
     const double ms = cost.predict(requests + static_cast<double>(admitted));
     const double rate = ms > 0 ? tokens / ms : 0;
-    if (rate > best_rate) best_rate = rate, best = admitted;
+    const bool candidate = row_quantum <= 1 || admitted == 0 || admitted == pool.size() ||
+                           (survival.size() + admitted) % static_cast<size_t>(row_quantum) == 0;
+    if (candidate && rate > best_rate) best_rate = rate, best = admitted;
     if (admitted == pool.size()) break;
     tokens += std::get<0>(pool[admitted]);
   }

@@ -42,8 +42,11 @@ struct VerifyPlan {
 };
 
 // survival[r][k]: request r's k-th draft's survival probability (non-increasing in k, in [0, 1]); each request
-// may have a different number of drafts (0 included).
-VerifyPlan choose_verify_lengths(const std::vector<std::vector<double>>& survival, const VerifyCostModel& cost);
+// may have a different number of drafts (0 included). row_quantum > 1: only totals whose rows are a multiple of it
+// are candidates (and none or all drafts), so that verify steps come in few shapes (a new shape costs the GPU
+// first-use work: results/h200/v41/speculation).
+VerifyPlan choose_verify_lengths(const std::vector<std::vector<double>>& survival, const VerifyCostModel& cost,
+                                 int64_t row_quantum = 1);
 
 // The same objective for a given plan (tests and statistics).
 double expected_tokens(const std::vector<std::vector<double>>& survival, const std::vector<int64_t>& drafts);

@@ -2,6 +2,7 @@
 // prefix length, on constructed survival probabilities and cost curves.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <vector>
@@ -62,6 +63,32 @@ TEST(VerifySchedule, MatchesTheBruteForceOptimum) {
     for (size_t r = 0; r < s.size(); ++r) ASSERT_LE(plan.drafts[r], static_cast<int64_t>(s[r].size()));
     const double rate = plan.expected_tokens / plan.expected_ms, best = brute_force_rate(s, cost);
     ASSERT_NEAR(rate, best, 1e-12 * best) << "trial " << trial;
+  }
+}
+
+// With a row quantum the rule picks among totals whose rows are a multiple of it (or none, or all drafts): the
+// best of those, the most probable drafts first.
+TEST(VerifySchedule, RowQuantumKeepsStepsOnFewShapes) {
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 100; ++trial) {
+    const auto s = draw_survival(rng, 6, 5, 0.5);
+    size_t pool = 0;
+    for (const auto& row : s) pool += row.size();
+    const VerifyCostModel cost({6, 36}, {10.0, 10.0 + 0.3 * (1 + trial % 7)});
+    const int64_t quantum = 4;
+    const VerifyPlan plan = choose_verify_lengths(s, cost, quantum);
+    const int64_t admitted = plan.rows() - 6;
+    EXPECT_TRUE(admitted == 0 || admitted == static_cast<int64_t>(pool) || plan.rows() % quantum == 0) << plan.rows();
+    // No other candidate total does better: the top-n drafts for each candidate n.
+    std::vector<double> all;
+    for (const auto& row : s) all.insert(all.end(), row.begin(), row.end());
+    std::sort(all.rbegin(), all.rend());
+    double tokens = 6, best = 6 / cost.predict(6);
+    for (size_t n = 1; n <= all.size(); ++n) {
+      tokens += all[n - 1];
+      if (n == all.size() || (6 + n) % quantum == 0) best = std::max(best, tokens / cost.predict(6.0 + n));
+    }
+    EXPECT_NEAR(plan.expected_tokens / plan.expected_ms, best, 1e-12 * best) << "trial " << trial;
   }
 }
 
