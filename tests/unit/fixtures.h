@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -17,6 +19,21 @@ inline std::filesystem::path fixture_dir(const std::string& name) {
 inline const std::vector<std::string>& all_fixtures() {
   static const std::vector<std::string> kNames = {"tiny-v3-fp32", "tiny-v3-bf16", "tiny-v2-fp32", "tiny-v2-bf16"};
   return kNames;
+}
+
+// The largest relative L2 error of a row of `row` values, a against the reference b (same size).
+inline double worst_relative_error(const std::vector<float>& a, const std::vector<float>& b, int64_t row) {
+  double worst = 0.0;
+  for (size_t r = 0; r < a.size() / row; ++r) {
+    double diff = 0.0, ref = 0.0;
+    for (int64_t i = 0; i < row; ++i) {
+      const double d = static_cast<double>(a[r * row + i]) - b[r * row + i];
+      diff += d * d;
+      ref += static_cast<double>(b[r * row + i]) * b[r * row + i];
+    }
+    worst = std::max(worst, std::sqrt(diff / ref));
+  }
+  return worst;
 }
 
 inline nlohmann::json fixture_reference(const std::string& name) {

@@ -22,19 +22,6 @@ DeepseekModel load_with_mtp(const std::string& fixture) {
   return model;
 }
 
-double worst_row_error(const float* a, const float* b, int64_t rows, int64_t width) {
-  double worst = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    double diff = 0, ref = 0;
-    for (int64_t i = 0; i < width; ++i) {
-      const double d = static_cast<double>(a[r * width + i]) - b[r * width + i];
-      diff += d * d;
-      ref += static_cast<double>(b[r * width + i]) * b[r * width + i];
-    }
-    worst = std::max(worst, std::sqrt(diff / ref));
-  }
-  return worst;
-}
 
 // The main model over `tokens` in chunks of `chunk`, each chunk's hidden states fed to the MTP module with the
 // tokens after them; returns the module's logits of every position.
@@ -73,7 +60,8 @@ TEST_P(MtpModule, EqualsTransformersDecoderLayer) {
   const std::vector<int32_t> n(next.data<int32_t>(), next.data<int32_t>() + next.numel());
   const std::vector<float> logits = run_mtp(model, t, n, static_cast<int64_t>(t.size()));
   ASSERT_EQ(static_cast<int64_t>(logits.size()), want.numel());
-  const double err = worst_row_error(logits.data(), want.data<float>(), want.size(0), want.size(1));
+  const std::vector<float> ref(want.data<float>(), want.data<float>() + want.numel());
+  const double err = testing::worst_relative_error(logits, ref, want.size(1));
   std::printf("%s: MTP logits vs transformers' decoder layer, worst row %.2e over %lld positions\n",
               GetParam().c_str(), err, static_cast<long long>(want.size(0)));
   EXPECT_LT(err, 1e-4);  // the bound of the main model's fixtures
@@ -90,10 +78,7 @@ TEST_P(MtpModule, ChunkedEqualsOneShot) {
   const std::vector<float> one_shot = run_mtp(model, prompt, next, static_cast<int64_t>(prompt.size()));
   for (int64_t chunk : {1, 7, 64}) {
     const std::vector<float> chunked = run_mtp(model, prompt, next, chunk);
-    EXPECT_LT(worst_row_error(chunked.data(), one_shot.data(), static_cast<int64_t>(prompt.size()),
-                              model.config().vocab_size),
-              1e-5)
-        << "chunk " << chunk;
+    EXPECT_LT(testing::worst_relative_error(chunked, one_shot, model.config().vocab_size), 1e-5) << "chunk " << chunk;
   }
 }
 

@@ -20,6 +20,8 @@
 namespace deepinfer {
 namespace {
 
+using testing::worst_relative_error;
+
 TEST(V41Quant, E4m3RoundsToNearestEven) {
   EXPECT_FLOAT_EQ(round_e4m3(0.3f), 0.3125f);        // step 2^-5 in [0.25, 0.5)
   EXPECT_FLOAT_EQ(round_e4m3(1.0625f), 1.0f);        // halfway 1.0 | 1.125: even mantissa
@@ -89,19 +91,6 @@ class V41Model : public ::testing::Test {
   std::vector<int32_t> blocks_;
 };
 
-double worst_relative_error(const std::vector<float>& a, const std::vector<float>& b, int64_t row) {
-  double worst = 0.0;
-  for (size_t r = 0; r < a.size() / row; ++r) {
-    double diff = 0.0, ref = 0.0;
-    for (int64_t i = 0; i < row; ++i) {
-      const double d = static_cast<double>(a[r * row + i]) - b[r * row + i];
-      diff += d * d;
-      ref += static_cast<double>(b[r * row + i]) * b[r * row + i];
-    }
-    worst = std::max(worst, std::sqrt(diff / ref));
-  }
-  return worst;
-}
 
 TEST_F(V41Model, ChunkedPrefillAndDecodeEqualOneShot) {
   const std::vector<float> one_shot = run_chunked(static_cast<int64_t>(prompt_.size()));
