@@ -166,7 +166,6 @@ Engine::StepDrafts Engine::propose_drafts(const ScheduledBatch& batch) {
   const SpeculationOptions& spec = options_.speculation;
   StepDrafts drafts;
   if (!spec.enabled() || batch.is_prefill || batch.items.empty()) return drafts;
-  DI_CHECK(spec.drafter != nullptr, "speculative decoding without a drafter");
   for (const ScheduledSequence& item : batch.items) {
     const Sequence& seq = *item.seq;
     // The drafts and the token after them must fit the request's new tokens and the model's length.
@@ -255,11 +254,8 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
     }
     // The accepted drafts, then the target's token at the first row whose draft it rejected (or after the last).
     const DraftProposal& proposal = drafts.proposals[i];
-    const int64_t k = drafts.num_verified[i];
-    DraftProposal verified = proposal;
-    verified.tokens.resize(k);
-    if (!verified.drawn_correct.empty()) verified.drawn_correct.resize(k);
-    const int64_t a = accepted_drafts(verified, std::span<const int32_t>(drawn).subspan(row, k + 1));
+    const int64_t k = drafts.num_verified[i];  // the k + 1 rows bound the drafts judged to the k verified
+    const int64_t a = accepted_drafts(proposal, std::span<const int32_t>(drawn).subspan(row, k + 1));
     emitted.emplace_back(proposal.tokens.begin(), proposal.tokens.begin() + a);
     emitted.back().push_back(drawn[row + a]);
     stats_.speculation.record(proposal, k, a);

@@ -43,7 +43,8 @@ struct SpeculationOptions {
 };
 
 // The drafts of `proposal` accepted by a verify step whose rows sampled `sampled` (one per row: the sequence's
-// last token, then each draft): by token equality, or by the drafter's drawn flags where it gives them.
+// last token, then each verified draft, so only the first sampled.size() - 1 drafts are judged): by token
+// equality, or by the drafter's drawn flags where it gives them.
 int64_t accepted_drafts(const DraftProposal& proposal, std::span<const int32_t> sampled);
 
 // Verify-step times by rows: a line fitted to the medians of the warm-up steps (per row count) becomes the curve,

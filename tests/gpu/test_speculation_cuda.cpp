@@ -89,11 +89,7 @@ TEST(CudaVerifyRows, MatchOneRowDecodeSteps) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaSpeculativeGeneration,
                          ::testing::Combine(::testing::Values("tiny-v41-fp8"),
                                             ::testing::ValuesIn(testing::speculation_cases())),
-                         [](const auto& info) {
-                           std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         [](const auto& info) { return testing::speculation_case_name(info.param); });
 
 }  // namespace
 }  // namespace deepinfer

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <tuple>
 #include <numeric>
 #include <string>
 #include <unordered_map>
@@ -108,6 +110,13 @@ inline const std::vector<SpeculationCase>& speculation_cases() {
       {"fixed4_tight_cache", 4, false, 0.9, 0.5, 0.0f, 4 * 64},
   };
   return kCases;
+}
+
+// gtest's name of a (fixture, case) parameter: fixture_case, dashes as underscores.
+inline std::string speculation_case_name(const std::tuple<std::string, SpeculationCase>& param) {
+  std::string name = std::get<0>(param) + "_" + std::get<1>(param).name;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
 }
 
 }  // namespace deepinfer::testing

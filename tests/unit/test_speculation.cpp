@@ -176,11 +176,7 @@ TEST_P(SpeculativeGeneration, GivesThePlainOutputs) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeGeneration,
                          ::testing::Combine(::testing::Values("tiny-v2-fp32", "tiny-v3-bf16", "tiny-v41"),
                                             ::testing::ValuesIn(testing::speculation_cases())),
-                         [](const auto& info) {
-                           std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+                         [](const auto& info) { return testing::speculation_case_name(info.param); });
 
 }  // namespace
 }  // namespace deepinfer
