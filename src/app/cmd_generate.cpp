@@ -239,6 +239,8 @@ int run_generate(const GenerateOptions& options, const World& world) {
     }
     DI_INPUT_CHECK(spec.drafter != "mtp" || (spec.num_drafts == 1 && spec.reference_path.empty()),
                    "--draft mtp: one MTP layer drafts one token a step (--nextn 1), from no --draft-reference");
+    DI_INPUT_CHECK(spec.drafter != "dspark" || spec.reference_path.empty(),
+                   "--draft dspark drafts from the model, from no --draft-reference");
     // Without --deploy: the one-rank case of the same SPMD path.
     SpmdSetupOptions setup{options.deploy_path, std::nullopt, options.expert_plan_path, options.eplb_interval,
                            options.redundant_experts};
@@ -248,12 +250,19 @@ int run_generate(const GenerateOptions& options, const World& world) {
                                                  static_cast<int>(options.max_running));
     }
     spmd.prepare(options.model, setup, world);
-    if (spec.num_drafts > 0 && spec.drafter == "mtp") {
-      DI_INPUT_CHECK(spmd.device() == Device::kCpu,
-                     "--draft mtp runs on the CPU backend (the MTP module has no CUDA form yet)");
-      const std::string eh_proj = fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
-      DI_INPUT_CHECK(config.num_nextn_predict_layers > 0 && spmd.has_host_weight(eh_proj),
-                     "--draft mtp: the checkpoint has no MTP layer ({} and its module): it cannot draft", eh_proj);
+    if (spec.num_drafts > 0 && spec.drafter != "controlled") {
+      DI_INPUT_CHECK(spmd.device() == Device::kCpu, "--draft {} runs on the CPU backend (the module has no CUDA form "
+                     "yet)", spec.drafter);
+      const bool dspark = spec.drafter == "dspark";
+      const std::string tensor = dspark ? std::string("mtp.0.main_proj.weight")
+                                        : fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
+      DI_INPUT_CHECK(config.num_nextn_predict_layers > 0 && (!dspark || config.v41.dspark.enabled()) &&
+                         spmd.has_host_weight(tensor),
+                     "--draft {}: the checkpoint has no {} ({} and its modules{}): it cannot draft", spec.drafter,
+                     dspark ? "DSpark draft layers" : "MTP layer", tensor, dspark ? ", dspark_* in its config" : "");
+      DI_INPUT_CHECK(!dspark || spec.num_drafts <= config.v41.dspark.block_size,
+                     "--draft dspark drafts blocks of {} tokens (dspark_block_size): --nextn {} asks for more",
+                     config.v41.dspark.block_size, spec.num_drafts);
     }
   };
 
@@ -263,8 +272,8 @@ int run_generate(const GenerateOptions& options, const World& world) {
     spmd.start(world);
     Topology& topo = spmd.topology();
     CausalLm& model = spmd.model();
-    // Before any engine makes its cache: the MTP module's layer is in it, on every rank alike.
-    if (options.speculation.num_drafts > 0 && options.speculation.drafter == "mtp") model.enable_mtp();
+    // Before any engine makes its cache: the draft module's layers are in it, on every rank alike.
+    if (options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled") model.enable_mtp();
     size_kv_cache_from_memory(model, options, requests, engine_options);
     SpmdGenerationOptions generation;
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
@@ -279,7 +288,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     // The variable-length rule's cost line: two steps at each verify length 0..N first.
     generation.speculation.cost_warmup_steps = 2 * (options.speculation.num_drafts + 1);
     generation.speculation.verify_row_quantum = options.speculation.row_quantum;
-    generation.speculation.use_mtp = options.speculation.num_drafts > 0 && options.speculation.drafter == "mtp";
+    generation.speculation.model_drafter = options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled";
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}", std::filesystem::weakly_canonical(options.model.model_path).string(),
@@ -299,7 +308,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     }
     // One engine for every wave, so that its prefix cache serves the continuations of what it computed.
     std::list<std::vector<Request>> waves;  // declared before the engine: it outlives it
-    Engine engine(model, rank_engine_options(topo, spmd.experts(), generation));
+    Engine engine(model, rank_engine_options(model, topo, spmd.experts(), generation));
     auto run_wave = [&](const std::vector<Request>& wave, const std::vector<int64_t>& original) {
       wave_original = &original;
       std::vector<RankReport> reports;

@@ -51,9 +51,10 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     if (with_reference)
       cmd->add_option("--draft", spec.drafter,
-                      "With --nextn: what drafts — controlled (from --draft-reference) or mtp (the checkpoint's "
-                      "DeepSeek-V3 MTP layer, CPU backend, one draft a step)")
-          ->check(CLI::IsMember({"controlled", "mtp"}))
+                      "With --nextn: what drafts — controlled (from --draft-reference), mtp (the checkpoint's "
+                      "DeepSeek-V3 MTP layer, CPU backend, one draft a step) or dspark (DeepSeek-V4.1's DSpark "
+                      "layers, CPU backend, up to dspark_block_size drafts a step)")
+          ->check(CLI::IsMember({"controlled", "mtp", "dspark"}))
           ->capture_default_str();
     if (with_reference)
       cmd->add_option("--draft-reference", spec.reference_path,

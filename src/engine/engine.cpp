@@ -75,11 +75,19 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
       scheduler_(with_model_len(options.limits, model.config()), blocks_, eos_ids(model.config())) {
   options_.limits = with_model_len(options.limits, model.config());
   SpeculationOptions& spec = options_.speculation;
-  if (spec.use_mtp) {
-    DI_CHECK(model.has_mtp() && cache_->num_layers() == model.config().num_hidden_layers + 1,
-             "the MTP drafter needs a model with its MTP module enabled before the engine is made");
-    mtp_ = std::make_unique<MtpDrafter>(model);
-    spec.drafter = mtp_.get();
+  if (spec.model_drafter) {
+    const int64_t draft_layers = model.dspark_block_size() > 0 ? model.config().num_nextn_predict_layers : 1;
+    DI_CHECK(model.has_mtp() && cache_->num_layers() == model.config().num_hidden_layers + draft_layers,
+             "the model's drafter needs its draft module enabled before the engine is made");
+    if (model.dspark_block_size() > 0) {
+      DI_CHECK(spec.num_drafts <= model.dspark_block_size(), "{} drafts from DSpark blocks of {}", spec.num_drafts,
+               model.dspark_block_size());
+      dspark_ = std::make_unique<DsparkDrafter>(model);
+      spec.drafter = dspark_.get();
+    } else {
+      mtp_ = std::make_unique<MtpDrafter>(model);
+      spec.drafter = mtp_.get();
+    }
   }
   DI_CHECK(!spec.enabled() || spec.drafter != nullptr, "speculative decoding without a drafter");
   DI_CHECK(!spec.variable_length || spec.cost_warmup_steps > spec.num_drafts,
@@ -149,6 +157,7 @@ void Engine::step() {
   for (const ScheduledSequence& item : batch.items) tokens_before += item.seq->num_tokens();
   scheduler_.postprocess(batch, emitted);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, hidden_, *cache_);
+  if (dspark_ != nullptr) dspark_->after_step(batch, *cache_);
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "src/engine/block_manager.h"
+#include "src/engine/dspark_drafter.h"
 #include "src/engine/mtp_drafter.h"
 #include "src/engine/request.h"
 #include "src/engine/scheduler.h"
@@ -146,8 +147,10 @@ class Engine {
   std::unique_ptr<StoreTier> store_;  // with --kv-store
   std::vector<std::unique_ptr<Sequence>> sequences_;
   EngineStats stats_;
-  std::unique_ptr<MtpDrafter> mtp_;  // with SpeculationOptions::use_mtp
-  Tensor hidden_;                    // with it: the step's hidden states, for the MTP module
+  // With SpeculationOptions::model_drafter, the one for the model's module.
+  std::unique_ptr<MtpDrafter> mtp_;
+  Tensor hidden_;  // with it: the step's hidden states, for the MTP module
+  std::unique_ptr<DsparkDrafter> dspark_;
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
   int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far
 };

@@ -28,16 +28,18 @@ namespace deepinfer {
 struct SpeculationOptions {
   int64_t num_drafts = 0;        // --nextn: drafts proposed per sequence and step (0: no speculation)
   bool variable_length = false;  // --spec-varlen: the verify-length rule picks how many to verify per sequence
-  Drafter* drafter = nullptr;    // required when num_drafts > 0 unless use_mtp; outlives the engine
+  Drafter* drafter = nullptr;    // required when num_drafts > 0 unless model_drafter; outlives the engine
   // The variable-length rule's cost curve comes from the first cost_warmup_steps verify steps, which verify a
   // fixed number of drafts cycling 0..num_drafts (so that the curve spans the rows the rule chooses among); it is
   // then corrected online by every step's measured time.
   int64_t cost_warmup_steps = 12;
   // The rule's candidate totals: rows a multiple of this (1: any; choose_verify_lengths).
   int64_t verify_row_quantum = 1;
-  // The model's MTP module drafts (engine/mtp_drafter.h; the model's enable_mtp() must have been called before the
-  // engine is made). Every role runs it, prefill ranks too: its cache layer travels with the KV handoff.
-  bool use_mtp = false;
+  // The model's own draft module drafts: DeepSeek-V3's MTP layer (engine/mtp_drafter.h) or V4.1's DSpark layers
+  // (engine/dspark_drafter.h); the model's enable_mtp() must have been called before the engine is made, on every
+  // rank, so that its cache layers travel with the KV handoff. Prefill ranks run the MTP layer over their prompts
+  // too; DSpark's keys are written by the main forward itself.
+  bool model_drafter = false;
 
   bool enabled() const { return num_drafts > 0; }
 };

@@ -404,7 +404,7 @@ std::vector<int> assign_requests(const std::vector<Request>& requests, int num_r
   return owner;
 }
 
-EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& experts,
+EngineOptions rank_engine_options(const CausalLm& model, const Topology& topo, ExpertDispatcher& experts,
                                   const SpmdGenerationOptions& options) {
   const RoleSpec& spec = topo.role_spec();
   EngineOptions engine_options;
@@ -420,8 +420,9 @@ EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& expert
   engine_options.replay = options.replay;
   engine_options.swa_replay_tokens = options.swa_replay_tokens;
   // Prefill ranks never verify, but with the MTP drafter they run its module over their prompts: its cache layer
-  // travels with the handoff.
-  if (topo.role() != Role::kPrefill || options.speculation.use_mtp) engine_options.speculation = options.speculation;
+  // travels with the handoff (DSpark's draft keys are written by the forward itself: nothing to run there).
+  const bool mtp_layer = options.speculation.model_drafter && model.dspark_block_size() == 0;
+  if (topo.role() != Role::kPrefill || mtp_layer) engine_options.speculation = options.speculation;
   return engine_options;
 }
 
@@ -429,7 +430,7 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
                                          Communicator& role_comm, ExpertDispatcher& experts,
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,
                                          std::vector<RankReport>* reports) {
-  Engine engine(model, rank_engine_options(topo, experts, options));
+  Engine engine(model, rank_engine_options(model, topo, experts, options));
   return generate_spmd(engine, model, topo, ep_comm, role_comm, experts, requests, options, reports);
 }
 

@@ -77,8 +77,9 @@ std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, 
                                          std::vector<RankReport>* reports);
 
 // The engine a rank of `topo` generates with: its role's chunk and running limits, the prefill role's handoff,
-// the EP dispatcher where its group has more than one rank, the prefix cache options.
-EngineOptions rank_engine_options(const Topology& topo, ExpertDispatcher& experts,
+// the EP dispatcher where its group has more than one rank, the prefix cache options, speculation where the rank
+// drafts or verifies (`model`'s draft module says which).
+EngineOptions rank_engine_options(const CausalLm& model, const Topology& topo, ExpertDispatcher& experts,
                                   const SpmdGenerationOptions& options);
 // The same run on an engine the caller keeps, built from rank_engine_options, so that what it caches (the prefix
 // cache's blocks) serves later calls too: generate's waves of continued conversations. The requests of every

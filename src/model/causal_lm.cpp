@@ -13,7 +13,10 @@ std::vector<int32_t> CausalLm::forward_and_sample(const ForwardBatch&, KvCache&,
   return {};
 }
 
-void CausalLm::enable_mtp() { throw InputError("this model has no MTP module loaded (a CPU DeepSeek V3 with nextn layers)"); }
+void CausalLm::enable_mtp() {
+  throw InputError("this model has no draft module loaded (a CPU DeepSeek V3 with its nextn layer, or V4.1 with "
+                   "its DSpark layers)");
+}
 
 Tensor CausalLm::forward_with_hidden(const ForwardBatch&, KvCache&, ExpertDispatcher*, Tensor&) const {
   throw InputError("this backend does not give hidden states (the MTP drafter runs on the CPU backend)");
@@ -21,6 +24,11 @@ Tensor CausalLm::forward_with_hidden(const ForwardBatch&, KvCache&, ExpertDispat
 
 Tensor CausalLm::mtp_forward(const ForwardBatch&, const float*, KvCache&) const {
   throw InputError("this model has no MTP module");
+}
+
+std::vector<CausalLm::DraftBlock> CausalLm::dspark_draft(const ForwardBatch&, KvCache&,
+                                                         std::span<const SamplingRow>) const {
+  throw InputError("this model has no DSpark drafter enabled (a CPU DeepSeek-V4.1 with its mtp.* draft layers)");
 }
 
 void check_batch(const ForwardBatch& batch, int64_t vocab) {

@@ -60,9 +60,10 @@ class CausalLm {
   virtual std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                                   std::span<const SamplingRow> rows) const;
 
-  // DeepSeek-V3's multi-token-prediction module (the checkpoint's first nextn layer), speculative decoding's drafter
-  // where the checkpoint has one (CPU backend): whether it was loaded, and enabling it, before make_kv_cache (the
-  // caches made after hold its layer too, so that KV handoffs carry it).
+  // The checkpoint's draft module (its num_nextn_predict_layers layers: DeepSeek-V3's multi-token-prediction layer,
+  // DeepSeek-V4.1's DSpark drafter), speculative decoding's drafter where the checkpoint has one (CPU backend):
+  // whether it was loaded, and enabling it, before make_kv_cache (the caches made after hold its layers too, so
+  // that KV handoffs carry them).
   virtual bool has_mtp() const { return false; }
   virtual void enable_mtp();
   // forward() that also gives `hidden` [T, hidden_size]: every token row's final-normed hidden state (what the MTP
@@ -73,6 +74,21 @@ class CausalLm {
   // model's `hidden` of those positions ([T, hidden_size]): writes its cache layer at the positions and returns the
   // draft logits of the batch's logits rows (the token after the next one).
   virtual Tensor mtp_forward(const ForwardBatch& batch, const float* hidden, KvCache& cache) const;
+
+  // DeepSeek-V4.1's DSpark drafter, once enabled (enable_mtp): every forward() also writes, for each of its rows,
+  // the draft layers' window keys (from the main model's features at the target layers), and dspark_draft drafts
+  // blocks. The block size, 0 where the model has no DSpark drafter enabled.
+  virtual int64_t dspark_block_size() const { return 0; }
+  // `anchors` holds per sequence one row: its last token, at position p = num_cached (the rows below are cached).
+  // Returns per sequence dspark_block_size() drafted tokens (drawn one after the other with the Markov term, each
+  // from the sequence's row of `rows` at the draft's position: greedy, or the request's sampling on the draft's own
+  // random stream) and each draft's confidence.
+  struct DraftBlock {
+    std::vector<int32_t> tokens;
+    std::vector<double> confidence;
+  };
+  virtual std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
+                                               std::span<const SamplingRow> rows) const;
 
   int64_t num_moe_layers() const { return config().num_hidden_layers - config().first_k_dense_replace; }
   // The routed experts this rank holds.

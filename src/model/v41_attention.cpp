@@ -111,14 +111,8 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
   const bool compress = layer.ratio > 0;  // these layers rotate with the compress RoPE
 
   std::vector<float> q_residual(T * v.q_lora_rank), q(T * heads * hd), kv(T * hd);
-  cpu::linear(x, layer.wq_a, nullptr, q_residual.data(), T, v.q_lora_rank, H);
-  cpu::rms_norm(q_residual.data(), layer.q_norm, q_residual.data(), T, v.q_lora_rank, config_.rms_norm_eps);
-  cpu::linear(q_residual.data(), layer.wq_b, nullptr, q.data(), T, heads * hd, v.q_lora_rank);
-  rotate(q.data(), T, heads, hd, positions.data(), compress, false);
-  cpu::linear(x, layer.wkv, nullptr, kv.data(), T, hd, H);
-  cpu::rms_norm(kv.data(), layer.kv_norm, kv.data(), T, hd, config_.rms_norm_eps);
-  rotate(kv.data(), T, 1, hd, positions.data(), compress, false);
-  cpu::fake_quant_fp8(kv.data(), T, hd, 32);
+  project_query(layer, x, T, positions.data(), compress, q_residual.data(), q.data());
+  project_window_kv(layer, x, T, positions.data(), compress, kv.data());
 
   // This step's tokens into the cache: the window K=V, and the compressor inputs on a KV source.
   std::vector<float> compressor_kv, compressor_gate;
@@ -196,13 +190,39 @@ void DeepseekV41Model::attention(int64_t layer_idx, const ForwardBatch& batch, c
                                    extra_ids.data(), floored ? window_floors.data() : nullptr};
   cpu::sparse_window_attention(q.data(), keys, layer.attn_sink, T, heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
                                attn.data());
+  project_output(layer, attn.data(), T, positions.data(), compress, out);
+}
+
+void DeepseekV41Model::project_query(const Layer& layer, const float* x, int64_t T, const int32_t* positions,
+                                     bool compress, float* q_residual, float* q) const {
+  const V41TextConfig& v = config_.v41;
+  const int64_t heads = v.num_attention_heads, hd = v.head_dim;
+  cpu::linear(x, layer.wq_a, nullptr, q_residual, T, v.q_lora_rank, config_.hidden_size);
+  cpu::rms_norm(q_residual, layer.q_norm, q_residual, T, v.q_lora_rank, config_.rms_norm_eps);
+  cpu::linear(q_residual, layer.wq_b, nullptr, q, T, heads * hd, v.q_lora_rank);
+  rotate(q, T, heads, hd, positions, compress, false);
+}
+
+void DeepseekV41Model::project_window_kv(const Layer& layer, const float* x, int64_t T, const int32_t* positions,
+                                         bool compress, float* kv) const {
+  const int64_t hd = config_.v41.head_dim;
+  cpu::linear(x, layer.wkv, nullptr, kv, T, hd, config_.hidden_size);
+  cpu::rms_norm(kv, layer.kv_norm, kv, T, hd, config_.rms_norm_eps);
+  rotate(kv, T, 1, hd, positions, compress, false);
+  cpu::fake_quant_fp8(kv, T, hd, 32);
+}
+
+void DeepseekV41Model::project_output(const Layer& layer, float* attn, int64_t T, const int32_t* positions,
+                                      bool compress, float* out) const {
+  const V41TextConfig& v = config_.v41;
+  const int64_t H = config_.hidden_size, heads = v.num_attention_heads, hd = v.head_dim;
   // K = V carried RoPE: rotate the outputs back, then the grouped low-rank projection.
-  rotate(attn.data(), T, heads, hd, positions.data(), compress, true);
+  rotate(attn, T, heads, hd, positions, compress, true);
   const int64_t groups = v.o_groups, per_group = heads * hd / groups, rank = v.o_lora_rank;
   std::vector<float> group_in(T * per_group), group_out(T * rank), low_rank(T * groups * rank);
   for (int64_t g = 0; g < groups; ++g) {
     for (int64_t t = 0; t < T; ++t)
-      std::copy_n(attn.data() + t * heads * hd + g * per_group, per_group, group_in.data() + t * per_group);
+      std::copy_n(attn + t * heads * hd + g * per_group, per_group, group_in.data() + t * per_group);
     cpu::linear(group_in.data(), layer.wo_a + g * rank * per_group, nullptr, group_out.data(), T, rank, per_group);
     for (int64_t t = 0; t < T; ++t)
       std::copy_n(group_out.data() + t * rank, rank, low_rank.data() + (t * groups + g) * rank);

@@ -182,6 +182,17 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
                                      : std::vector<int64_t>{r.get_int("eos_token_id", 0, c.vocab_size - 1)};
   }
   c.quantization = parse_quantization(root, source);
+  // A config without target layers (a depth cut below them, v41_at_depth) has no drafter, whatever else it says.
+  if (r.has("dspark_block_size") && !r.get_int_list("dspark_target_layer_ids", 0, layers - 1).empty()) {
+    if (nextn < 1) r.fail("dspark_block_size", "is set but num_nextn_predict_layers is 0 (DSpark needs draft layers)");
+    c.dspark.block_size = r.get_int("dspark_block_size", 1, 64);
+    c.dspark.target_layer_ids = r.get_int_list("dspark_target_layer_ids", 0, layers - 1);
+    c.dspark.noise_token_id = r.get_int("dspark_noise_token_id", 0, c.vocab_size - 1);
+    c.dspark.markov_rank = r.get_int("dspark_markov_rank", 1, kMaxInt);
+    c.dspark.n_routed_experts = r.get_int("dspark_n_routed_experts", 1, 65536, c.n_routed_experts);
+    c.dspark.num_experts_per_tok = r.get_int("dspark_num_experts_per_tok", 1, c.dspark.n_routed_experts,
+                                             std::min(c.num_experts_per_tok, c.dspark.n_routed_experts));
+  }
   return c;
 }
 
@@ -278,6 +289,45 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
     specs.push_back({p + "ffn.gate.bias", {E}});
     for (int64_t e = 0; e < E; ++e) expert(fmt::format("{}ffn.experts.{}", p, e));
     expert(p + "ffn.shared_experts");
+  }
+  if (v.dspark.enabled()) {  // the draft layers, as DeepSeek's checkpoints name them (mtp.N.*): loaded when present
+    const size_t first = specs.size();
+    const int64_t n = v.num_nextn_predict_layers, Ed = v.dspark.n_routed_experts, rank = v.dspark.markov_rank;
+    for (int64_t d = 0; d < n; ++d) {
+      const std::string p = fmt::format("mtp.{}.", d);
+      for (const char* site : {"hc_attn", "hc_ffn"}) {
+        specs.push_back({p + site + "_fn", {(2 + hc) * hc, hc * H}});
+        specs.push_back({p + site + "_base", {(2 + hc) * hc}});
+        specs.push_back({p + site + "_scale", {3}});
+      }
+      specs.push_back({p + "attn_norm.weight", {H}});
+      specs.push_back({p + "ffn_norm.weight", {H}});
+      const std::string a = p + "attn.";
+      specs.push_back({a + "wq_a.weight", {v.q_lora_rank, H}});
+      specs.push_back({a + "q_norm.weight", {v.q_lora_rank}});
+      specs.push_back({a + "wq_b.weight", {heads * hd, v.q_lora_rank}});
+      specs.push_back({a + "wkv.weight", {hd, H}});
+      specs.push_back({a + "kv_norm.weight", {hd}});
+      specs.push_back({a + "wo_a.weight", {v.o_groups * v.o_lora_rank, heads * hd / v.o_groups}});
+      specs.push_back({a + "wo_b.weight", {H, v.o_groups * v.o_lora_rank}});
+      specs.push_back({a + "attn_sink", {heads}});
+      specs.push_back({p + "ffn.gate.weight", {Ed, H}});
+      specs.push_back({p + "ffn.gate.bias", {Ed}});
+      for (int64_t e = 0; e < Ed; ++e) expert(fmt::format("{}ffn.experts.{}", p, e));
+      expert(p + "ffn.shared_experts");
+    }
+    const auto targets = static_cast<int64_t>(v.dspark.target_layer_ids.size());
+    specs.push_back({"mtp.0.main_proj.weight", {H, targets * H}});  // the target features' fusion
+    specs.push_back({"mtp.0.main_norm.weight", {H}});
+    const std::string last = fmt::format("mtp.{}.", n - 1);  // the heads, on the last draft layer
+    specs.push_back({last + "hc_head_fn", {hc, hc * H}});
+    specs.push_back({last + "hc_head_base", {hc}});
+    specs.push_back({last + "hc_head_scale", {1}});
+    specs.push_back({last + "norm.weight", {H}});
+    specs.push_back({last + "markov_head.markov_w1.weight", {v.vocab_size, rank}});
+    specs.push_back({last + "markov_head.markov_w2.weight", {v.vocab_size, rank}});
+    specs.push_back({last + "confidence_head.proj.weight", {1, H + rank}});
+    for (size_t i = first; i < specs.size(); ++i) specs[i].optional_part = "the DSpark draft layers";
   }
   return specs;
 }

@@ -71,6 +71,16 @@ struct V41TextConfig {
   RowShard engram_shard;
   std::vector<int64_t> eos_token_ids;
   V41Quantization quantization;
+  // DSpark, the drafter of speculative decoding (the checkpoint's num_nextn_predict_layers draft layers, mtp.N.*):
+  // the main model's hidden states entering attention at dspark_target_layer_ids, averaged over the streams, are
+  // fused into one feature per token, from which every draft layer keeps a window key; a step drafts a block of
+  // dspark_block_size tokens per request from [last token, noise x (block - 1)] (engine/dspark_drafter.h).
+  struct Dspark {
+    int64_t block_size = 0;  // 0: the checkpoint's config has no DSpark drafter
+    int64_t noise_token_id = 0, markov_rank = 0, n_routed_experts = 0, num_experts_per_tok = 0;
+    std::vector<int64_t> target_layer_ids;
+    bool enabled() const { return block_size > 0; }
+  } dspark;
 };
 
 // Absent schedules get transformers' defaults; throws InputError naming the file and key for a missing,

@@ -26,49 +26,9 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
   });
   require_engram_hash(v);
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("layers.{}.", l);
-    Layer layer;
-    static_cast<V41LayerRole&>(layer) = v41_layer_role(v, l);
+    Layer layer = resolve_layer(fmt::format("layers.{}.", l), v41_layer_role(v, l));
     for (int64_t s : v.kv_source_layer_ids)
       if (s <= l) layer.source = std::max(layer.source, s);
-    for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
-      mix->fn = weights_.data(p + name + "_fn");
-      mix->base = weights_.data(p + name + "_base");
-      mix->scale = weights_.data(p + name + "_scale");
-    }
-    layer.attn_norm = weights_.data(p + "attn_norm.weight");
-    layer.ffn_norm = weights_.data(p + "ffn_norm.weight");
-    const std::string a = p + "attn.";
-    layer.wq_a = weights_.data(a + "wq_a.weight");
-    layer.q_norm = weights_.data(a + "q_norm.weight");
-    layer.wq_b = weights_.data(a + "wq_b.weight");
-    layer.wkv = weights_.data(a + "wkv.weight");
-    layer.kv_norm = weights_.data(a + "kv_norm.weight");
-    layer.wo_a = weights_.data(a + "wo_a.weight");
-    layer.wo_b = weights_.data(a + "wo_b.weight");
-    layer.attn_sink = weights_.data(a + "attn_sink");
-    if (layer.kv_source) {
-      layer.compressor_wkv = weights_.data(a + "compressor.wkv.weight");
-      if (layer.ratio > 1) layer.compressor_wgate = weights_.data(a + "compressor.wgate.weight");
-      layer.compressor_norm = weights_.data(a + "compressor.norm.weight");
-    }
-    if (layer.index_source) {
-      layer.indexer_wq_b = weights_.data(a + "indexer.wq_b.weight");
-      layer.indexer_weights = weights_.data(a + "indexer.weights_proj.weight");
-      if (layer.owns_index_keys) {
-        layer.indexer_wk = weights_.data(a + "indexer.wk.weight");
-        layer.indexer_k_norm = weights_.data(a + "indexer.k_norm.weight");
-      }
-    }
-    layer.router = weights_.data(p + "ffn.gate.weight");
-    layer.router_bias = weights_.data(p + "ffn.gate.bias");
-    layer.shared = resolve_expert(p + "ffn.shared_experts");
-    if (layer.engram_index >= 0) {
-      layer.engram_table = weights_.data(p + "engram.embed.weight");
-      layer.engram_wkv = weights_.data(p + "engram.wkv.weight");
-      layer.engram_q = weights_.data(p + "engram.q_weight");
-      layer.engram_k = weights_.data(p + "engram.k_weight");
-    }
     layers_.push_back(std::move(layer));
   }
   embed_ = weights_.data("embed.weight");
@@ -76,6 +36,51 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
   head_ = weights_.data("head.weight");
   entry_dim_ = v41_cache_entry_dim(v);
   set_cache_entry(entry_dim_, 0);
+  load_dspark();
+}
+
+DeepseekV41Model::Layer DeepseekV41Model::resolve_layer(const std::string& p, V41LayerRole role) const {
+  Layer layer;
+  static_cast<V41LayerRole&>(layer) = role;
+  for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
+    mix->fn = weights_.data(p + name + "_fn");
+    mix->base = weights_.data(p + name + "_base");
+    mix->scale = weights_.data(p + name + "_scale");
+  }
+  layer.attn_norm = weights_.data(p + "attn_norm.weight");
+  layer.ffn_norm = weights_.data(p + "ffn_norm.weight");
+  const std::string a = p + "attn.";
+  layer.wq_a = weights_.data(a + "wq_a.weight");
+  layer.q_norm = weights_.data(a + "q_norm.weight");
+  layer.wq_b = weights_.data(a + "wq_b.weight");
+  layer.wkv = weights_.data(a + "wkv.weight");
+  layer.kv_norm = weights_.data(a + "kv_norm.weight");
+  layer.wo_a = weights_.data(a + "wo_a.weight");
+  layer.wo_b = weights_.data(a + "wo_b.weight");
+  layer.attn_sink = weights_.data(a + "attn_sink");
+  if (layer.kv_source) {
+    layer.compressor_wkv = weights_.data(a + "compressor.wkv.weight");
+    if (layer.ratio > 1) layer.compressor_wgate = weights_.data(a + "compressor.wgate.weight");
+    layer.compressor_norm = weights_.data(a + "compressor.norm.weight");
+  }
+  if (layer.index_source) {
+    layer.indexer_wq_b = weights_.data(a + "indexer.wq_b.weight");
+    layer.indexer_weights = weights_.data(a + "indexer.weights_proj.weight");
+    if (layer.owns_index_keys) {
+      layer.indexer_wk = weights_.data(a + "indexer.wk.weight");
+      layer.indexer_k_norm = weights_.data(a + "indexer.k_norm.weight");
+    }
+  }
+  layer.router = weights_.data(p + "ffn.gate.weight");
+  layer.router_bias = weights_.data(p + "ffn.gate.bias");
+  layer.shared = resolve_expert(p + "ffn.shared_experts");
+  if (layer.engram_index >= 0) {
+    layer.engram_table = weights_.data(p + "engram.embed.weight");
+    layer.engram_wkv = weights_.data(p + "engram.wkv.weight");
+    layer.engram_q = weights_.data(p + "engram.q_weight");
+    layer.engram_k = weights_.data(p + "engram.k_weight");
+  }
+  return layer;
 }
 
 DeepseekV41Model::Expert DeepseekV41Model::resolve_expert(const std::string& prefix) const {
@@ -115,15 +120,20 @@ void DeepseekV41Model::hyper_mixes(const HyperMix& w, const float* streams, int6
 void DeepseekV41Model::moe(int64_t layer_idx, const float* x, float* out, int64_t T,
                            ExpertDispatcher* dispatcher) const {
   const Layer& layer = layers_[layer_idx];
-  const int64_t H = config_.hidden_size, E = config_.n_routed_experts, K = config_.num_experts_per_tok;
+  moe_block(layer, experts_, layer_idx, router_params(config_, layer.router_bias), x, out, T, dispatcher);
+}
+
+void DeepseekV41Model::moe_block(const Layer& layer, const ExpertStore& store, int64_t store_layer,
+                                 const cpu::RouterParams& router, const float* x, float* out, int64_t T,
+                                 ExpertDispatcher* dispatcher) const {
+  const int64_t H = config_.hidden_size, E = router.num_experts, K = router.top_k;
   std::vector<float> logits(T * E), weights(T * K), scratch(2 * E + 1);
   std::vector<int32_t> ids(T * K);
   cpu::linear(x, layer.router, nullptr, logits.data(), T, E, H);
   // Selection by the biased scores; the weights are the unbiased ones.
-  cpu::route_topk(logits.data(), T, router_params(config_, layer.router_bias), ids.data(), weights.data(),
-                  scratch.data());
+  cpu::route_topk(logits.data(), T, router, ids.data(), weights.data(), scratch.data());
   expert_forward(layer.shared, x, T, out);
-  add_routed_experts(experts_, dispatcher, layer_idx, x, ids.data(), weights.data(), T, K, out);
+  add_routed_experts(store, dispatcher, store_layer, x, ids.data(), weights.data(), T, K, out);
 }
 
 void DeepseekV41Model::gather_engram_rows(const Layer& layer, const int64_t* rows, int64_t n,
@@ -182,6 +192,11 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
                                            ? std::vector<int64_t>{}
                                            : deepinfer::engram_rows(model.config_.v41, *batch);
 
+    // DSpark (enabled): per row, the streams entering attention at each target layer, averaged over the streams
+    // [T, targets, H]; the draft layers' keys come from them (write_draft_keys).
+    const std::vector<int64_t>& targets = model.config_.v41.dspark.target_layer_ids;
+    std::vector<float> features = model.dspark_enabled_ ? std::vector<float>(T * targets.size() * H) : std::vector<float>{};
+
     ForwardBatch compacted = {};  // bounded replay's compact form: the kept rows from its first layer on
     std::vector<int32_t> compacted_positions = {};
 
@@ -207,6 +222,7 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
       };
       keep_rows(streams, hc * H);
       keep_rows(pre, hc);
+      if (!features.empty()) keep_rows(features, static_cast<int64_t>(targets.size()) * H);
       const int64_t cols = v41_engram_columns(model.config_.v41), layers = T > 0 ? engram_rows.size() / (T * cols) : 0;
       std::vector<int64_t> rows;
       for (int64_t e = 0; e < layers; ++e)
@@ -236,17 +252,30 @@ Tensor DeepseekV41Model::forward(const ForwardBatch& batch, KvCache& kv_cache, E
     void hc_pre(int64_t l, HyperSite site) {
       const Layer& layer = model.layers_[l];
       const bool attn = site == HyperSite::kAttention;
+      if (attn && !features.empty()) capture_features(l);
       model.hyper_mixes(attn ? layer.hc_attn : layer.hc_ffn, streams.data(), T, next_pre.data(), post.data(),
                         comb.data());
       cpu::hc_collapse_rms_norm(streams.data(), pre.data(), attn ? layer.attn_norm : layer.ffn_norm, T, hc, H,
                                 model.config_.rms_norm_eps, h.data());
       std::swap(pre, next_pre);
     }
+    void capture_features(int64_t l) {
+      const auto target = std::find(targets.begin(), targets.end(), l);
+      if (target == targets.end()) return;
+      const int64_t n = static_cast<int64_t>(targets.size()), j = target - targets.begin();
+      for (int64_t t = 0; t < T; ++t) {
+        float* f = features.data() + (t * n + j) * H;
+        std::fill_n(f, H, 0.0f);
+        for (int64_t k = 0; k < hc; ++k) cpu::axpy(1.0f, streams.data() + (t * hc + k) * H, f, H);
+        for (int64_t i = 0; i < H; ++i) f[i] /= static_cast<float>(hc);
+      }
+    }
     void attention(int64_t l) { model.attention(l, *batch, *positions, h.data(), out.data(), cache, states); }
     void moe(int64_t l) { model.moe(l, h.data(), out.data(), T, dispatcher); }
     // streams_k <- post_k * out + sum_j comb[j, k] * streams_j
     void hc_post() { cpu::hc_post(streams.data(), out.data(), post.data(), comb.data(), T, hc, H); }
     Tensor head() {
+      if (!features.empty()) model.write_draft_keys(*batch, *positions, features.data(), cache);
       cpu::hc_collapse(streams.data(), pre.data(), T, hc, H, collapsed.data());
       return cpu_final_logits(*batch, collapsed.data(), model.final_norm_, model.head_, H, model.config_.vocab_size,
                               model.config_.rms_norm_eps);

@@ -18,12 +18,18 @@
 //   compressed token ids (engram_hash.h; kernels/cpu/engram.h).
 // Engram tables in the release's FP8 layout (a UE8M0 scale per 32 values of a row) are dequantised on load; under
 // an EP group of several ranks each holds a part of every table's rows and fetches the rest (row_shard.h).
-// Not built yet: the vision tower, DSpark draft layers (their weights are not read),
-// FP8/FP4 compute (weights are dequantised to fp32 on load).
+// - DSpark (v41_dspark.cpp), where the checkpoint has its draft layers and enable_mtp() was called: the cache gains
+//   one layer per draft layer, whose window part every forward writes for each row from the features of the
+//   target layers; dspark_draft runs the draft layers over blocks of [last token, noise...] (window of those keys
+//   plus the block's own, non-causal within the block), the head with the Markov term, and the confidence head.
+// Not built yet: the vision tower, FP8/FP4 compute (weights are dequantised to fp32 on load).
 #pragma once
 
+#include <optional>
+#include <span>
 #include <vector>
 
+#include "kernels/cpu/router.h"
 #include "src/model/host_causal_lm.h"
 #include "src/model/mla_kv_cache.h"
 #include "src/model/rope.h"
@@ -37,6 +43,12 @@ class DeepseekV41Model final : public HostCausalLm {
 
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* dispatcher = nullptr) const override;
   int64_t window_state_values() const override { return config().v41.head_dim; }  // the entry's K = V
+
+  bool has_mtp() const override { return dspark_.has_value(); }
+  void enable_mtp() override;
+  int64_t dspark_block_size() const override { return dspark_enabled_ ? config().v41.dspark.block_size : 0; }
+  std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
+                                       std::span<const SamplingRow> rows) const override;
 
   // Floats cached per token and layer: the window K=V, then the compressor inputs (KV-source layers).
   int64_t entry_dim() const { return entry_dim_; }
@@ -76,7 +88,39 @@ class DeepseekV41Model final : public HostCausalLm {
     std::vector<std::vector<char>> selected, candidates;
   };
 
+  // The DSpark drafter's weights (mtp.N.*): its layers (window-only V4.1 layers), their routed experts (every rank
+  // holds all of them), the fusion of the target features, and the heads on the last layer.
+  struct Dspark {
+    std::vector<Layer> layers;
+    HostExpertStore experts;
+    const float *main_proj, *main_norm;
+    const float *hc_head_fn, *hc_head_base, *hc_head_scale, *norm;
+    const float *markov_w1, *markov_w2, *confidence;  // W1 [vocab, rank], W2 [vocab, rank], w [1, H + rank]
+  };
+
   Expert resolve_expert(const std::string& prefix) const;
+  // One layer's attention and MoE weights under `prefix` ("layers.N." or "mtp.N.").
+  Layer resolve_layer(const std::string& prefix, V41LayerRole role) const;
+  void load_dspark();
+  // q_residual [T, q_lora_rank], q [T, heads, head_dim] (rotated); kv [T, head_dim] the window K = V (rotated,
+  // FP8-quantised); out [T, hidden] from the attention output attn [T, heads, head_dim] (rotated back in place).
+  void project_query(const Layer& layer, const float* x, int64_t T, const int32_t* positions, bool compress,
+                     float* q_residual, float* q) const;
+  void project_window_kv(const Layer& layer, const float* x, int64_t T, const int32_t* positions, bool compress,
+                         float* kv) const;
+  void project_output(const Layer& layer, float* attn, int64_t T, const int32_t* positions, bool compress,
+                      float* out) const;
+  // out = shared(x) + routed(x) with `layer`'s router over `store`'s experts of MoE layer `store_layer`.
+  void moe_block(const Layer& layer, const ExpertStore& store, int64_t store_layer, const cpu::RouterParams& router,
+                 const float* x, float* out, int64_t T, ExpertDispatcher* dispatcher) const;
+  // DSpark, inside forward(): the rows' fused target features [T, targets * hidden] to each draft layer's key,
+  // written to its cache layer at the rows' positions.
+  void write_draft_keys(const ForwardBatch& batch, const std::vector<int32_t>& positions, const float* features,
+                        MlaKvCache& cache) const;
+  // DSpark: draft layer d's attention for the block rows x [T, hidden] (the window of its cached keys before each
+  // block, and the block's own keys).
+  void draft_attention(int64_t d, const ForwardBatch& blocks, const std::vector<int32_t>& positions, const float* x,
+                       float* out, const MlaKvCache& cache) const;
   void hyper_mixes(const HyperMix& w, const float* streams, int64_t T, float* pre, float* post, float* comb) const;
   // x [T, hidden] (attn_norm output) -> out [T, hidden]. v41_attention.cpp
   void attention(int64_t layer_idx, const ForwardBatch& batch, const std::vector<int32_t>& positions,
@@ -100,6 +144,8 @@ class DeepseekV41Model final : public HostCausalLm {
 
   RotaryTable main_rope_, compress_rope_;
   std::vector<Layer> layers_;
+  std::optional<Dspark> dspark_;  // where the checkpoint has the draft layers
+  bool dspark_enabled_ = false;
   const float *embed_, *final_norm_, *head_;
   int64_t entry_dim_ = 0;
 };

@@ -162,7 +162,9 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
   // names, whatever their modules (not built yet) will be; their scales travel with them.
   if (arch->keeps_extra_tensor) {
     for (const std::string& name : checkpoint.names()) {
-      if (!arch->keeps_extra_tensor(name) || name.ends_with(".scale") || name.ends_with("_scale_inv")) continue;
+      if (!arch->keeps_extra_tensor(name) || name.ends_with(".scale") || name.ends_with("_scale_inv") ||
+          store.tensors_.contains(name))  // already read as a spec (the DSpark layers of a config that names them)
+        continue;
       if (!wanted || wanted(name)) load_tensor(name, nullptr);
     }
   }

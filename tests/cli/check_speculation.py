@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""check_speculation.py --deepinfer BIN --mpirun MPIRUN --model M --deploy D --ranks N [--mtp] [--args "..."]
+"""check_speculation.py --deepinfer BIN --mpirun MPIRUN --model M --deploy D --ranks N [--model-drafter mtp|dspark]
+                       [--args "..."]
 
 Speculative decoding through `generate` (issue #27): requests of mixed prompt and output lengths, greedy and
 sampled, a stop token on some, run once without speculation on one rank (their results become the controlled
 drafter's --draft-reference), then with --nextn (fixed and --spec-varlen) on one rank and across the deployment.
 Every run's outputs must equal the plain run's on the same ranks (one rank, or the deployment), token for token, and the log must show drafts verified and
-accepted (some rejected too, so rollback happened). With --mtp (a V3 checkpoint with its MTP layer) also
---draft mtp on one rank and across the deployment (the fixtures' MTP weights are random: drafts verified, few
-accepted). --args: more generate options for every run (e.g. "--device cuda" on the GPU machine).
+accepted (some rejected too, so rollback happened). With --model-drafter mtp (a V3 checkpoint with its MTP layer) also
+--draft mtp on one rank and across the deployment; with --model-drafter dspark (a V4.1 checkpoint with its DSpark
+layers) --draft dspark, fixed and --spec-varlen, likewise (the fixtures' draft weights are random: drafts verified,
+few accepted). --args: more generate options for every run (e.g. "--device cuda" on the GPU machine).
 """
 import argparse
 import json
@@ -38,7 +40,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--deploy", required=True)
     ap.add_argument("--ranks", type=int, required=True)
-    ap.add_argument("--mtp", action="store_true")
+    ap.add_argument("--model-drafter", choices=["mtp", "dspark"])
     ap.add_argument("--args", default="", help="more generate options, for every run")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json")))
@@ -85,9 +87,18 @@ def main():
             f"{args.deploy}, --nextn 4 --spec-varlen": mpirun + base + ["--deploy", args.deploy, "--nextn", "4",
                                                                         "--spec-varlen", "--draft-reference", ref_deploy],
         }
-        if args.mtp:
+        if args.model_drafter == "mtp":
             runs["1 rank, --draft mtp"] = base + ["--nextn", "1", "--draft", "mtp"]
             runs[f"{args.deploy}, --draft mtp"] = mpirun + base + ["--deploy", args.deploy, "--nextn", "1", "--draft", "mtp"]
+        if args.model_drafter == "dspark":
+            block = config["text_config"]["dspark_block_size"]
+            runs["1 rank, --draft dspark"] = base + ["--nextn", str(block), "--draft", "dspark"]
+            runs["1 rank, --draft dspark --spec-varlen"] = base + ["--nextn", str(block), "--spec-varlen", "--draft",
+                                                                   "dspark"]
+            runs[f"{args.deploy}, --draft dspark"] = mpirun + base + ["--deploy", args.deploy, "--nextn", str(block - 1),
+                                                                      "--draft", "dspark"]
+            runs[f"{args.deploy}, --draft dspark --spec-varlen"] = mpirun + base + [
+                "--deploy", args.deploy, "--nextn", str(block), "--spec-varlen", "--draft", "dspark"]
         for name in runs:
             expected[name] = plain_deploy if name.startswith(args.deploy) else plain
         for name, cmd in runs.items():
@@ -99,7 +110,7 @@ def main():
             stats = SPEC_LINE.findall(log)
             assert stats, f"{name}: no speculative decoding summary in the log"
             _, drafted, verified, accepted = map(float, stats[-1])
-            if "mtp" in name:
+            if "mtp" in name or "dspark" in name:
                 assert 0 < verified <= drafted and accepted < verified, f"{name}: {drafted} {verified} {accepted}"
             else:
                 assert 0 < accepted < verified <= drafted, f"{name}: drafted {drafted}, verified {verified}, accepted {accepted}"

@@ -100,7 +100,7 @@ TEST(MtpDrafter, GivesThePlainOutputs) {
       const testing::SpeculationRun plain = testing::run_generation(model, requests, c, nullptr);
       EngineOptions options;
       options.speculation.num_drafts = 1;
-      options.speculation.use_mtp = true;
+      options.speculation.model_drafter = true;
       Engine engine(model, options);
       for (const Request& r : requests) engine.add_request(r);
       engine.run_to_completion();
