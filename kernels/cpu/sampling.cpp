@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -13,6 +14,16 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out)
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits + r * vocab;
     out[r] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);  // the first maximum
+  }
+}
+
+void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
+                         const uint8_t* masked) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if (masked[r] == 0) continue;
+    const uint32_t* mask = masks + r * words;
+    for (int64_t v = 0; v < vocab; ++v)
+      if (((mask[v / 32] >> (v % 32)) & 1u) == 0) logits[r * vocab + v] = -std::numeric_limits<float>::infinity();
   }
 }
 

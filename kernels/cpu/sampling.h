@@ -20,6 +20,10 @@ struct SamplingRow {
 };
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out);
+// Structured output's vocabulary masks: logits[r, v] = -inf where bit v % 32 of word v / 32 of row r's mask
+// (masks + r * words) is 0, for the rows whose masked[r] is nonzero (others untouched).
+void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
+                         const uint8_t* masked);
 void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out);
 
 }  // namespace deepinfer::cpu

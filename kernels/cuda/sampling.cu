@@ -116,7 +116,30 @@ Layout layout(int64_t rows, int64_t vocab) {
   return w;
 }
 
+// One block a row; each thread takes mask words and writes -inf only where a bit is 0 (the logits are not read).
+__global__ void apply_token_bitmask_kernel(float* logits, int64_t vocab, const uint32_t* masks, int64_t words,
+                                           const uint8_t* masked) {
+  const int64_t r = blockIdx.x;
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  if (masked[r] == 0) return;
+  for (int64_t w = threadIdx.x; w < words; w += blockDim.x) {
+    const uint32_t m = masks[r * words + w];
+    if (m == 0xffffffffu) continue;
+    for (int b = 0; b < 32; ++b) {
+      const int64_t v = w * 32 + b;
+      if (v < vocab && ((m >> b) & 1u) == 0) logits[r * vocab + v] = -INFINITY;
+    }
+  }
+}
+
 }  // namespace
+
+void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
+                         const uint8_t* masked, cudaStream_t stream) {
+  if (rows == 0) return;
+  launch_dependent(apply_token_bitmask_kernel, static_cast<unsigned>(rows), 256, 0, stream, logits, vocab, masks,
+                   words, masked);
+}
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;

@@ -23,6 +23,9 @@ struct SamplingRow {
 };
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+// Structured output's vocabulary masks (the CPU form's rule, kernels/cpu/sampling.h), in place on the device.
+void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
+                         const uint8_t* masked, cudaStream_t stream);
 
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
 void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out,

@@ -13,6 +13,7 @@
 #include "src/app/model_loading.h"
 #include "src/app/replay_options.h"
 #include "src/engine/controlled_drafter.h"
+#include "src/engine/structured_output.h"
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
 #include "src/core/files.h"
@@ -162,6 +163,23 @@ void size_kv_cache_from_memory(const CausalLm& model, const GenerateOptions& opt
 
 }  // namespace
 
+namespace {
+
+// Structured output over the tokenizer's vocabulary: each token's bytes (special and added tokens none: never
+// admitted), the model's vocabulary size and EOS tokens.
+std::unique_ptr<StructuredOutput> make_structured_output(const text::BpeTokenizer& tokenizer, const ModelConfig& config,
+                                                         double timeout_s) {
+  DI_INPUT_CHECK(tokenizer.vocab_size() <= config.vocab_size, "the tokenizer has {} tokens, more than the model's "
+                 "vocabulary of {}", tokenizer.vocab_size(), config.vocab_size);
+  std::vector<std::string> bytes(tokenizer.vocab_size());
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
+    if (!tokenizer.is_special(id) && !tokenizer.is_added(id)) bytes[id] = tokenizer.token_bytes(id);
+  std::vector<int32_t> stops(config.eos_token_ids.begin(), config.eos_token_ids.end());
+  return std::make_unique<StructuredOutput>(std::move(bytes), config.vocab_size, std::move(stops), timeout_s);
+}
+
+}  // namespace
+
 int run_generate(const GenerateOptions& options, const World& world) {
   std::vector<Request> requests;
   std::optional<text::BpeTokenizer> tokenizer;  // where requests give text or --tokenizer names one
@@ -169,6 +187,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
   std::vector<OutputReading> readings;
   ReplayOptions replay;  // V4.1's bounded decoder replay (off unless asked)
   std::unique_ptr<ControlledDrafter> drafter;  // with --nextn
+  std::unique_ptr<StructuredOutput> structured;  // where requests have constraints
   SpmdSetup spmd;
   EngineOptions engine_options;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
@@ -226,6 +245,15 @@ int run_generate(const GenerateOptions& options, const World& world) {
     const ChatSource chat{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
                           prose_for_chats};
     requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
+    if (std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.constraint.has_value(); })) {
+      DI_INPUT_CHECK(tokenizer || (!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file)),
+                     "requests have output constraints (response_format, regex, ebnf): structured output masks the "
+                     "vocabulary through the tokenizer: pass --tokenizer tokenizer.json (the model has none beside it)");
+      structured = make_structured_output(tokenizer_for_prompts(), config, options.grammar_timeout_s);
+      for (const Request& r : requests)
+        if (r.constraint) structured->compile(*r.constraint, fmt::format("request id {}", r.id.dump()));
+      engine_options.structured = structured.get();
+    }
     for (const Request& request : requests) Engine::validate(config, engine_options, request);
     const SpeculationCliOptions& spec = options.speculation;
     DI_INPUT_CHECK(spec.num_drafts > 0 || (!spec.variable_length && spec.reference_path.empty()),
@@ -289,6 +317,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.speculation.cost_warmup_steps = 2 * (options.speculation.num_drafts + 1);
     generation.speculation.verify_row_quantum = options.speculation.row_quantum;
     generation.speculation.model_drafter = options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled";
+    generation.structured = structured.get();
     // What the KV depends on besides the tokens: files written under another key are never read.
     generation.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}", std::filesystem::weakly_canonical(options.model.model_path).string(),

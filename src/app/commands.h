@@ -64,6 +64,7 @@ struct GenerateOptions {
   std::string deploy_path;       // empty: one rank does everything
   std::string expert_plan_path;  // optional placement plan (phy2log per MoE layer)
   std::string tokenizer_path;    // tokenizer.json: "prompt" text in, "text" out (default: the model directory's)
+  double grammar_timeout_s = 30.0;  // structured output: the longest a constraint may take to compile
   std::string chat_prose_path;   // chat requests: launch/chat_prose.py's file (default: beside the tokenizer)
   std::string stream_path;       // --stream: events as tokens arrive (jsonl.h StreamWriter); "-" standard output
   int64_t eplb_interval = -1;      // -1: the deployment's value

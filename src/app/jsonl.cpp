@@ -28,6 +28,45 @@ int64_t integer_in_range(const nlohmann::json& value, int64_t min, int64_t max, 
 
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 
+// The output constraint of a request (structured output): 'response_format' (json_schema with its schema, json_object,
+// regex with its 'regex'; text: none), 'regex' or 'ebnf', at most one of them. `ordered`: the same line in its key
+// order.
+std::optional<OutputConstraint> parse_constraint(const nlohmann::json& line, const nlohmann::ordered_json& ordered,
+                                                 const std::string& where) {
+  const bool format = line.contains("response_format") && !line["response_format"].is_null();
+  DI_INPUT_CHECK(format + line.contains("regex") + line.contains("ebnf") <= 1,
+                 "{}: give one of 'response_format', 'regex' and 'ebnf'", where);
+  for (const char* key : {"regex", "ebnf"}) {
+    if (!line.contains(key)) continue;
+    DI_INPUT_CHECK(line[key].is_string() && !line[key].get<std::string>().empty(), "{}: '{}' must be a non-empty string",
+                   where, key);
+    return OutputConstraint{key[0] == 'r' ? OutputConstraint::Kind::kRegex : OutputConstraint::Kind::kEbnf,
+                            line[key].get<std::string>()};
+  }
+  if (!format) return std::nullopt;
+  const nlohmann::json& rf = line["response_format"];
+  DI_INPUT_CHECK(rf.is_object() && rf.contains("type") && rf["type"].is_string(),
+                 "{}: 'response_format' should be {{\"type\": ...}}", where);
+  const std::string type = rf["type"].get<std::string>();
+  if (type == "text") return std::nullopt;
+  if (type == "json_object") return OutputConstraint{OutputConstraint::Kind::kJsonObject, ""};
+  if (type == "regex") {
+    DI_INPUT_CHECK(rf.contains("regex") && rf["regex"].is_string(), "{}: response_format regex needs 'regex'", where);
+    return OutputConstraint{OutputConstraint::Kind::kRegex, rf["regex"].get<std::string>()};
+  }
+  DI_INPUT_CHECK(type == "json_schema", "{}: response_format type '{}' is none of text, json_object, json_schema, "
+                 "regex", where, type);
+  DI_INPUT_CHECK(rf.contains("json_schema") && rf["json_schema"].is_object() && rf["json_schema"].contains("schema") &&
+                     rf["json_schema"]["schema"].is_object(),
+                 "{}: response_format json_schema needs json_schema.schema, an object", where);
+  const nlohmann::json& spec = rf["json_schema"];
+  DI_INPUT_CHECK(!spec.contains("strict") || (spec["strict"].is_boolean() && spec["strict"].get<bool>()),
+                 "{}: response_format json_schema is enforced strictly: 'strict' may only be true", where);
+  // The schema as written (its properties' order is the order the output gives them in).
+  return OutputConstraint{OutputConstraint::Kind::kJsonSchema,
+                          ordered.at("response_format").at("json_schema").at("schema").dump()};
+}
+
 // `ordered`: a chat request's line again with its keys in their order (its tool schemas and arguments keep it).
 Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& ordered, const std::string& where,
                       int64_t line_idx, const TokenizerSource& tokenizer, const ChatSource& chat,
@@ -35,7 +74,7 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
                                               "top_p", "top_k", "seed", "stop_token_ids",
-                                              "ignore_eos", "continues"};
+                                              "ignore_eos", "continues", "response_format", "regex", "ebnf"};
   // A chat request's own keys (text/chat_request.h reads them); "model" names the API model and is not used.
   static const std::set<std::string> kChatKeys = {"messages", "thinking", "reasoning_effort", "model", "tools",
                                                   "tool_choice", "response_format", "max_tokens", "stop"};
@@ -61,6 +100,9 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
     reading.tool_calls = !conversation.tools.empty() && conversation.tool_choice != "none";
     reading.in_tool_calls = reading.tool_calls && conversation.tool_choice == "required";
     reading.reasoning_first = prompt.reasoning_open;
+    DI_INPUT_CHECK(!prompt.reasoning_open || !parse_constraint(line, ordered, where),
+                   "{}: a constrained response in thinking mode (the output starts with reasoning) is not supported: "
+                   "turn thinking off", where);
     DI_INPUT_CHECK(!(line.contains("max_tokens") && line.contains("max_new_tokens")),
                    "{}: give 'max_tokens' or 'max_new_tokens', not both", where);
     if (line.contains("stop") && !line["stop"].is_null()) {
@@ -99,6 +141,7 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
     DI_INPUT_CHECK(v >= min && v <= max, "{}: '{}' = {} is out of range [{}, {}]", where, key, v, min, max);
     return v;
   };
+  r.constraint = parse_constraint(line, ordered, where);
   r.sampling.temperature = static_cast<float>(number("temperature", 0.0, 100.0, 0.0));
   r.sampling.top_p = static_cast<float>(number("top_p", 1e-6, 1.0, 1.0));
   r.sampling.top_k = static_cast<int64_t>(number("top_k", 0, 1e9, 0));
@@ -163,7 +206,9 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
     nlohmann::ordered_json ordered;
     try {
       line = nlohmann::json::parse(text);
-      if (line.is_object() && line.contains("messages")) ordered = nlohmann::ordered_json::parse(text);
+      // Chat requests' tool schemas and arguments, and response_format's schema, keep their key order.
+      if (line.is_object() && (line.contains("messages") || line.contains("response_format")))
+        ordered = nlohmann::ordered_json::parse(text);
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
     }

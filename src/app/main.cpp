@@ -115,6 +115,11 @@ int main(int argc, char** argv) {
   add_model_options(generate_cmd, generate.model);
   generate_cmd->add_option("--input", generate.input_path, "JSONL: one request per line")->required();
   generate_cmd->add_option("--output", generate.output_path, "JSONL results, in input order")->required();
+  generate_cmd->add_option("--grammar-timeout", generate.grammar_timeout_s,
+                           "Structured output: the longest a request's constraint (response_format, regex, ebnf) may "
+                           "take to compile, in seconds; longer ones are refused")
+      ->check(CLI::Range(0.001, 3600.0))
+      ->capture_default_str();
   generate_cmd->add_option("--tokenizer", generate.tokenizer_path,
                            "A Hugging Face tokenizer.json (byte-level BPE): requests may give 'prompt' text and the "
                            "results carry 'text' (default: the model directory's tokenizer.json, loaded when a "

@@ -118,6 +118,13 @@ void Engine::validate(const ModelConfig& c, const EngineOptions& options, const 
   DI_INPUT_CHECK(prompt_len < max_model_len,
                  "{}: prompt of {} tokens leaves no room to generate: it must stay below the model's maximum of {} "
                  "positions (prompts that reach it exceed the maximum)", who, prompt_len, max_model_len);
+  if (request.constraint) {
+    DI_INPUT_CHECK(options.structured != nullptr, "{}: a {} constraint needs the model's tokenizer (the model "
+                   "directory's tokenizer.json, or --tokenizer) to mask the vocabulary by", who,
+                   request.constraint->kind_name());
+    DI_INPUT_CHECK(!request.sampling.ignore_eos, "{}: a constrained request ends at its grammar's end, with the "
+                   "model's EOS: ignore_eos cannot be set", who);
+  }
   for (int32_t token : request.prompt_token_ids)
     DI_INPUT_CHECK(token >= 0 && token < c.vocab_size, "{}: token id {} is outside the vocabulary [0, {})", who,
                    token, c.vocab_size);
@@ -140,6 +147,7 @@ void Engine::add_request(const Request& request) {
   seq->tokens = request.prompt_token_ids;
   seq->num_prompt_tokens = seq->num_tokens();
   seq->shares_blocks = shares_blocks(seq->num_prompt_tokens);
+  if (options_.structured != nullptr) options_.structured->start(*seq);
   scheduler_.add(seq.get());
   sequences_.push_back(std::move(seq));
 }
@@ -152,10 +160,11 @@ void Engine::step() {
   const StepDrafts drafts = propose_drafts(batch);
   const ForwardBatch forward = build_forward_batch(batch, drafts);
   count_replay_rows(forward);
-  const std::vector<std::vector<int32_t>> emitted = run_and_sample(forward, batch, drafts);
+  const std::vector<std::vector<int32_t>> emitted = run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
   int64_t tokens_before = 0;  // decode: the tokens generated are those the scheduler kept (a stop drops the rest)
   for (const ScheduledSequence& item : batch.items) tokens_before += item.seq->num_tokens();
   scheduler_.postprocess(batch, emitted);
+  advance_constraints(batch);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, hidden_, *cache_);
   if (dspark_ != nullptr) dspark_->after_step(batch, *cache_);
   for (const auto& [seq, block] : scheduler_.take_registered())
@@ -186,7 +195,18 @@ Engine::StepDrafts Engine::propose_drafts(const ScheduledBatch& batch) {
                  (proposal.drawn_correct.empty() || static_cast<int64_t>(proposal.drawn_correct.size()) == proposal.size()),
              "the drafter proposed {} drafts ({} confidences) for at most {}", proposal.size(),
              proposal.confidence.size(), k);
+    std::vector<uint32_t> masks;
+    if (options_.structured != nullptr && options_.structured->constrains(seq)) {
+      // Drafts outside the grammar are not verified: the proposal ends before the first one.
+      masks.resize((proposal.size() + 1) * options_.structured->mask_words());
+      const int64_t admitted = options_.structured->fill_masks(seq, proposal.tokens, masks.data());
+      proposal.tokens.resize(admitted);
+      proposal.confidence.resize(admitted);
+      if (!proposal.drawn_correct.empty()) proposal.drawn_correct.resize(admitted);
+      masks.resize((admitted + 1) * options_.structured->mask_words());
+    }
     drafts.proposals.push_back(std::move(proposal));
+    drafts.masks.push_back(std::move(masks));
   }
   drafts.num_verified = verify_lengths(drafts.proposals);
   // The verified rows need their blocks; where the cache has none to spare, fewer drafts are verified.
@@ -233,8 +253,42 @@ void Engine::record_verify_time(int64_t rows, double ms) {
   verify_cost_.observe(rows, ms);
 }
 
+TokenMasks Engine::token_masks(const ScheduledBatch& batch, const StepDrafts& drafts) const {
+  TokenMasks masks;
+  StructuredOutput* structured = options_.structured;
+  if (structured == nullptr || std::none_of(batch.items.begin(), batch.items.end(), [&](const ScheduledSequence& item) {
+        return structured->constrains(*item.seq);
+      }))
+    return masks;
+  masks.words = structured->mask_words();
+  for (size_t i = 0; i < batch.items.size(); ++i) {  // the rows of run_and_sample, in its order
+    const Sequence& seq = *batch.items[i].seq;
+    const int64_t rows = drafts.empty() ? 1 : 1 + drafts.num_verified[i];
+    const size_t first = masks.masked.size();
+    const bool constrained = structured->constrains(seq) && (!drafts.empty() || batch.items[i].samples);
+    masks.masked.insert(masks.masked.end(), rows, constrained ? 1 : 0);
+    masks.bits.resize(masks.masked.size() * masks.words, 0xffffffffu);
+    if (!constrained) continue;
+    uint32_t* out = masks.bits.data() + first * masks.words;
+    if (drafts.empty()) {
+      structured->fill_masks(seq, {}, out);
+    } else {  // the rows' masks, computed when the drafts were walked through the grammar
+      DI_CHECK(static_cast<int64_t>(drafts.masks[i].size()) >= rows * masks.words,
+               "masks for {} rows of sequence {}, {} verified", drafts.masks[i].size() / masks.words, seq.idx, rows);
+      std::copy_n(drafts.masks[i].begin(), rows * masks.words, out);
+    }
+  }
+  return masks;
+}
+
+void Engine::advance_constraints(const ScheduledBatch& batch) {
+  if (options_.structured == nullptr) return;
+  for (const ScheduledSequence& item : batch.items)
+    if (const std::optional<bool> whole = options_.structured->advance(*item.seq)) item.seq->constraint_satisfied = whole;
+}
+
 std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
-                                                         const StepDrafts& drafts) {
+                                                         const StepDrafts& drafts, const TokenMasks& masks) {
   // One row per logits row: the sampled token lands at the row's position + 1, which indexes the request's stream.
   std::vector<SamplingRow> rows;
   for (size_t i = 0; i < batch.items.size(); ++i) {
@@ -244,14 +298,20 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
     for (int64_t j = 0; j < num_rows; ++j) rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, seq.num_tokens() + j});
   }
   std::vector<int32_t> drawn(rows.size());
+  const int64_t vocab = model_.config().vocab_size;
+  const auto sample_host = [&](Tensor logits) {
+    if (rows.empty()) return;
+    if (!masks.empty())
+      cpu::apply_token_bitmask(logits.data<float>(), logits.size(0), vocab, masks.bits.data(), masks.words,
+                               masks.masked.data());
+    cpu::sample_rows(logits.data<float>(), logits.size(0), vocab, rows.data(), drawn.data());
+  };
   if (mtp_ != nullptr) {  // the MTP module reads every row's hidden state (CPU backend)
-    const Tensor logits = model_.forward_with_hidden(forward, *cache_, options_.experts, hidden_);
-    if (!rows.empty())
-      cpu::sample_rows(logits.data<float>(), logits.size(0), model_.config().vocab_size, rows.data(), drawn.data());
+    sample_host(model_.forward_with_hidden(forward, *cache_, options_.experts, hidden_));
   } else if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
-    drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows);
-  } else if (const Tensor logits = model_.forward(forward, *cache_, options_.experts); !rows.empty()) {
-    cpu::sample_rows(logits.data<float>(), logits.size(0), model_.config().vocab_size, rows.data(), drawn.data());
+    drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows, masks.empty() ? nullptr : &masks);
+  } else {
+    sample_host(model_.forward(forward, *cache_, options_.experts));
   }
   std::vector<std::vector<int32_t>> emitted;
   int64_t row = 0;
@@ -325,6 +385,7 @@ RequestResult Engine::result_of(const Sequence& seq) {
   result.output_token_ids.assign(seq.tokens.begin() + seq.num_prompt_tokens, seq.tokens.end());
   result.finish_reason = seq.finish_reason;
   result.prompt_tokens = seq.num_prompt_tokens;
+  result.constraint_satisfied = seq.constraint_satisfied;
   return result;
 }
 
@@ -390,6 +451,7 @@ bool Engine::admit_cached(const Request& request, std::vector<int32_t> tokens, c
   if (!blocks_.can_grow(*seq, seq->num_tokens())) return false;
   blocks_.grow(*seq, seq->num_tokens());
   if (kv != nullptr) cache_->import_entries(seq->block_table, seq->num_cached, kv);
+  if (options_.structured != nullptr) options_.structured->start(*seq);  // over the tokens it brings
   scheduler_.add_running(seq.get());
   sequences_.push_back(std::move(seq));
   return true;

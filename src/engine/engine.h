@@ -13,6 +13,7 @@
 #include "src/engine/scheduler.h"
 #include "src/engine/sequence.h"
 #include "src/engine/speculation.h"
+#include "src/engine/structured_output.h"
 #include "src/model/causal_lm.h"
 
 namespace deepinfer {
@@ -44,6 +45,9 @@ struct EngineOptions {
   int64_t swa_replay_tokens = 128;
   ReplayOptions replay;
   SpeculationOptions speculation;  // decode steps verify drafts (speculation.h); off unless num_drafts > 0
+  // Structured output (structured_output.h): constrained requests' matchers and masks; needed when a request has
+  // a constraint. Outlives the engine.
+  StructuredOutput* structured = nullptr;
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled
@@ -123,15 +127,22 @@ class Engine {
   struct StepDrafts {
     std::vector<DraftProposal> proposals;
     std::vector<int64_t> num_verified;
+    // Structured output: per item, the masks of rows 0..(drafts the grammar admits) (empty: unconstrained).
+    std::vector<std::vector<uint32_t>> masks;
     bool empty() const { return proposals.empty(); }
   };
   StepDrafts propose_drafts(const ScheduledBatch& batch);
   // How many drafts each item verifies: all that fit the request's limits, or the variable-length rule's choice.
   std::vector<int64_t> verify_lengths(const std::vector<DraftProposal>& proposals);
   ForwardBatch build_forward_batch(const ScheduledBatch& batch, const StepDrafts& drafts) const;
+  // Structured output: the vocabulary masks of the step's logits rows (empty where no sequence is constrained).
+  TokenMasks token_masks(const ScheduledBatch& batch, const StepDrafts& drafts) const;
+  // After postprocess: constrained sequences' matchers take the tokens they were given; finished ones record whether
+  // their output is whole.
+  void advance_constraints(const ScheduledBatch& batch);
   // Runs the batch and samples every logits row; returns, per sampling item, the tokens it emits.
   std::vector<std::vector<int32_t>> run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
-                                                   const StepDrafts& drafts);
+                                                   const StepDrafts& drafts, const TokenMasks& masks);
   void record_verify_time(int64_t rows, double ms);
   void count_replay_rows(const ForwardBatch& forward);
   // Whether a sequence of this prompt length may take and register prefix-cache blocks.

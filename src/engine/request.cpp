@@ -11,13 +11,25 @@ FinishReason parse_finish_reason(const std::string& name) {
   return FinishReason::kNone;
 }
 
+const char* OutputConstraint::kind_name() const {
+  switch (kind) {
+    case Kind::kJsonSchema: return "json_schema";
+    case Kind::kJsonObject: return "json_object";
+    case Kind::kRegex: return "regex";
+    case Kind::kEbnf: return "ebnf";
+  }
+  return "?";
+}
+
 nlohmann::json result_to_json(const RequestResult& r) {
-  return {{"index", r.index},
-          {"id", r.id},
-          {"output_token_ids", r.output_token_ids},
-          {"finish_reason", finish_reason_name(r.finish_reason)},
-          {"prompt_tokens", r.prompt_tokens},
-          {"output_tokens", r.output_token_ids.size()}};
+  nlohmann::json json = {{"index", r.index},
+                         {"id", r.id},
+                         {"output_token_ids", r.output_token_ids},
+                         {"finish_reason", finish_reason_name(r.finish_reason)},
+                         {"prompt_tokens", r.prompt_tokens},
+                         {"output_tokens", r.output_token_ids.size()}};
+  if (r.constraint_satisfied) json["constraint_satisfied"] = *r.constraint_satisfied;
+  return json;
 }
 
 RequestResult result_from_json(const nlohmann::json& json) {
@@ -27,6 +39,7 @@ RequestResult result_from_json(const nlohmann::json& json) {
   r.output_token_ids = json.at("output_token_ids").get<std::vector<int32_t>>();
   r.finish_reason = parse_finish_reason(json.at("finish_reason").get<std::string>());
   r.prompt_tokens = json.at("prompt_tokens").get<int64_t>();
+  if (json.contains("constraint_satisfied")) r.constraint_satisfied = json.at("constraint_satisfied").get<bool>();
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,17 @@ struct SamplingParams {
   bool ignore_eos = false;  // the model's EOS tokens do not stop the sequence (stop_token_ids still do), as vLLM's
 };
 
+// A request's constraint on its output (structured output, engine/structured_output.h): a JSON Schema (strict), any
+// JSON object, a regular expression or an EBNF grammar (xgrammar's GBNF dialect, root rule `root`).
+struct OutputConstraint {
+  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf };
+  Kind kind = Kind::kJsonObject;
+  std::string text;  // the schema (JSON text), the regex or the grammar; empty for any JSON object
+  // "json_schema", "json_object", "regex" or "ebnf".
+  const char* kind_name() const;
+  bool operator==(const OutputConstraint&) const = default;
+};
+
 struct Request {
   int64_t index = 0;  // position in the input: the output order, and how ranks name a request to each other
   nlohmann::json id;  // any JSON value, echoed back as given
@@ -27,6 +39,7 @@ struct Request {
   // The index of an earlier request whose conversation this one continues (-1: none): it runs once that one has
   // finished, its prompt_token_ids following that one's prompt and output (generate's waves).
   int64_t continues = -1;
+  std::optional<OutputConstraint> constraint;  // none: free text
 };
 
 enum class FinishReason { kNone, kStop, kLength };
@@ -41,6 +54,9 @@ struct RequestResult {
   std::vector<int32_t> output_token_ids;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t prompt_tokens = 0;
+  // With a constraint: whether the output is a whole sentence of it (false: cut short, by max_new_tokens or the
+  // model's length).
+  std::optional<bool> constraint_satisfied;
 };
 
 nlohmann::json result_to_json(const RequestResult& result);

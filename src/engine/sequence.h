@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "src/engine/request.h"
@@ -27,6 +28,7 @@ struct Sequence {
   SequenceStatus status = SequenceStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_streamed = 0;  // generated tokens Engine::take_new_tokens has reported
+  std::optional<bool> constraint_satisfied;  // structured output: set when a constrained sequence finishes
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

@@ -423,6 +423,7 @@ EngineOptions rank_engine_options(const CausalLm& model, const Topology& topo, E
   // travels with the handoff (DSpark's draft keys are written by the forward itself: nothing to run there).
   const bool mtp_layer = options.speculation.model_drafter && model.dspark_block_size() == 0;
   if (topo.role() != Role::kPrefill || mtp_layer) engine_options.speculation = options.speculation;
+  engine_options.structured = options.structured;
   return engine_options;
 }
 

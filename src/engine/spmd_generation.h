@@ -39,6 +39,7 @@ struct SpmdGenerationOptions {
   ReplayOptions replay;  // V4.1's bounded decoder replay
   int64_t swa_replay_tokens = 128;  // EngineOptions::swa_replay_tokens
   SpeculationOptions speculation;    // decode and colocated ranks' (each rank's drafter its own)
+  StructuredOutput* structured = nullptr;  // constrained requests' grammars (every role samples: prefill its first)
 };
 
 // What one rank did, for the summary world rank 0 prints.

@@ -39,6 +39,16 @@ class KvCache {
 // temperature <= 0; `position` is where the token will land, which indexes the request's Philox stream.
 using SamplingRow = cpu::SamplingRow;
 
+// Structured output's vocabulary masks for a step's logits rows (engine/structured_output.h): `words` 32-bit words a
+// row, bit v % 32 of word v / 32 set where token v is admitted; rows whose `masked` is 0 are not masked. Empty
+// (words 0): no row is.
+struct TokenMasks {
+  int64_t words = 0;
+  std::vector<uint32_t> bits;   // [rows, words]
+  std::vector<uint8_t> masked;  // [rows]
+  bool empty() const { return words == 0; }
+};
+
 class CausalLm {
  public:
   virtual ~CausalLm() = default;
@@ -52,13 +62,14 @@ class CausalLm {
   virtual Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const = 0;
 
   // Backends that sample where the logits are (CUDA: only the tokens come back, not rows x vocab floats).
-  // forward_and_sample runs the batch like forward() and draws one token per logits row with `rows`.
+  // forward_and_sample runs the batch like forward() and draws one token per logits row with `rows`, each masked
+  // row drawn among the tokens its mask admits (`masks` may be null: none).
   virtual bool samples_on_device() const { return false; }
   // Values [0, n) of every layer's transfer entry that are sliding-window state only (DeepSeek-V4.1's window K=V,
   // on the CPU model, which can replay it: SequenceChunk::swa_floor); 0: none, or no replay.
   virtual int64_t window_state_values() const { return 0; }
   virtual std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                                  std::span<const SamplingRow> rows) const;
+                                                  std::span<const SamplingRow> rows, const TokenMasks* masks) const;
 
   // The checkpoint's draft module (its num_nextn_predict_layers layers: DeepSeek-V3's multi-token-prediction layer,
   // DeepSeek-V4.1's DSpark drafter), speculative decoding's drafter where the checkpoint has one (CPU backend):

@@ -490,6 +490,28 @@ void sample_rows(OpRun& r) {
   EXPECT_GE(agree, rows * 995 / 1000) << agree << " of " << rows << " draws agree";
 }
 
+// Structured output's masks: random masks (a row unmasked, a row all but one token masked) applied in place on the
+// device and on the CPU — the same logits bit for bit (the vocabulary not a multiple of 32).
+void apply_token_bitmask(OpRun& r) {
+  const int64_t rows = r["rows"], vocab = r["vocab"], words = (vocab + 31) / 32;
+  std::normal_distribution<float> normal;
+  std::vector<float> logits(rows * vocab);
+  for (float& l : logits) l = normal(r.rng());
+  std::vector<uint32_t> masks(rows * words);
+  for (uint32_t& m : masks) m = static_cast<uint32_t>(r.rng()());
+  std::vector<uint8_t> masked(rows, 1);
+  masked[1] = 0;
+  std::fill_n(masks.begin() + 2 * words, words, 0u);
+  masks[2 * words + 3] = 1u << 5;
+  auto d_logits = DeviceArray<float>::from_host(logits);
+  auto d_masks = DeviceArray<uint32_t>::from_host(masks);
+  auto d_masked = DeviceArray<uint8_t>::from_host(masked);
+  cuda::apply_token_bitmask(d_logits.data(), rows, vocab, d_masks.data(), words, d_masked.data(), nullptr);
+  sync();
+  cpu::apply_token_bitmask(logits.data(), rows, vocab, masks.data(), words, masked.data());
+  r.exact("masked logits", d_logits.to_host(), logits);
+}
+
 // FP8 weight blocks: random bf16 values over a wide range (a block of tiny ones, a zero block) quantised on the
 // device and on the CPU — the same codes and scales — dequantised back the same, and FP8 values quantised again
 // unchanged.
@@ -664,6 +686,7 @@ void add_dense_rows(OpTable& t) {
           kBf16, [](OpRun& r) { batched_gemv(r, true); });
   t.add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
   t.add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
+  t.add("apply_token_bitmask", "f32", {{"rows", 7}, {"vocab", 129280 - 3}}, kExact, apply_token_bitmask);
 }
 
 }  // namespace deepinfer::op_test

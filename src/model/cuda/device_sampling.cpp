@@ -6,8 +6,9 @@
 
 namespace deepinfer {
 
-std::vector<int32_t> sample_on_device(const float* logits, int64_t num_rows, int64_t vocab,
-                                      std::span<const SamplingRow> rows, ScratchPool& scratch, cudaEvent_t step_end) {
+std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t vocab,
+                                      std::span<const SamplingRow> rows, const TokenMasks* masks, ScratchPool& scratch,
+                                      cudaEvent_t step_end) {
   DI_CHECK(static_cast<int64_t>(rows.size()) == num_rows, "{} sampling rows for {} logits rows", rows.size(), num_rows);
   std::vector<int32_t> tokens(num_rows);
   if (num_rows == 0) return tokens;
@@ -16,6 +17,13 @@ std::vector<int32_t> sample_on_device(const float* logits, int64_t num_rows, int
       device_copy(scratch, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(rows.data()),
                                                 reinterpret_cast<const uint8_t*>(rows.data() + rows.size()))));
   auto* out = scratch.alloc<int32_t>(num_rows);
+  if (masks != nullptr && !masks->empty()) {
+    DI_CHECK(static_cast<int64_t>(masks->masked.size()) == num_rows &&
+                 static_cast<int64_t>(masks->bits.size()) == num_rows * masks->words,
+             "token masks for {} rows, {} logits rows", masks->masked.size(), num_rows);
+    cuda::apply_token_bitmask(logits, num_rows, vocab, device_copy(scratch, masks->bits), masks->words,
+                              device_copy(scratch, masks->masked), nullptr);
+  }
   const bool all_greedy = std::all_of(rows.begin(), rows.end(), [](const SamplingRow& r) { return r.temperature <= 0; });
   if (all_greedy) {
     cuda::argmax_rows(logits, num_rows, vocab, out, nullptr);

@@ -1,0 +1,66 @@
+// Structured output (issue #30): a request's OutputConstraint (JSON Schema, any JSON object, regex, EBNF) compiled
+// once per distinct constraint into xgrammar's grammar state machine over the model's vocabulary, a matcher per
+// constrained sequence advanced with every token it emits, and per logits row the vocabulary bitmask of the tokens
+// the grammar admits next, which the engine applies before sampling (on the device where the backend samples).
+//  - Speculative decoding: a sequence's drafts are walked through its matcher; the first draft the grammar refuses
+//    and those after it are not verified, and the rows of the others get the masks of the state after the drafts
+//    before them (the matcher is rolled back after the walk).
+//  - The vocabulary: each token id's bytes as the tokenizer decodes them; special and added tokens are never admitted
+//    (xgrammar treats tokens of no bytes as special), except the model's EOS tokens, which end a sentence; ids past
+//    the tokenizer's (the model's padding of its vocabulary) are never admitted.
+//  - A constrained request ends at its grammar's end (its EOS is admitted only there and always stops it), or is cut
+//    short by its max_new_tokens; its result says which (RequestResult::constraint_satisfied).
+// xgrammar is held behind this class (its headers stay in structured_output.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "src/engine/request.h"
+#include "src/engine/sequence.h"
+
+namespace deepinfer {
+
+class StructuredOutput {
+ public:
+  // token_bytes: the tokenizer's tokens as bytes, by id (empty for special and added tokens); vocab_size: the
+  // model's (the logits' width, at least the tokenizer's); stop_ids: the model's EOS tokens. A compile that takes
+  // longer than compile_timeout_s is refused.
+  StructuredOutput(std::vector<std::string> token_bytes, int64_t vocab_size, std::vector<int32_t> stop_ids,
+                   double compile_timeout_s);
+  ~StructuredOutput();
+  StructuredOutput(const StructuredOutput&) = delete;
+  StructuredOutput& operator=(const StructuredOutput&) = delete;
+
+  // Compiles the constraint (once per distinct one; later calls hit the cache). InputError naming `who` for an
+  // invalid or unsupported schema, regex or grammar, or one that does not compile within the time limit.
+  void compile(const OutputConstraint& constraint, const std::string& who);
+  int64_t num_compiled() const;
+
+  // 32-bit words of one row's bitmask (bit v % 32 of word v / 32: token v admitted).
+  int64_t mask_words() const { return (vocab_size_ + 31) / 32; }
+  int64_t vocab_size() const { return vocab_size_; }
+
+  // A constrained sequence's matcher (its request's constraint compiled), advanced over the tokens it has generated
+  // so far (a sequence handed off after its first token, or resumed). No-op for an unconstrained one.
+  void start(const Sequence& seq);
+  bool constrains(const Sequence& seq) const;
+  // Advances the sequence's matcher over the tokens it generated since the last call; when the sequence has
+  // finished, records whether its output is a whole sentence and drops the matcher. Returns that record (nullopt
+  // while the sequence runs or for an unconstrained one).
+  std::optional<bool> advance(const Sequence& seq);
+  // The masks of a sampling step's rows for the sequence (which must be constrained): row 0 after its tokens, row j
+  // after drafts[0, j) too. Returns how many drafts the grammar admits (a prefix); masks of rows 0..that are written
+  // to masks[row * mask_words()].
+  int64_t fill_masks(const Sequence& seq, std::span<const int32_t> drafts, uint32_t* masks);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t vocab_size_;
+};
+
+}  // namespace deepinfer
