@@ -319,10 +319,12 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.speculation.model_drafter = options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled";
     generation.structured = structured.get();
     // What the KV depends on besides the tokens: files written under another key are never read.
+    // (The draft module's cache layers too: a block stored without them does not fit a cache that has them.)
     generation.kv_store_model_key =
-        fmt::format("{}|{}|seed {}|layers {}|engram {}", std::filesystem::weakly_canonical(options.model.model_path).string(),
-                    options.model.load_format, options.model.seed, model.config().num_hidden_layers,
-                    options.model.no_engram ? "off" : "on");
+        fmt::format("{}|{}|seed {}|layers {}|engram {}|draft module {}",
+                    std::filesystem::weakly_canonical(options.model.model_path).string(), options.model.load_format,
+                    options.model.seed, model.config().num_hidden_layers, options.model.no_engram ? "off" : "on",
+                    generation.speculation.model_drafter ? options.speculation.drafter : "none");
     std::unique_ptr<StreamWriter> stream;
     const std::vector<int64_t>* wave_original = nullptr;  // the running wave's requests' input positions
     if (!options.stream_path.empty()) {

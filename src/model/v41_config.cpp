@@ -387,8 +387,12 @@ nlohmann::json v41_at_depth(nlohmann::json root, int64_t num_layers, const std::
     t["engram_layer_ids"] = ids;
     if (t.contains("engram_num_embeddings")) t["engram_num_embeddings"] = sizes;
   }
-  if (t.contains("dspark_target_layer_ids"))
-    t["dspark_target_layer_ids"] = renumber(t["dspark_target_layer_ids"].get<std::vector<int64_t>>());
+  if (t.contains("dspark_target_layer_ids")) {
+    // The drafter reads all of its target layers (its fusion is sized for them): kept whole, or dropped.
+    const auto targets = t["dspark_target_layer_ids"].get<std::vector<int64_t>>();
+    const std::vector<int64_t> kept = renumber(targets);
+    t["dspark_target_layer_ids"] = kept.size() == targets.size() ? kept : std::vector<int64_t>{};
+  }
   return root;
 }
 

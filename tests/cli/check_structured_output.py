@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_structured_output.py --deepinfer BIN --mpirun MPIRUN --model M --tokenizer T --deploy D --ranks N
-                              [--args "..."] [--dspark]
+                              [--args "..."] [--dspark] [--chat]
 
 Structured output through `generate` (issue #30) on a model of random weights, where only the masks keep the output
 in its language: requests with JSON Schemas (objects, nested arrays, enums, numbers, patterns), any JSON object,
@@ -9,8 +9,9 @@ the engine marks whole (constraint_satisfied) must be valid (jsonschema, json.lo
 grammars' languages written as regexes); an output marked not whole must have run out of tokens (finish_reason
 length); most outputs must be whole. The deployment's outputs equal one rank's (on the CPU), and with speculative
 decoding (the controlled drafter proposing the plain run's outputs; with --dspark also the model's DSpark drafter,
-whose random drafts the grammar mostly refuses) the outputs equal the plain run's. --args: more generate options for
-every run (e.g. "--device cuda").
+whose random drafts the grammar mostly refuses) the outputs equal the plain run's. --chat: the same requests as chat
+requests (thinking off; the response in "content"), constraints by response_format only. --args: more generate
+options for every run (e.g. "--device cuda", "--chat-prose FILE").
 """
 import argparse
 import json
@@ -80,11 +81,19 @@ EBNF = [
 ]
 
 
-def requests():
+def requests(chat):
     reqs = []
 
     def add(constraint, prompt, max_new, sampled):
-        r = {"id": f"r{len(reqs)}", "prompt": prompt, "max_new_tokens": max_new}
+        if chat:  # a chat request carries its constraint in response_format
+            r = {"id": f"r{len(reqs)}", "messages": [{"role": "user", "content": prompt}],
+                 "thinking": {"type": "disabled"}, "max_tokens": max_new}
+            if "regex" in constraint:
+                constraint = {"response_format": {"type": "regex", "regex": constraint["regex"]}}
+            elif "ebnf" in constraint:
+                return
+        else:
+            r = {"id": f"r{len(reqs)}", "prompt": prompt, "max_new_tokens": max_new}
         r.update(constraint)
         if sampled:
             r.update(temperature=0.9, top_p=0.95, seed=100 + len(reqs))
@@ -109,15 +118,17 @@ def check_valid(reqs, out, name):
     whole = 0
     for req, res in zip(reqs, out):
         assert res["id"] == req["id"], f"{name}: results out of order"
-        text = res["text"]
+        text = res["content"] if "messages" in req else res["text"]
         if not res.get("constraint_satisfied"):
             assert "constraint_satisfied" in res, f"{name}: {req['id']} has no constraint_satisfied"
             assert res["finish_reason"] == "length", f"{name}: {req['id']} not whole but finished by {res['finish_reason']}"
             continue
         whole += 1
-        if "response_format" in req:
+        spec = req.get("response_format", {})
+        if spec.get("type") == "regex":
+            assert re.fullmatch(spec["regex"], text), f"{name}: {req['id']}: {text!r} !~ {spec['regex']}"
+        elif "response_format" in req:
             value = json.loads(text)
-            spec = req["response_format"]
             if spec["type"] == "json_schema":
                 schema = spec["json_schema"]["schema"]
                 jsonschema.validate(value, schema) if jsonschema else validate_subset(value, schema)
@@ -146,9 +157,10 @@ def main():
         ap.add_argument(key, required=True)
     ap.add_argument("--ranks", type=int, required=True)
     ap.add_argument("--dspark", action="store_true")
+    ap.add_argument("--chat", action="store_true")
     ap.add_argument("--args", default="")
     args = ap.parse_args()
-    reqs = requests()
+    reqs = requests(args.chat)
     with tempfile.TemporaryDirectory() as tmp:
         inp = os.path.join(tmp, "in.jsonl")
         with open(inp, "w") as f:
