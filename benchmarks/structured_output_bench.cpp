@@ -1,8 +1,8 @@
 // The per-step cost of structured output's masking (issue #30) at batch B, with DeepSeek's tokenizer (129,280 ids):
 //   - compile: a JSON Schema, a regex and any-JSON compiled against the vocabulary (once per distinct constraint);
-//   - host: the step's masks (Engine::token_masks: one xgrammar FillNextTokenBitmask per constrained row), with the
-//     B sequences' matchers spread over the states of a valid document (each advanced by a different number of its
-//     tokens), medians of `repeats` steps after warm-up;
+//   - host: the step's masks (one xgrammar FillNextTokenBitmask per constrained row: one after the other, and spread
+//     over the host's threads as Engine::token_masks does), with the B sequences' matchers spread over the states of
+//     a valid document (each advanced by a different number of its tokens), medians of `repeats` steps after warm-up;
 //   - device (CUDA builds on a GPU): the masks' upload and apply_token_bitmask on [B, vocab] fp32 logits, and the
 //     sampling that follows (argmax, and the sorted top-p sampler), masked and not, medians by CUDA events.
 // Prints one JSON line per (constraint, B).
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <omp.h>
 
 #include "src/engine/structured_output.h"
 #include "src/model/causal_lm.h"
@@ -209,8 +210,12 @@ int main(int argc, char** argv) {
       const double host_ms = median_ms(repeats, [&] {
         for (int64_t i = 0; i < B; ++i) so.fill_masks(seqs[i], {}, masks.bits.data() + i * masks.words);
       });
+      std::vector<const Sequence*> all;
+      for (const Sequence& s : seqs) all.push_back(&s);
+      const double threaded_ms = median_ms(repeats, [&] { so.fill_masks(all, masks.bits.data()); });
       nlohmann::json line = {{"constraint", c.name}, {"batch", B}, {"vocab", kVocab}, {"compile_ms", compile_ms},
-                             {"host_fill_masks_ms", host_ms}, {"document_tokens", doc.size()}};
+                             {"host_fill_masks_ms", host_ms}, {"host_fill_masks_threaded_ms", threaded_ms},
+                             {"host_threads", omp_get_max_threads()}, {"document_tokens", doc.size()}};
 #ifdef DEEPINFER_HAVE_CUDA
       line["device"] = device_costs(masks, B, repeats);
 #endif

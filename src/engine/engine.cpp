@@ -261,22 +261,31 @@ TokenMasks Engine::token_masks(const ScheduledBatch& batch, const StepDrafts& dr
       }))
     return masks;
   masks.words = structured->mask_words();
+  std::vector<const Sequence*> plain;  // constrained rows of a step without drafts: filled together below
+  std::vector<size_t> plain_rows;
   for (size_t i = 0; i < batch.items.size(); ++i) {  // the rows of run_and_sample, in its order
     const Sequence& seq = *batch.items[i].seq;
     const int64_t rows = drafts.empty() ? 1 : 1 + drafts.num_verified[i];
     const size_t first = masks.masked.size();
     const bool constrained = structured->constrains(seq) && (!drafts.empty() || batch.items[i].samples);
     masks.masked.insert(masks.masked.end(), rows, constrained ? 1 : 0);
-    masks.bits.resize(masks.masked.size() * masks.words, 0xffffffffu);
     if (!constrained) continue;
-    uint32_t* out = masks.bits.data() + first * masks.words;
     if (drafts.empty()) {
-      structured->fill_masks(seq, {}, out);
+      plain.push_back(&seq);
+      plain_rows.push_back(first);
     } else {  // the rows' masks, computed when the drafts were walked through the grammar
       DI_CHECK(static_cast<int64_t>(drafts.masks[i].size()) >= rows * masks.words,
                "masks for {} rows of sequence {}, {} verified", drafts.masks[i].size() / masks.words, seq.idx, rows);
-      std::copy_n(drafts.masks[i].begin(), rows * masks.words, out);
+      masks.bits.resize(masks.masked.size() * masks.words, 0xffffffffu);
+      std::copy_n(drafts.masks[i].begin(), rows * masks.words, masks.bits.begin() + first * masks.words);
     }
+  }
+  masks.bits.resize(masks.masked.size() * masks.words, 0xffffffffu);
+  if (!plain.empty()) {
+    std::vector<uint32_t> filled(plain.size() * masks.words);
+    structured->fill_masks(plain, filled.data());
+    for (size_t j = 0; j < plain.size(); ++j)
+      std::copy_n(filled.begin() + j * masks.words, masks.words, masks.bits.begin() + plain_rows[j] * masks.words);
   }
   return masks;
 }

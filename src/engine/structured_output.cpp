@@ -142,4 +142,17 @@ int64_t StructuredOutput::fill_masks(const Sequence& seq, std::span<const int32_
   return admitted;
 }
 
+void StructuredOutput::fill_masks(std::span<const Sequence* const> seqs, uint32_t* masks) {
+  const auto n = static_cast<int64_t>(seqs.size());
+  const int64_t words = mask_words();
+  std::vector<Impl::Matcher*> matchers(n);
+  for (int64_t i = 0; i < n; ++i) matchers[i] = &impl_->matchers.at(seqs[i]);
+#pragma omp parallel for schedule(dynamic) if (n > 8)
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t shape = words;
+    DLTensor row{masks + i * words, DLDevice{kDLCPU, 0}, 1, DLDataType{kDLInt, 32, 1}, &shape, nullptr, 0};
+    matchers[i]->matcher.FillNextTokenBitmask(&row);
+  }
+}
+
 }  // namespace deepinfer

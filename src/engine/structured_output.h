@@ -56,6 +56,9 @@ class StructuredOutput {
   // after drafts[0, j) too. Returns how many drafts the grammar admits (a prefix); masks of rows 0..that are written
   // to masks[row * mask_words()].
   int64_t fill_masks(const Sequence& seq, std::span<const int32_t> drafts, uint32_t* masks);
+  // Row 0's mask of each sequence (all constrained) into masks[i * mask_words()], the sequences spread over the
+  // host's threads (their matchers are independent; the compiled grammars are shared read-only).
+  void fill_masks(std::span<const Sequence* const> seqs, uint32_t* masks);
 
  private:
   struct Impl;
