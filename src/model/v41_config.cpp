@@ -182,16 +182,24 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
                                      : std::vector<int64_t>{r.get_int("eos_token_id", 0, c.vocab_size - 1)};
   }
   c.quantization = parse_quantization(root, source);
-  // A config without target layers (a depth cut below them, v41_at_depth) has no drafter, whatever else it says.
-  if (r.has("dspark_block_size") && !r.get_int_list("dspark_target_layer_ids", 0, layers - 1).empty()) {
-    if (nextn < 1) r.fail("dspark_block_size", "is set but num_nextn_predict_layers is 0 (DSpark needs draft layers)");
-    c.dspark.block_size = r.get_int("dspark_block_size", 1, 64);
-    c.dspark.target_layer_ids = r.get_int_list("dspark_target_layer_ids", 0, layers - 1);
-    c.dspark.noise_token_id = r.get_int("dspark_noise_token_id", 0, c.vocab_size - 1);
-    c.dspark.markov_rank = r.get_int("dspark_markov_rank", 1, kMaxInt);
-    c.dspark.n_routed_experts = r.get_int("dspark_n_routed_experts", 1, 65536, c.n_routed_experts);
-    c.dspark.num_experts_per_tok = r.get_int("dspark_num_experts_per_tok", 1, c.dspark.n_routed_experts,
-                                             std::min(c.num_experts_per_tok, c.dspark.n_routed_experts));
+  // The drafter's keys matter to --draft dspark only: a config whose DSpark keys do not fit it (a depth cut,
+  // v41_at_depth; a test config of fewer layers or a smaller vocabulary) loads without a drafter, and the reason is
+  // kept for --draft dspark to give.
+  if (r.has("dspark_block_size")) {
+    try {
+      if (nextn < 1) r.fail("dspark_block_size", "is set but num_nextn_predict_layers is 0 (DSpark needs draft layers)");
+      c.dspark.target_layer_ids = r.get_int_list("dspark_target_layer_ids", 0, layers - 1);
+      if (c.dspark.target_layer_ids.empty()) r.fail("dspark_target_layer_ids", "is missing or empty");
+      c.dspark.noise_token_id = r.get_int("dspark_noise_token_id", 0, c.vocab_size - 1);
+      c.dspark.markov_rank = r.get_int("dspark_markov_rank", 1, kMaxInt);
+      c.dspark.n_routed_experts = r.get_int("dspark_n_routed_experts", 1, 65536, c.n_routed_experts);
+      c.dspark.num_experts_per_tok = r.get_int("dspark_num_experts_per_tok", 1, c.dspark.n_routed_experts,
+                                               std::min(c.num_experts_per_tok, c.dspark.n_routed_experts));
+      c.dspark.block_size = r.get_int("dspark_block_size", 1, 64);
+    } catch (const InputError& e) {
+      c.dspark = {};
+      c.dspark.unusable = e.what();
+    }
   }
   return c;
 }

@@ -79,6 +79,7 @@ struct V41TextConfig {
     int64_t block_size = 0;  // 0: the checkpoint's config has no DSpark drafter
     int64_t noise_token_id = 0, markov_rank = 0, n_routed_experts = 0, num_experts_per_tok = 0;
     std::vector<int64_t> target_layer_ids;
+    std::string unusable;  // where the config has DSpark keys that do not fit it: why (block_size is then 0)
     bool enabled() const { return block_size > 0; }
   } dspark;
 };
