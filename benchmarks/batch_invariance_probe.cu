@@ -87,12 +87,15 @@ void report(const std::string& op, int64_t M, int64_t at, const std::vector<floa
 
 // Which kernel computes the Linear: the model's dispatch by rows, or one kernel for every row count (the skinny ones
 // in launches of at most 64 rows).
-enum class LinearPath { kDispatch, kGemv, kSkinny };
+enum class LinearPath { kDispatch, kGemv, kSkinny, kInvariantDispatch };
 
 // y = x w^T, bf16 or FP8 weight [n, k], fp32 output.
 void probe_linear(const std::vector<int64_t>& batches, int64_t n, int64_t k, bool fp8, Lane lane, int sms,
                   LinearPath path = LinearPath::kDispatch) {
-  const char* how = path == LinearPath::kDispatch ? "" : path == LinearPath::kGemv ? "_gemv_only" : "_skinny_only";
+  const char* how = path == LinearPath::kDispatch            ? ""
+                    : path == LinearPath::kGemv              ? "_gemv_only"
+                    : path == LinearPath::kSkinny            ? "_skinny_only"
+                                                             : "_batch_invariant_dispatch";
   const std::string op = fmt::format("linear_{}_n{}_k{}{}", fp8 ? "fp8" : "bf16", n, k, how);
   auto w = DeviceArray<Bf16>::from_host(random_bf16(n * k, 1.0f / std::sqrt(static_cast<float>(k))));
   DeviceArray<uint8_t> codes(fp8 ? n * k : 0), scales(fp8 ? (n / 32) * (k / 32) : 0);
@@ -113,8 +116,10 @@ void probe_linear(const std::vector<int64_t>& batches, int64_t n, int64_t k, boo
       auto x = DeviceArray<Bf16>::from_host(batch_with_probe(probe, M, at, 1.0f));
       DeviceArray<float> y(M * n);
       scratch.reset();
-      if (path == LinearPath::kDispatch) {
-        device_linear(lane, x.data(), linear, y.data(), true, M, scratch, sms);
+      if (path == LinearPath::kDispatch || path == LinearPath::kInvariantDispatch) {
+        Lane how_lane = lane;
+        how_lane.batch_invariant = path == LinearPath::kInvariantDispatch;  // --batch-invariant
+        device_linear(how_lane, x.data(), linear, y.data(), true, M, scratch, sms);
       } else {
         for (int64_t first = 0; first < M; first += cuda::kLinearSkinnyMaxRows) {
           const int64_t rows = std::min(cuda::kLinearSkinnyMaxRows, M - first);
@@ -240,6 +245,14 @@ int run(int argc, char** argv) {
     probe_linear(batches, 4608, 5120, fp8, lane, sms);
   }
   probe_linear(batches, 129280, 5120, false, lane, sms);
+  // The model's dispatch under --batch-invariant (Lane::batch_invariant), at every shape above.
+  for (const bool fp8 : {false, true}) {
+    probe_linear(batches, 1792, 5120, fp8, lane, sms, LinearPath::kInvariantDispatch);
+    probe_linear(batches, 32768, 1280, fp8, lane, sms, LinearPath::kInvariantDispatch);
+    probe_linear(batches, 5120, 8192, fp8, lane, sms, LinearPath::kInvariantDispatch);
+    probe_linear(batches, 4608, 5120, fp8, lane, sms, LinearPath::kInvariantDispatch);
+  }
+  probe_linear(batches, 129280, 5120, false, lane, sms, LinearPath::kInvariantDispatch);
   // One kernel for every row count: is either the matrix-vector or the skinny kernel itself batch-invariant?
   for (const bool fp8 : {false, true})
     for (const LinearPath path : {LinearPath::kGemv, LinearPath::kSkinny}) {

@@ -258,6 +258,9 @@ int run_generate(const GenerateOptions& options, const World& world) {
     const SpeculationCliOptions& spec = options.speculation;
     DI_INPUT_CHECK(spec.num_drafts > 0 || (!spec.variable_length && spec.reference_path.empty()),
                    "--spec-varlen and --draft-reference need --nextn N (N > 0)");
+    DI_INPUT_CHECK(!options.model.batch_invariant || !spec.variable_length,
+                   "--batch-invariant refuses --spec-varlen: its verify lengths depend on the batch (a fixed --nextn "
+                   "is allowed)");
     if (spec.num_drafts > 0 && spec.drafter == "controlled") {
       DI_INPUT_CHECK(!spec.reference_path.empty(),
                      "--nextn needs --draft-reference FILE (the controlled drafter) or --draft mtp");

@@ -88,6 +88,10 @@ struct ModelConfig {
   int64_t kv_entry_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached floats per token and layer
   float softmax_scale() const;  // qk_head_dim^-0.5, times YaRN's mscale(mscale_all_dim)^2
   int64_t num_layers_with_mtp() const { return num_hidden_layers + num_nextn_predict_layers; }
+  // A loader choice, not the checkpoint's (--batch-invariant, issue #28): the CUDA backend's Linear layers run one
+  // kernel for every row count (the skinny tensor-core one, in launches of at most 64 rows), so that a row's bits do
+  // not depend on the rows beside it (benchmarks/batch_invariance_probe). Other ops are not covered yet.
+  bool batch_invariant_linear = false;
   bool is_moe_layer(int64_t layer_idx) const;
 };
 

@@ -1,5 +1,7 @@
 #include "src/model/cuda/cuda_mlp.h"
 
+#include <algorithm>
+
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
@@ -19,8 +21,25 @@ DeviceLinear DeviceLinear::rows(int64_t first, int64_t count) const {
   return part;
 }
 
+namespace {
+
+// The batch-invariant form: the skinny kernel, whose output row does not depend on the other rows of its launch
+// (results/h200/batch-invariance), over launches of at most kLinearSkinnyMaxRows rows.
+template <class Launch>
+void in_skinny_launches(const __nv_bfloat16* x, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k, Launch launch) {
+  const size_t y_bytes = y_fp32 ? sizeof(float) : sizeof(__nv_bfloat16);
+  for (int64_t first = 0; first < m; first += cuda::kLinearSkinnyMaxRows)
+    launch(x + first * k, static_cast<char*>(y) + first * n * y_bytes, std::min(cuda::kLinearSkinnyMaxRows, m - first));
+}
+
+}  // namespace
+
 void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m,
                    int64_t n, int64_t k, int num_sms, cuda::WeightSource source) {
+  if (lane.batch_invariant)
+    return in_skinny_launches(x, y, y_fp32, m, n, k, [&](const __nv_bfloat16* xs, void* ys, int64_t rows) {
+      cuda::linear_skinny(xs, w, ys, y_fp32, rows, n, k, num_sms, lane.stream, source);
+    });
   if (m <= kGemvMaxLinearRows && k % 8 == 0) return cuda::linear_gemv(x, w, y, y_fp32, m, n, k, lane.stream);
   if (cuda::linear_skinny_preferred(m, n, k))
     return cuda::linear_skinny(x, w, y, y_fp32, m, n, k, num_sms, lane.stream, source);
@@ -30,9 +49,13 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
 void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
                    ScratchPool& scratch, int num_sms, cuda::WeightSource source) {
   if (w.fp8 == nullptr) return device_linear(lane, x, w.bf16, y, y_fp32, m, w.n, w.k, num_sms, source);
-  if (m <= kFp8GemvMaxLinearRows)
+  if (lane.batch_invariant && cuda::linear_skinny_fp8_supports(w.n, w.k))
+    return in_skinny_launches(x, y, y_fp32, m, w.n, w.k, [&](const __nv_bfloat16* xs, void* ys, int64_t rows) {
+      cuda::linear_skinny_fp8(xs, w.fp8, w.scales, ys, y_fp32, rows, w.n, w.k, num_sms, lane.stream);
+    });
+  if (m <= kFp8GemvMaxLinearRows && !lane.batch_invariant)
     return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, lane.stream);
-  if (m <= cuda::kLinearSkinnyMaxRows && cuda::linear_skinny_fp8_supports(w.n, w.k))
+  if (m <= cuda::kLinearSkinnyMaxRows && cuda::linear_skinny_fp8_supports(w.n, w.k) && !lane.batch_invariant)
     return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
   auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
   cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, lane.stream);
@@ -44,7 +67,7 @@ void device_mlp(Lane lane, const DeviceMlp& w, const __nv_bfloat16* h, __nv_bflo
   const int64_t H = hidden;
   auto* act = scratch.alloc<__nv_bfloat16>(rows * w.inter);
   const bool bf16 = w.gate_up.fp8 == nullptr && w.down.fp8 == nullptr;
-  if (bf16 && rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0) {  // a few rows: matrix-vector kernels
+  if (bf16 && rows <= kGemvMaxLinearRows && H % 8 == 0 && w.inter % 8 == 0 && !lane.batch_invariant) {  // a few rows
     cuda::swiglu_gemv(h, w.gate_up.bf16, act, rows, w.inter, H, swiglu_limit, lane.stream);
     cuda::linear_gemv(act, w.down.bf16, out, false, rows, H, w.inter, lane.stream);
     return;

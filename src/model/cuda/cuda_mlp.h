@@ -22,6 +22,8 @@ inline constexpr int64_t kGemvMaxLinearRows = 2;
 struct Lane {
   cudaStream_t stream;
   cublasHandle_t blas;
+  // One kernel for every row count (ModelConfig::batch_invariant_linear): the skinny one, 64 rows a launch.
+  bool batch_invariant = false;
 };
 
 // A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a ue8m0 scale per 32 x 32
