@@ -27,7 +27,7 @@ struct ModelOptions {
   std::string engram_split = "group";    // DeepSeek-V4.1 under --deploy: group (rows split across the EP group) | none
   int64_t num_layers = 0;  // > 0: run the model at this depth (v41_at_depth for V4.1; the first layers otherwise)
   bool no_cuda_graphs = false;  // CUDA: every decode step eager (for A/B measurements and debugging)
-  bool batch_invariant = false;  // ModelConfig::batch_invariant_linear (issue #28: the Linear layers so far)
+  bool batch_invariant = false;  // ModelConfig::batch_invariant (issue #28)
 };
 
 struct ForwardOptions {

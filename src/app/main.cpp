@@ -87,9 +87,10 @@ int main(int argc, char** argv) {
                   "DeepSeek-V4.1: drop the engram layers (for shapes that cannot hold their tables; the outputs then differ "
                   "from the model's)");
     cmd->add_flag("--batch-invariant", model.batch_invariant,
-                  "CUDA: run every Linear layer with one kernel whatever the rows (the skinny tensor-core kernel, 64 "
-                  "rows a launch), so that a row's Linear outputs do not depend on the rows batched with it (issue "
-                  "#28: the MoE, the indexer's products and MLA's kernels still do); the CPU is batch-invariant anyway");
+                  "CUDA: compute each row the same way whatever the rows batched with it: every Linear layer with "
+                  "one kernel (the skinny tensor-core kernel, 64 rows a launch), the routed experts through one path, "
+                  "V4.1's indexer without cuBLAS products (issue #28; not yet: V2/V3's MLA kernels, the EP combine); "
+                  "the CPU is batch-invariant anyway");
     cmd->add_option("--engram-tables", model.engram_tables,
                     "DeepSeek-V4.1 on CUDA: keep the engram tables in GPU memory (device) or in pinned host memory, "
                     "each step gathering its rows over PCIe (host)")

@@ -47,7 +47,7 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
     spdlog::warn("--no-engram: running DeepSeek-V4.1 without its {} engram layers", loaded.config.v41.engram_layer_ids.size());
     loaded.config.v41.engram_layer_ids.clear();
   }
-  loaded.config.batch_invariant_linear = options.batch_invariant;
+  loaded.config.batch_invariant = options.batch_invariant;
   V41TextConfig& v41 = loaded.config.v41;
   v41.engram_tables_on_host = options.engram_tables == "host";
   if (!v41.engram_layer_ids.empty()) v41.engram_shard = engram_shard;

@@ -88,10 +88,12 @@ struct ModelConfig {
   int64_t kv_entry_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached floats per token and layer
   float softmax_scale() const;  // qk_head_dim^-0.5, times YaRN's mscale(mscale_all_dim)^2
   int64_t num_layers_with_mtp() const { return num_hidden_layers + num_nextn_predict_layers; }
-  // A loader choice, not the checkpoint's (--batch-invariant, issue #28): the CUDA backend's Linear layers run one
-  // kernel for every row count (the skinny tensor-core one, in launches of at most 64 rows), so that a row's bits do
-  // not depend on the rows beside it (benchmarks/batch_invariance_probe). Other ops are not covered yet.
-  bool batch_invariant_linear = false;
+  // A loader choice, not the checkpoint's (--batch-invariant, issue #28): the CUDA backend computes a row the same way
+  // whatever the rows beside it — every Linear layer with one kernel (the skinny tensor-core one, in launches of at
+  // most 64 rows: benchmarks/batch_invariance_probe), the routed experts through one path for every pair count (FP4:
+  // the tile kernel; bf16: uniform chunks), V4.1's indexer without the cuBLAS products. Not covered yet: V2/V3's
+  // MLA kernels, the expert-parallel combine.
+  bool batch_invariant = false;
   bool is_moe_layer(int64_t layer_idx) const;
 };
 

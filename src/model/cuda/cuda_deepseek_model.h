@@ -71,7 +71,7 @@ class CudaDeepseekModel final : public CausalLm {
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream (device_linear).
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
   // The model's stream (the per-thread default).
-  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant_linear}; }
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names

@@ -22,7 +22,7 @@ inline constexpr int64_t kGemvMaxLinearRows = 2;
 struct Lane {
   cudaStream_t stream;
   cublasHandle_t blas;
-  // One kernel for every row count (ModelConfig::batch_invariant_linear): the skinny one, 64 rows a launch.
+  // One kernel for every row count (ModelConfig::batch_invariant): the skinny one, 64 rows a launch.
   bool batch_invariant = false;
 };
 

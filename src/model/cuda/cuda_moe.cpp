@@ -127,7 +127,10 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
   // an expert once per pair, the tiles below once per 64 rows.
   const bool few_pairs_a_place = num_ids == E || n <= kFp4GemvMaxPairsPerPlace * E;
-  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place) {
+  // --batch-invariant: one path for every pair count (FP4: the tiles; bf16: uniform chunks), so that a pair's bits
+  // do not depend on how many pairs share the layer.
+  const bool invariant = c.batch_invariant;
+  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place && !invariant) {
     // FP4 experts at decode: matrix-vector kernels, each pair streaming its expert's FP4 rows (no bf16 copy of the
     // experts exists for the grouped kernel to read); entries served elsewhere give zeros.
     auto* act = scratch.alloc<Bf16>(n * I);
@@ -138,7 +141,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:experts (fp4 gemv)");
     return false;
   }
-  if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n)) {
+  if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n) && !invariant) {
     // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
     auto* act = scratch.alloc<Bf16>(n * I);
     cuda::moe_gemv_gate_up(x, ids, rows, K, H, I, gate_up_w, swiglu_limit_, act, nullptr);
@@ -149,7 +152,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   }
   auto* row_of = scratch.alloc<int32_t>(n);
   auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
-  if (!fp4 && experts_stay_on_device(n)) {
+  if (!fp4 && experts_stay_on_device(n) && !invariant) {
     // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device, and
     // the rows read from x where they are (no expert-sorted copy).
     auto* token_of_row = scratch.alloc<int32_t>(n);
@@ -186,7 +189,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   profiler_.mark("moe:permute+offsets");
   // The rows of this store's experts; the rest (expert parallelism's extra id) are entries served elsewhere.
   const int64_t computed = host_offsets[E];
-  if (fp4 && computed < kFp4TileMaxRowsPerExpert * E) {
+  if (fp4 && (computed < kFp4TileMaxRowsPerExpert * E || invariant)) {
     // FP4 experts at prefill, few rows an expert: each projection one tiled kernel over 64-row tiles of one
     // expert's rows, the codes decoded in shared memory (moe_fp4_gemm.cuh): no bf16 copy, no padded rows.
     const std::vector<cuda::Fp4GemmTile> tiles =

@@ -84,7 +84,7 @@ class CudaMoe {
   void chunked_fp4_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
                            __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
                            ScratchPool& scratch) const;
-  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant_linear}; }
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
 
   const ModelConfig& config_;
   CudaExpertStore& experts_;

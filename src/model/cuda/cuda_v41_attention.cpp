@@ -343,7 +343,8 @@ void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state
   // row's visible entries, which are within its own sequence's): a row of a sequence without keys scores
   // nothing and picks nothing.
   auto* scores = scratch_.alloc<float>(T * width);
-  if (!plan.fixed_shapes && T >= kIndexerProductRows) {
+  // (Not under --batch-invariant: whether a row's scores take the products would depend on the rows beside it.)
+  if (!plan.fixed_shapes && T >= kIndexerProductRows && !config_.batch_invariant) {
     // Prefill: per sequence, the per-head dot products of its rows' queries with its keys on the tensor cores
     // (cuBLAS, in chunks of rows whose products fit kIndexerProductBytes), then their weighted relu sum.
     int64_t largest = 0;

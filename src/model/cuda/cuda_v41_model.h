@@ -135,7 +135,7 @@ class CudaV41Model final : public CausalLm {
   // main or the compress table.
   void rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* positions, int64_t per_position,
               bool compress) const;
-  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant_linear}; }
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
