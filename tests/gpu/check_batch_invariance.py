@@ -38,11 +38,13 @@ def main():
     ap.add_argument("--expect-identical", action="store_true")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json")))
-    vocab = config.get("text_config", config)["vocab_size"]
+    text = config.get("text_config", config)
+    vocab, longest = text["vocab_size"], text.get("max_position_embeddings", 4096) - 30
     rng = random.Random(28)
     reqs = []
     for i in range(32):
-        r = {"id": f"r{i}", "prompt_token_ids": [rng.randrange(3, vocab) for _ in range(rng.choice([3, 17, 64, 120, 300]))],
+        n = min(longest, rng.choice([3, 17, 64, 120, 300]))
+        r = {"id": f"r{i}", "prompt_token_ids": [rng.randrange(3, vocab) for _ in range(n)],
              "max_new_tokens": 24, "ignore_eos": True}
         if i % 3 == 1:
             r.update(temperature=0.9, top_p=0.95, seed=1000 + i)

@@ -10,7 +10,7 @@ for m in tiny-v41-fp8 tiny-v3-bf16; do
   for flag in "" "--batch-invariant"; do
     name=$m${flag:+-invariant}
     timeout 280 python3 tests/gpu/check_batch_invariance.py --deepinfer $di --mpirun "mpirun --oversubscribe" \
-      --model tests/fixtures/$m --args "$flag" > $w/$name.log 2>&1
+      --model tests/fixtures/$m "--args=$flag" > $w/$name.log 2>&1
     echo "$name rc=$?"; grep -E "outputs equal|exit|FAIL|rror" $w/$name.log | head -6
   done
 done
