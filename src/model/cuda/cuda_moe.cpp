@@ -1,6 +1,7 @@
 #include "src/model/cuda/cuda_moe.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -19,6 +20,20 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
+// CudaMoe::fp4_tiles_from_pairs_ for `places` experts: 1.25 pairs a place (at least 256 pairs), or
+// DEEPINFER_FP4_TILES_FROM_PAIRS (a measurement's override). V4.1-Flash, 384 experts all local, 4 layers, context
+// 4096: the matrix-vector kernels (graphs) against the tiles (eager) 24.6 / 25.0 ms at 64 rows (384 pairs), 35.3 /
+// 30.4 at 96, 45.9 / 34.5 at 128, 88.5 / 45.7 at 256 (results/h200/v41/fp4-decode-tiles).
+int64_t fp4_tiles_from_pairs(int64_t places) {
+  const int64_t fallback = std::max<int64_t>(256, places * 5 / 4);
+  const char* env = std::getenv("DEEPINFER_FP4_TILES_FROM_PAIRS");
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  const long long value = std::strtoll(env, &end, 10);
+  DI_INPUT_CHECK(*end == '\0' && value >= 0, "DEEPINFER_FP4_TILES_FROM_PAIRS='{}' is not a count of pairs", env);
+  return value;
+}
+
 // The model's stream waits for `event` (if any) before what it runs next.
 void wait_for(cudaEvent_t event) {
   if (event != nullptr) DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, event));
@@ -27,12 +42,15 @@ void wait_for(cudaEvent_t event) {
 }  // namespace
 
 CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sms, StepProfiler& profiler)
-    : config_(config), experts_(experts), num_sms_(num_sms), profiler_(profiler),
+    : config_(config), fp4_tiles_from_pairs_(fp4_tiles_from_pairs(experts.capacity())), experts_(experts),
+      num_sms_(num_sms),
+      profiler_(profiler),
       swiglu_limit_(static_cast<float>(config.swiglu_limit)),
       expert_sync_(DeviceArray<int32_t>::from_host(
           std::vector<int32_t>(cuda::moe_grouped_sync_ints(config.n_routed_experts), 0))) {}
 
 bool CudaMoe::experts_stay_on_device(int64_t pairs) const {
+  if (experts_.format() == CudaExpertStore::Format::kFp4 && pairs >= fp4_tiles_from_pairs_) return false;
   // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces; moe_route sorts within its limits
   // (one more expert id with expert parallelism).
   static_assert(kGroupedMaxPairs <= cuda::kMoeRouteMaxRows);

@@ -66,7 +66,8 @@ class CudaMoe {
   // of storing `out`.
   bool run(int64_t moe_layer, const CudaMoeWeights& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,
            ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm* then) const;
-  // Whether the routed experts of `pairs` (token, expert) pairs run without reading anything back to the host.
+  // Whether the routed experts of `pairs` (token, expert) pairs run without reading anything back to the host
+  // (FP4 experts from fp4_tiles_from_pairs pairs take the tile kernel, which reads the experts' row counts back).
   bool experts_stay_on_device(int64_t pairs) const;
 
  private:
@@ -87,6 +88,9 @@ class CudaMoe {
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
 
   const ModelConfig& config_;
+  // FP4 experts: from this many pairs a step (1.25 a place, at least 256) the tile kernel replaces the matrix-vector
+  // ones, whose per-pair reads of the experts stop paying (DEEPINFER_FP4_TILES_FROM_PAIRS overrides it).
+  int64_t fp4_tiles_from_pairs_;
   CudaExpertStore& experts_;
   int num_sms_;
   StepProfiler& profiler_;
