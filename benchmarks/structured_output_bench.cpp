@@ -23,10 +23,8 @@
 #include "src/text/bpe_tokenizer.h"
 
 #ifdef DEEPINFER_HAVE_CUDA
-#include <cuda_runtime.h>
-
+#include "benchmarks/microbench.h"
 #include "kernels/cuda/sampling.cuh"
-#include "src/core/check.h"
 #endif
 
 namespace {
@@ -35,8 +33,9 @@ using namespace deepinfer;
 
 constexpr int64_t kVocab = 129280;
 
+// The host's median milliseconds of `repeats` runs after 3 warm-up runs (microbench.h's median_ms times the device).
 template <class F>
-double median_ms(int repeats, F&& f) {
+double host_median_ms(int repeats, F&& f) {
   for (int i = 0; i < 3; ++i) f();
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
@@ -55,28 +54,6 @@ struct Case {
 };
 
 #ifdef DEEPINFER_HAVE_CUDA
-template <class F>
-double device_median_ms(int repeats, F&& f) {
-  cudaEvent_t start, stop;
-  DI_CUDA_CHECK(cudaEventCreate(&start));
-  DI_CUDA_CHECK(cudaEventCreate(&stop));
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    DI_CUDA_CHECK(cudaEventRecord(start, cudaStreamPerThread));
-    f();
-    DI_CUDA_CHECK(cudaEventRecord(stop, cudaStreamPerThread));
-    DI_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms);
-  }
-  DI_CUDA_CHECK(cudaEventDestroy(start));
-  DI_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 // The device side of a masked sampling step at batch B: upload, mask, sample; and the same sampling unmasked.
 nlohmann::json device_costs(const TokenMasks& masks, int64_t rows, int repeats) {
   int count = 0;
@@ -109,20 +86,20 @@ nlohmann::json device_costs(const TokenMasks& masks, int64_t rows, int repeats) 
     DI_CUDA_CHECK(cudaMemcpyAsync(masked, masks.masked.data(), rows, cudaMemcpyHostToDevice, cudaStreamPerThread));
     cuda::apply_token_bitmask(scratch, rows, kVocab, bits, words, masked, cudaStreamPerThread);
   };
-  const double copy = device_median_ms(repeats, fresh);
+  const double copy = median_ms(repeats, fresh);
   nlohmann::json j;
-  j["mask_upload_and_apply_ms"] = device_median_ms(repeats, [&] { fresh(); upload_and_mask(); }) - copy;
-  j["argmax_ms"] = device_median_ms(repeats, [&] { fresh(); cuda::argmax_rows(scratch, rows, kVocab, out, cudaStreamPerThread); }) - copy;
-  j["masked_argmax_ms"] = device_median_ms(repeats, [&] {
+  j["mask_upload_and_apply_ms"] = median_ms(repeats, [&] { fresh(); upload_and_mask(); }) - copy;
+  j["argmax_ms"] = median_ms(repeats, [&] { fresh(); cuda::argmax_rows(scratch, rows, kVocab, out, cudaStreamPerThread); }) - copy;
+  j["masked_argmax_ms"] = median_ms(repeats, [&] {
     fresh();
     upload_and_mask();
     cuda::argmax_rows(scratch, rows, kVocab, out, cudaStreamPerThread);
   }) - copy;
-  j["top_p_sample_ms"] = device_median_ms(repeats, [&] {
+  j["top_p_sample_ms"] = median_ms(repeats, [&] {
     fresh();
     cuda::sample_rows(scratch, rows, kVocab, sampling, out, workspace, workspace_bytes, cudaStreamPerThread);
   }) - copy;
-  j["masked_top_p_sample_ms"] = device_median_ms(repeats, [&] {
+  j["masked_top_p_sample_ms"] = median_ms(repeats, [&] {
     fresh();
     upload_and_mask();
     cuda::sample_rows(scratch, rows, kVocab, sampling, out, workspace, workspace_bytes, cudaStreamPerThread);
@@ -207,12 +184,12 @@ int main(int argc, char** argv) {
       masks.words = so.mask_words();
       masks.bits.assign(B * masks.words, 0);
       masks.masked.assign(B, 1);
-      const double host_ms = median_ms(repeats, [&] {
+      const double host_ms = host_median_ms(repeats, [&] {
         for (int64_t i = 0; i < B; ++i) so.fill_masks(seqs[i], {}, masks.bits.data() + i * masks.words);
       });
       std::vector<const Sequence*> all;
       for (const Sequence& s : seqs) all.push_back(&s);
-      const double threaded_ms = median_ms(repeats, [&] { so.fill_masks(all, masks.bits.data()); });
+      const double threaded_ms = host_median_ms(repeats, [&] { so.fill_masks(all, masks.bits.data()); });
       nlohmann::json line = {{"constraint", c.name}, {"batch", B}, {"vocab", kVocab}, {"compile_ms", compile_ms},
                              {"host_fill_masks_ms", host_ms}, {"host_fill_masks_threaded_ms", threaded_ms},
                              {"host_threads", omp_get_max_threads()}, {"document_tokens", doc.size()}};

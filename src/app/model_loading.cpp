@@ -38,8 +38,7 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
   DI_INPUT_CHECK(std::filesystem::exists(path), "--model '{}' does not exist", path.string());
   LoadedModel loaded;
   loaded.device = parse_device(options.device);
-  // --batch-invariant's expert path reads each expert's row count on the host, which a captured step cannot: eager.
-  loaded.cuda_graphs = !options.no_cuda_graphs && !options.batch_invariant;
+  loaded.cuda_graphs = !options.no_cuda_graphs;
   LoadFormat format = parse_load_format(options.load_format);
   if (format == LoadFormat::kAuto) format = std::filesystem::is_directory(path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
   loaded.config = options.num_layers > 0 ? config_at_depth(path, options.num_layers, format == LoadFormat::kDummy)

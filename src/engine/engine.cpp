@@ -261,31 +261,33 @@ TokenMasks Engine::token_masks(const ScheduledBatch& batch, const StepDrafts& dr
       }))
     return masks;
   masks.words = structured->mask_words();
-  std::vector<const Sequence*> plain;  // constrained rows of a step without drafts: filled together below
-  std::vector<size_t> plain_rows;
-  for (size_t i = 0; i < batch.items.size(); ++i) {  // the rows of run_and_sample, in its order
-    const Sequence& seq = *batch.items[i].seq;
+  // The rows of run_and_sample, in its order: which are masked, and the first row of each item.
+  std::vector<size_t> first_row;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
     const int64_t rows = drafts.empty() ? 1 : 1 + drafts.num_verified[i];
-    const size_t first = masks.masked.size();
-    const bool constrained = structured->constrains(seq) && (!drafts.empty() || batch.items[i].samples);
+    const bool constrained = structured->constrains(*batch.items[i].seq) && (!drafts.empty() || batch.items[i].samples);
+    first_row.push_back(masks.masked.size());
     masks.masked.insert(masks.masked.end(), rows, constrained ? 1 : 0);
-    if (!constrained) continue;
-    if (drafts.empty()) {
-      plain.push_back(&seq);
-      plain_rows.push_back(first);
-    } else {  // the rows' masks, computed when the drafts were walked through the grammar
-      DI_CHECK(static_cast<int64_t>(drafts.masks[i].size()) >= rows * masks.words,
-               "masks for {} rows of sequence {}, {} verified", drafts.masks[i].size() / masks.words, seq.idx, rows);
-      masks.bits.resize(masks.masked.size() * masks.words, 0xffffffffu);
-      std::copy_n(drafts.masks[i].begin(), rows * masks.words, masks.bits.begin() + first * masks.words);
-    }
   }
-  masks.bits.resize(masks.masked.size() * masks.words, 0xffffffffu);
-  if (!plain.empty()) {
-    std::vector<uint32_t> filled(plain.size() * masks.words);
-    structured->fill_masks(plain, filled.data());
-    for (size_t j = 0; j < plain.size(); ++j)
-      std::copy_n(filled.begin() + j * masks.words, masks.words, masks.bits.begin() + plain_rows[j] * masks.words);
+  masks.bits.assign(masks.masked.size() * masks.words, 0xffffffffu);
+  if (drafts.empty()) {  // one row an item: the constrained ones' masks filled together (across threads)
+    std::vector<const Sequence*> seqs;
+    std::vector<uint32_t> filled;
+    for (size_t i = 0; i < batch.items.size(); ++i)
+      if (masks.masked[first_row[i]]) seqs.push_back(batch.items[i].seq);
+    filled.resize(seqs.size() * masks.words);
+    structured->fill_masks(seqs, filled.data());
+    for (size_t i = 0, j = 0; i < batch.items.size(); ++i)
+      if (masks.masked[first_row[i]])
+        std::copy_n(filled.begin() + j++ * masks.words, masks.words, masks.bits.begin() + first_row[i] * masks.words);
+    return masks;
+  }
+  for (size_t i = 0; i < batch.items.size(); ++i) {  // computed when propose_drafts walked the drafts
+    if (!masks.masked[first_row[i]]) continue;
+    const int64_t rows = 1 + drafts.num_verified[i];
+    DI_CHECK(static_cast<int64_t>(drafts.masks[i].size()) >= rows * masks.words, "masks for {} rows of sequence {}, "
+             "{} verified", drafts.masks[i].size() / masks.words, batch.items[i].seq->idx, rows);
+    std::copy_n(drafts.masks[i].begin(), rows * masks.words, masks.bits.begin() + first_row[i] * masks.words);
   }
   return masks;
 }

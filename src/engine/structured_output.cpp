@@ -15,6 +15,17 @@
 
 namespace deepinfer {
 
+namespace {
+
+// The matcher's mask of the next token into `row` (`words` 32-bit words).
+void fill_row(xgrammar::GrammarMatcher& matcher, uint32_t* row, int64_t words) {
+  int64_t shape = words;
+  DLTensor tensor{row, DLDevice{kDLCPU, 0}, 1, DLDataType{kDLInt, 32, 1}, &shape, nullptr, 0};
+  matcher.FillNextTokenBitmask(&tensor);
+}
+
+}  // namespace
+
 struct StructuredOutput::Impl {
   // A compile runs on a thread of its own so that a slow one can be given up on (the thread is left to finish; the
   // error ends the run).
@@ -130,9 +141,7 @@ int64_t StructuredOutput::fill_masks(const Sequence& seq, std::span<const int32_
   };
   int64_t admitted = 0;
   for (;; ++admitted) {
-    int64_t shape = words;
-    DLTensor row{masks + admitted * words, DLDevice{kDLCPU, 0}, 1, DLDataType{kDLInt, 32, 1}, &shape, nullptr, 0};
-    m.matcher.FillNextTokenBitmask(&row);
+    fill_row(m.matcher, masks + admitted * words, words);
     // A drafted stop token is left to the target's own row to sample (the verify ends before it).
     if (admitted == static_cast<int64_t>(drafts.size()) || stops(drafts[admitted]) ||
         !m.matcher.AcceptToken(drafts[admitted]))
@@ -148,11 +157,7 @@ void StructuredOutput::fill_masks(std::span<const Sequence* const> seqs, uint32_
   std::vector<Impl::Matcher*> matchers(n);
   for (int64_t i = 0; i < n; ++i) matchers[i] = &impl_->matchers.at(seqs[i]);
 #pragma omp parallel for schedule(dynamic) if (n > 8)
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t shape = words;
-    DLTensor row{masks + i * words, DLDevice{kDLCPU, 0}, 1, DLDataType{kDLInt, 32, 1}, &shape, nullptr, 0};
-    matchers[i]->matcher.FillNextTokenBitmask(&row);
-  }
+  for (int64_t i = 0; i < n; ++i) fill_row(matchers[i]->matcher, masks + i * words, words);
 }
 
 }  // namespace deepinfer

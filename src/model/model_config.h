@@ -91,8 +91,9 @@ struct ModelConfig {
   // A loader choice, not the checkpoint's (--batch-invariant, issue #28): the CUDA backend computes a row the same way
   // whatever the rows beside it — every Linear layer with one kernel (the skinny tensor-core one, in launches of at
   // most 64 rows: benchmarks/batch_invariance_probe), the routed experts through one path for every pair count (FP4:
-  // the tile kernel; bf16: uniform chunks), V4.1's indexer without the cuBLAS products; decode steps run eagerly
-  // (that expert path reads the row counts on the host). Not covered yet: V2/V3's MLA kernels, the EP combine.
+  // the tile kernel; bf16: uniform chunks), V4.1's indexer without the cuBLAS products; decode steps with routed
+  // experts run eagerly (that expert path reads the row counts on the host: CudaMoe::experts_stay_on_device). Not
+  // covered yet: V2/V3's MLA kernels, the EP combine.
   bool batch_invariant = false;
   bool is_moe_layer(int64_t layer_idx) const;
 };

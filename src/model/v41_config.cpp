@@ -253,8 +253,9 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
     specs.push_back({prefix + ".w2.weight", {H, I}});
     specs.push_back({prefix + ".w3.weight", {I, H}});
   };
-  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("layers.{}.", l);
+  // What every layer has, main or draft (mtp.N.): the hyper-connections, the norms, the window attention's
+  // projections and sink.
+  auto window_layer = [&](const std::string& p) {
     for (const char* site : {"hc_attn", "hc_ffn"}) {
       specs.push_back({p + site + "_fn", {(2 + hc) * hc, hc * H}});
       specs.push_back({p + site + "_base", {(2 + hc) * hc}});
@@ -271,6 +272,18 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
     specs.push_back({a + "wo_a.weight", {v.o_groups * v.o_lora_rank, heads * hd / v.o_groups}});
     specs.push_back({a + "wo_b.weight", {H, v.o_groups * v.o_lora_rank}});
     specs.push_back({a + "attn_sink", {heads}});
+  };
+  // The MoE: router and its selection bias, `experts` routed experts and the shared one.
+  auto moe = [&](const std::string& p, int64_t experts) {
+    specs.push_back({p + "ffn.gate.weight", {experts, H}});
+    specs.push_back({p + "ffn.gate.bias", {experts}});
+    for (int64_t e = 0; e < experts; ++e) expert(fmt::format("{}ffn.experts.{}", p, e));
+    expert(p + "ffn.shared_experts");
+  };
+  for (int64_t l = 0; l < v.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l);
+    const std::string a = p + "attn.";
+    window_layer(p);
     const bool kv_source = contains(v.kv_source_layer_ids, l), index_source = contains(v.index_source_layer_ids, l);
     if (kv_source) {
       specs.push_back({a + "compressor.wkv.weight", {hd, H}});
@@ -293,36 +306,15 @@ std::vector<TensorSpec> v41_tensor_specs(const ModelConfig& c) {
       specs.push_back({p + "engram.q_weight", {hc, H}});
       specs.push_back({p + "engram.k_weight", {hc, H}});
     }
-    specs.push_back({p + "ffn.gate.weight", {E, H}});
-    specs.push_back({p + "ffn.gate.bias", {E}});
-    for (int64_t e = 0; e < E; ++e) expert(fmt::format("{}ffn.experts.{}", p, e));
-    expert(p + "ffn.shared_experts");
+    moe(p, E);
   }
   if (v.dspark.enabled()) {  // the draft layers, as DeepSeek's checkpoints name them (mtp.N.*): loaded when present
     const size_t first = specs.size();
     const int64_t n = v.num_nextn_predict_layers, Ed = v.dspark.n_routed_experts, rank = v.dspark.markov_rank;
     for (int64_t d = 0; d < n; ++d) {
       const std::string p = fmt::format("mtp.{}.", d);
-      for (const char* site : {"hc_attn", "hc_ffn"}) {
-        specs.push_back({p + site + "_fn", {(2 + hc) * hc, hc * H}});
-        specs.push_back({p + site + "_base", {(2 + hc) * hc}});
-        specs.push_back({p + site + "_scale", {3}});
-      }
-      specs.push_back({p + "attn_norm.weight", {H}});
-      specs.push_back({p + "ffn_norm.weight", {H}});
-      const std::string a = p + "attn.";
-      specs.push_back({a + "wq_a.weight", {v.q_lora_rank, H}});
-      specs.push_back({a + "q_norm.weight", {v.q_lora_rank}});
-      specs.push_back({a + "wq_b.weight", {heads * hd, v.q_lora_rank}});
-      specs.push_back({a + "wkv.weight", {hd, H}});
-      specs.push_back({a + "kv_norm.weight", {hd}});
-      specs.push_back({a + "wo_a.weight", {v.o_groups * v.o_lora_rank, heads * hd / v.o_groups}});
-      specs.push_back({a + "wo_b.weight", {H, v.o_groups * v.o_lora_rank}});
-      specs.push_back({a + "attn_sink", {heads}});
-      specs.push_back({p + "ffn.gate.weight", {Ed, H}});
-      specs.push_back({p + "ffn.gate.bias", {Ed}});
-      for (int64_t e = 0; e < Ed; ++e) expert(fmt::format("{}ffn.experts.{}", p, e));
-      expert(p + "ffn.shared_experts");
+      window_layer(p);
+      moe(p, Ed);
     }
     const auto targets = static_cast<int64_t>(v.dspark.target_layer_ids.size());
     specs.push_back({"mtp.0.main_proj.weight", {H, targets * H}});  // the target features' fusion

@@ -40,8 +40,7 @@ void DeepseekV41Model::load_dspark() {
   Dspark dspark{{}, HostExpertStore(draft_expert_dims(config_), static_cast<float>(config_.swiglu_limit)),
                 nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
   dspark.experts.take_from(weights_, [](int64_t d, int64_t e) {
-    const std::string p = fmt::format("mtp.{}.ffn.experts.{}.", d, e);
-    return HostExpertStore::TensorNames{p + "w1.weight", p + "w3.weight", p + "w2.weight"};
+    return routed_expert_tensors(fmt::format("mtp.{}.ffn.experts.{}.", d, e));
   });
   for (int64_t d = 0; d < v.num_nextn_predict_layers; ++d)
     dspark.layers.push_back(resolve_layer(fmt::format("mtp.{}.", d), V41LayerRole{}));  // window-only

@@ -19,10 +19,9 @@ DeepseekV41Model::DeepseekV41Model(ModelConfig config, WeightStore weights)
     : HostCausalLm(std::move(config), std::move(weights)),
       main_rope_(v41_rope_config(config_.v41, false)), compress_rope_(v41_rope_config(config_.v41, true)) {
   const V41TextConfig& v = config_.v41;
-  // Under expert parallelism a rank loaded only the experts it owns. w1 is the gate, w3 the up projection.
+  // Under expert parallelism a rank loaded only the experts it owns.
   experts_.take_from(weights_, [](int64_t layer, int64_t e) {
-    const std::string p = fmt::format("layers.{}.ffn.experts.{}.", layer, e);
-    return HostExpertStore::TensorNames{p + "w1.weight", p + "w3.weight", p + "w2.weight"};
+    return routed_expert_tensors(fmt::format("layers.{}.ffn.experts.{}.", layer, e));
   });
   require_engram_hash(v);
   for (int64_t l = 0; l < v.num_hidden_layers; ++l) {

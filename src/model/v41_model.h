@@ -99,6 +99,11 @@ class DeepseekV41Model final : public HostCausalLm {
   };
 
   Expert resolve_expert(const std::string& prefix) const;
+  // A routed expert's gate, up and down tensors under `prefix` ("layers.L.ffn.experts.E." or "mtp.D..."): w1 is the
+  // gate, w3 the up projection.
+  static HostExpertStore::TensorNames routed_expert_tensors(const std::string& prefix) {
+    return {prefix + "w1.weight", prefix + "w3.weight", prefix + "w2.weight"};
+  }
   // One layer's attention and MoE weights under `prefix` ("layers.N." or "mtp.N.").
   Layer resolve_layer(const std::string& prefix, V41LayerRole role) const;
   void load_dspark();

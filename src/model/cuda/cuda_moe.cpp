@@ -50,6 +50,9 @@ CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sm
           std::vector<int32_t>(cuda::moe_grouped_sync_ints(config.n_routed_experts), 0))) {}
 
 bool CudaMoe::experts_stay_on_device(int64_t pairs) const {
+  // The tile path (FP4 from fp4_tiles_from_pairs_ pairs; every pair count under --batch-invariant, whose one path
+  // it is) reads the experts' row counts back to the host.
+  if (config_.batch_invariant) return false;
   if (experts_.format() == CudaExpertStore::Format::kFp4 && pairs >= fp4_tiles_from_pairs_) return false;
   // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces; moe_route sorts within its limits
   // (one more expert id with expert parallelism).
@@ -73,7 +76,7 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
   if (shared_beside) {
     DI_CUDA_CHECK(cudaEventRecord(shared_start_.get(), cudaStreamPerThread));
     DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_.get(), shared_start_.get()));
-    device_mlp({side_stream_.get(), side_cublas_.get()}, w.shared, h, out, rows, H, scratch, num_sms_, swiglu_limit_);
+    device_mlp(side_lane(), w.shared, h, out, rows, H, scratch, num_sms_, swiglu_limit_);
     DI_CUDA_CHECK(cudaEventRecord(shared_done_.get(), side_stream_.get()));
   }
   device_linear(main_lane(), h, w.router, logits, true, rows, E, H, num_sms_);
@@ -145,10 +148,9 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
   // an expert once per pair, the tiles below once per 64 rows.
   const bool few_pairs_a_place = num_ids == E || n <= kFp4GemvMaxPairsPerPlace * E;
-  // --batch-invariant: one path for every pair count (FP4: the tiles; bf16: uniform chunks), so that a pair's bits
-  // do not depend on how many pairs share the layer.
-  const bool invariant = c.batch_invariant;
-  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place && !invariant) {
+  // (--batch-invariant: experts_stay_on_device is false, so every pair count takes the one path below — FP4: the
+  // tiles; bf16: uniform chunks — and a pair's bits do not depend on how many pairs share the layer.)
+  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place) {
     // FP4 experts at decode: matrix-vector kernels, each pair streaming its expert's FP4 rows (no bf16 copy of the
     // experts exists for the grouped kernel to read); entries served elsewhere give zeros.
     auto* act = scratch.alloc<Bf16>(n * I);
@@ -159,7 +161,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:experts (fp4 gemv)");
     return false;
   }
-  if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n) && !invariant) {
+  if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n)) {
     // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
     auto* act = scratch.alloc<Bf16>(n * I);
     cuda::moe_gemv_gate_up(x, ids, rows, K, H, I, gate_up_w, swiglu_limit_, act, nullptr);
@@ -170,7 +172,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   }
   auto* row_of = scratch.alloc<int32_t>(n);
   auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
-  if (!fp4 && experts_stay_on_device(n) && !invariant) {
+  if (!fp4 && experts_stay_on_device(n)) {
     // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device, and
     // the rows read from x where they are (no expert-sorted copy).
     auto* token_of_row = scratch.alloc<int32_t>(n);
@@ -207,7 +209,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   profiler_.mark("moe:permute+offsets");
   // The rows of this store's experts; the rest (expert parallelism's extra id) are entries served elsewhere.
   const int64_t computed = host_offsets[E];
-  if (fp4 && (computed < kFp4TileMaxRowsPerExpert * E || invariant)) {
+  if (fp4 && (computed < kFp4TileMaxRowsPerExpert * E || c.batch_invariant)) {
     // FP4 experts at prefill, few rows an expert: each projection one tiled kernel over 64-row tiles of one
     // expert's rows, the codes decoded in shared memory (moe_fp4_gemm.cuh): no bf16 copy, no padded rows.
     const std::vector<cuda::Fp4GemmTile> tiles =

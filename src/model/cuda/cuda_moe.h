@@ -86,6 +86,7 @@ class CudaMoe {
                            __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
                            ScratchPool& scratch) const;
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
+  Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant}; }
 
   const ModelConfig& config_;
   // FP4 experts: from this many pairs a step (1.25 a place, at least 256) the tile kernel replaces the matrix-vector
