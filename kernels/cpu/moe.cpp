@@ -1,5 +1,6 @@
 #include "kernels/cpu/moe.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -31,6 +32,10 @@ void add_rows_at(const float* src, const int32_t* src_rows, const int32_t* dst_r
                  float* dst) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < hidden; ++j) dst[dst_rows[i] * hidden + j] += src[src_rows[i] * hidden + j];
+}
+
+void gather_rows(const float* src, const int32_t* src_rows, int64_t n, int64_t hidden, float* dst) {
+  for (int64_t i = 0; i < n; ++i) std::copy_n(src + src_rows[i] * hidden, hidden, dst + i * hidden);
 }
 
 }  // namespace deepinfer::cpu

@@ -17,6 +17,9 @@ void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int6
 void add_rows_at(const float* src, const int32_t* src_rows, const int32_t* dst_rows, int64_t n, int64_t hidden,
                  float* dst);
 
+// dst[i] = src[src_rows[i]] for i < n (the CUDA form: cuda::gather_rows).
+void gather_rows(const float* src, const int32_t* src_rows, int64_t n, int64_t hidden, float* dst);
+
 void moe_experts(const float* x, const int32_t* ids, const float* weights, int64_t tokens, int64_t top_k,
                  int64_t hidden, int64_t inter, const float* gate_up, const float* down, float swiglu_limit, float* out);
 

@@ -1,11 +1,13 @@
 #include "kernels/cpu/sampling.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+#include "kernels/logits_hash.h"
 #include "kernels/philox.h"
 
 namespace deepinfer::cpu {
@@ -67,6 +69,15 @@ void sample_rows(const float* logits, int64_t rows, int64_t vocab, const Samplin
   std::vector<int32_t> order;
   std::vector<float> mass;
   for (int64_t r = 0; r < rows; ++r) out[r] = sample_row(logits + r * vocab, vocab, params[r], order, mass);
+}
+
+void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_t* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    uint64_t sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += logits_hash_term(static_cast<uint64_t>(v), std::bit_cast<uint32_t>(logits[r * vocab + v]));
+    out[r] = sum;
+  }
 }
 
 }  // namespace deepinfer::cpu

@@ -25,5 +25,7 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out)
 void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
                          const uint8_t* masked);
 void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out);
+// out[r] = sum over v of logits_hash_term(v, bits of logits[r, v]) mod 2^64 (kernels/logits_hash.h).
+void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_t* out);
 
 }  // namespace deepinfer::cpu

@@ -100,6 +100,18 @@ __global__ void combine_kernel(const __nv_bfloat16* returned, const int32_t* tok
   }
 }
 
+// One block a token: its K entries' rows in the returned pair outputs.
+__global__ void pair_rows_kernel(const int32_t* entry_rank, const int32_t* token_pos, const int32_t* send_counts,
+                                 int top_k, int num_ranks, int32_t* row_of) {
+  __shared__ int64_t offsets[kMaxEpRanks];
+  segment_offsets(send_counts, num_ranks, offsets);
+  const int64_t t = blockIdx.x;
+  for (int k = threadIdx.x; k < top_k; k += blockDim.x) {
+    const int r = entry_rank[t * top_k + k];
+    row_of[t * top_k + k] = static_cast<int32_t>((offsets[r] + token_pos[t * num_ranks + r]) * top_k + k);
+  }
+}
+
 }  // namespace
 
 int64_t ep_record_bytes(int64_t hidden, int64_t top_k) { return (hidden * 2 + top_k * 8 + 15) / 16 * 16; }
@@ -136,6 +148,13 @@ void ep_combine(const __nv_bfloat16* returned, const int32_t* token_pos, const i
   if (num_tokens == 0) return;
   combine_kernel<<<static_cast<unsigned>(num_tokens), 256, 0, stream>>>(returned, token_pos, send_counts, hidden,
                                                                        num_ranks, out);
+}
+
+void ep_pair_rows(const int32_t* entry_rank, const int32_t* token_pos, const int32_t* send_counts, int64_t num_tokens,
+                  int64_t top_k, int num_ranks, int32_t* row_of, cudaStream_t stream) {
+  if (num_tokens == 0) return;
+  pair_rows_kernel<<<static_cast<unsigned>(num_tokens), 32, 0, stream>>>(entry_rank, token_pos, send_counts,
+                                                                         static_cast<int>(top_k), num_ranks, row_of);
 }
 
 }  // namespace deepinfer::cuda

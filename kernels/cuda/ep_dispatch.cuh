@@ -10,6 +10,9 @@
 //   ep_unpack   received records -> x [n, H], ids [n, K] (-1 becomes `dummy_expert`, an id the caller's
 //               expert pass leaves out), weights [n, K].
 //   ep_combine  out[t] = bf16(out[t] + sum over destinations r, ascending, of returned[offset_r + pos[t, r]]).
+//   ep_pair_rows (--batch-invariant) where the destinations return each entry's own expert output instead of a
+//               sum (K rows per record, entry k at row k): row_of[t*K + k] = the returned row of (t, k), so that
+//               moe_unpermute adds them in k order, as the one-rank path does.
 // Positions within a segment come from atomics (order varies run to run); each output row depends only on its
 // own input row, and the combine sums in rank order, so results do not. At most 64 ranks, hidden % 8 == 0.
 // Flat launchers: device pointers, sizes, a stream; they allocate nothing.
@@ -41,5 +44,8 @@ void ep_unpack(const void* records, int64_t num_records, int64_t top_k, int64_t 
 
 void ep_combine(const __nv_bfloat16* returned, const int32_t* token_pos, const int32_t* send_counts,
                 int64_t num_tokens, int64_t hidden, int num_ranks, __nv_bfloat16* out, cudaStream_t stream);
+
+void ep_pair_rows(const int32_t* entry_rank, const int32_t* token_pos, const int32_t* send_counts, int64_t num_tokens,
+                  int64_t top_k, int num_ranks, int32_t* row_of, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

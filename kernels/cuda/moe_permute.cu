@@ -387,7 +387,21 @@ __global__ void add_rows_at_kernel(const __nv_bfloat16* src, const int32_t* src_
     to[i] = __float2bfloat16(__bfloat162float(to[i]) + __bfloat162float(from[i]));
 }
 
+__global__ void gather_rows_kernel(const __nv_bfloat16* src, const int32_t* src_rows, int64_t hidden,
+                                   __nv_bfloat16* dst) {
+  begin_dependent_kernel();
+  const __nv_bfloat16* from = src + static_cast<int64_t>(src_rows[blockIdx.x]) * hidden;
+  __nv_bfloat16* to = dst + static_cast<int64_t>(blockIdx.x) * hidden;
+  for (int64_t i = threadIdx.x; i < hidden; i += blockDim.x) to[i] = from[i];
+}
+
 }  // namespace
+
+void gather_rows(const __nv_bfloat16* src, const int32_t* src_rows, int64_t n, int64_t hidden, __nv_bfloat16* dst,
+                 cudaStream_t stream) {
+  if (n == 0) return;
+  launch_dependent(gather_rows_kernel, static_cast<unsigned>(n), 256, 0, stream, src, src_rows, hidden, dst);
+}
 
 void add_rows_at(const __nv_bfloat16* src, const int32_t* src_rows, const int32_t* dst_rows, int64_t n, int64_t hidden,
                  __nv_bfloat16* dst, cudaStream_t stream) {

@@ -33,6 +33,12 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
 void add_rows_at(const __nv_bfloat16* src, const int32_t* src_rows, const int32_t* dst_rows, int64_t n, int64_t hidden,
                  __nv_bfloat16* dst, cudaStream_t stream);
 
+// dst[i] = src[src_rows[i]] for i < n (bf16 rows): the expert outputs of each (token, k) entry, unweighted, in (t, k)
+// order (--batch-invariant's expert parallelism returns them so that the sum is the one-rank moe_unpermute's). The
+// CPU form: cpu::gather_rows (kernels/cpu/moe.h).
+void gather_rows(const __nv_bfloat16* src, const int32_t* src_rows, int64_t n, int64_t hidden, __nv_bfloat16* dst,
+                 cudaStream_t stream);
+
 // The decode layout without moving x: the expert_offsets and row_of that moe_permute computes (the same stable
 // order), and token_of_row [T*K]: the token whose x row the permuted row r stands for. One single-block kernel
 // (moe_permute takes five launches and a copy of x), for up to kMoeRouteMaxRows = T*K and kMoeRouteMaxExperts.

@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sampling.cuh"
+#include "kernels/logits_hash.h"
 #include "kernels/philox.h"
 
 namespace deepinfer::cuda {
@@ -139,6 +140,36 @@ void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint3
   if (rows == 0) return;
   launch_dependent(apply_token_bitmask_kernel, static_cast<unsigned>(rows), 256, 0, stream, logits, vocab, masks,
                    words, masked);
+}
+
+namespace {
+
+// One block a row: each thread sums its terms, the warps their threads', thread 0 the warps' (a sum mod 2^64
+// commutes, so the order does not matter).
+__global__ void row_hash_kernel(const float* logits, int64_t vocab, unsigned long long* out) {
+  constexpr int kHashThreads = 256;
+  __shared__ unsigned long long warp_sums[kHashThreads / 32];
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
+  unsigned long long sum = 0;
+  for (int64_t v = threadIdx.x; v < vocab; v += kHashThreads)
+    sum += logits_hash_term(static_cast<uint64_t>(v), __float_as_uint(row[v]));
+  for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long total = 0;
+    for (int w = 0; w < kHashThreads / 32; ++w) total += warp_sums[w];
+    out[blockIdx.x] = total;
+  }
+}
+
+}  // namespace
+
+void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_t* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
+  row_hash_kernel<<<static_cast<unsigned>(rows), 256, 0, stream>>>(logits, vocab,
+                                                                   reinterpret_cast<unsigned long long*>(out));
 }
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {

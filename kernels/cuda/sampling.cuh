@@ -27,6 +27,9 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out,
 void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
                          const uint8_t* masked, cudaStream_t stream);
 
+// out[r]: the row's fingerprint, the CPU form's (kernels/cpu/sampling.h, kernels/logits_hash.h) for equal bits.
+void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_t* out, cudaStream_t stream);
+
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
 void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);

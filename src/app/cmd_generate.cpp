@@ -311,6 +311,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
     generation.prefix_cache = options.prefix_cache;
+    generation.logits_hashes = options.logits_hashes;
     generation.replay = replay;
     generation.kv_store_dir = options.kv_store_dir;
     generation.swa_replay_tokens = options.swa_replay_tokens;

@@ -150,6 +150,10 @@ int main(int argc, char** argv) {
   generate_cmd->add_flag("--prefix-cache", generate.prefix_cache,
                          "Share the KV blocks of common prompt prefixes: a prompt starting with whole blocks another "
                          "request computed on the same rank prefills only the rest (the outputs stay the same)");
+  generate_cmd->add_flag("--logits-hashes", generate.logits_hashes,
+                         "Each result carries logits_hashes: per output token, a 64-bit fingerprint (16 hex digits) "
+                         "of the fp32 logits row it was drawn from, before any mask: equal bits, equal hashes, to "
+                         "check batch invariance bit for bit (the CPU and the GPU use the same function)");
   generate_cmd->add_option("--kv-store", generate.kv_store_dir,
                            "Directory every rank of this and later jobs shares as the prefix cache's slower tier: "
                            "each block filled is written there once (atomic rename, checksummed), and a prompt "

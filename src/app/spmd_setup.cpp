@@ -87,6 +87,8 @@ void SpmdSetup::start(const World& world) {
         std::make_unique<NcclExpertDispatch>(*nccl_ep_comm_, c.n_routed_experts, c.hidden_size, c.num_experts_per_tok));
   }
 #endif
+  // --batch-invariant: each entry's expert output comes back and is summed in k order, as at one rank.
+  if (c.batch_invariant) experts_->set_pair_outputs(true);
 }
 
 void SpmdSetup::finalize() {

@@ -162,8 +162,18 @@ void Engine::step() {
   count_replay_rows(forward);
   const std::vector<std::vector<int32_t>> emitted = run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
   int64_t tokens_before = 0;  // decode: the tokens generated are those the scheduler kept (a stop drops the rest)
-  for (const ScheduledSequence& item : batch.items) tokens_before += item.seq->num_tokens();
+  std::vector<int64_t> item_tokens_before;
+  for (const ScheduledSequence& item : batch.items) {
+    tokens_before += item.seq->num_tokens();
+    item_tokens_before.push_back(item.seq->num_tokens());
+  }
   scheduler_.postprocess(batch, emitted);
+  for (size_t i = 0; options_.logits_hashes && i < batch.items.size(); ++i) {  // one per token the scheduler kept
+    Sequence& seq = *batch.items[i].seq;
+    const int64_t kept = std::max<int64_t>(seq.num_tokens() - item_tokens_before[i], 0);
+    seq.logits_hashes.insert(seq.logits_hashes.end(), step_hashes_[i].begin(),
+                             step_hashes_[i].begin() + std::min<int64_t>(kept, std::ssize(step_hashes_[i])));
+  }
   advance_constraints(batch);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, hidden_, *cache_);
   if (dspark_ != nullptr) dspark_->after_step(batch, *cache_);
@@ -309,9 +319,11 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
     for (int64_t j = 0; j < num_rows; ++j) rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, seq.num_tokens() + j});
   }
   std::vector<int32_t> drawn(rows.size());
+  std::vector<uint64_t> hashes(options_.logits_hashes ? rows.size() : 0);
   const int64_t vocab = model_.config().vocab_size;
   const auto sample_host = [&](Tensor logits) {
     if (rows.empty()) return;
+    if (!hashes.empty()) cpu::logits_row_hashes(logits.data<float>(), logits.size(0), vocab, hashes.data());
     if (!masks.empty())
       cpu::apply_token_bitmask(logits.data<float>(), logits.size(0), vocab, masks.bits.data(), masks.words,
                                masks.masked.data());
@@ -320,15 +332,18 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
   if (mtp_ != nullptr) {  // the MTP module reads every row's hidden state (CPU backend)
     sample_host(model_.forward_with_hidden(forward, *cache_, options_.experts, hidden_));
   } else if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
-    drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows, masks.empty() ? nullptr : &masks);
+    drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows, masks.empty() ? nullptr : &masks,
+                                      hashes.empty() ? nullptr : hashes.data());
   } else {
     sample_host(model_.forward(forward, *cache_, options_.experts));
   }
   std::vector<std::vector<int32_t>> emitted;
+  step_hashes_.assign(batch.items.size(), {});
   int64_t row = 0;
   for (size_t i = 0; i < batch.items.size(); ++i) {
     if (drafts.empty()) {
       if (batch.items[i].samples) emitted.push_back({drawn[row]});
+      if (batch.items[i].samples && !hashes.empty()) step_hashes_[i] = {hashes[row]};
       ++row;
       continue;
     }
@@ -338,6 +353,7 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
     const int64_t a = accepted_drafts(proposal, std::span<const int32_t>(drawn).subspan(row, k + 1));
     emitted.emplace_back(proposal.tokens.begin(), proposal.tokens.begin() + a);
     emitted.back().push_back(drawn[row + a]);
+    if (!hashes.empty()) step_hashes_[i].assign(hashes.begin() + row, hashes.begin() + row + a + 1);
     stats_.speculation.record(proposal, k, a);
     row += k + 1;
   }
@@ -397,6 +413,7 @@ RequestResult Engine::result_of(const Sequence& seq) {
   result.finish_reason = seq.finish_reason;
   result.prompt_tokens = seq.num_prompt_tokens;
   result.constraint_satisfied = seq.constraint_satisfied;
+  result.logits_hashes = seq.logits_hashes;
   return result;
 }
 
@@ -429,6 +446,7 @@ std::vector<PrefilledSequence> Engine::take_handoffs() {
     PrefilledSequence out;
     out.request_index = seq->request->index;
     out.tokens = seq->tokens;
+    out.logits_hashes = seq->logits_hashes;
     out.kv.resize(cache_->num_layers() * seq->num_cached * cache_->entry_dim());
     cache_->export_entries(seq->block_table, seq->num_cached, out.kv.data());
     blocks_.release(*seq);
@@ -442,7 +460,9 @@ bool Engine::add_prefilled(const Request& request, const PrefilledSequence& pref
       cache_->num_layers() * (static_cast<int64_t>(prefilled.tokens.size()) - 1) * cache_->entry_dim();
   DI_CHECK(static_cast<int64_t>(prefilled.kv.size()) == expected, "prefilled KV of request {} has {} floats, expected {}",
            request.index, prefilled.kv.size(), expected);
-  return admit_cached(request, prefilled.tokens, prefilled.kv.data());
+  if (!admit_cached(request, prefilled.tokens, prefilled.kv.data())) return false;
+  sequences_.back()->logits_hashes = prefilled.logits_hashes;
+  return true;
 }
 
 bool Engine::add_cached(const Request& request, std::vector<int32_t> tokens) {

@@ -48,6 +48,9 @@ struct EngineOptions {
   // Structured output (structured_output.h): constrained requests' matchers and masks; needed when a request has
   // a constraint. Outlives the engine.
   StructuredOutput* structured = nullptr;
+  // Every result carries, per output token, the fingerprint of the logits row it was drawn from (before masks):
+  // a bit-level check of batch invariance (--logits-hashes).
+  bool logits_hashes = false;
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled
@@ -56,6 +59,7 @@ struct PrefilledSequence {
   int64_t request_index = 0;
   std::vector<int32_t> tokens;
   std::vector<float> kv;
+  std::vector<uint64_t> logits_hashes;  // with EngineOptions::logits_hashes: the first token's
 };
 
 // Generated tokens of a request since the last report: `tokens` at output positions [first, first + size).
@@ -162,6 +166,9 @@ class Engine {
   std::unique_ptr<MtpDrafter> mtp_;
   Tensor hidden_;  // with it: the step's hidden states, for the MTP module
   std::unique_ptr<DsparkDrafter> dspark_;
+  // With options_.logits_hashes: per batch item of the step, the fingerprints of the rows its emitted tokens came
+  // from (in emitted order; the scheduler may keep fewer).
+  std::vector<std::vector<uint64_t>> step_hashes_;
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
   int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far
 };

@@ -57,6 +57,8 @@ struct RequestResult {
   // With a constraint: whether the output is a whole sentence of it (false: cut short, by max_new_tokens or the
   // model's length).
   std::optional<bool> constraint_satisfied;
+  // With --logits-hashes: per output token, the fingerprint of its logits row (cpu::logits_row_hashes).
+  std::vector<uint64_t> logits_hashes;
 };
 
 nlohmann::json result_to_json(const RequestResult& result);

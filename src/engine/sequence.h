@@ -29,6 +29,8 @@ struct Sequence {
   FinishReason finish_reason = FinishReason::kNone;
   int64_t num_streamed = 0;  // generated tokens Engine::take_new_tokens has reported
   std::optional<bool> constraint_satisfied;  // structured output: set when a constrained sequence finishes
+  // With EngineOptions::logits_hashes: per generated token, the fingerprint of the logits row it was drawn from.
+  std::vector<uint64_t> logits_hashes;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_generated() const { return num_tokens() - num_prompt_tokens; }

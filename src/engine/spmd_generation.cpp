@@ -22,9 +22,10 @@ namespace deepinfer {
 namespace {
 
 // Tags of the point-to-point messages on the world communicator.
-constexpr int kTagHandoffHeader = 101;  // int64 [request_index, num_tokens, num_kv_floats]
+constexpr int kTagHandoffHeader = 101;  // int64 [request_index, num_tokens, num_kv_floats, num_logits_hashes]
 constexpr int kTagHandoffTokens = 102;  // int32 tokens
 constexpr int kTagHandoffKv = 103;      // float latent KV
+constexpr int kTagHandoffHashes = 104;  // uint64 (as int64) logits fingerprints (--logits-hashes), when there are any
 constexpr int kTagResult = 201;         // JSON text of a RequestResult
 constexpr int kTagDone = 301;           // world rank 0 -> decode ranks: every result is in
 constexpr int kTagTokens = 401;         // int64 [request, first, count, tokens...]... of one step (streaming)
@@ -266,15 +267,18 @@ class PrefillPolicy final : public RolePolicy {
     role_comm_.broadcast(decisions.data(), total, DType::kI64, 0, "prefill: handoff decode ranks");
     for (int64_t i = 0; i < my_count; ++i) {
       auto seq = std::make_shared<PrefilledSequence>(std::move(handoffs[i]));
-      auto header = std::make_shared<std::array<int64_t, 3>>(std::array<int64_t, 3>{
-          seq->request_index, static_cast<int64_t>(seq->tokens.size()), static_cast<int64_t>(seq->kv.size())});
+      const auto num_hashes = static_cast<int64_t>(seq->logits_hashes.size());
+      auto header = std::make_shared<std::array<int64_t, 4>>(std::array<int64_t, 4>{
+          seq->request_index, static_cast<int64_t>(seq->tokens.size()), static_cast<int64_t>(seq->kv.size()),
+          num_hashes});
       const int dest = first_decode_rank_ + static_cast<int>(decisions[my_offset + i]);
-      mail_.post(header, header->data(), 3, DType::kI64, dest, kTagHandoffHeader);
+      mail_.post(header, header->data(), 4, DType::kI64, dest, kTagHandoffHeader);
       mail_.post(seq, seq->tokens.data(), static_cast<int64_t>(seq->tokens.size()), DType::kI32, dest,
                  kTagHandoffTokens);
       mail_.post(seq, seq->kv.data(), static_cast<int64_t>(seq->kv.size()), DType::kF32, dest, kTagHandoffKv);
-      report_.handoff_bytes += static_cast<int64_t>(3 * sizeof(int64_t) + seq->tokens.size() * sizeof(int32_t) +
-                                                    seq->kv.size() * sizeof(float));
+      if (num_hashes > 0) mail_.post(seq, seq->logits_hashes.data(), num_hashes, DType::kI64, dest, kTagHandoffHashes);
+      report_.handoff_bytes += static_cast<int64_t>(4 * sizeof(int64_t) + seq->tokens.size() * sizeof(int32_t) +
+                                                    seq->kv.size() * sizeof(float) + num_hashes * sizeof(uint64_t));
       ++report_.sequences;
     }
   }
@@ -298,14 +302,17 @@ class DecodePolicy final : public RolePolicy {
   void take_in(Engine& engine) override {
     while (const std::optional<Mailbox::Arrival> arrival = mail_.probe(kTagHandoffHeader, DType::kI64)) {
       const int source = arrival->source;
-      std::array<int64_t, 3> header{};
-      mail_.receive(header.data(), 3, DType::kI64, source, kTagHandoffHeader, "handoff header");
+      std::array<int64_t, 4> header{};
+      mail_.receive(header.data(), 4, DType::kI64, source, kTagHandoffHeader, "handoff header");
       PrefilledSequence seq;
       seq.request_index = header[0];
       seq.tokens.resize(header[1]);
       seq.kv.resize(header[2]);
+      seq.logits_hashes.resize(header[3]);
       mail_.receive(seq.tokens.data(), header[1], DType::kI32, source, kTagHandoffTokens, "handoff tokens");
       mail_.receive(seq.kv.data(), header[2], DType::kF32, source, kTagHandoffKv, "handoff KV");
+      if (header[3] > 0)
+        mail_.receive(seq.logits_hashes.data(), header[3], DType::kI64, source, kTagHandoffHashes, "handoff hashes");
       arrived_.push_back(std::move(seq));
     }
     while (!arrived_.empty() && engine.add_prefilled(requests_[arrived_.front().request_index], arrived_.front())) {
@@ -415,6 +422,7 @@ EngineOptions rank_engine_options(const CausalLm& model, const Topology& topo, E
   // An EP group of one rank needs no exchange: its experts run on the model's own (device) path.
   engine_options.experts = spec.ep_size > 1 ? &experts : nullptr;
   engine_options.prefix_cache = options.prefix_cache;
+  engine_options.logits_hashes = options.logits_hashes;
   engine_options.kv_store_dir = options.kv_store_dir;
   engine_options.kv_store_model_key = options.kv_store_model_key;
   engine_options.replay = options.replay;

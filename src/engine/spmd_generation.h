@@ -34,6 +34,7 @@ struct SpmdGenerationOptions {
   bool stream_tokens = false;
   TokenStream on_tokens;  // world rank 0's
   bool prefix_cache = false;  // every rank's engine shares the blocks of common prompt prefixes
+  bool logits_hashes = false;  // EngineOptions::logits_hashes
   std::string kv_store_dir;   // and the directory tier every rank reads and writes (EngineOptions)
   std::string kv_store_model_key;
   ReplayOptions replay;  // V4.1's bounded decoder replay

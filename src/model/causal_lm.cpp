@@ -8,7 +8,7 @@
 namespace deepinfer {
 
 std::vector<int32_t> CausalLm::forward_and_sample(const ForwardBatch&, KvCache&, ExpertDispatcher*,
-                                                  std::span<const SamplingRow>, const TokenMasks*) const {
+                                                  std::span<const SamplingRow>, const TokenMasks*, uint64_t*) const {
   DI_CHECK(false, "this backend samples on the host: call forward() and sample its logits");
   return {};
 }

@@ -63,13 +63,15 @@ class CausalLm {
 
   // Backends that sample where the logits are (CUDA: only the tokens come back, not rows x vocab floats).
   // forward_and_sample runs the batch like forward() and draws one token per logits row with `rows`, each masked
-  // row drawn among the tokens its mask admits (`masks` may be null: none).
+  // row drawn among the tokens its mask admits (`masks` may be null: none); logits_hashes (may be null: not wanted)
+  // [rows] takes each row's fingerprint before any mask (cpu::logits_row_hashes).
   virtual bool samples_on_device() const { return false; }
   // Values [0, n) of every layer's transfer entry that are sliding-window state only (DeepSeek-V4.1's window K=V,
   // on the CPU model, which can replay it: SequenceChunk::swa_floor); 0: none, or no replay.
   virtual int64_t window_state_values() const { return 0; }
   virtual std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                                  std::span<const SamplingRow> rows, const TokenMasks* masks) const;
+                                                  std::span<const SamplingRow> rows, const TokenMasks* masks,
+                                                  uint64_t* logits_hashes) const;
 
   // The checkpoint's draft module (its num_nextn_predict_layers layers: DeepSeek-V3's multi-token-prediction layer,
   // DeepSeek-V4.1's DSpark drafter), speculative decoding's drafter where the checkpoint has one (CPU backend):

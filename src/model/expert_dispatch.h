@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "src/core/check.h"
 #include "src/dist/split_rows.h"
 
 namespace deepinfer {
@@ -41,14 +42,15 @@ struct ExchangeStats {
 };
 
 // The rows a dispatch hands this rank, host fp32: row r's entry k is served here when ids[r, k] >= 0, by the
-// expert expert_of_id[ids[r, k]] with weight weights[r, k]. The block writes the weighted sums into y (zeroed).
+// expert expert_of_id[ids[r, k]] with weight weights[r, k]. The block writes the weighted sums into y (zeroed) or,
+// with pair outputs on, each served entry's own unweighted output at y[r, k].
 struct HostDispatch {
   const float* x = nullptr;          // [rows, hidden]
   const int32_t* ids = nullptr;      // [rows, top_k]
   const float* weights = nullptr;    // [rows, top_k]
   std::span<const int32_t> expert_of_id;
   int64_t rows = 0;
-  float* y = nullptr;                // [rows, hidden]
+  float* y = nullptr;                // [rows, hidden]; with pair outputs [rows, top_k, hidden]
 };
 
 // The same on the device (CUDA builds with NCCL), GPU to GPU.
@@ -57,7 +59,7 @@ struct DeviceDispatch {
   const int32_t* ids = nullptr;      // [rows, top_k]: the logical expert, or num_experts when served elsewhere
   const float* weights = nullptr;    // [rows, top_k]
   int64_t rows = 0;
-  void* y = nullptr;                 // bf16 [rows, hidden], for the block to fill
+  void* y = nullptr;                 // bf16 [rows, hidden], for the block to fill; pair outputs: [rows, top_k, hidden]
   int64_t pairs_here = -1;           // entries served here, where the dispatcher knows it on the host (-1: not)
 };
 
@@ -67,8 +69,12 @@ class DeviceExpertDispatcher {
   // x bf16 [num_tokens, hidden], topk ids / weights as routed; on the calling thread's default stream.
   virtual DeviceDispatch dispatch(int64_t moe_layer_idx, const void* x, const int32_t* topk_ids,
                                   const float* topk_weights, int64_t num_tokens) = 0;
-  // Adds the partial sums of the last dispatch (written into its y) into out bf16 [num_tokens, hidden].
+  // Adds the partial sums of the last dispatch (written into its y) into out bf16 [num_tokens, hidden]; with pair
+  // outputs, out[t] = bf16(out[t] + sum_k w[t, k] y(t, k)) in k order (moe_unpermute's arithmetic).
   virtual void combine(void* out) = 0;
+  // --batch-invariant: the block writes each entry's own output and combine sums a token's entries in k order, so
+  // that its bits do not depend on which ranks served them (the sum per destination rank would).
+  virtual void set_pair_outputs(bool on) { DI_CHECK(!on, "this device dispatcher returns no pair outputs"); }
   // phy2log[layer][slot]; rank r owns slots [r * slots_per_rank, (r + 1) * slots_per_rank). Not collective.
   virtual void set_placement(const std::vector<std::vector<int32_t>>& phy2log, int64_t slots_per_rank) = 0;
   // Adds the tokens this rank routed to each (MoE layer, logical expert) since the last call, then forgets them.
@@ -83,6 +89,13 @@ class ExpertDispatcher {
                                 const float* topk_weights, int64_t num_tokens) = 0;
   // out [num_tokens, hidden] += the partial sums of the last dispatch.
   virtual void combine(float* out) = 0;
+  // With pair outputs (ExpertParallelDispatcher::set_pair_outputs): every entry's own output, pairs [num_tokens,
+  // top_k, hidden], each from the rank that served it, for the caller to sum (in place of combine).
+  virtual void combine_pairs(float* pairs) {
+    (void)pairs;
+    DI_CHECK(false, "this dispatcher returns no pair outputs");
+  }
+  virtual bool pair_outputs() const { return false; }
   // Called by every rank of the group at the same step boundary, after each step (EPLB rebalances here).
   virtual void after_step(ExpertStore& experts) { (void)experts; }
   // The device-resident path, where this dispatcher has one (null: exchange through dispatch()).

@@ -51,14 +51,17 @@ class ExpertStore {
 //   y[r] += sum over k with ids[r, k] >= 0 of weights[r, k] * expert_of(ids[r, k])(x[r])
 // where expert_of(i) = expert_of_id[i], or i itself when expert_of_id is empty (ids are logical experts).
 // Experts run in ascending id order, each once over all its rows, so the sum order depends only on the ids.
+// pairs: y [rows, top_k, hidden] gets each entry's own output, unweighted, at (r, k) instead (weights unused).
 void run_routed_experts(const ExpertStore& store, int64_t moe_layer, const float* x, const int32_t* ids,
                         const float* weights, int64_t rows, int64_t top_k, std::span<const int32_t> expert_of_id,
-                        float* y);
+                        float* y, bool pairs = false);
 
 // An MoE layer's routed part on the host, as every CPU backend runs it: out [num_tokens, hidden] += the routed
 // experts' weighted outputs, over the local store, or dispatched to the group, computed there and combined.
+// entry_order (--batch-invariant): each token's entries added in k order (the dispatcher's pair outputs), so that
+// the bits do not depend on which ranks hold the experts; otherwise in expert order, per destination rank.
 void add_routed_experts(const ExpertStore& store, ExpertDispatcher* dispatcher, int64_t moe_layer, const float* x,
                         const int32_t* topk_ids, const float* topk_weights, int64_t num_tokens, int64_t top_k,
-                        float* out);
+                        float* out, bool entry_order);
 
 }  // namespace deepinfer

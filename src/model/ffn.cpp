@@ -36,7 +36,8 @@ void DeepseekModel::moe(const ExpertStore& store, int64_t moe_layer_idx, const M
 
   if (w.has_shared) dense_mlp(w.shared, x, out, num_tokens);
   else std::fill_n(out, num_tokens * H, 0.0f);
-  add_routed_experts(store, experts, moe_layer_idx, x, topk_ids.data(), topk_weights.data(), num_tokens, K, out);
+  add_routed_experts(store, experts, moe_layer_idx, x, topk_ids.data(), topk_weights.data(), num_tokens, K, out,
+                     c.batch_invariant);
 }
 
 }  // namespace deepinfer

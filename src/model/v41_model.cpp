@@ -132,7 +132,7 @@ void DeepseekV41Model::moe_block(const Layer& layer, const ExpertStore& store, i
   // Selection by the biased scores; the weights are the unbiased ones.
   cpu::route_topk(logits.data(), T, router, ids.data(), weights.data(), scratch.data());
   expert_forward(layer.shared, x, T, out);
-  add_routed_experts(store, dispatcher, store_layer, x, ids.data(), weights.data(), T, K, out);
+  add_routed_experts(store, dispatcher, store_layer, x, ids.data(), weights.data(), T, K, out, config_.batch_invariant);
 }
 
 void DeepseekV41Model::gather_engram_rows(const Layer& layer, const int64_t* rows, int64_t n,

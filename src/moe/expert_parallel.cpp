@@ -52,6 +52,12 @@ ExchangeStats ExpertParallelDispatcher::stats() const {
 void ExpertParallelDispatcher::attach_device(std::unique_ptr<DeviceExpertDispatcher> device) {
   device_ = std::move(device);
   if (device_) device_->set_placement(placement_.phy2log(), placement_.slots_per_rank());
+  if (device_) device_->set_pair_outputs(pair_outputs_);
+}
+
+void ExpertParallelDispatcher::set_pair_outputs(bool on) {
+  pair_outputs_ = on;
+  if (device_) device_->set_pair_outputs(on);
 }
 
 void ExpertParallelDispatcher::after_step(ExpertStore& experts) {
@@ -156,7 +162,8 @@ HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const flo
   // Layout: the destination rank and local slot of every (token, k).
   std::vector<int32_t> dest(num_tokens * K), local_slot(num_tokens * K);
   send_counts_.assign(num_ranks, 0);
-  std::vector<int64_t> token_dests;  // per token, its distinct destinations in ascending order, flattened
+  std::vector<int64_t>& token_dests = token_dests_;
+  token_dests.clear();
   token_dest_begin_.assign(num_tokens + 1, 0);
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t k = 0; k < K; ++k) ++window_counts_[moe_layer_idx * placement_.num_experts() + topk_ids[t * K + k]];
@@ -217,7 +224,11 @@ HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const flo
   }
   expert_of_slot_.resize(S);
   for (int64_t s = 0; s < S; ++s) expert_of_slot_[s] = placement_.logical_of_slot(moe_layer_idx, me * S + s);
-  partial_.assign(num_received * H, 0.0f);
+  partial_.assign(num_received * (pair_outputs_ ? K : 1) * H, 0.0f);
+  if (pair_outputs_) {
+    entry_dest_ = dest;
+    entry_weight_.assign(topk_weights, topk_weights + num_tokens * K);
+  }
   for (int64_t i = 0; i < num_received * K; ++i)
     if (recv_ids_[i] >= 0) ++served_counts_[moe_layer_idx * placement_.num_experts() + expert_of_slot_[recv_ids_[i]]];
 
@@ -225,7 +236,7 @@ HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const flo
   for (int r = 0; r < num_ranks; ++r) {
     if (r == me) continue;
     stats_.dispatch_bytes += send_counts_[r] * rec.floats() * static_cast<int64_t>(sizeof(float));
-    stats_.combine_bytes += recv_counts_[r] * H * static_cast<int64_t>(sizeof(float));
+    stats_.combine_bytes += recv_counts_[r] * (pair_outputs_ ? K : 1) * H * static_cast<int64_t>(sizeof(float));
     stats_.tokens_sent += send_counts_[r];
   }
   stats_.tokens_received += num_received;
@@ -233,6 +244,13 @@ HostDispatch ExpertParallelDispatcher::dispatch(int64_t moe_layer_idx, const flo
 }
 
 void ExpertParallelDispatcher::combine(float* out) {
+  if (pair_outputs_) {  // each entry's output, weighted and added in k order
+    const int64_t H = hidden_, K = top_k_, num_tokens = static_cast<int64_t>(token_dest_begin_.size()) - 1;
+    std::vector<float> pairs(num_tokens * K * H);
+    combine_pairs(pairs.data());
+    for (int64_t i = 0; i < num_tokens * K; ++i) cpu::axpy(entry_weight_[i], pairs.data() + i * H, out + i / K * H, H);
+    return;
+  }
   // Partial sums return in the order they came; each adds into its token's output, destinations ascending.
   const int num_ranks = comm_.size();
   const int64_t H = hidden_;
@@ -249,6 +267,28 @@ void ExpertParallelDispatcher::combine(float* out) {
   for (int64_t t = 0; t < num_tokens; ++t)
     for (int64_t i = token_dest_begin_[t]; i < token_dest_begin_[t + 1]; ++i)
       cpu::axpy(1.0f, returned.data() + record_of_[i] * H, out + t * H, H);
+}
+
+void ExpertParallelDispatcher::combine_pairs(float* pairs) {
+  DI_CHECK(pair_outputs_, "combine_pairs without pair outputs on");
+  // Each record comes back as its K entries' rows; entry k of token t is taken from the record its destination got.
+  const int num_ranks = comm_.size();
+  const int64_t row = top_k_ * hidden_, H = hidden_, K = top_k_;
+  const auto num_tokens = static_cast<int64_t>(token_dest_begin_.size()) - 1;
+  int64_t num_sent = 0;
+  std::vector<int64_t> back_send(num_ranks), back_recv(num_ranks);
+  for (int r = 0; r < num_ranks; ++r) {
+    back_send[r] = recv_counts_[r] * row;
+    back_recv[r] = send_counts_[r] * row;
+    num_sent += send_counts_[r];
+  }
+  std::vector<float> returned(num_sent * row);
+  comm_.all_to_all_v(partial_.data(), back_send, returned.data(), back_recv, DType::kF32, "moe combine (pairs)");
+  for (int64_t t = 0; t < num_tokens; ++t)
+    for (int64_t i = token_dest_begin_[t]; i < token_dest_begin_[t + 1]; ++i)
+      for (int64_t k = 0; k < K; ++k)
+        if (entry_dest_[t * K + k] == token_dests_[i])
+          std::copy_n(returned.data() + record_of_[i] * row + k * H, H, pairs + (t * K + k) * H);
 }
 
 void ExpertParallelDispatcher::fetch_split_rows(std::span<const int64_t> keys, std::span<const int32_t> owners,

@@ -51,6 +51,12 @@ class ExpertParallelDispatcher final : public ExpertDispatcher {
   HostDispatch dispatch(int64_t moe_layer_idx, const float* x, const int32_t* topk_ids, const float* topk_weights,
                         int64_t num_tokens) override;
   void combine(float* out) override;
+  void combine_pairs(float* pairs) override;
+  bool pair_outputs() const override { return pair_outputs_; }
+  // --batch-invariant on the GPU: the block returns each entry's own output (HostDispatch::y [rows, top_k, hidden])
+  // and the source sums them in k order (combine_pairs), so a token's bits do not depend on the EP layout; the
+  // device path too. combine() then adds the weighted entries in k order on the host.
+  void set_pair_outputs(bool on);
   void after_step(ExpertStore& experts) override;
   DeviceExpertDispatcher* device() override { return device_.get(); }
   void fetch_split_rows(std::span<const int64_t> keys, std::span<const int32_t> owners, int64_t row_bytes,
@@ -85,10 +91,15 @@ class ExpertParallelDispatcher final : public ExpertDispatcher {
   std::vector<float> drawn_weights_;
   std::vector<RebalanceReport> rebalances_;
   std::unique_ptr<DeviceExpertDispatcher> device_;
-  // The last dispatch, kept for its combine: per-rank record counts, each (token, destination)'s send
-  // position (CSR over tokens), the received rows unpacked, their partial sums, this rank's slot -> expert.
-  std::vector<int64_t> send_counts_, recv_counts_, token_dest_begin_, record_of_;
+  // The last dispatch, kept for its combine: per-rank record counts, each token's distinct destinations (ascending)
+  // and each (token, destination)'s send position (CSR over tokens), the received rows unpacked, their partial sums,
+  // this rank's slot -> expert.
+  std::vector<int64_t> send_counts_, recv_counts_, token_dest_begin_, token_dests_, record_of_;
   std::vector<float> recv_x_, recv_weights_, partial_;
+  // Pair outputs: each (token, k)'s destination and weight, from the last dispatch.
+  bool pair_outputs_ = false;
+  std::vector<int32_t> entry_dest_;
+  std::vector<float> entry_weight_;
   std::vector<int32_t> recv_ids_, expert_of_slot_;
 };
 

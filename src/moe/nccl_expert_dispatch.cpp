@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/ep_dispatch.cuh"
+#include "kernels/cuda/moe_permute.cuh"
 
 namespace deepinfer {
 
@@ -73,7 +74,9 @@ DeviceDispatch NcclExpertDispatch::dispatch_on(int64_t moe_layer_idx, const void
   DI_CHECK(moe_layer_idx >= 0 && moe_layer_idx < num_layers_, "MoE layer {} of {} placed", moe_layer_idx, num_layers_);
   const int R = comm_.size(), me = comm_.rank();
   const int64_t E = num_experts_, K = top_k_, H = hidden_;
+  const int64_t returned_row = pair_outputs_ ? K * H : H;  // what combine sends back per record
   num_tokens_ = num_tokens;
+  topk_weights_ = topk_weights;
   int32_t* entry_rank = at_least(entry_rank_, num_tokens * K);
   int32_t* token_pos = at_least(token_pos_, num_tokens * R);
   DI_CUDA_CHECK(cudaMemsetAsync(counts_.data(), 0, R * sizeof(int32_t), stream));
@@ -97,7 +100,7 @@ DeviceDispatch NcclExpertDispatch::dispatch_on(int64_t moe_layer_idx, const void
     recv_bytes[r] = received_[r] * record_bytes_;
     if (r == me) continue;
     stats_.dispatch_bytes += send_bytes[r];
-    stats_.combine_bytes += received_[r] * H * 2;
+    stats_.combine_bytes += received_[r] * returned_row * 2;
     stats_.tokens_sent += sent_[r];
   }
   ++stats_.num_exchanges;
@@ -115,22 +118,28 @@ DeviceDispatch NcclExpertDispatch::dispatch_on(int64_t moe_layer_idx, const void
   float* weights_recv = at_least(weights_recv_, rows * K);
   cuda::ep_unpack(recv, total_received, K, H, record_bytes_, static_cast<int32_t>(E), x_recv, ids_recv, weights_recv,
                   stream);
-  return {x_recv, ids_recv, weights_recv, total_received, at_least(y_recv_, rows * H)};
+  return {x_recv, ids_recv, weights_recv, total_received, at_least(y_recv_, rows * returned_row)};
 }
 
 void NcclExpertDispatch::combine_on(void* out, cudaStream_t stream) {
   const int R = comm_.size();
-  const int64_t H = hidden_;
+  const int64_t H = hidden_, K = top_k_, row = pair_outputs_ ? K * H : H;
   std::vector<int64_t> back_send(R), back_recv(R);
   int64_t total_sent = 0;
   for (int r = 0; r < R; ++r) {
-    back_send[r] = received_[r] * H;
-    back_recv[r] = sent_[r] * H;
+    back_send[r] = received_[r] * row;
+    back_recv[r] = sent_[r] * row;
     total_sent += sent_[r];
   }
-  __nv_bfloat16* returned = at_least(returned_, std::max<int64_t>(total_sent, 1) * H);
+  __nv_bfloat16* returned = at_least(returned_, std::max<int64_t>(total_sent, 1) * row);
   comm_.wait_for(stream);
   comm_.all_to_all_v(y_recv_.data(), back_send, returned, back_recv, DType::kBF16, "moe combine");
+  if (pair_outputs_) {
+    int32_t* row_of = at_least(pair_row_of_, std::max<int64_t>(num_tokens_ * K, 1));
+    cuda::ep_pair_rows(entry_rank_.data(), token_pos_.data(), counts_.data(), num_tokens_, K, R, row_of, stream);
+    cuda::moe_unpermute(returned, row_of, topk_weights_, num_tokens_, K, H, static_cast<__nv_bfloat16*>(out), stream);
+    return;
+  }
   cuda::ep_combine(returned, token_pos_.data(), counts_.data(), num_tokens_, H, R, static_cast<__nv_bfloat16*>(out),
                    stream);
 }

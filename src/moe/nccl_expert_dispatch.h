@@ -4,7 +4,8 @@
 //   dispatch  layout kernel -> all-to-all of the per-rank counts -> one host sync to size the buffers ->
 //             pack kernel -> all-to-all of the token records -> unpack into rows for the local experts;
 //   compute   the MoE block's own routed-expert kernels over the received rows (between the two calls);
-//   combine   all-to-all of the bf16 partial sums back -> combine kernel adds them in rank order.
+//   combine   all-to-all of the bf16 partial sums back -> combine kernel adds them in rank order (with pair
+//             outputs, --batch-invariant: every entry's own output back -> moe_unpermute adds them in k order).
 // Buffers grow to the largest step seen and are kept; nothing else allocates.
 #pragma once
 
@@ -26,6 +27,7 @@ class NcclExpertDispatch final : public DeviceExpertDispatcher {
   }
   void combine(void* out) override { combine_on(out, nullptr); }
   void set_placement(const std::vector<std::vector<int32_t>>& phy2log, int64_t slots_per_rank) override;
+  void set_pair_outputs(bool on) override { pair_outputs_ = on; }
   void drain_routed_counts(std::span<int64_t> counts) override;
   const ExchangeStats& stats() const override { return stats_; }
 
@@ -54,6 +56,10 @@ class NcclExpertDispatch final : public DeviceExpertDispatcher {
   DeviceArray<float> weights_recv_;
   std::vector<int32_t> sent_, received_;
   int64_t num_tokens_ = 0;
+  // Pair outputs: the dispatched tokens' weights (the caller's, alive until combine) and each entry's returned row.
+  bool pair_outputs_ = false;
+  const float* topk_weights_ = nullptr;
+  DeviceArray<int32_t> pair_row_of_;
   ExchangeStats stats_;
 };
 

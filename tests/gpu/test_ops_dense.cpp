@@ -1,6 +1,7 @@
 // Op-table rows: the dense ops — embedding, norms, cache entries, conversions, RoPE, SwiGLU, the Linear
 // kernels (cuBLAS, matrix-vector, skinny tensor-core, per-head) and sampling.
 #include <algorithm>
+#include <bit>
 #include <numeric>
 
 #include "kernels/cpu/fp8_weights.h"
@@ -450,6 +451,26 @@ void argmax_rows(OpRun& r) {
   r.exact("tokens", out.to_host(), want);
 }
 
+// The fingerprint of --logits-hashes: the CPU's value, and a change of one bit in one entry changes it.
+void logits_row_hashes(OpRun& r) {
+  const int64_t rows = r["rows"], vocab = r["vocab"];
+  std::normal_distribution<float> normal;
+  std::vector<float> logits(rows * vocab);
+  for (float& l : logits) l = normal(r.rng());
+  logits[1 * vocab + 3] = std::bit_cast<float>(std::bit_cast<uint32_t>(logits[0 * vocab + 3]) ^ 1u);
+  for (int64_t v = 0; v < vocab; ++v) logits[2 * vocab + v] = logits[v];  // row 2 = row 0, row 1 one bit off
+  auto d = DeviceArray<float>::from_host(logits);
+  DeviceArray<uint64_t> out(rows);
+  out.poison();
+  cuda::logits_row_hashes(d.data(), rows, vocab, out.data(), nullptr);
+  sync();
+  std::vector<uint64_t> want(rows);
+  cpu::logits_row_hashes(logits.data(), rows, vocab, want.data());
+  r.exact("hashes", out.to_host(), want);
+  EXPECT_EQ(want[0], want[2]);
+  EXPECT_NE(want[0], want[1]);
+}
+
 // Against cpu::sample_rows on the same logits and Philox streams. Both sum the kept probabilities in different
 // orders, so a draw landing within rounding of a boundary may pick the neighbour: at least 99.5% of draws must
 // agree, and every greedy, top_k = 1 and tiny-top_p draw exactly.
@@ -685,6 +706,8 @@ void add_dense_rows(OpTable& t) {
     t.add("batched_linear_skinny", "bf16", {{"rows", rows}, {"heads", 3}, {"nope", 8}, {"v", 20}, {"lora", 520}},
           kBf16, [](OpRun& r) { batched_gemv(r, true); });
   t.add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
+  for (int64_t vocab : {129280, 100})
+    t.add("logits_row_hashes", "u64", {{"rows", 5}, {"vocab", vocab}}, kExact, logits_row_hashes);
   t.add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);
   t.add("apply_token_bitmask", "f32", {{"rows", 7}, {"vocab", 129280 - 3}}, kExact, apply_token_bitmask);
 }

@@ -531,6 +531,25 @@ void add_rows_at(OpRun& r) {
   r.close("rows", to_float(dst.to_host()), round_bf16(dst_f));
 }
 
+// --batch-invariant's expert-parallel entries: rows picked in any order, repeats allowed, copied bit for bit.
+void gather_rows(OpRun& r) {
+  const int64_t src_rows = r["src_rows"], n = r["n"], hidden = r["hidden"];
+  std::vector<float> src_f;
+  auto src = DeviceArray<Bf16>::from_host(r.random_bf16(src_rows * hidden, src_f));
+  std::vector<int32_t> from(n);
+  for (int32_t& f : from) f = static_cast<int32_t>(r.rng()() % src_rows);
+  auto d_from = DeviceArray<int32_t>::from_host(from);
+  DeviceArray<Bf16> dst(std::max<int64_t>(n, 1) * hidden);
+  dst.poison();
+  cuda::gather_rows(bf(src), d_from.data(), n, hidden, bf(dst), nullptr);
+  sync();
+  std::vector<float> want(n * hidden);
+  cpu::gather_rows(src_f.data(), from.data(), n, hidden, want.data());
+  std::vector<float> got = to_float(dst.to_host());
+  got.resize(n * hidden);
+  r.exact("rows", got, want);
+}
+
 void add_moe_rows(OpTable& t) {
   for (auto [tokens, top_k, experts] : {std::tuple<int64_t, int64_t, int64_t>{300, 6, 7}, {33, 8, 96}, {1, 1, 1}})
     t.add("moe_permute_copied", "bf16", {{"tokens", tokens}, {"top_k", top_k}, {"experts", experts}}, kExact,
@@ -539,6 +558,8 @@ void add_moe_rows(OpTable& t) {
        {std::tuple<int64_t, int64_t, int64_t, int64_t>{40, 32, 20, 5120}, {3, 3, 3, 200}, {10, 8, 0, 64}})
     t.add("add_rows_at", "bf16", {{"src_rows", src_rows}, {"dst_rows", dst_rows}, {"n", n}, {"hidden", hidden}},
           kBf16, add_rows_at);
+  for (auto [src_rows, n, hidden] : {std::tuple<int64_t, int64_t, int64_t>{48, 48, 4096}, {7, 30, 200}, {5, 0, 64}})
+    t.add("gather_rows", "bf16", {{"src_rows", src_rows}, {"n", n}, {"hidden", hidden}}, kExact, gather_rows);
   for (auto [experts, held] : {std::pair<int64_t, int64_t>{384, 6}, {384, 96}, {8, 8}})
     t.add("remap_expert_ids", "i32", {{"experts", experts}, {"held", held}}, kExact, remap_expert_ids);
   for (auto [top_k, hidden] : {std::pair<int64_t, int64_t>{6, 2048}, {8, 7168}, {2, 200}})

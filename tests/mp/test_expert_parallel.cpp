@@ -57,8 +57,9 @@ void check_against_local(const ExpertPlacement& placement, uint32_t seed) {
     }
     for (int64_t layer = 0; layer < model.num_moe_layers(); ++layer) {
       std::vector<float> want(T * H, 0.5f), got(T * H, 0.5f);  // both add onto the same base
-      add_routed_experts(model.experts(), nullptr, layer, x.data(), ids.data(), weights.data(), T, K, want.data());
-      add_routed_experts(model.experts(), &parallel, layer, x.data(), ids.data(), weights.data(), T, K, got.data());
+      add_routed_experts(model.experts(), nullptr, layer, x.data(), ids.data(), weights.data(), T, K, want.data(), false);
+      add_routed_experts(model.experts(), &parallel, layer, x.data(), ids.data(), weights.data(), T, K, got.data(),
+                         false);
       double diff = 0, norm = 0;
       for (int64_t i = 0; i < T * H; ++i) {
         diff += (got[i] - want[i]) * (got[i] - want[i]);
@@ -79,6 +80,58 @@ TEST(ExpertParallel, DefaultPlacementMatchesLocalExperts) {
 TEST(ExpertParallel, ReplicatedPlacementMatchesLocalExperts) {
   const ModelConfig& c = tiny_model().config();
   check_against_local(random_placement(tiny_model().num_moe_layers(), c.n_routed_experts, testing::world_size(), 5), 23);
+}
+
+// --batch-invariant's pair outputs: every (token, k) gets back exactly its own expert output from whichever rank
+// served it (replicas included), and combine() adds them weighted, in k order: the one-rank entry-order sums' bits.
+TEST(ExpertParallel, PairOutputsGiveEachEntryItsOwnOutput) {
+  const DeepseekModel& model = tiny_model();
+  const ModelConfig& c = model.config();
+  MpiCommunicator comm(MPI_COMM_WORLD, 120.0);
+  const ExpertPlacement placement = random_placement(model.num_moe_layers(), c.n_routed_experts, comm.size(), 9);
+  ExpertParallelDispatcher parallel(comm, placement, c.hidden_size, c.num_experts_per_tok);
+  parallel.set_pair_outputs(true);
+  const int64_t H = c.hidden_size, K = c.num_experts_per_tok, E = c.n_routed_experts;
+  std::mt19937 rng(31 + comm.rank());
+  const int64_t T = comm.rank() == 1 ? 0 : 5 + comm.rank();
+  std::normal_distribution<float> normal;
+  std::vector<float> x(T * H), weights(T * K);
+  std::vector<int32_t> ids(T * K);
+  for (float& v : x) v = normal(rng);
+  for (float& v : weights) v = std::abs(normal(rng));
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> experts(E);
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    std::copy_n(experts.begin(), K, ids.begin() + t * K);
+  }
+  const ExpertStore& store = model.experts();
+  for (int64_t layer = 0; layer < model.num_moe_layers(); ++layer) {
+    for (bool summed : {false, true}) {
+      const HostDispatch mine = parallel.dispatch(layer, x.data(), ids.data(), weights.data(), T);
+      for (int64_t r = 0; r < mine.rows; ++r)  // the block: each served entry's own output at (r, k)
+        for (int64_t k = 0; k < K; ++k)
+          if (const int32_t id = mine.ids[r * K + k]; id >= 0)
+            store.compute(layer, mine.expert_of_id[id], mine.x + r * H, 1, mine.y + (r * K + k) * H);
+      if (summed) {
+        std::vector<float> want(T * H, 0.5f), got(T * H, 0.5f);
+        add_routed_experts(store, nullptr, layer, x.data(), ids.data(), weights.data(), T, K, want.data(), true);
+        parallel.combine(got.data());
+        // (EXPECT, not ASSERT: a rank that returned early would leave the others in the exchanges)
+        EXPECT_EQ(got, want) << "rank " << comm.rank() << " layer " << layer;
+        continue;
+      }
+      std::vector<float> pairs(T * K * H), own(H);
+      parallel.combine_pairs(pairs.data());
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t k = 0; k < K; ++k) {
+          store.compute(layer, ids[t * K + k], x.data() + t * H, 1, own.data());
+          EXPECT_TRUE(std::equal(own.begin(), own.end(), pairs.begin() + (t * K + k) * H))
+              << "rank " << comm.rank() << " token " << t << " entry " << k;
+        }
+    }
+  }
+  EXPECT_TRUE(testing::all_ranks(!::testing::Test::HasFailure()));
 }
 
 TEST(ExpertPlacement, DefaultSpreadsAndReplicatesDeterministically) {

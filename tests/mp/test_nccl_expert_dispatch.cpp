@@ -5,8 +5,9 @@
 #ifdef DEEPINFER_HAVE_CUDA
 #include <cuda_bf16.h>
 
-#include <cmath>
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <random>
 
 #include "src/moe/expert_placement.h"
@@ -21,9 +22,9 @@ DeviceArray<T> upload(const std::vector<T>& host) {
   return DeviceArray<T>::from_host(host);
 }
 
-TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
-  const int gpu = testing::own_gpu_or_none();
-  if (gpu < 0) GTEST_SKIP() << "needs one GPU per rank";
+// pairs: --batch-invariant's pair outputs, where the block returns each entry's own (unweighted) output and the
+// result must be moe_unpermute's k-ordered sum bit for bit: acc = base, then acc = fma(w_k, y_k, acc), rounded once.
+void check_against_host(int gpu, bool pairs) {
   DI_CUDA_CHECK(cudaSetDevice(gpu));
   NcclCommunicator comm(MPI_COMM_WORLD, 120.0);
   const int R = comm.size(), me = comm.rank();
@@ -32,6 +33,7 @@ TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
   const ExpertPlacement placement = ExpertPlacement::make_default(L, E, R, E + 2 * R);
   NcclExpertDispatch dispatch(comm, E, H, K);
   dispatch.set_placement(placement.phy2log(), placement.slots_per_rank());
+  dispatch.set_pair_outputs(pairs);
 
   std::mt19937 rng(1234 + me);
   std::vector<int64_t> routed(L * E, 0);
@@ -59,7 +61,7 @@ TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
     auto weights_dev = upload(weights);
     const DeviceDispatch got = dispatch.dispatch(layer, x_dev.data(), ids_dev.data(), weights_dev.data(), T);
     // The local experts, on the host: every entry received here must be one this rank holds.
-    std::vector<__nv_bfloat16> rx(got.rows * H), y(got.rows * H);
+    std::vector<__nv_bfloat16> rx(got.rows * H), y(got.rows * (pairs ? K : 1) * H);
     std::vector<int32_t> rids(got.rows * K);
     std::vector<float> rweights(got.rows * K);
     DI_CUDA_CHECK(cudaMemcpy(rx.data(), got.x, rx.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost));
@@ -72,8 +74,10 @@ TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
         if (e == E) continue;
         EXPECT_TRUE(placement.rank_holds(me, layer, e)) << "rank " << me << " got expert " << e;
         scale += rweights[i * K + k] * static_cast<float>(1 + e);
+        for (int64_t j = 0; pairs && j < H; ++j)
+          y[(i * K + k) * H + j] = __float2bfloat16(static_cast<float>(1 + e) * __bfloat162float(rx[i * H + j]));
       }
-      for (int64_t j = 0; j < H; ++j) y[i * H + j] = __float2bfloat16(scale * __bfloat162float(rx[i * H + j]));
+      for (int64_t j = 0; !pairs && j < H; ++j) y[i * H + j] = __float2bfloat16(scale * __bfloat162float(rx[i * H + j]));
     }
     if (got.rows > 0)
       DI_CUDA_CHECK(cudaMemcpy(got.y, y.data(), y.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice));
@@ -84,6 +88,18 @@ TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
       float scale = 0.0f;
       for (int64_t k = 0; k < K; ++k) scale += weights[t * K + k] * static_cast<float>(1 + ids[t * K + k]);
       for (int64_t i = 0; i < H; ++i) {
+        if (pairs) {
+          float acc = __bfloat162float(base[t * H + i]);
+          for (int64_t k = 0; k < K; ++k)
+            acc = std::fma(weights[t * K + k],
+                           __bfloat162float(__float2bfloat16(static_cast<float>(1 + ids[t * K + k]) *
+                                                             __bfloat162float(x[t * H + i]))), acc);
+          const uint16_t want = std::bit_cast<uint16_t>(__float2bfloat16(acc));
+          if (want != std::bit_cast<uint16_t>(out[t * H + i]) && ++bad <= 5)
+            ADD_FAILURE() << "rank " << me << " layer " << layer << " token " << t << " [" << i << "]: "
+                          << __bfloat162float(out[t * H + i]) << " vs " << acc << " (pair outputs: bit for bit)";
+          continue;
+        }
         const float b = __bfloat162float(base[t * H + i]), routed_part = scale * __bfloat162float(x[t * H + i]);
         const float want = b + routed_part, have = __bfloat162float(out[t * H + i]);
         // Each destination's partial sum is rounded to bf16 (2^-9 relative), then the result (2^-9 again).
@@ -98,6 +114,18 @@ TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
   dispatch.drain_routed_counts(drained);
   EXPECT_EQ(drained, routed);
   comm.finalize();
+}
+
+TEST(NcclExpertDispatch, MatchesHostArithmeticWithReplicas) {
+  const int gpu = testing::own_gpu_or_none();
+  if (gpu < 0) GTEST_SKIP() << "needs one GPU per rank";
+  check_against_host(gpu, false);
+}
+
+TEST(NcclExpertDispatch, PairOutputsSumInTokenOrderBitForBit) {
+  const int gpu = testing::own_gpu_or_none();
+  if (gpu < 0) GTEST_SKIP() << "needs one GPU per rank";
+  check_against_host(gpu, true);
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ class CudaDeepseekModel final : public CausalLm {
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
   bool samples_on_device() const override { return true; }
   std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                          std::span<const SamplingRow> rows, const TokenMasks* masks) const override;
+                                          std::span<const SamplingRow> rows, const TokenMasks* masks,
+                                          uint64_t* logits_hashes) const override;
   ExpertStore& experts() override { return *experts_; }
   const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 2; }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <numeric>
+#include <vector>
 
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -98,8 +100,9 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
     // Expert parallelism GPU to GPU: the received rows run through routed_experts between dispatch and combine.
     DeviceExpertDispatcher& ep = *dispatcher->device();
     const DeviceDispatch mine = ep.dispatch(moe_layer, h, ids, weights, rows);
+    const bool pairs = dispatcher->pair_outputs();  // (set for both paths together)
     if (mine.rows > 0) {
-      DI_CUDA_CHECK(cudaMemsetAsync(mine.y, 0, mine.rows * H * sizeof(Bf16)));
+      DI_CUDA_CHECK(cudaMemsetAsync(mine.y, 0, mine.rows * (pairs ? K : 1) * H * sizeof(Bf16)));
       // The received ids are logical (E: served elsewhere); a store of fewer places reads them as places.
       const int64_t places = experts_.capacity();
       const int32_t* place_ids = mine.ids;
@@ -110,10 +113,15 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
         place_ids = remapped;
       }
       routed_experts(moe_layer, static_cast<const Bf16*>(mine.x), place_ids, mine.weights, mine.rows, places + 1,
-                     static_cast<Bf16*>(mine.y), scratch, nullptr, nullptr, mine.pairs_here);
+                     static_cast<Bf16*>(mine.y), scratch, nullptr, nullptr, mine.pairs_here, pairs);
     }
     ep.combine(out);
     profiler_.mark("moe:experts (expert parallel)");
+    return false;
+  }
+  if (dispatcher != nullptr && dispatcher->pair_outputs()) {
+    host_exchange_pairs(moe_layer, h, ids, weights, rows, out, *dispatcher, scratch);
+    profiler_.mark("moe:experts (expert parallel, pair outputs)");
     return false;
   }
   if (dispatcher != nullptr) {
@@ -127,21 +135,72 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
     DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
     DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
     add_routed_experts(experts_, dispatcher, moe_layer, h_host.data(), ids_host.data(), w_host.data(), rows, K,
-                       routed.data());
+                       routed.data(), false);
     cuda::add_f32_into_bf16(device_copy(scratch, routed), out, rows * H, nullptr);
     return false;
   }
   return routed_experts(moe_layer, h, ids, weights, rows, E, out, scratch, nullptr, then);
 }
 
+void CudaMoe::host_exchange_pairs(int64_t moe_layer, const Bf16* h, const int32_t* ids, const float* weights,
+                                  int64_t rows, Bf16* out, ExpertDispatcher& dispatcher, ScratchPool& scratch) const {
+  const int64_t H = config_.hidden_size, K = config_.num_experts_per_tok, E = config_.n_routed_experts;
+  std::vector<float> h_host(rows * H), w_host(rows * K);
+  std::vector<int32_t> ids_host(rows * K);
+  auto* h32 = scratch.alloc<float>(rows * H);
+  cuda::bf16_to_f32(h, h32, rows * H, nullptr);
+  DI_CUDA_CHECK(cudaMemcpy(h_host.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
+  const HostDispatch mine = dispatcher.dispatch(moe_layer, h_host.data(), ids_host.data(), w_host.data(), rows);
+  if (mine.rows > 0) {
+    // The received rows (bf16 values, so the fp32 round trip is exact) with logical ids (E: served elsewhere), as
+    // the device exchange hands them over, then as places of this rank's store.
+    std::vector<int32_t> logical(mine.rows * K);
+    for (int64_t i = 0; i < mine.rows * K; ++i) logical[i] = mine.ids[i] >= 0 ? mine.expert_of_id[mine.ids[i]] : E;
+    auto* x_recv = scratch.alloc<Bf16>(mine.rows * H);
+    cuda::f32_to_bf16(device_copy(scratch, std::vector<float>(mine.x, mine.x + mine.rows * H)), x_recv,
+                      mine.rows * H, nullptr);
+    const int32_t* place_ids = device_copy(scratch, logical);
+    const int64_t places = experts_.capacity();
+    if (places < E) {
+      auto* remapped = scratch.alloc<int32_t>(mine.rows * K);
+      cuda::remap_expert_ids(place_ids, mine.rows * K, experts_.device_places(moe_layer), E,
+                             static_cast<int32_t>(places), remapped, nullptr);
+      place_ids = remapped;
+    }
+    auto* y_pairs = scratch.alloc<Bf16>(mine.rows * K * H);
+    routed_experts(moe_layer, x_recv, place_ids, nullptr, mine.rows, places + 1, y_pairs, scratch, nullptr, nullptr, -1,
+                   true);  // (pair outputs are unweighted)
+    auto* y32 = scratch.alloc<float>(mine.rows * K * H);
+    cuda::bf16_to_f32(y_pairs, y32, mine.rows * K * H, nullptr);
+    DI_CUDA_CHECK(cudaMemcpy(mine.y, y32, mine.rows * K * H * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  std::vector<float> pairs(rows * K * H);
+  dispatcher.combine_pairs(pairs.data());
+  if (rows == 0) return;
+  // Each (token, k)'s row at t * K + k: moe_unpermute over the identity adds them in k order, onto the shared expert.
+  auto* pairs_dev = scratch.alloc<Bf16>(rows * K * H);
+  cuda::f32_to_bf16(device_copy(scratch, pairs), pairs_dev, rows * K * H, nullptr);
+  std::vector<int32_t> identity(rows * K);
+  std::iota(identity.begin(), identity.end(), 0);
+  cuda::moe_unpermute(pairs_dev, device_copy(scratch, identity), weights, rows, K, H, out, nullptr);
+}
+
 bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* ids, const float* weights,
                              int64_t rows, int64_t num_ids, Bf16* out, ScratchPool& scratch, cudaEvent_t out_ready,
-                             const ResidualNorm* then, int64_t pairs_here) const {
+                             const ResidualNorm* then, int64_t pairs_here, bool pair_rows) const {
   const ModelConfig& c = config_;
   // E: the store's places (every expert without expert parallelism); ids are places, E and above elsewhere.
   const int64_t H = c.hidden_size, E = experts_.capacity(), K = c.num_experts_per_tok, I = c.moe_intermediate_size;
   if (rows == 0) return false;
   const int64_t n = rows * K;
+  DI_CHECK(!pair_rows || !experts_stay_on_device(n), "pair outputs come from the permuting paths (--batch-invariant)");
+  // The final step: the weighted sum over k into out, or (pair_rows) each entry's row.
+  const auto finish = [&](const Bf16* y_perm, const int32_t* row_of) {
+    if (pair_rows) cuda::gather_rows(y_perm, row_of, n, H, out, nullptr);
+    else cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+  };
   const Bf16* gate_up_w = experts_.gate_up(moe_layer);
   const Bf16* down_w = experts_.down(moe_layer);
   const bool fp4 = experts_.format() == CudaExpertStore::Format::kFp4;
@@ -225,7 +284,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     if (computed < n) DI_CUDA_CHECK(cudaMemsetAsync(y_perm + computed * H, 0, (n - computed) * H * sizeof(Bf16)));
     profiler_.mark("moe:experts (fp4 tiles)");
     wait_for(out_ready);
-    cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+    finish(y_perm, row_of);
     profiler_.mark("moe:unpermute");
     return false;
   }
@@ -233,7 +292,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // (cuBLAS tiles it far better than the grouped call's ragged groups); the entries served elsewhere (expert
   // parallelism's extra id) point at a zero row after the chunks. bf16 experts under expert parallelism: one
   // grouped GEMM over the real experts.
-  const bool chunked = num_ids == E || fp4;
+  const bool chunked = num_ids == E || fp4 || c.batch_invariant;  // (--batch-invariant: one path at any rank)
   std::vector<int32_t> chunk_expert, padded_offsets(E + 1);
   for (int64_t e = 0; chunked && e < E; ++e) {
     padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);
@@ -271,7 +330,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   }
   profiler_.mark("moe:experts");
   wait_for(out_ready);
-  cuda::moe_unpermute(y_perm, row_of, weights, rows, K, H, out, nullptr);
+  finish(y_perm, row_of);
   profiler_.mark("moe:unpermute");
   return false;
 }

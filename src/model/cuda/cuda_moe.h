@@ -77,10 +77,17 @@ class CudaMoe {
   // out_ready (optional): an event after which `out` may be added to (the shared expert writes it on the side
   // stream); everything before the final combine runs without waiting for it. pairs_here (>= 0): at most that
   // many entries are below the capacity (a dispatcher that knows says so), so the permuted copy is sized to them.
+  // pair_rows (--batch-invariant's expert parallelism): out [rows * top_k, hidden] = each entry's own unweighted
+  // output in (row, k) order instead (zeros for entries left out), on the paths that permute.
   bool routed_experts(int64_t moe_layer, const __nv_bfloat16* x, const int32_t* ids, const float* weights,
                       int64_t rows, int64_t num_ids, __nv_bfloat16* out, ScratchPool& scratch,
                       cudaEvent_t out_ready = nullptr, const ResidualNorm* then = nullptr,
-                      int64_t pairs_here = -1) const;
+                      int64_t pairs_here = -1, bool pair_rows = false) const;
+  // Expert parallelism over host memory with pair outputs: the received rows run through routed_experts on the
+  // device (the one-rank kernels), each entry's output returns to its token's rank, and the sum over k is
+  // moe_unpermute's, so a token's bits are the one-rank run's whatever the EP layout.
+  void host_exchange_pairs(int64_t moe_layer, const __nv_bfloat16* h, const int32_t* ids, const float* weights,
+                           int64_t rows, __nv_bfloat16* out, ExpertDispatcher& dispatcher, ScratchPool& scratch) const;
   // The chunked GEMMs of FP4 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs.
   void chunked_fp4_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
                            __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,

@@ -466,11 +466,12 @@ Tensor CudaV41Model::forward(const ForwardBatch& batch, KvCache& cache, ExpertDi
 std::vector<int32_t> CudaV41Model::forward_and_sample(const ForwardBatch& batch, KvCache& cache,
                                                       ExpertDispatcher* experts,
                                                       std::span<const SamplingRow> rows,
-                                                      const TokenMasks* masks) const {
+                                                      const TokenMasks* masks, uint64_t* logits_hashes) const {
   int64_t num_rows = 0;
   float* logits = run_to_logits(batch, cache, experts, &num_rows);
   std::vector<int32_t> tokens =
-      sample_on_device(logits, num_rows, config_.vocab_size, rows, masks, scratch_, idle_.end_event());
+      sample_on_device(logits, num_rows, config_.vocab_size, rows, masks, logits_hashes, scratch_,
+                       idle_.end_event());
   if (num_rows > 0) idle_.measure();
   profiler_.mark("sample");
   profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));

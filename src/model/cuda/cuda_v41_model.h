@@ -55,7 +55,8 @@ class CudaV41Model final : public CausalLm {
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
   bool samples_on_device() const override { return true; }
   std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                          std::span<const SamplingRow> rows, const TokenMasks* masks) const override;
+                                          std::span<const SamplingRow> rows, const TokenMasks* masks,
+                                          uint64_t* logits_hashes) const override;
   // Off: every step runs eagerly (no CUDA graph capture or replay).
   void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
   int64_t graph_replays() const override { return graphs_.replays(); }
