@@ -75,6 +75,9 @@ int run_bench(const BenchOptions& options, const World& world) {
                    "--rank-slice and --slice-rank go together");
     DI_INPUT_CHECK(!options.rank_slice_deploy.empty() || (options.routing.empty() && options.expert_plan_path.empty()),
                    "--routing and --expert-plan are for --rank-slice (sweep takes --routing too)");
+    DI_INPUT_CHECK(options.rank_slice_deploy.empty() || !options.model.batch_invariant,
+                   "--batch-invariant does not apply to --rank-slice: a slice's routing is drawn, so there is no "
+                   "other run of the same rows to be invariant to");
     if (!options.output_path.empty())
       check_output_path(options.output_path, "--output",
                         input_files(options.model.model_path, {options.rank_slice_deploy, options.expert_plan_path}),
