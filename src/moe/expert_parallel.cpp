@@ -252,38 +252,34 @@ void ExpertParallelDispatcher::combine(float* out) {
     return;
   }
   // Partial sums return in the order they came; each adds into its token's output, destinations ascending.
-  const int num_ranks = comm_.size();
   const int64_t H = hidden_;
   const auto num_tokens = static_cast<int64_t>(token_dest_begin_.size()) - 1;
-  int64_t num_sent = 0;
-  std::vector<int64_t> back_send(num_ranks), back_recv(num_ranks);
-  for (int r = 0; r < num_ranks; ++r) {
-    back_send[r] = recv_counts_[r] * H;
-    back_recv[r] = send_counts_[r] * H;
-    num_sent += send_counts_[r];
-  }
-  std::vector<float> returned(num_sent * H);
-  comm_.all_to_all_v(partial_.data(), back_send, returned.data(), back_recv, DType::kF32, "moe combine");
+  const std::vector<float> returned = send_back(H, "moe combine");
   for (int64_t t = 0; t < num_tokens; ++t)
     for (int64_t i = token_dest_begin_[t]; i < token_dest_begin_[t + 1]; ++i)
       cpu::axpy(1.0f, returned.data() + record_of_[i] * H, out + t * H, H);
 }
 
-void ExpertParallelDispatcher::combine_pairs(float* pairs) {
-  DI_CHECK(pair_outputs_, "combine_pairs without pair outputs on");
-  // Each record comes back as its K entries' rows; entry k of token t is taken from the record its destination got.
+std::vector<float> ExpertParallelDispatcher::send_back(int64_t floats_per_record, const char* what) {
   const int num_ranks = comm_.size();
-  const int64_t row = top_k_ * hidden_, H = hidden_, K = top_k_;
-  const auto num_tokens = static_cast<int64_t>(token_dest_begin_.size()) - 1;
   int64_t num_sent = 0;
   std::vector<int64_t> back_send(num_ranks), back_recv(num_ranks);
   for (int r = 0; r < num_ranks; ++r) {
-    back_send[r] = recv_counts_[r] * row;
-    back_recv[r] = send_counts_[r] * row;
+    back_send[r] = recv_counts_[r] * floats_per_record;
+    back_recv[r] = send_counts_[r] * floats_per_record;
     num_sent += send_counts_[r];
   }
-  std::vector<float> returned(num_sent * row);
-  comm_.all_to_all_v(partial_.data(), back_send, returned.data(), back_recv, DType::kF32, "moe combine (pairs)");
+  std::vector<float> returned(num_sent * floats_per_record);
+  comm_.all_to_all_v(partial_.data(), back_send, returned.data(), back_recv, DType::kF32, what);
+  return returned;
+}
+
+void ExpertParallelDispatcher::combine_pairs(float* pairs) {
+  DI_CHECK(pair_outputs_, "combine_pairs without pair outputs on");
+  // Each record comes back as its K entries' rows; entry k of token t is taken from the record its destination got.
+  const int64_t row = top_k_ * hidden_, H = hidden_, K = top_k_;
+  const auto num_tokens = static_cast<int64_t>(token_dest_begin_.size()) - 1;
+  const std::vector<float> returned = send_back(row, "moe combine (pairs)");
   for (int64_t t = 0; t < num_tokens; ++t)
     for (int64_t i = token_dest_begin_[t]; i < token_dest_begin_[t + 1]; ++i)
       for (int64_t k = 0; k < K; ++k)

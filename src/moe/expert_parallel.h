@@ -91,6 +91,9 @@ class ExpertParallelDispatcher final : public ExpertDispatcher {
   std::vector<float> drawn_weights_;
   std::vector<RebalanceReport> rebalances_;
   std::unique_ptr<DeviceExpertDispatcher> device_;
+  // The combine's exchange: every received record's floats_per_record partial values back to its source, in the
+  // order the source sent them.
+  std::vector<float> send_back(int64_t floats_per_record, const char* what);
   // The last dispatch, kept for its combine: per-rank record counts, each token's distinct destinations (ascending)
   // and each (token, destination)'s send position (CSR over tokens), the received rows unpacked, their partial sums,
   // this rank's slot -> expert.

@@ -34,6 +34,26 @@ ExpertPlacement random_placement(int64_t num_layers, int64_t num_experts, int64_
   return ExpertPlacement::from_phy2log(phy2log, num_experts, ep_size);
 }
 
+// T tokens' rows (normal), top-k weights (positive) and K distinct experts of E each.
+struct RandomRouting {
+  std::vector<float> x, weights;
+  std::vector<int32_t> ids;
+};
+
+RandomRouting random_routing(int64_t T, int64_t H, int64_t K, int64_t E, std::mt19937& rng) {
+  RandomRouting r{std::vector<float>(T * H), std::vector<float>(T * K), std::vector<int32_t>(T * K)};
+  std::normal_distribution<float> normal;
+  for (float& v : r.x) v = normal(rng);
+  for (float& v : r.weights) v = std::abs(normal(rng));
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<int32_t> experts(E);
+    std::iota(experts.begin(), experts.end(), 0);
+    std::shuffle(experts.begin(), experts.end(), rng);
+    std::copy_n(experts.begin(), K, r.ids.begin() + t * K);
+  }
+  return r;
+}
+
 void check_against_local(const ExpertPlacement& placement, uint32_t seed) {
   const DeepseekModel& model = tiny_model();
   const ModelConfig& c = model.config();
@@ -44,17 +64,7 @@ void check_against_local(const ExpertPlacement& placement, uint32_t seed) {
   for (int round = 0; round < 3; ++round) {
     // Rank 1 never has tokens; the others a random count (zero included).
     const int64_t T = comm.rank() == 1 ? 0 : static_cast<int64_t>(rng() % 9);
-    std::normal_distribution<float> normal;
-    std::vector<float> x(T * H), weights(T * K);
-    std::vector<int32_t> ids(T * K);
-    for (float& v : x) v = normal(rng);
-    for (float& v : weights) v = std::abs(normal(rng));
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<int32_t> experts(E);
-      std::iota(experts.begin(), experts.end(), 0);
-      std::shuffle(experts.begin(), experts.end(), rng);
-      std::copy_n(experts.begin(), K, ids.begin() + t * K);
-    }
+    const auto [x, weights, ids] = random_routing(T, H, K, E, rng);
     for (int64_t layer = 0; layer < model.num_moe_layers(); ++layer) {
       std::vector<float> want(T * H, 0.5f), got(T * H, 0.5f);  // both add onto the same base
       add_routed_experts(model.experts(), nullptr, layer, x.data(), ids.data(), weights.data(), T, K, want.data(), false);
@@ -94,17 +104,7 @@ TEST(ExpertParallel, PairOutputsGiveEachEntryItsOwnOutput) {
   const int64_t H = c.hidden_size, K = c.num_experts_per_tok, E = c.n_routed_experts;
   std::mt19937 rng(31 + comm.rank());
   const int64_t T = comm.rank() == 1 ? 0 : 5 + comm.rank();
-  std::normal_distribution<float> normal;
-  std::vector<float> x(T * H), weights(T * K);
-  std::vector<int32_t> ids(T * K);
-  for (float& v : x) v = normal(rng);
-  for (float& v : weights) v = std::abs(normal(rng));
-  for (int64_t t = 0; t < T; ++t) {
-    std::vector<int32_t> experts(E);
-    std::iota(experts.begin(), experts.end(), 0);
-    std::shuffle(experts.begin(), experts.end(), rng);
-    std::copy_n(experts.begin(), K, ids.begin() + t * K);
-  }
+  const auto [x, weights, ids] = random_routing(T, H, K, E, rng);
   const ExpertStore& store = model.experts();
   for (int64_t layer = 0; layer < model.num_moe_layers(); ++layer) {
     for (bool summed : {false, true}) {

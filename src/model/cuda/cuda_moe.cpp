@@ -36,6 +36,23 @@ int64_t fp4_tiles_from_pairs(int64_t places) {
   return value;
 }
 
+// A layer's routed rows on the host, for the exchange over host memory: h as fp32, the top-k ids and weights.
+struct HostRows {
+  std::vector<float> h, weights;
+  std::vector<int32_t> ids;
+};
+
+HostRows rows_to_host(const Bf16* h, const int32_t* ids, const float* weights, int64_t rows, int64_t H, int64_t K,
+                      ScratchPool& scratch) {
+  HostRows host{std::vector<float>(rows * H), std::vector<float>(rows * K), std::vector<int32_t>(rows * K)};
+  auto* h32 = scratch.alloc<float>(rows * H);
+  cuda::bf16_to_f32(h, h32, rows * H, nullptr);
+  DI_CUDA_CHECK(cudaMemcpy(host.h.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(host.ids.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(host.weights.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
+  return host;
+}
+
 // The model's stream waits for `event` (if any) before what it runs next.
 void wait_for(cudaEvent_t event) {
   if (event != nullptr) DI_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamPerThread, event));
@@ -127,14 +144,9 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
   if (dispatcher != nullptr) {
     // Expert parallelism over host memory: dispatched, computed by the store and combined on the host; the
     // routed sum comes back here.
-    std::vector<float> h_host(rows * H), routed(rows * H, 0.0f), w_host(rows * K);
-    std::vector<int32_t> ids_host(rows * K);
-    auto* h32 = scratch.alloc<float>(rows * H);
-    cuda::bf16_to_f32(h, h32, rows * H, nullptr);
-    DI_CUDA_CHECK(cudaMemcpy(h_host.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
-    DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
-    DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
-    add_routed_experts(experts_, dispatcher, moe_layer, h_host.data(), ids_host.data(), w_host.data(), rows, K,
+    const HostRows host = rows_to_host(h, ids, weights, rows, H, K, scratch);
+    std::vector<float> routed(rows * H, 0.0f);
+    add_routed_experts(experts_, dispatcher, moe_layer, host.h.data(), host.ids.data(), host.weights.data(), rows, K,
                        routed.data(), false);
     cuda::add_f32_into_bf16(device_copy(scratch, routed), out, rows * H, nullptr);
     return false;
@@ -145,14 +157,8 @@ bool CudaMoe::run(int64_t moe_layer, const CudaMoeWeights& w, const Bf16* h, Bf1
 void CudaMoe::host_exchange_pairs(int64_t moe_layer, const Bf16* h, const int32_t* ids, const float* weights,
                                   int64_t rows, Bf16* out, ExpertDispatcher& dispatcher, ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size, K = config_.num_experts_per_tok, E = config_.n_routed_experts;
-  std::vector<float> h_host(rows * H), w_host(rows * K);
-  std::vector<int32_t> ids_host(rows * K);
-  auto* h32 = scratch.alloc<float>(rows * H);
-  cuda::bf16_to_f32(h, h32, rows * H, nullptr);
-  DI_CUDA_CHECK(cudaMemcpy(h_host.data(), h32, rows * H * sizeof(float), cudaMemcpyDeviceToHost));
-  DI_CUDA_CHECK(cudaMemcpy(ids_host.data(), ids, rows * K * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  DI_CUDA_CHECK(cudaMemcpy(w_host.data(), weights, rows * K * sizeof(float), cudaMemcpyDeviceToHost));
-  const HostDispatch mine = dispatcher.dispatch(moe_layer, h_host.data(), ids_host.data(), w_host.data(), rows);
+  const HostRows host = rows_to_host(h, ids, weights, rows, H, K, scratch);
+  const HostDispatch mine = dispatcher.dispatch(moe_layer, host.h.data(), host.ids.data(), host.weights.data(), rows);
   if (mine.rows > 0) {
     // The received rows (bf16 values, so the fp32 round trip is exact) with logical ids (E: served elsewhere), as
     // the device exchange hands them over, then as places of this rank's store.
