@@ -11,8 +11,10 @@
 // skinny tensor-core kernel, cuBLAS), bf16 and FP8 weights, at V4.1-Flash's projection shapes and the LM head, and
 // with one kernel for every row count (matrix-vector, or skinny in launches of 64 rows);
 // V4.1's sparse window attention (each row its own sequence of 640 cached keys); argmax and the top-p sampler over
-// 129,280 ids. Not covered: the MoE paths (CudaMoe by pair count), the indexer's cuBLAS products, attention
-// prefill, NCCL combine order.
+// 129,280 ids; DeepSeek-V3's MLA decode (128 heads, 512 + 64: the model's split count for the batch, and fixed
+// counts) and its absorbed per-head products (W_uk into the latent space, W_uv out of it) by each kernel that can
+// run them (cuBLAS batched GEMM, the matrix-vector kernels, the batched skinny kernel in 64-row launches). Not
+// covered: the MoE paths (CudaMoe by pair count), the indexer's cuBLAS products, attention prefill.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -29,9 +31,11 @@
 
 #include "benchmarks/microbench.h"
 #include "kernels/cuda/fp8_linear.cuh"
+#include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
+#include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 #include "src/core/check.h"
@@ -193,6 +197,97 @@ void probe_sparse_attention(const std::vector<int64_t>& batches) {
   }
 }
 
+// DeepSeek-V3's MLA decode (128 heads, latent 512 + rope 64) over a paged bf16 latent cache: the probe row's
+// sequence (700 entries) alone and among M sequences of random lengths. splits < 0: the model's own choice for the
+// batch (CudaDeepseekModel::decode_splits, copied here: enough blocks for the SMs, at least 32 keys a split),
+// otherwise that many splits for every batch.
+void probe_mla_decode(const std::vector<int64_t>& batches, int sms, int64_t splits) {
+  const int64_t heads = 128, latent = 512, rope = 64, width = latent + rope, num_blocks = 512, max_blocks = 40;
+  auto cache = DeviceArray<Bf16>::from_host(random_bf16(num_blocks * cuda::kMlaBlockSize * width, 1.0f));
+  const std::vector<Bf16> probe_q = random_bf16(heads * width, 0.05f);
+  std::vector<int32_t> probe_table(max_blocks);
+  for (int64_t b = 0; b < max_blocks; ++b) probe_table[b] = static_cast<int32_t>((b * 7) % num_blocks);
+  const auto model_splits = [&](int64_t M, int64_t max_len) {
+    const int64_t blocks = M * ((heads + 15) / 16);
+    const int64_t one_per_sm = (sms + blocks - 1) / blocks, two_per_sm = std::max<int64_t>(1, 2 * sms / blocks);
+    const int64_t wanted = max_len / two_per_sm >= 256 ? two_per_sm : one_per_sm;
+    return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
+  };
+  std::vector<float> alone;
+  for (const int64_t M : batches) {
+    const int64_t at = M / 2;
+    std::vector<int32_t> table(M * max_blocks), lens(M);
+    int64_t max_len = 0;
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t b = 0; b < max_blocks; ++b)
+        table[r * max_blocks + b] = r == at ? probe_table[b] : static_cast<int32_t>(rng() % num_blocks);
+      lens[r] = r == at ? 700 : static_cast<int32_t>(64 + rng() % 2000);
+      max_len = std::max<int64_t>(max_len, lens[r]);
+    }
+    const int64_t n_splits = splits > 0 ? splits : model_splits(M, max_len);
+    auto d_q = DeviceArray<Bf16>::from_host(batch_with_probe(probe_q, M, at, 0.05f));
+    auto d_table = DeviceArray<int32_t>::from_host(table), d_lens = DeviceArray<int32_t>::from_host(lens);
+    DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(M, heads, latent, n_splits) / sizeof(float) + 1);
+    DeviceArray<Bf16> out(M * heads * latent);
+    cuda::mla_decode_attention(d_q.data(), cache.data(), d_table.data(), max_blocks, d_lens.data(), M, heads, latent,
+                               rope, 1.0f / std::sqrt(192.0f), n_splits, workspace.data(), out.data(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> all = to_float(out.to_host());
+    const std::vector<float> row(all.begin() + at * heads * latent, all.begin() + (at + 1) * heads * latent);
+    if (M == 1) alone = row;
+    report(splits > 0 ? fmt::format("mla_decode_128x512+64_splits{}", splits) : "mla_decode_128x512+64_model_splits",
+           M, at, row, alone);
+  }
+}
+
+// DeepSeek-V3's absorbed per-head products at M rows, [M, 128 heads, ...]: W_uk (q_nope 128 -> latent 512, the
+// head's kv_b rows read as [k, n]) and W_uv (latent 512 -> v 128, as [n, k]), by each kernel that runs them.
+enum class AbsorbPath { kCublas, kGemv, kSkinny };
+
+void probe_absorbed_products(const std::vector<int64_t>& batches, bool uk, AbsorbPath path, cublasHandle_t blas,
+                             int sms) {
+  const int64_t heads = 128, nope = 128, v = 128, lora = 512;
+  const int64_t in = uk ? nope : lora, out_dim = uk ? lora : v, row = heads * in;
+  // kv_b per head: [nope + v rows, lora]; W_uk = its first nope rows, W_uv its last v rows.
+  auto kv_b = DeviceArray<Bf16>::from_host(random_bf16(heads * (nope + v) * lora, 0.05f));
+  const Bf16* w = kv_b.data() + (uk ? 0 : nope * lora);
+  const char* how = path == AbsorbPath::kCublas ? "cublas" : path == AbsorbPath::kGemv ? "gemv" : "skinny64";
+  const std::string op = fmt::format("mla_{}_{}", uk ? "w_uk" : "w_uv", how);
+  if (uk && path == AbsorbPath::kSkinny) return;  // the skinny kernel reads its weight as [n, k]: W_uk is [k, n]
+  const std::vector<Bf16> probe = random_bf16(row, 1.0f);
+  std::vector<float> alone;
+  for (const int64_t M : batches) {
+    for (const int64_t at : {int64_t{0}, M / 2}) {
+      if (M == 1 && at > 0) continue;
+      auto x = DeviceArray<Bf16>::from_host(batch_with_probe(probe, M, at, 1.0f));
+      DeviceArray<Bf16> y(M * heads * out_dim);
+      const int64_t chunk = path == AbsorbPath::kGemv ? cuda::kLinearGemvMaxRows
+                            : path == AbsorbPath::kSkinny ? cuda::kLinearSkinnyMaxRows : M;
+      for (int64_t first = 0; first < M; first += chunk) {
+        const int64_t rows = std::min(chunk, M - first);
+        const Bf16* xs = x.data() + first * row;
+        Bf16* ys = y.data() + first * heads * out_dim;
+        // x [rows, heads, in] (row stride heads * in), w per head (nope + v) * lora apart, y [rows, heads, out].
+        const cuda::GemvLayout layout{row, in, (nope + v) * lora, heads * out_dim, out_dim, lora};
+        if (path == AbsorbPath::kCublas)
+          DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, rows, out_dim, in, {xs, row, in}, {w, lora, (nope + v) * lora}, !uk,
+                                          ys, heads * out_dim, out_dim, false, heads));
+        else if (path == AbsorbPath::kGemv && uk)
+          cuda::batched_gemv_transposed(xs, w, ys, heads, rows, out_dim, in, layout, nullptr);
+        else if (path == AbsorbPath::kGemv)
+          cuda::batched_gemv(xs, w, ys, heads, rows, out_dim, in, layout, nullptr);
+        else
+          cuda::batched_linear_skinny(xs, w, ys, heads, rows, out_dim, in, layout, sms, nullptr);
+      }
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> all = to_float(y.to_host());
+      const std::vector<float> probe_row(all.begin() + at * heads * out_dim, all.begin() + (at + 1) * heads * out_dim);
+      if (M == 1) alone = probe_row;
+      report(op, M, at, probe_row, alone);
+    }
+  }
+}
+
 // argmax and the top-p sampler over DeepSeek's 129,280 ids: the probe row's draw alone and among M rows.
 void probe_argmax_and_sampling(const std::vector<int64_t>& batches) {
   const int64_t vocab = 129280;
@@ -261,6 +356,11 @@ int run(int argc, char** argv) {
     }
   probe_sparse_attention(batches);
   probe_argmax_and_sampling(batches);
+  // DeepSeek-V3's MLA decode and absorbed products.
+  for (const int64_t splits : {int64_t{-1}, int64_t{1}, int64_t{8}}) probe_mla_decode(batches, sms, splits);
+  for (const bool uk : {true, false})
+    for (const AbsorbPath path : {AbsorbPath::kCublas, AbsorbPath::kGemv, AbsorbPath::kSkinny})
+      probe_absorbed_products(batches, uk, path, blas.get(), sms);
   return 0;
 }
 
