@@ -243,7 +243,14 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
       // faster than cuBLAS's batched GEMM for these 2 MB (benchmarks/linear_bench;
       // results/h200/design-measurements.md).
       const cuda::GemvLayout uv_layout{heads * lora, lora, (nope + v) * lora, heads * v, v, lora};
-      if (gemv) {
+      if (c.batch_invariant && lora % 8 == 0) {
+        // One kernel for every row count, in launches of at most 64 rows (the skinny kernel's rows do not depend
+        // on their launch: benchmarks/batch_invariance_probe).
+        for (int64_t first = 0; first < T; first += cuda::kLinearSkinnyMaxRows)
+          cuda::batched_linear_skinny(o_latent + first * heads * lora, w_uv, attn + first * heads * v, heads,
+                                      std::min(cuda::kLinearSkinnyMaxRows, T - first), v, lora, uv_layout, num_sms_,
+                                      nullptr);
+      } else if (gemv) {
         cuda::batched_gemv(o_latent, w_uv, attn, heads, T, v, lora, uv_layout, nullptr);
       } else if (T <= cuda::kLinearSkinnyMaxRows && lora % 8 == 0) {
         cuda::batched_linear_skinny(o_latent, w_uv, attn, heads, T, v, lora, uv_layout, num_sms_, nullptr);
@@ -422,6 +429,9 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   // second block's share of the traffic outweighs its partials; at shorter splits it did not pay.
   // (Measurements: results/h200/design-measurements.md.)
   if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
+  // --batch-invariant: one split for every batch, so a sequence's keys are summed in one order whatever runs beside
+  // it (the split bounds come from its own length and the count; the count from the batch would move them).
+  if (config_.batch_invariant) return 1;
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
   const int64_t blocks = num_tokens * head_groups;
   const int64_t one_per_sm = (num_sms_ + blocks - 1) / blocks;
