@@ -312,6 +312,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.timeout_s = default_comm_timeout_s();
     generation.prefix_cache = options.prefix_cache;
     generation.logits_hashes = options.logits_hashes;
+    generation.overlap_schedule = options.overlap_schedule;
     generation.replay = replay;
     generation.kv_store_dir = options.kv_store_dir;
     generation.swa_replay_tokens = options.swa_replay_tokens;

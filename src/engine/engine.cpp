@@ -93,6 +93,8 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
   DI_CHECK(!spec.variable_length || spec.cost_warmup_steps > spec.num_drafts,
            "the variable-length rule's warm-up of {} steps does not verify each of 0..{} drafts once",
            spec.cost_warmup_steps, spec.num_drafts);
+  overlap_ = options_.overlap_schedule && !spec.enabled() && options_.structured == nullptr &&
+             !options_.limits.handoff_after_prefill;
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
     store_ = std::make_unique<StoreTier>(options_, *cache_, model_);
@@ -153,6 +155,10 @@ void Engine::add_request(const Request& request) {
 }
 
 void Engine::step() {
+  if (overlap_) {
+    step_overlapped();
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   const ScheduledBatch batch = scheduler_.schedule();
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
@@ -188,6 +194,66 @@ void Engine::step() {
   (batch.is_prefill ? stats_.num_prefill_tokens : stats_.num_decode_tokens) += tokens;
   (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
   if (!drafts.empty()) record_verify_time(forward.num_tokens(), seconds * 1e3);
+}
+
+// Schedule and start step N + 1, then postprocess step N: the tokens N samples reach N + 1's inputs by placeholder, so
+// the host's work between the two forwards is only what N + 1 needs (a backend that samples on the device can keep
+// the tokens there: the host waits for N's tokens while N + 1 runs). A one-rank engine with nothing to schedule
+// starts nothing; an expert-parallel group's ranks start a step, empty or not, every time.
+void Engine::step_overlapped() {
+  const auto start = std::chrono::steady_clock::now();
+  const ScheduledBatch batch = scheduler_.schedule();
+  DI_CHECK(!batch.items.empty() || in_flight_ || !scheduler_.has_unfinished() || options_.experts != nullptr,
+           "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
+  std::optional<InFlight> started;
+  if (!batch.items.empty() || options_.experts != nullptr) {
+    ForwardBatch forward = build_forward_batch(batch, {});
+    resolve_pending_inputs(batch, forward);
+    count_replay_rows(forward);
+    InFlight step{batch, run_and_sample(forward, batch, {}, {}), std::exchange(step_hashes_, {})};
+    scheduler_.launched(batch);
+    if (batch.is_prefill)
+      for (const ScheduledSequence& item : batch.items) stats_.num_prefill_tokens += item.num_new;
+    if (!batch.items.empty()) started = std::move(step);  // (an empty step owes nothing)
+  }
+  if (in_flight_) complete(*in_flight_);
+  in_flight_ = std::move(started);
+  ++stats_.num_steps;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
+}
+
+void Engine::resolve_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const {
+  int64_t row = 0;
+  for (const ScheduledSequence& item : batch.items) {
+    for (int64_t i = 0; i < item.num_new; ++i, ++row) {
+      if (forward.token_ids[row] != kPendingToken) continue;
+      // Only the step in flight can owe a token: the one before it was completed before this one was scheduled.
+      int32_t token = kPendingToken;
+      for (size_t j = 0, s = 0; in_flight_ && j < in_flight_->batch.items.size(); ++j) {
+        if (!in_flight_->batch.items[j].samples) continue;
+        if (in_flight_->batch.items[j].seq == item.seq) token = in_flight_->emitted[s].front();
+        ++s;
+      }
+      DI_CHECK(token != kPendingToken, "sequence {}'s input {} is a token no step in flight samples", item.seq->idx,
+               item.seq->num_cached + i);
+      forward.token_ids[row] = token;
+    }
+  }
+}
+
+void Engine::complete(const InFlight& step) {
+  std::vector<int32_t> sampled;
+  for (const std::vector<int32_t>& tokens : step.emitted) sampled.push_back(tokens.front());
+  const std::vector<bool> kept = scheduler_.completed(step.batch, sampled);
+  for (size_t i = 0, s = 0; i < step.batch.items.size(); ++i) {
+    if (!step.batch.items[i].samples) continue;
+    if (kept[s] && !step.batch.is_prefill) ++stats_.num_decode_tokens;
+    if (kept[s] && options_.logits_hashes) step.batch.items[i].seq->logits_hashes.push_back(step.hashes[i].front());
+    ++s;
+  }
+  for (const auto& [seq, block] : scheduler_.take_registered())
+    if (store_ != nullptr) store_->save(*seq, block);
 }
 
 Engine::StepDrafts Engine::propose_drafts(const ScheduledBatch& batch) {
@@ -432,10 +498,12 @@ std::vector<RequestResult> Engine::take_finished() {
 std::vector<TokenUpdate> Engine::take_new_tokens() {
   std::vector<TokenUpdate> updates;
   for (const auto& seq : sequences_) {
-    if (seq->num_generated() <= seq->num_streamed) continue;
+    const int64_t known = seq->num_known_tokens() - seq->num_prompt_tokens;  // (not the placeholders of a step in flight)
+    if (known <= seq->num_streamed) continue;
     updates.push_back({seq->request->index, seq->num_streamed,
-                       {seq->tokens.begin() + seq->num_prompt_tokens + seq->num_streamed, seq->tokens.end()}});
-    seq->num_streamed = seq->num_generated();
+                       {seq->tokens.begin() + seq->num_prompt_tokens + seq->num_streamed,
+                        seq->tokens.begin() + seq->num_known_tokens()}});
+    seq->num_streamed = known;
   }
   return updates;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct EngineOptions {
   // Every result carries, per output token, the fingerprint of the logits row it was drawn from (before masks):
   // a bit-level check of batch invariance (--logits-hashes).
   bool logits_hashes = false;
+  // Overlapped scheduling: step N + 1 is scheduled and started before step N's tokens are postprocessed, its inputs
+  // naming them by placeholder (Scheduler::launched / completed). Not with speculation, structured output or the
+  // prefill role's handoffs (the engine runs in order there).
+  bool overlap_schedule = false;
 };
 
 // A prefilled sequence on its way from a prefill rank to a decode rank: its tokens (prompt and first sampled
@@ -91,7 +96,9 @@ class Engine {
   void validate(const Request& request) const { validate(model_.config(), options_, request); }
   static void validate(const ModelConfig& config, const EngineOptions& options, const Request& request);
   void add_request(const Request& request);  // the request must outlive the engine
-  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  bool has_unfinished() const { return scheduler_.has_unfinished() || in_flight_.has_value(); }
+  // Whether steps overlap (EngineOptions::overlap_schedule, where the engine's other options allow it).
+  bool overlaps_steps() const { return overlap_; }
   // One schedule -> run -> postprocess. With nothing scheduled it still runs an empty forward, so that
   // this rank joins its expert-parallel group's exchanges.
   void step();
@@ -148,6 +155,16 @@ class Engine {
   std::vector<std::vector<int32_t>> run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
                                                    const StepDrafts& drafts, const TokenMasks& masks);
   void record_verify_time(int64_t rows, double ms);
+  // Overlapped scheduling: a started step whose tokens the scheduler has not taken yet.
+  struct InFlight {
+    ScheduledBatch batch;
+    std::vector<std::vector<int32_t>> emitted;  // per sampling item
+    std::vector<std::vector<uint64_t>> hashes;  // per batch item (with options_.logits_hashes)
+  };
+  void step_overlapped();
+  // The inputs still naming a token in flight (kPendingToken) take it from in_flight_'s samples.
+  void resolve_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const;
+  void complete(const InFlight& step);
   void count_replay_rows(const ForwardBatch& forward);
   // Whether a sequence of this prompt length may take and register prefix-cache blocks.
   bool shares_blocks(int64_t prompt_tokens) const;
@@ -169,6 +186,8 @@ class Engine {
   // With options_.logits_hashes: per batch item of the step, the fingerprints of the rows its emitted tokens came
   // from (in emitted order; the scheduler may keep fewer).
   std::vector<std::vector<uint64_t>> step_hashes_;
+  bool overlap_ = false;
+  std::optional<InFlight> in_flight_;
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
   int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far
 };

@@ -97,8 +97,7 @@ void Scheduler::postprocess(const ScheduledBatch& batch, std::span<const std::ve
              seq->idx);
     seq->num_cached += item.num_new + accepted;
     if (tokens == nullptr) {
-      for (const BlockManager::RegisteredBlock& block : blocks_.register_full_blocks(*seq))
-        newly_registered_.emplace_back(seq, block);
+      register_blocks(seq);
       continue;
     }
     for (int32_t token : *tokens) {
@@ -110,8 +109,7 @@ void Scheduler::postprocess(const ScheduledBatch& batch, std::span<const std::ve
     }
     // A sequence that stopped part-way through its accepted drafts holds no more cached rows than tokens.
     seq->num_cached = std::min(seq->num_cached, seq->num_tokens() - 1);
-    for (const BlockManager::RegisteredBlock& block : blocks_.register_full_blocks(*seq))
-      newly_registered_.emplace_back(seq, block);
+    register_blocks(seq);
 
     if (batch.is_prefill) {  // its prefill is complete: from the waiting queue to the running set
       waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
@@ -119,10 +117,7 @@ void Scheduler::postprocess(const ScheduledBatch& batch, std::span<const std::ve
       seq->status = SequenceStatus::kRunning;
     }
     if (seq->finish_reason != FinishReason::kNone) {
-      running_.erase(std::find(running_.begin(), running_.end(), seq));
-      blocks_.release(*seq);
-      seq->status = SequenceStatus::kFinished;
-      newly_finished_.push_back(seq);
+      finish(seq);
     } else if (batch.is_prefill && limits_.handoff_after_prefill) {
       // Blocks stay allocated until the engine has copied the KV out for the decode rank.
       running_.erase(std::find(running_.begin(), running_.end(), seq));
@@ -132,6 +127,73 @@ void Scheduler::postprocess(const ScheduledBatch& batch, std::span<const std::ve
       blocks_.shrink(*seq, seq->num_tokens());  // the blocks only rejected drafts' rows reached
     }
   }
+}
+
+void Scheduler::register_blocks(Sequence* seq) {
+  for (const BlockManager::RegisteredBlock& block : blocks_.register_full_blocks(*seq))
+    newly_registered_.emplace_back(seq, block);
+}
+
+void Scheduler::finish(Sequence* seq) {
+  if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);
+  blocks_.release(*seq);
+  seq->status = SequenceStatus::kFinished;
+  seq->awaiting_last = false;
+  newly_finished_.push_back(seq);
+}
+
+void Scheduler::launched(const ScheduledBatch& batch) {
+  DI_CHECK(!limits_.handoff_after_prefill, "overlapped scheduling does not hand sequences off");
+  for (const ScheduledSequence& item : batch.items) {
+    Sequence* seq = item.seq;
+    seq->num_cached += item.num_new;
+    if (!item.samples) continue;
+    seq->tokens.push_back(kPendingToken);
+    ++seq->num_pending;
+    if (batch.is_prefill) {  // its prefill is complete: from the waiting queue to the running set
+      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+      running_.push_back(seq);
+      seq->status = SequenceStatus::kRunning;
+    }
+    // The token in flight is its last one (unless a stop comes first): it waits for it outside the running set.
+    if (seq->num_generated() >= seq->request->max_new_tokens || seq->num_tokens() >= limits_.max_model_len) {
+      running_.erase(std::find(running_.begin(), running_.end(), seq));
+      seq->awaiting_last = true;
+    }
+  }
+}
+
+std::vector<bool> Scheduler::completed(const ScheduledBatch& batch, const std::vector<int32_t>& sampled) {
+  std::vector<bool> kept;
+  size_t sample_idx = 0;
+  for (const ScheduledSequence& item : batch.items) {
+    Sequence* seq = item.seq;
+    if (item.samples) {
+      DI_CHECK(sample_idx < sampled.size(), "fewer sampled tokens ({}) than sampling sequences", sampled.size());
+      kept.push_back(seq->status != SequenceStatus::kFinished);
+    }
+    const int32_t token = item.samples ? sampled[sample_idx++] : kPendingToken;
+    if (seq->status == SequenceStatus::kFinished) continue;  // it stopped at an earlier step: this row is dropped
+    if (item.samples) {
+      DI_CHECK(seq->num_pending > 0, "sequence {} sampled with no token pending", seq->idx);
+      const int64_t at = seq->num_tokens() - seq->num_pending;  // the oldest placeholder
+      seq->tokens[at] = token;
+      --seq->num_pending;
+      const int64_t through = at + 1;  // tokens up to and including this one
+      if (is_stop_token(*seq, token)) seq->finish_reason = FinishReason::kStop;
+      else if (through - seq->num_prompt_tokens >= seq->request->max_new_tokens || through >= limits_.max_model_len)
+        seq->finish_reason = FinishReason::kLength;
+      if (seq->finish_reason != FinishReason::kNone) {  // what came after it (a step in flight) is dropped
+        seq->tokens.resize(through);
+        seq->num_pending = 0;
+        seq->num_cached = std::min(seq->num_cached, seq->num_tokens() - 1);
+      }
+    }
+    if (seq->num_pending == 0 || seq->num_cached <= seq->num_tokens() - seq->num_pending) register_blocks(seq);
+    if (seq->finish_reason != FinishReason::kNone) finish(seq);
+  }
+  return kept;
 }
 
 }  // namespace deepinfer

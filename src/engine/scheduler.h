@@ -52,6 +52,16 @@ class Scheduler {
   // One token per sampling item.
   void postprocess(const ScheduledBatch& batch, const std::vector<int32_t>& sampled);
 
+  // Overlapped scheduling (the engine launches step N + 1 before step N's tokens are known): postprocess in two
+  // halves, without speculation and without handoffs. launched(), as the step starts: its rows count as cached and
+  // each sampling item gets a placeholder (kPendingToken) for the token the step will sample, so that the next
+  // schedule() already runs it; a sequence whose placeholder reaches its length leaves the running set.
+  // completed(), once the tokens are known: the placeholders take them in order, stop tokens and lengths finish
+  // sequences (a sequence that stopped may have run one more step: that step's row for it is dropped). Returns, per
+  // sampling item, whether its token was kept.
+  void launched(const ScheduledBatch& batch);
+  std::vector<bool> completed(const ScheduledBatch& batch, const std::vector<int32_t>& sampled);
+
   // The prefix cache's slower tier (null: none), consulted where a fresh sequence's prefix misses the blocks.
   void set_prefix_tier(BlockManager::Tier* tier) { prefix_tier_ = tier; }
   // The blocks registered since the last call (the prefix cache's), with the sequence that filled each.
@@ -66,6 +76,8 @@ class Scheduler {
  private:
   void preempt(Sequence* seq);
   bool is_stop_token(const Sequence& seq, int32_t token) const;
+  void register_blocks(Sequence* seq);
+  void finish(Sequence* seq);  // out of the running set (or the waiting queue), its blocks freed
 
   SchedulerLimits limits_;
   BlockManager& blocks_;

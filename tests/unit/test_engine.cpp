@@ -1,5 +1,6 @@
 // Greedy generation through the engine equals transformers' greedy continuations, however the work is
-// batched: all prompts together, chunked prefill, and a KV cache so small that sequences are preempted.
+// batched: all prompts together, chunked prefill, and a KV cache so small that sequences are preempted; in order
+// and with overlapped scheduling (step N + 1 started before step N's tokens are postprocessed).
 #include <gtest/gtest.h>
 
 #include "src/engine/engine.h"
@@ -14,6 +15,7 @@ struct GenerationCase {
   int64_t kv_cache_tokens;
   int64_t chunk_tokens;
   int64_t max_running;
+  bool overlap = false;
 };
 
 std::vector<Request> fixture_requests(const nlohmann::json& reference) {
@@ -42,7 +44,9 @@ TEST_P(GreedyGeneration, EqualsTransformers) {
   options.kv_cache_tokens = setup.kv_cache_tokens;
   options.limits.chunk_tokens = setup.chunk_tokens;
   options.limits.max_running = setup.max_running;
+  options.overlap_schedule = setup.overlap;
   Engine engine(model, options);
+  EXPECT_EQ(engine.overlaps_steps(), setup.overlap);
   for (const Request& r : requests) engine.add_request(r);
   engine.run_to_completion();
   const std::vector<RequestResult> results = engine.results();
@@ -52,7 +56,7 @@ TEST_P(GreedyGeneration, EqualsTransformers) {
         << fixture << " " << setup.name << " prompt " << i;
     EXPECT_EQ(results[i].prompt_tokens, static_cast<int64_t>(requests[i].prompt_token_ids.size()));
   }
-  if (std::string(setup.name) == "preempting") {
+  if (std::string(setup.name).starts_with("preempting")) {
     EXPECT_GT(engine.num_preemptions(), 0);
   }
 }
@@ -62,6 +66,9 @@ const GenerationCase kCases[] = {
     {"chunked", 16384, 16, 256},
     {"one_at_a_time", 16384, 4096, 1},
     {"preempting", 3 * 64, 4096, 2},  // 3 blocks: the 64- and 100-token prompts run together, cannot both grow
+    {"batched_overlapped", 16384, 4096, 256, true},
+    {"chunked_overlapped", 16384, 16, 256, true},
+    {"preempting_overlapped", 3 * 64, 4096, 2, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyGeneration,

@@ -89,6 +89,46 @@ TEST(Scheduler, PreemptsTheNewestWhenDecodeRunsOutOfBlocks) {
   EXPECT_EQ(b->num_tokens(), 65);  // keeps its generated token; recomputes it later
 }
 
+// Overlapped scheduling: step N + 1 is scheduled after step N's launched() but before its completed(). A sequence
+// runs on its placeholder; one that stops at N has run N + 1 too, whose token is dropped; one whose token in flight
+// is its last leaves the running set at once; the cache and the blocks end as in order.
+TEST(Scheduler, OverlappedStepsTakeTheirTokensLate) {
+  BlockManager blocks(16, 64);
+  Fixture f;
+  f.request.max_new_tokens = 3;
+  Scheduler scheduler({.max_running = 8, .chunk_tokens = 4096, .max_model_len = 1000}, blocks, {1});
+  Sequence* a = f.add(scheduler, 10);
+  Sequence* b = f.add(scheduler, 20);
+
+  const ScheduledBatch prefill = scheduler.schedule();
+  scheduler.launched(prefill);
+  EXPECT_EQ(a->tokens.back(), kPendingToken);
+  EXPECT_EQ(a->num_cached, 10);
+  const ScheduledBatch decode1 = scheduler.schedule();  // both run on their placeholders
+  ASSERT_EQ(decode1.items.size(), 2u);
+  EXPECT_FALSE(decode1.is_prefill);
+  scheduler.launched(decode1);
+  EXPECT_EQ(a->num_pending, 2);
+  EXPECT_EQ(scheduler.completed(prefill, {11, 21}), (std::vector<bool>{true, true}));
+  EXPECT_EQ(a->tokens[10], 11);
+  EXPECT_EQ(a->num_known_tokens(), 11);
+
+  const ScheduledBatch decode2 = scheduler.schedule();
+  scheduler.launched(decode2);  // the third token of both is in flight: their last
+  EXPECT_TRUE(a->awaiting_last && b->awaiting_last);
+  EXPECT_EQ(scheduler.completed(decode1, {1, 22}), (std::vector<bool>{true, true}));  // a stops on EOS
+  EXPECT_EQ(a->finish_reason, FinishReason::kStop);
+  EXPECT_EQ(a->tokens, (std::vector<int32_t>{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 11, 1}));  // decode2's token dropped
+  EXPECT_EQ(a->num_cached, 11);
+  EXPECT_TRUE(scheduler.schedule().items.empty());  // nothing left to start: b waits for its last token
+  EXPECT_FALSE(scheduler.has_unfinished());  // (b's token is in flight: the engine counts that step)
+  EXPECT_EQ(scheduler.completed(decode2, {31, 23}), (std::vector<bool>{false, true}));
+  EXPECT_EQ(b->finish_reason, FinishReason::kLength);
+  EXPECT_EQ(b->num_generated(), 3);
+  EXPECT_EQ(b->tokens.back(), 23);
+  EXPECT_EQ(blocks.num_free_blocks(), 16);
+}
+
 // ignore_eos (as vLLM's): the model's EOS does not end the sequence, a stop token still does.
 TEST(Scheduler, IgnoreEosKeepsGoingUntilAStopTokenOrTheLength) {
   for (const bool ignore_eos : {false, true}) {
