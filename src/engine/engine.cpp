@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <span>
+#include <unordered_map>
 
 #include "src/core/log.h"
 #include "src/engine/kv_store.h"
@@ -167,18 +168,18 @@ void Engine::step() {
   const ForwardBatch forward = build_forward_batch(batch, drafts);
   count_replay_rows(forward);
   const std::vector<std::vector<int32_t>> emitted = run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
-  int64_t tokens_before = 0;  // decode: the tokens generated are those the scheduler kept (a stop drops the rest)
-  std::vector<int64_t> item_tokens_before;
-  for (const ScheduledSequence& item : batch.items) {
-    tokens_before += item.seq->num_tokens();
-    item_tokens_before.push_back(item.seq->num_tokens());
-  }
+  // Per item, its tokens before: decode generated those the scheduler kept (a stop drops the rest).
+  std::vector<int64_t> tokens_before;
+  for (const ScheduledSequence& item : batch.items) tokens_before.push_back(item.seq->num_tokens());
   scheduler_.postprocess(batch, emitted);
-  for (size_t i = 0; options_.logits_hashes && i < batch.items.size(); ++i) {  // one per token the scheduler kept
+  int64_t tokens = 0;  // prefill: the prompt tokens computed; decode: the tokens generated
+  for (size_t i = 0; i < batch.items.size(); ++i) {
     Sequence& seq = *batch.items[i].seq;
-    const int64_t kept = std::max<int64_t>(seq.num_tokens() - item_tokens_before[i], 0);
-    seq.logits_hashes.insert(seq.logits_hashes.end(), step_hashes_[i].begin(),
-                             step_hashes_[i].begin() + std::min<int64_t>(kept, std::ssize(step_hashes_[i])));
+    const int64_t kept = std::max<int64_t>(seq.num_tokens() - tokens_before[i], 0);
+    tokens += batch.is_prefill ? batch.items[i].num_new : kept;
+    if (options_.logits_hashes)  // one fingerprint per token kept
+      seq.logits_hashes.insert(seq.logits_hashes.end(), step_hashes_[i].begin(),
+                               step_hashes_[i].begin() + std::min<int64_t>(kept, std::ssize(step_hashes_[i])));
   }
   advance_constraints(batch);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, hidden_, *cache_);
@@ -188,9 +189,6 @@ void Engine::step() {
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++stats_.num_steps;
-  int64_t tokens = 0;  // prefill: the prompt tokens computed; decode: the tokens generated
-  for (const ScheduledSequence& item : batch.items) tokens += batch.is_prefill ? item.num_new : item.seq->num_tokens();
-  if (!batch.is_prefill) tokens -= tokens_before;
   (batch.is_prefill ? stats_.num_prefill_tokens : stats_.num_decode_tokens) += tokens;
   (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
   if (!drafts.empty()) record_verify_time(forward.num_tokens(), seconds * 1e3);
@@ -224,20 +222,18 @@ void Engine::step_overlapped() {
 }
 
 void Engine::resolve_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const {
+  // Only the step in flight can owe a token: the one before it was completed before this one was scheduled.
+  std::unordered_map<const Sequence*, int32_t> owed;
+  for (size_t j = 0, s = 0; in_flight_ && j < in_flight_->batch.items.size(); ++j)
+    if (in_flight_->batch.items[j].samples) owed[in_flight_->batch.items[j].seq] = in_flight_->emitted[s++].front();
   int64_t row = 0;
   for (const ScheduledSequence& item : batch.items) {
     for (int64_t i = 0; i < item.num_new; ++i, ++row) {
       if (forward.token_ids[row] != kPendingToken) continue;
-      // Only the step in flight can owe a token: the one before it was completed before this one was scheduled.
-      int32_t token = kPendingToken;
-      for (size_t j = 0, s = 0; in_flight_ && j < in_flight_->batch.items.size(); ++j) {
-        if (!in_flight_->batch.items[j].samples) continue;
-        if (in_flight_->batch.items[j].seq == item.seq) token = in_flight_->emitted[s].front();
-        ++s;
-      }
-      DI_CHECK(token != kPendingToken, "sequence {}'s input {} is a token no step in flight samples", item.seq->idx,
+      const auto it = owed.find(item.seq);
+      DI_CHECK(it != owed.end(), "sequence {}'s input {} is a token no step in flight samples", item.seq->idx,
                item.seq->num_cached + i);
-      forward.token_ids[row] = token;
+      forward.token_ids[row] = it->second;
     }
   }
 }
