@@ -247,8 +247,9 @@ void linear_skinny_fp8(const __nv_bfloat16* x, const uint8_t* codes, const uint8
 }
 
 void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
-                           int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream) {
-  launch_rows<false>(x, w, nullptr, y, false, batch, m, n, k, layout, num_sms, stream, WeightSource::kResident);
+                           int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream,
+                           WeightSource source) {
+  launch_rows<false>(x, w, nullptr, y, false, batch, m, n, k, layout, num_sms, stream, source);
 }
 
 }  // namespace deepinfer::cuda

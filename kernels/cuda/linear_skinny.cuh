@@ -39,9 +39,10 @@ void linear_skinny_fp8(const __nv_bfloat16* x, const uint8_t* codes, const uint8
 
 // A batch of such products with strided operands (the per-head W_uv of MLA's absorbed form): product b computes
 // y[b][t, i] = x[b][t, :] . w[b][i, :] at the offsets and row strides of `layout` (x_row, w_row, y_row; x's and
-// w's multiples of 8). bf16 output. w resident.
+// w's multiples of 8). bf16 output.
 void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
-                           int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream);
+                           int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream,
+                           WeightSource source = WeightSource::kResident);
 
 // Where this kernel beats cuBLAS for a Linear of m rows and an [n, k] weight, as measured on the H200
 // (benchmarks/linear_bench: each launch over its own copy of the weight, from memory, not L2; and decode steps

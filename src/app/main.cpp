@@ -89,8 +89,9 @@ int main(int argc, char** argv) {
     cmd->add_flag("--batch-invariant", model.batch_invariant,
                   "CUDA: compute each row the same way whatever the rows batched with it: every Linear layer with "
                   "one kernel (the skinny tensor-core kernel, 64 rows a launch), the routed experts through one path, "
-                  "V4.1's indexer without cuBLAS products (issue #28; not yet: V2/V3's MLA kernels, the EP combine); "
-                  "the CPU is batch-invariant anyway");
+                  "V4.1's indexer without cuBLAS products, V2/V3's attention absorbed for every row in one KV split, "
+                  "expert-parallel entries summed in k order (issue #28); the CPU is batch-invariant within a rank "
+                  "anyway");
     cmd->add_option("--engram-tables", model.engram_tables,
                     "DeepSeek-V4.1 on CUDA: keep the engram tables in GPU memory (device) or in pinned host memory, "
                     "each step gathering its rows over PCIe (host)")

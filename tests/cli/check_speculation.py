@@ -9,7 +9,9 @@ Every run's outputs must equal the plain run's on the same ranks (one rank, or t
 accepted (some rejected too, so rollback happened). With --model-drafter mtp (a V3 checkpoint with its MTP layer) also
 --draft mtp on one rank and across the deployment; with --model-drafter dspark (a V4.1 checkpoint with its DSpark
 layers) --draft dspark, fixed and --spec-varlen, likewise (the fixtures' draft weights are random: drafts verified,
-few accepted). --args: more generate options for every run (e.g. "--device cuda" on the GPU machine).
+few accepted). --args: more generate options for every run (e.g. "--device cuda" on the GPU machine; with
+"--batch-invariant" the deployment's plain run must equal one rank's there too, and the --spec-varlen runs, which the
+flag refuses, are left out).
 """
 import argparse
 import json
@@ -76,7 +78,9 @@ def main():
         plain_deploy, _ = run(mpirun + base + ["--deploy", args.deploy], ref_deploy)
         same = sum(a["output_token_ids"] == b["output_token_ids"] for a, b in zip(plain_deploy, plain))
         print(f"{args.deploy} without speculation: {same} of {len(plain)} outputs equal one rank's")
-        assert "cuda" in args.args or same == len(plain), "on the CPU every deployment gives one rank's outputs"
+        invariant = "--batch-invariant" in args.args  # (issue #28: then a GPU deployment gives one rank's bits too)
+        assert ("cuda" in args.args and not invariant) or same == len(plain), \
+            "every deployment gives one rank's outputs (on the CPU, and on the GPU with --batch-invariant)"
         expected = {}
         runs = {
             "1 rank, --nextn 3": base + ["--nextn", "3", "--draft-reference", ref, "--draft-acceptance", "0.7"],
@@ -99,6 +103,8 @@ def main():
                                                                       "--draft", "dspark"]
             runs[f"{args.deploy}, --draft dspark --spec-varlen"] = mpirun + base + [
                 "--deploy", args.deploy, "--nextn", str(block), "--spec-varlen", "--draft", "dspark"]
+        if invariant:  # --batch-invariant refuses --spec-varlen (its verify lengths depend on the batch)
+            runs = {name: cmd for name, cmd in runs.items() if "--spec-varlen" not in cmd}
         for name in runs:
             expected[name] = plain_deploy if name.startswith(args.deploy) else plain
         for name, cmd in runs.items():

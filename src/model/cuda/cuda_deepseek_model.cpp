@@ -104,6 +104,9 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     }
     a.kv_a_norm = upload(weights, s + "kv_a_layernorm.weight");
     a.kv_b = upload(weights, s + "kv_b_proj.weight");
+    // (the skinny kernel reads x, w rows in 16-byte pieces: every stride a multiple of 8 elements)
+    if (c.batch_invariant && c.qk_nope_head_dim % 8 == 0 && c.qk_head_dim() % 8 == 0 && c.kv_entry_dim() % 8 == 0)
+      a.w_uk_t = transposed_w_uk(a.kv_b);
     a.o = upload(weights, s + "o_proj.weight");
     layer.is_moe = c.is_moe_layer(l);
     if (layer.is_moe) {
@@ -137,6 +140,21 @@ CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& wei
   const Shape& shape = shapes_.at(name);
   auto* dst = static_cast<Bf16*>(arena_.take(shape_numel(shape) * sizeof(Bf16)));
   weights.fill_bf16(name, shape, dst);
+  return dst;
+}
+
+CudaDeepseekModel::Bf16* CudaDeepseekModel::transposed_w_uk(const Bf16* kv_b) {
+  // Once at load, on the host: kv_b is [heads, nope + v, lora]; head h's W_uk is its first nope rows.
+  const ModelConfig& c = config_;
+  const int64_t heads = c.num_attention_heads, nope = c.qk_nope_head_dim, v = c.v_head_dim, lora = c.kv_lora_rank;
+  std::vector<Bf16> kv_b_host(heads * (nope + v) * lora), w_uk_t(heads * lora * nope);
+  DI_CUDA_CHECK(cudaMemcpy(kv_b_host.data(), kv_b, kv_b_host.size() * sizeof(Bf16), cudaMemcpyDeviceToHost));
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < nope; ++i)
+      for (int64_t j = 0; j < lora; ++j)
+        w_uk_t[(h * lora + j) * nope + i] = kv_b_host[(h * (nope + v) + i) * lora + j];
+  auto* dst = static_cast<Bf16*>(arena_.take(w_uk_t.size() * sizeof(Bf16)));
+  DI_CUDA_CHECK(cudaMemcpy(dst, w_uk_t.data(), w_uk_t.size() * sizeof(Bf16), cudaMemcpyHostToDevice));
   return dst;
 }
 
@@ -202,7 +220,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   // matrix-vector kernels for W_uk and W_uv, all heads in one launch each (each head's W_uk, W_uv read once; rows
   // of lora in 16-byte pieces), W_uk's in mla_prepare's launch.
   Bf16* q_latent = plan.absorbed ? scratch.alloc<Bf16>(T * heads * D) : nullptr;
-  const bool gemv = plan.absorbed && T <= kGemvMaxLinearRows && lora % 8 == 0;
+  const bool gemv = plan.absorbed && T <= kGemvMaxLinearRows && lora % 8 == 0 && w.w_uk_t == nullptr;
   const cuda::MlaPrepareShape prepare_shape{T, heads, lora, rope, nope, q_stride, kv_stride};
   if (gemv) {
     cuda::mla_prepare_absorb(kv, w.kv_a_norm, c.rms_norm_eps, q, plan.positions, inv_freq_.data(), attention_factor_,
@@ -218,7 +236,14 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   const float scale = c.softmax_scale();
   if (plan.absorbed) {
     // Fold W_uk into the queries (done above for a few rows); attend over the latent cache; unfold with W_uv.
-    if (!gemv) {
+    if (w.w_uk_t != nullptr) {
+      // --batch-invariant: one kernel for every row count, 64 rows a launch (as W_uv below).
+      const cuda::GemvLayout uk_layout{q_stride, qk, lora * nope, heads * D, D, nope};
+      for (int64_t first = 0; first < T; first += cuda::kLinearSkinnyMaxRows)
+        cuda::batched_linear_skinny(q + first * q_stride, w.w_uk_t, q_latent + first * heads * D, heads,
+                                    std::min(cuda::kLinearSkinnyMaxRows, T - first), lora, nope, uk_layout, num_sms_,
+                                    nullptr);
+    } else if (!gemv) {
       DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, q_stride, qk}, {w.kv_b, lora, (nope + v) * lora},
                                       false, q_latent, heads * D, D, false, heads));
     }
@@ -291,7 +316,10 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   plan.num_tokens = T;
   // A speculative verify step is decode rows too: each row attends to its own prefix through the absorbed kernels
   // (as FlashMLA verifies several queries a sequence), rather than expanding every sequence's whole context.
+  // --batch-invariant: every row absorbed (prompt rows too), so a row's attention is one kernel's arithmetic whatever
+  // the batch — an expanded prefill's products run over all the batch's keys at once.
   plan.absorbed = batch.attention_path == AttentionPath::kAbsorbed ||
+                  (batch.attention_path == AttentionPath::kAuto && c.batch_invariant) ||
                   (batch.attention_path == AttentionPath::kAuto &&
                    (batch.speculative_verify ||
                     std::all_of(batch.sequences.begin(), batch.sequences.end(), [](const SequenceChunk& s) { return s.num_new == 1; })));

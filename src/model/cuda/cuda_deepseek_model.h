@@ -54,6 +54,9 @@ class CudaDeepseekModel final : public CausalLm {
     const Bf16* kv_a = nullptr;
     const Bf16* kv_a_norm = nullptr;
     const Bf16* kv_b = nullptr;
+    // --batch-invariant only: each head's W_uk (its first qk_nope rows of kv_b, [nope, lora]) stored transposed,
+    // [heads, lora, nope], so the skinny kernel runs W_uk's product in launches of 64 rows at every row count.
+    const Bf16* w_uk_t = nullptr;
     const Bf16* o = nullptr;
   };
   using Layer = DeepseekLayerWeights<Bf16, Attention, Mlp, CudaMoeWeights>;
@@ -66,6 +69,7 @@ class CudaDeepseekModel final : public CausalLm {
 
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
+  Bf16* transposed_w_uk(const Bf16* kv_b);  // Attention::w_uk_t from a layer's kv_b on the device
 
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
                  Bf16* out, ScratchPool& scratch) const;

@@ -214,7 +214,8 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // an expert once per pair, the tiles below once per 64 rows.
   const bool few_pairs_a_place = num_ids == E || n <= kFp4GemvMaxPairsPerPlace * E;
   // (--batch-invariant: experts_stay_on_device is false, so every pair count takes the one path below — FP4: the
-  // tiles; bf16: uniform chunks — and a pair's bits do not depend on how many pairs share the layer.)
+  // tiles; bf16: the grouped kernel over the sorted rows — and a pair's bits do not depend on how many pairs share
+  // the layer.)
   if (fp4 && experts_stay_on_device(n) && few_pairs_a_place) {
     // FP4 experts at decode: matrix-vector kernels, each pair streaming its expert's FP4 rows (no bf16 copy of the
     // experts exists for the grouped kernel to read); entries served elsewhere give zeros.
@@ -294,11 +295,27 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:unpermute");
     return false;
   }
+  if (c.batch_invariant) {
+    // --batch-invariant, bf16 experts: the grouped kernel over the expert-sorted rows at every pair count. A row's
+    // products are computed in its own 64-row pass over full k, so its bits do not depend on the other rows (cuBLAS's
+    // batched chunks, below, choose their algorithm by the chunk count).
+    std::vector<int32_t> identity(n);
+    std::iota(identity.begin(), identity.end(), 0);
+    auto* act = scratch.alloc<Bf16>(n * I);
+    auto* y_perm = scratch.alloc<Bf16>(n * H);
+    if (computed < n) DI_CUDA_CHECK(cudaMemsetAsync(y_perm + computed * H, 0, (n - computed) * H * sizeof(Bf16)));
+    DI_CUDA_CHECK(cuda::moe_grouped_experts(x_perm, device_copy(scratch, identity), offsets, E, H, I, gate_up_w, down_w,
+                                            swiglu_limit_, act, y_perm, expert_sync_.data(), num_sms_, nullptr));
+    profiler_.mark("moe:experts (grouped, batch-invariant)");
+    wait_for(out_ready);
+    finish(y_perm, row_of);
+    return false;
+  }
   // Many rows: each expert's rows padded to whole chunks, every projection one batched GEMM of uniform chunks
   // (cuBLAS tiles it far better than the grouped call's ragged groups); the entries served elsewhere (expert
   // parallelism's extra id) point at a zero row after the chunks. bf16 experts under expert parallelism: one
   // grouped GEMM over the real experts.
-  const bool chunked = num_ids == E || fp4 || c.batch_invariant;  // (--batch-invariant: one path at any rank)
+  const bool chunked = num_ids == E || fp4;
   std::vector<int32_t> chunk_expert, padded_offsets(E + 1);
   for (int64_t e = 0; chunked && e < E; ++e) {
     padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);

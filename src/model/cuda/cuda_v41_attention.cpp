@@ -12,6 +12,7 @@
 #include "kernels/cuda/indexer.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
+#include "kernels/cuda/linear_skinny.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 #include "kernels/group_slots.h"
@@ -458,7 +459,8 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state,
   rotate(attn + hd - v.qk_rope_head_dim, T * heads, hd, plan.inverse_positions, heads, compress);
   const int64_t groups = v.o_groups, per_group = heads * hd / groups, rank = v.o_lora_rank;
   auto* low_rank = scratch_.alloc<Bf16>(T * groups * rank);
-  if (layer.wo_a.fp8 != nullptr && T <= cuda::kLinearGemvMaxRows) {  // a matrix-vector product per group
+  const bool invariant = config_.batch_invariant && per_group % 8 == 0;
+  if (layer.wo_a.fp8 != nullptr && T <= cuda::kLinearGemvMaxRows && !invariant) {  // a matrix-vector product per group
     for (int64_t g = 0; g < groups; ++g) {
       const Projection w = layer.wo_a.rows(g * rank, rank);
       cuda::linear_gemv_fp8(attn + g * per_group, heads * hd, w.fp8, w.scales, low_rank + g * rank, groups * rank,
@@ -471,8 +473,16 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state,
       cuda::dequantize_fp8_blocks(layer.wo_a.fp8, layer.wo_a.scales, layer.wo_a.n, layer.wo_a.k, dequantised, nullptr);
       wo_a = dequantised;
     }
-    if (T <= cuda::kLinearGemvMaxRows && per_group % 8 == 0) {
-      const cuda::GemvLayout layout{heads * hd, per_group, rank * per_group, groups * rank, rank, per_group};
+    const cuda::GemvLayout layout{heads * hd, per_group, rank * per_group, groups * rank, rank, per_group};
+    if (invariant) {
+      // --batch-invariant: one kernel for every row count, 64 rows a launch (the matrix-vector kernel's sums depend
+      // on a row's place in its launch, cuBLAS's on the row count).
+      const auto source = layer.wo_a.bf16 == nullptr ? cuda::WeightSource::kFromStream : cuda::WeightSource::kResident;
+      for (int64_t first = 0; first < T; first += cuda::kLinearSkinnyMaxRows)
+        cuda::batched_linear_skinny(attn + first * heads * hd, wo_a, low_rank + first * groups * rank, groups,
+                                    std::min(cuda::kLinearSkinnyMaxRows, T - first), rank, per_group, layout, num_sms_,
+                                    nullptr, source);
+    } else if (T <= cuda::kLinearGemvMaxRows && per_group % 8 == 0) {
       cuda::batched_gemv(attn, wo_a, low_rank, groups, T, rank, per_group, layout, nullptr);
     } else {
       DI_CUBLAS_CHECK(cuda::gemm_bf16(cublas_.get(), T, rank, per_group, {attn, heads * hd, per_group},

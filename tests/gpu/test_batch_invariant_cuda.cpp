@@ -1,0 +1,167 @@
+// --batch-invariant on the CUDA DeepSeek-V2/V3 model (issue #28): a sequence's logits rows carry the same bits
+// whatever is batched with it — its prompt alone, among other prompts in one step, split into chunks beside other
+// sequences' chunks and decode rows, and its decode steps alone or among many — and the flag's path (every row
+// absorbed in one KV split, W_uk and W_uv through the skinny kernel, experts through the grouped kernel) stays within
+// bf16 noise of the default path. configs/models/tiny.json widened to DeepSeek's MLA head (latent 512 + rope 64,
+// nope and v 128: the tensor-core decode kernel), seeded weights generated on the GPU. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "src/core/device.h"
+#include "src/model/cuda/cuda_deepseek_model.h"
+#include "src/model/cuda/weight_source.h"
+#include "src/model/model_config.h"
+#include "tests/unit/fixtures.h"
+
+namespace deepinfer {
+namespace {
+
+ModelConfig wide_mla_config(bool batch_invariant) {
+  std::ifstream in(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str());
+  j["kv_lora_rank"] = 512;
+  j["qk_rope_head_dim"] = 64;
+  j["qk_nope_head_dim"] = 128;
+  j["v_head_dim"] = 128;
+  j["num_attention_heads"] = 8;
+  j["num_key_value_heads"] = 8;
+  j["num_hidden_layers"] = 3;
+  ModelConfig config = parse_model_config(j.dump(), "tiny.json, DeepSeek's MLA head");
+  config.batch_invariant = batch_invariant;
+  return config;
+}
+
+// Sequences of these lengths; each has blocks 4s .. 4s + 3 (256 positions).
+const std::vector<int64_t> kLengths = {3, 40, 70, 130, 9, 100};
+constexpr int64_t kBlocksEach = 4, kDecodeSteps = 3;
+
+std::vector<int32_t> prompt_of(int64_t s, int64_t vocab) {
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < kLengths[s]; ++i) tokens.push_back(static_cast<int32_t>((i * 13 + 31 * s + 5) % vocab));
+  return tokens;
+}
+
+std::vector<int32_t> table_of(int64_t s) {
+  std::vector<int32_t> table;
+  for (int64_t b = 0; b < kBlocksEach; ++b) table.push_back(static_cast<int32_t>(kBlocksEach * s + b));
+  return table;
+}
+
+int32_t decode_token(int64_t s, int64_t step, int64_t vocab) { return static_cast<int32_t>((7 * step + 11 * s + 1) % vocab); }
+
+// Each sequence's rows of interest: its prompt's last row, then its kDecodeSteps decode rows.
+using Rows = std::vector<std::vector<std::vector<float>>>;
+
+std::vector<float> row(const Tensor& logits, int64_t r) {
+  const int64_t V = logits.shape()[1];
+  return {logits.data<float>() + r * V, logits.data<float>() + (r + 1) * V};
+}
+
+// Every sequence alone: its whole prompt in one step, then its decode steps one row at a time.
+Rows run_alone(const CudaDeepseekModel& model, const ModelConfig& c) {
+  const auto S = static_cast<int64_t>(kLengths.size());
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(kBlocksEach * S);
+  Rows rows(S);
+  for (int64_t s = 0; s < S; ++s) {
+    const std::vector<int32_t> table = table_of(s);
+    ForwardBatch prefill;
+    prefill.token_ids = prompt_of(s, c.vocab_size);
+    prefill.sequences.push_back({0, kLengths[s], table});
+    rows[s].push_back(row(model.forward(prefill, *cache), 0));  // (the last row's logits only)
+    for (int64_t step = 0; step < kDecodeSteps; ++step) {
+      ForwardBatch decode;
+      decode.token_ids = {decode_token(s, step, c.vocab_size)};
+      decode.sequences.push_back({kLengths[s] + step, 1, table});
+      rows[s].push_back(row(model.forward(decode, *cache), 0));
+    }
+  }
+  return rows;
+}
+
+// All sequences at once: prompts in chunks of at most `chunk` tokens a step, several sequences' chunks in one step
+// (a later sequence's chunks beside an earlier one's decode rows once that one's prompt is done), decode rows
+// together.
+Rows run_together(const CudaDeepseekModel& model, const ModelConfig& c, int64_t chunk) {
+  const auto S = static_cast<int64_t>(kLengths.size());
+  std::unique_ptr<KvCache> cache = model.make_kv_cache(kBlocksEach * S);
+  std::vector<std::vector<int32_t>> tables, prompts;
+  for (int64_t s = 0; s < S; ++s) tables.push_back(table_of(s)), prompts.push_back(prompt_of(s, c.vocab_size));
+  Rows rows(S);
+  std::vector<int64_t> done(S, 0), steps(S, 0);  // prompt tokens cached; decode steps taken
+  for (int guard = 0; guard < 1000; ++guard) {
+    ForwardBatch batch;
+    std::vector<std::pair<int64_t, int64_t>> wanted;  // (sequence, row in the batch) whose logits are kept
+    int64_t budget = chunk;
+    for (int64_t s = 0; s < S; ++s) {
+      if (done[s] < kLengths[s]) {
+        const int64_t n = std::min(budget, kLengths[s] - done[s]);
+        if (n == 0) continue;
+        batch.token_ids.insert(batch.token_ids.end(), prompts[s].begin() + done[s], prompts[s].begin() + done[s] + n);
+        batch.sequences.push_back({done[s], n, tables[s]});
+        done[s] += n;
+        budget -= n;
+        if (done[s] == kLengths[s]) wanted.emplace_back(s, batch.num_tokens() - 1);
+      } else if (steps[s] < kDecodeSteps) {
+        batch.token_ids.push_back(decode_token(s, steps[s], c.vocab_size));
+        batch.sequences.push_back({kLengths[s] + steps[s], 1, tables[s]});
+        ++steps[s];
+        wanted.emplace_back(s, batch.num_tokens() - 1);
+      }
+    }
+    if (batch.sequences.empty()) break;
+    batch.all_logits = true;
+    const Tensor logits = model.forward(batch, *cache);
+    for (const auto& [s, r] : wanted) rows[s].push_back(row(logits, r));
+  }
+  return rows;
+}
+
+int64_t differing_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  int64_t differing = 0;
+  for (size_t i = 0; i < a.size(); ++i) differing += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
+  return differing;
+}
+
+TEST(CudaBatchInvariant, V3RowsCarryTheSameBitsWhateverTheBatch) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const ModelConfig config = wide_mla_config(true);
+  const CudaDeepseekModel model(config, DummyWeightSource(3, nullptr), 0);
+  const Rows alone = run_alone(model, config);
+  for (const int64_t chunk : {int64_t{1000}, int64_t{64}, int64_t{37}}) {
+    const Rows together = run_together(model, config, chunk);
+    for (size_t s = 0; s < kLengths.size(); ++s) {
+      ASSERT_EQ(together[s].size(), alone[s].size()) << "sequence " << s << ", chunks of " << chunk;
+      for (size_t r = 0; r < alone[s].size(); ++r)
+        EXPECT_EQ(differing_bits(together[s][r], alone[s][r]), 0)
+            << "sequence " << s << " (" << kLengths[s] << " tokens), row " << r << " (0: the prompt's last), chunks of "
+            << chunk;
+    }
+  }
+}
+
+// The flag's kernels against the default path's on the same weights: both bf16, so they differ by rounding only
+// (a wrong product — W_uk's transposed copy, the absorbed prompt rows, the grouped experts over sorted rows — moves
+// every row by far more).
+TEST(CudaBatchInvariant, V3FlagStaysWithinBf16NoiseOfTheDefaultPath) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const ModelConfig on = wide_mla_config(true), off = wide_mla_config(false);
+  const CudaDeepseekModel invariant(on, DummyWeightSource(3, nullptr), 0);
+  const CudaDeepseekModel plain(off, DummyWeightSource(3, nullptr), 0);
+  const Rows a = run_together(invariant, on, 64), b = run_together(plain, off, 64);
+  double worst = 0.0;
+  for (size_t s = 0; s < kLengths.size(); ++s)
+    for (size_t r = 0; r < a[s].size(); ++r)
+      worst = std::max(worst, testing::worst_relative_error(a[s][r], b[s][r], on.vocab_size));
+  std::printf("worst row's relative error, flag vs default: %.3e\n", worst);
+  EXPECT_LT(worst, 2e-2);
+}
+
+}  // namespace
+}  // namespace deepinfer
