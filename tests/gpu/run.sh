@@ -49,10 +49,12 @@ grep -q "FAILED" "$out/e2e.log" && status=1
 py=python3
 di=$build/deepinfer
 echo "== forward --device cuda vs transformers fp32 (mean bound: 1.5 x transformers' own bf16 error + 5e-3)"
-for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
-  $py tests/cli/check_forward.py tests/fixtures/$f all --bf16-yardstick 1.5 -- $di forward --model tests/fixtures/$f --device cuda \
-    > /tmp/fw.log 2>&1 || status=1
-  grep -E "relative error|Error|error" /tmp/fw.log | tee -a "$out/e2e.log"
+for flag in "" --batch-invariant; do  # (the flag: every row absorbed, W_uk and W_uv by the skinny kernel, issue #28)
+  for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
+    $py tests/cli/check_forward.py tests/fixtures/$f all --bf16-yardstick 1.5 -- $di forward --model tests/fixtures/$f --device cuda \
+      $flag > /tmp/fw.log 2>&1 || status=1
+    echo "$f $flag: $(grep -E "relative error|Error|error" /tmp/fw.log)" | tee -a "$out/e2e.log"
+  done
 done
 echo "== V4.1: forward --device cuda vs --device cpu through the CLI, the fixtures' longest prompt (the bounds: gpu_tests CudaV41.*)"
 toks=$($py -c "import json; print(','.join(map(str, json.load(open('tests/fixtures/tiny-v41/reference.json'))['prompts'][3])))")

@@ -220,7 +220,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   // matrix-vector kernels for W_uk and W_uv, all heads in one launch each (each head's W_uk, W_uv read once; rows
   // of lora in 16-byte pieces), W_uk's in mla_prepare's launch.
   Bf16* q_latent = plan.absorbed ? scratch.alloc<Bf16>(T * heads * D) : nullptr;
-  const bool gemv = plan.absorbed && T <= kGemvMaxLinearRows && lora % 8 == 0 && w.w_uk_t == nullptr;
+  const bool gemv = plan.absorbed && T <= kGemvMaxLinearRows && lora % 8 == 0 && !c.batch_invariant;
   const cuda::MlaPrepareShape prepare_shape{T, heads, lora, rope, nope, q_stride, kv_stride};
   if (gemv) {
     cuda::mla_prepare_absorb(kv, w.kv_a_norm, c.rms_norm_eps, q, plan.positions, inv_freq_.data(), attention_factor_,
@@ -248,7 +248,12 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
                                       false, q_latent, heads * D, D, false, heads));
     }
     const int64_t splits = decode_splits(T, plan.max_len);
-    auto* workspace = scratch.alloc<float>(cuda::mla_decode_workspace_bytes(T, heads, lora, splits) / sizeof(float));
+    const int64_t rows_per_launch =
+        c.batch_invariant ? std::max<int64_t>(1, kInvariantWorkspaceBytes / static_cast<int64_t>(
+                                                         cuda::mla_decode_workspace_bytes(1, heads, lora, splits)))
+                          : std::max<int64_t>(T, 1);
+    auto* workspace = scratch.alloc<float>(
+        cuda::mla_decode_workspace_bytes(std::min(T, rows_per_launch), heads, lora, splits) / sizeof(float));
     profiler_.mark("attn:absorb");
     const Bf16* w_uv = w.kv_b + nope * lora;  // W_uv: each head's last v rows of kv_b, (nope + v) * lora apart
     if (gemv && cuda::mla_decode_projected_supports(lora, rope, splits)) {
@@ -261,8 +266,13 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
       profiler_.mark("attn:decode kernel+unabsorb");
     } else {
       auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
-      cuda::mla_decode_attention(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T, heads,
-                                 lora, rope, scale, splits, workspace, o_latent, nullptr);
+      // (--batch-invariant: rows_per_launch bounds the workspace of the fixed split count; a row's result does not
+      // depend on its launch.)
+      for (int64_t first = 0; first < T; first += rows_per_launch)
+        cuda::mla_decode_attention(q_latent + first * heads * D, cache_layer, plan.block_table + first * plan.max_blocks,
+                                   plan.max_blocks, plan.seq_lens + first, std::min(rows_per_launch, T - first),
+                                   heads, lora, rope, scale, splits, workspace, o_latent + first * heads * lora,
+                                   nullptr);
       profiler_.mark("attn:decode kernel");
       // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows,
       // faster than cuBLAS's batched GEMM for these 2 MB (benchmarks/linear_bench;
@@ -457,9 +467,10 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   // second block's share of the traffic outweighs its partials; at shorter splits it did not pay.
   // (Measurements: results/h200/design-measurements.md.)
   if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
-  // --batch-invariant: one split for every batch, so a sequence's keys are summed in one order whatever runs beside
-  // it (the split bounds come from its own length and the count; the count from the batch would move them).
-  if (config_.batch_invariant) return 1;
+  // --batch-invariant: the same split count for every step, so a sequence's keys are split and summed in one order
+  // whatever runs beside it (a split's bounds come from the sequence's own length and the count; a count chosen by
+  // the batch would move them). Splits past a short sequence's keys are empty and weigh nothing in the combine.
+  if (config_.batch_invariant) return kInvariantDecodeSplits;
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
   const int64_t blocks = num_tokens * head_groups;
   const int64_t one_per_sm = (num_sms_ + blocks - 1) / blocks;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Session 14, call 3 (issue #28): V2/V3's flag with a fixed 16 KV splits (call 2: one split left DeepSeek-V2-Lite's
+# batch-1 decode at 4.3x the default's time), rows launched in groups that bound the partial sums' workspace. The GPU
+# suite; forward --batch-invariant against transformers (the fixtures' 1.5 x bf16 yardstick); the end-to-end check on
+# tiny-v3-bf16 and tiny-v2-bf16 with --expect-identical; V2-Lite's cost off / on again in this call.
+set -u
+rm -rf /tmp/b /tmp/w; mkdir -p /tmp/b /tmp/w && tar -C /tmp/b -xJf .device/pack.tar.xz
+source /tmp/b/env.sh
+w=/tmp/w; di=/tmp/b/build-gpu/deepinfer
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+timeout 200 /tmp/b/build-gpu/tests/gpu_tests > $w/gpu_tests.log 2>&1
+echo "gpu_tests rc=$?"; grep -E "^\[  (PASSED|FAILED) |FAILED  \]|ran\." $w/gpu_tests.log | tail -8
+grep -E "CudaBatchInvariant|worst row" $w/gpu_tests.log | head -8
+for flag in "" --batch-invariant; do
+  for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
+    timeout 60 python3 tests/cli/check_forward.py tests/fixtures/$f all --bf16-yardstick 1.5 -- $di forward \
+      --model tests/fixtures/$f --device cuda $flag > $w/forward-$f$flag.log 2>&1
+    echo "forward $f $flag rc=$?: $(grep -E "relative error|Error|error" $w/forward-$f$flag.log | head -3)"
+  done
+done
+for m in tiny-v3-bf16 tiny-v2-bf16; do
+  timeout 100 python3 tests/gpu/check_batch_invariance.py --deepinfer $di --mpirun "mpirun --oversubscribe" \
+    --model tests/fixtures/$m "--args=--batch-invariant" --expect-identical > $w/$m-invariant.log 2>&1
+  echo "$m rc=$?"; grep -E "outputs equal|exit|FAIL|rror" $w/$m-invariant.log | head -10
+done
+common="--model configs/models/deepseek-v2-lite.json --load-format dummy --device cuda"
+for mode in off on; do
+  flag=""; [ $mode = on ] && flag="--batch-invariant"
+  timeout 120 $di bench decode $common $flag --batch 1,64,256 --context 4096 --warmup 3 --steps 9 \
+    --output $w/v2lite-decode-$mode.jsonl > $w/v2lite-decode-$mode.log 2>&1
+  echo "v2lite decode $mode rc=$?"; grep -hE "ms/step" $w/v2lite-decode-$mode.log | cut -c30-150
+  timeout 120 $di bench prefill $common $flag --chunk 16384 --prompt-len 1024 --warmup 2 --steps 5 \
+    --output $w/v2lite-prefill-$mode.jsonl > $w/v2lite-prefill-$mode.log 2>&1
+  echo "v2lite prefill $mode rc=$?"; grep -hE "ms/step" $w/v2lite-prefill-$mode.log | cut -c30-160
+done
+xz $w/gpu_tests.log
+tar -C $w -cJf $OUT/s14c.tar.xz .
