@@ -71,6 +71,10 @@ void sample_rows(const float* logits, int64_t rows, int64_t vocab, const Samplin
   for (int64_t r = 0; r < rows; ++r) out[r] = sample_row(logits + r * vocab, vocab, params[r], order, mass);
 }
 
+void scatter_sampled_tokens(const int32_t* sampled, const int32_t* targets, int64_t count, int32_t* token_ids) {
+  for (int64_t i = 0; i < count; ++i) token_ids[targets[2 * i]] = sampled[targets[2 * i + 1]];
+}
+
 void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_t* out) {
   for (int64_t r = 0; r < rows; ++r) {
     uint64_t sum = 0;

@@ -25,6 +25,9 @@ void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out)
 void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
                          const uint8_t* masked);
 void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out);
+// token_ids[targets[2 i]] = sampled[targets[2 i + 1]] for i < count: a step's inputs taking the tokens its
+// predecessor sampled (overlapped scheduling, where the tokens stay on the device).
+void scatter_sampled_tokens(const int32_t* sampled, const int32_t* targets, int64_t count, int32_t* token_ids);
 // out[r] = sum over v of logits_hash_term(v, bits of logits[r, v]) mod 2^64 (kernels/logits_hash.h).
 void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_t* out);
 

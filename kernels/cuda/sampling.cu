@@ -172,6 +172,21 @@ void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_
                                                                    reinterpret_cast<unsigned long long*>(out));
 }
 
+namespace {
+__global__ void scatter_sampled_kernel(const int32_t* sampled, const int32_t* targets, int64_t count,
+                                       int32_t* token_ids) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) token_ids[targets[2 * i]] = sampled[targets[2 * i + 1]];
+}
+}  // namespace
+
+void scatter_sampled_tokens(const int32_t* sampled, const int32_t* targets, int64_t count, int32_t* token_ids,
+                            cudaStream_t stream) {
+  if (count > 0)
+    scatter_sampled_kernel<<<static_cast<unsigned>((count + 255) / 256), 256, 0, stream>>>(sampled, targets, count,
+                                                                                          token_ids);
+}
+
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   if (rows == 0) return;
   launch_dependent(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, logits, vocab, out);

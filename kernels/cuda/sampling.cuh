@@ -30,6 +30,11 @@ void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint3
 // out[r]: the row's fingerprint, the CPU form's (kernels/cpu/sampling.h, kernels/logits_hash.h) for equal bits.
 void logits_row_hashes(const float* logits, int64_t rows, int64_t vocab, uint64_t* out, cudaStream_t stream);
 
+// Overlapped scheduling: the inputs of a step started before its predecessor's tokens reached the host take them
+// on the device, token_ids[targets[2 i]] = sampled[targets[2 i + 1]] for i < count (the CPU form's rule).
+void scatter_sampled_tokens(const int32_t* sampled, const int32_t* targets, int64_t count, int32_t* token_ids,
+                            cudaStream_t stream);
+
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab);
 void sample_rows(const float* logits, int64_t rows, int64_t vocab, const SamplingRow* params, int32_t* out,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream);

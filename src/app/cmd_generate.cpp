@@ -65,6 +65,9 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
       sum.spec_drafted += r.spec_drafted;
       sum.spec_verified += r.spec_verified;
       sum.spec_accepted += r.spec_accepted;
+      sum.decode_us += r.decode_us;
+      sum.device_idle_steps += r.device_idle_steps;
+      sum.device_idle_us += r.device_idle_us;
     }
     if (num_ranks == 0) continue;
     spdlog::info("{} ranks x{}: {} steps (most on one rank), {} prefill + {} decode tokens, {} sequences; MoE "
@@ -79,6 +82,10 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
     if (sum.replay_rows_below_floor > 0)
       spdlog::info("{} ranks: bounded replay: {} prompt rows below the decoder layers' floor, {} (row, layer) pairs "
                    "not computed", role_name(role), sum.replay_rows_below_floor, sum.replay_skipped_layer_rows);
+    if (sum.device_idle_steps > 0)  // (the CUDA backend measures it)
+      spdlog::info("{} ranks: decode steps {:.1f} tok/s a rank, device idle before a step {:.3f} ms on average over "
+                   "{} steps", role_name(role), sum.decode_tokens / std::max(1e-9, sum.decode_us / 1e6),
+                   sum.device_idle_us / 1e3 / sum.device_idle_steps, sum.device_idle_steps);
     if (sum.spec_sequence_steps > 0) {
       const auto per = [&](int64_t n) { return static_cast<double>(n) / sum.spec_sequence_steps; };
       spdlog::info("{} ranks: speculative decoding: {} sequence steps, per step {:.3f} drafted, {:.3f} verified, "

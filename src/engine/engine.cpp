@@ -96,6 +96,7 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
            spec.cost_warmup_steps, spec.num_drafts);
   overlap_ = options_.overlap_schedule && !spec.enabled() && options_.structured == nullptr &&
              !options_.limits.handoff_after_prefill;
+  device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
     store_ = std::make_unique<StoreTier>(options_, *cache_, model_);
@@ -195,9 +196,10 @@ void Engine::step() {
 }
 
 // Schedule and start step N + 1, then postprocess step N: the tokens N samples reach N + 1's inputs by placeholder, so
-// the host's work between the two forwards is only what N + 1 needs (a backend that samples on the device can keep
-// the tokens there: the host waits for N's tokens while N + 1 runs). A one-rank engine with nothing to schedule
-// starts nothing; an expert-parallel group's ranks start a step, empty or not, every time.
+// the host's work between the two forwards is only what N + 1 needs. A backend that samples on the device and starts
+// steps asynchronously (device_tokens_) gets N + 1 queued behind N with the owed inputs named by N's rows, and the host
+// postprocesses N while the device runs N + 1; otherwise the host resolves them itself. A one-rank engine with
+// nothing to schedule starts nothing; an expert-parallel group's ranks start a step, empty or not, every time.
 void Engine::step_overlapped() {
   const auto start = std::chrono::steady_clock::now();
   const ScheduledBatch batch = scheduler_.schedule();
@@ -206,26 +208,47 @@ void Engine::step_overlapped() {
   std::optional<InFlight> started;
   if (!batch.items.empty() || options_.experts != nullptr) {
     ForwardBatch forward = build_forward_batch(batch, {});
-    resolve_pending_inputs(batch, forward);
+    link_pending_inputs(batch, forward);
     count_replay_rows(forward);
-    InFlight step{batch, run_and_sample(forward, batch, {}, {}), std::exchange(step_hashes_, {})};
+    InFlight step{batch, {}, {}};
+    if (device_tokens_) {
+      model_.start_forward_and_sample(forward, *cache_, options_.experts, sampling_rows(batch, {}),
+                                      options_.logits_hashes);
+    } else {
+      step.emitted = run_and_sample(forward, batch, {}, {});
+      step.hashes = std::exchange(step_hashes_, {});
+    }
     scheduler_.launched(batch);
     if (batch.is_prefill)
       for (const ScheduledSequence& item : batch.items) stats_.num_prefill_tokens += item.num_new;
-    if (!batch.items.empty()) started = std::move(step);  // (an empty step owes nothing)
+    started = std::move(step);
   }
   if (in_flight_) complete(*in_flight_);
-  in_flight_ = std::move(started);
+  in_flight_.reset();
+  if (started && started->batch.items.empty()) {
+    if (device_tokens_) {  // (in order: after the step before it)
+      model_.finish_forward_and_sample(nullptr);
+      note_device_idle();
+    }
+  } else {
+    in_flight_ = std::move(started);  // (an empty step owes nothing, so it is never kept in flight)
+  }
   ++stats_.num_steps;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
 }
 
-void Engine::resolve_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const {
-  // Only the step in flight can owe a token: the one before it was completed before this one was scheduled.
-  std::unordered_map<const Sequence*, int32_t> owed;
-  for (size_t j = 0, s = 0; in_flight_ && j < in_flight_->batch.items.size(); ++j)
-    if (in_flight_->batch.items[j].samples) owed[in_flight_->batch.items[j].seq] = in_flight_->emitted[s++].front();
+void Engine::link_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const {
+  // Only the step in flight can owe a token: the one before it was completed before this one was scheduled. Its
+  // logits rows are one per item (no drafts under overlap), so item j's token is row j on the device, and its
+  // emitted tokens in sampling-item order on the host.
+  std::unordered_map<const Sequence*, int32_t> owed;  // row on the device, or the token on the host
+  for (size_t j = 0, s = 0; in_flight_ && j < in_flight_->batch.items.size(); ++j) {
+    if (!in_flight_->batch.items[j].samples) continue;
+    owed[in_flight_->batch.items[j].seq] =
+        device_tokens_ ? static_cast<int32_t>(j) : in_flight_->emitted[s].front();
+    ++s;
+  }
   int64_t row = 0;
   for (const ScheduledSequence& item : batch.items) {
     for (int64_t i = 0; i < item.num_new; ++i, ++row) {
@@ -233,12 +256,31 @@ void Engine::resolve_pending_inputs(const ScheduledBatch& batch, ForwardBatch& f
       const auto it = owed.find(item.seq);
       DI_CHECK(it != owed.end(), "sequence {}'s input {} is a token no step in flight samples", item.seq->idx,
                item.seq->num_cached + i);
-      forward.token_ids[row] = it->second;
+      if (device_tokens_) {
+        forward.tokens_from_previous_step.insert(forward.tokens_from_previous_step.end(),
+                                                 {static_cast<int32_t>(row), it->second});
+        forward.token_ids[row] = 0;  // (a valid id until the device writes the token)
+      } else {
+        forward.token_ids[row] = it->second;
+      }
     }
   }
 }
 
-void Engine::complete(const InFlight& step) {
+void Engine::complete(InFlight& step) {
+  if (device_tokens_) {  // the tokens (and fingerprints) of the step's rows, one per item
+    std::vector<uint64_t> hashes(options_.logits_hashes ? step.batch.items.size() : 0);
+    const std::vector<int32_t> drawn = model_.finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
+    note_device_idle();
+    DI_CHECK(drawn.size() == step.batch.items.size(), "a started step of {} items gave {} tokens",
+             step.batch.items.size(), drawn.size());
+    step.hashes.assign(step.batch.items.size(), {});
+    for (size_t i = 0; i < step.batch.items.size(); ++i) {
+      if (!step.batch.items[i].samples) continue;
+      step.emitted.push_back({drawn[i]});
+      if (!hashes.empty()) step.hashes[i] = {hashes[i]};
+    }
+  }
   std::vector<int32_t> sampled;
   for (const std::vector<int32_t>& tokens : step.emitted) sampled.push_back(tokens.front());
   const std::vector<bool> kept = scheduler_.completed(step.batch, sampled);
@@ -370,8 +412,7 @@ void Engine::advance_constraints(const ScheduledBatch& batch) {
     if (const std::optional<bool> whole = options_.structured->advance(*item.seq)) item.seq->constraint_satisfied = whole;
 }
 
-std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
-                                                         const StepDrafts& drafts, const TokenMasks& masks) {
+std::vector<SamplingRow> Engine::sampling_rows(const ScheduledBatch& batch, const StepDrafts& drafts) const {
   // One row per logits row: the sampled token lands at the row's position + 1, which indexes the request's stream.
   std::vector<SamplingRow> rows;
   for (size_t i = 0; i < batch.items.size(); ++i) {
@@ -380,6 +421,12 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
     const int64_t num_rows = drafts.empty() ? 1 : 1 + drafts.num_verified[i];
     for (int64_t j = 0; j < num_rows; ++j) rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, seq.num_tokens() + j});
   }
+  return rows;
+}
+
+std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
+                                                         const StepDrafts& drafts, const TokenMasks& masks) {
+  std::vector<SamplingRow> rows = sampling_rows(batch, drafts);
   std::vector<int32_t> drawn(rows.size());
   std::vector<uint64_t> hashes(options_.logits_hashes ? rows.size() : 0);
   const int64_t vocab = model_.config().vocab_size;
@@ -399,6 +446,7 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
   } else {
     sample_host(model_.forward(forward, *cache_, options_.experts));
   }
+  note_device_idle();
   std::vector<std::vector<int32_t>> emitted;
   step_hashes_.assign(batch.items.size(), {});
   int64_t row = 0;
@@ -421,6 +469,13 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
   }
   if (!drafts.empty()) ++stats_.speculation.verify_steps;
   return emitted;
+}
+
+void Engine::note_device_idle() {
+  const double ms = model_.device_idle_before_last_step_ms();
+  if (ms < 0.0) return;  // (not measured: the CPU, or the first step)
+  ++stats_.device_idle_steps;
+  stats_.device_idle_ms += ms;
 }
 
 void Engine::count_replay_rows(const ForwardBatch& forward) {

@@ -85,6 +85,10 @@ struct EngineStats {
   int64_t replay_rows_below_floor = 0;
   int64_t replay_skipped_layer_rows = 0;
   SpeculationStats speculation;  // verify steps' drafts: proposed, verified, accepted, calibration
+  // Where the backend measures it (CUDA): the device's idle time before each step, from the previous step's last
+  // kernel to this step's first (the host's work between steps showing through).
+  int64_t device_idle_steps = 0;
+  double device_idle_ms = 0.0;
 };
 
 class Engine {
@@ -162,10 +166,16 @@ class Engine {
     std::vector<std::vector<uint64_t>> hashes;  // per batch item (with options_.logits_hashes)
   };
   void step_overlapped();
-  // The inputs still naming a token in flight (kPendingToken) take it from in_flight_'s samples.
-  void resolve_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const;
-  void complete(const InFlight& step);
+  // The inputs still naming a token in flight (kPendingToken) take it from in_flight_'s samples: on the host, or
+  // with device_tokens_ as the rows of in_flight_'s tokens on the device (ForwardBatch::tokens_from_previous_step).
+  void link_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const;
+  // The scheduler takes a started step's tokens (with device_tokens_, first waiting for them).
+  void complete(InFlight& step);
+  // One per logits row of the step (each item's, then its drafts').
+  std::vector<SamplingRow> sampling_rows(const ScheduledBatch& batch, const StepDrafts& drafts) const;
   void count_replay_rows(const ForwardBatch& forward);
+  // After each model call that ends a step: the backend's idle time before it, where measured.
+  void note_device_idle();
   // Whether a sequence of this prompt length may take and register prefix-cache blocks.
   bool shares_blocks(int64_t prompt_tokens) const;
 
@@ -187,6 +197,7 @@ class Engine {
   // from (in emitted order; the scheduler may keep fewer).
   std::vector<std::vector<uint64_t>> step_hashes_;
   bool overlap_ = false;
+  bool device_tokens_ = false;  // overlap_ with a backend that starts steps asynchronously (CausalLm::samples_async)
   std::optional<InFlight> in_flight_;
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
   int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <cstdlib>
 #include <deque>
@@ -512,6 +513,9 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
   report.spec_drafted = stats.speculation.drafted;
   report.spec_verified = stats.speculation.verified;
   report.spec_accepted = stats.speculation.accepted;
+  report.decode_us = std::llround(stats.decode_s * 1e6);
+  report.device_idle_steps = stats.device_idle_steps;
+  report.device_idle_us = std::llround(stats.device_idle_ms * 1e3);
   if (auto* ep = dynamic_cast<ExpertParallelDispatcher*>(&experts)) {
     report.moe_dispatch_bytes = ep->stats().dispatch_bytes;
     report.moe_combine_bytes = ep->stats().combine_bytes;

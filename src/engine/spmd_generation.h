@@ -62,6 +62,8 @@ struct RankReport {
   int64_t prefix_replayed_tokens = 0;     // of the hit tokens, recomputed by SWA replay (window state not stored)
   // Speculative decoding (SpeculationStats): (sequence, verify step) pairs, drafts proposed, verified, accepted.
   int64_t spec_sequence_steps = 0, spec_drafted = 0, spec_verified = 0, spec_accepted = 0;
+  // Time in decode steps (us), and the device's idle time before its steps (CUDA; EngineStats::device_idle_ms).
+  int64_t decode_us = 0, device_idle_steps = 0, device_idle_us = 0;
 };
 
 // Which prefill/colocated rank (index within its role) serves each request, decided alike on every rank (so world

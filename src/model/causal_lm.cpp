@@ -13,6 +13,16 @@ std::vector<int32_t> CausalLm::forward_and_sample(const ForwardBatch&, KvCache&,
   return {};
 }
 
+void CausalLm::start_forward_and_sample(const ForwardBatch&, KvCache&, ExpertDispatcher*, std::span<const SamplingRow>,
+                                        bool) const {
+  DI_CHECK(false, "this backend does not start steps asynchronously (samples_async)");
+}
+
+std::vector<int32_t> CausalLm::finish_forward_and_sample(uint64_t*) const {
+  DI_CHECK(false, "this backend does not start steps asynchronously (samples_async)");
+  return {};
+}
+
 void CausalLm::enable_mtp() {
   throw InputError("this model has no draft module loaded (a CPU DeepSeek V3 with its nextn layer, or V4.1 with "
                    "its DSpark layers)");

@@ -73,6 +73,17 @@ class CausalLm {
                                                   std::span<const SamplingRow> rows, const TokenMasks* masks,
                                                   uint64_t* logits_hashes) const;
 
+  // Overlapped scheduling with the tokens left on the device: start_forward_and_sample queues a step like
+  // forward_and_sample (no masks), whose inputs may be tokens the step started before it samples
+  // (ForwardBatch::tokens_from_previous_step), and returns before its own tokens exist; finish_forward_and_sample
+  // waits for the oldest started step's tokens (and fingerprints into logits_hashes, when the step asked for them).
+  // Steps finish in the order they started, at most two outstanding. Backends without it (samples_async false)
+  // refuse both.
+  virtual bool samples_async() const { return false; }
+  virtual void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                        std::span<const SamplingRow> rows, bool logits_hashes) const;
+  virtual std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const;
+
   // The checkpoint's draft module (its num_nextn_predict_layers layers: DeepSeek-V3's multi-token-prediction layer,
   // DeepSeek-V4.1's DSpark drafter), speculative decoding's drafter where the checkpoint has one (CPU backend):
   // whether it was loaded, and enabling it, before make_kv_cache (the caches made after hold its layers too, so

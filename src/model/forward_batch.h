@@ -45,6 +45,10 @@ struct ForwardBatch {
   // sequence's replay_floor are dropped (each sequence keeps at least its last row); without it the floor only
   // masks the decoder layers' windows.
   bool compact_replay = false;
+  // Overlapped scheduling with the tokens left on the device (CausalLm::samples_async): pairs (input row, row of the
+  // step started just before this one) whose input is the token that step samples; those inputs' token_ids hold 0
+  // until the backend writes the token there, on the device.
+  std::vector<int32_t> tokens_from_previous_step;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   // Each new token's position in its sequence.

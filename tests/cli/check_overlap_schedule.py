@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_overlap_schedule.py --deepinfer BIN --mpirun MPIRUN --model M --deploy-dir D
+"""check_overlap_schedule.py --deepinfer BIN --mpirun MPIRUN --model M --deploy-dir D [--args "..."]
 
 `generate --overlap-schedule` (issue #27): each step is scheduled and started before the previous step's tokens are
 postprocessed. 16 requests (prompts of 3 to 120 tokens, a third sampled, some with stop tokens that end them early,
@@ -8,7 +8,9 @@ reasons and every logits row's fingerprint — and the same streamed tokens, on 
 with the prefix cache; with a KV cache small enough to preempt), under 2p2d and under colocated4. With preemption the
 fingerprints are not compared: the steps in flight take their blocks a step earlier, so sequences are preempted at
 other steps, and a recomputed prefix runs the prefill path (whose arithmetic DeepSeek-V3's absorbed decode does not
-share bit for bit).
+share bit for bit). --args: more generate options for every run; on the GPU "--device cuda --batch-invariant" (a
+step in flight runs rows that in order would not, e.g. a sequence that its previous step stopped, and a GPU row's bits
+depend on its batch without the flag), where the tokens stay on the device between overlapped steps.
 """
 import argparse
 import json
@@ -41,6 +43,7 @@ def main():
     ap.add_argument("--mpirun", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--deploy-dir", required=True)
+    ap.add_argument("--args", default="", help="more generate options for every run")
     args = ap.parse_args()
     config = json.load(open(os.path.join(args.model, "config.json")))
     vocab = config.get("text_config", config)["vocab_size"]
@@ -58,7 +61,7 @@ def main():
                 if i % 4 == 2:
                     r["stop_token_ids"] = [rng.randrange(3, vocab) for _ in range(vocab // 8)]
                 f.write(json.dumps(r) + "\n")
-        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
+        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp] + shlex.split(args.args)
         mpirun = shlex.split(args.mpirun) + ["-np", "4"]
         ways = {"1 rank, chunks of 50": (base + ["--chunk-tokens", "50"], True),
                 "1 rank, prefix cache": (base + ["--prefix-cache"], True),

@@ -451,6 +451,27 @@ void argmax_rows(OpRun& r) {
   r.exact("tokens", out.to_host(), want);
 }
 
+// Overlapped scheduling: a step's inputs take its predecessor's sampled tokens on the device; the other inputs
+// stay as uploaded.
+void scatter_sampled_tokens(OpRun& r) {
+  const int64_t inputs = r["inputs"], sampled_rows = r["sampled"], count = r["count"];
+  std::vector<int32_t> tokens(inputs), sampled(sampled_rows), targets;
+  for (int32_t& t : tokens) t = static_cast<int32_t>(r.rng()() % 1000);
+  for (int32_t& t : sampled) t = static_cast<int32_t>(1000 + r.rng()() % 1000);
+  std::vector<int64_t> order(inputs);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), r.rng());
+  for (int64_t i = 0; i < count; ++i)  // distinct inputs, any sampled row
+    targets.insert(targets.end(), {static_cast<int32_t>(order[i]), static_cast<int32_t>(r.rng()() % sampled_rows)});
+  auto d_tokens = DeviceArray<int32_t>::from_host(tokens);
+  auto d_sampled = DeviceArray<int32_t>::from_host(sampled);
+  auto d_targets = DeviceArray<int32_t>::from_host(targets);
+  cuda::scatter_sampled_tokens(d_sampled.data(), d_targets.data(), count, d_tokens.data(), nullptr);
+  sync();
+  cpu::scatter_sampled_tokens(sampled.data(), targets.data(), count, tokens.data());
+  r.exact("tokens", d_tokens.to_host(), tokens);
+}
+
 // The fingerprint of --logits-hashes: the CPU's value, and a change of one bit in one entry changes it.
 void logits_row_hashes(OpRun& r) {
   const int64_t rows = r["rows"], vocab = r["vocab"];
@@ -706,6 +727,9 @@ void add_dense_rows(OpTable& t) {
     t.add("batched_linear_skinny", "bf16", {{"rows", rows}, {"heads", 3}, {"nope", 8}, {"v", 20}, {"lora", 520}},
           kBf16, [](OpRun& r) { batched_gemv(r, true); });
   t.add("argmax_rows", "i32", {{"rows", 19}, {"vocab", 102400}}, kExact, argmax_rows);
+  for (auto [inputs, sampled, count] : {std::tuple<int64_t, int64_t, int64_t>{300, 256, 256}, {7, 3, 3}, {5, 4, 0}})
+    t.add("scatter_sampled_tokens", "i32", {{"inputs", inputs}, {"sampled", sampled}, {"count", count}}, kExact,
+          scatter_sampled_tokens);
   for (int64_t vocab : {129280, 100})
     t.add("logits_row_hashes", "u64", {{"rows", 5}, {"vocab", vocab}}, kExact, logits_row_hashes);
   t.add("sample_rows", "i32", {{"rows", 512}, {"vocab", 5000}}, kExact, sample_rows);

@@ -380,7 +380,8 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   const std::vector<int64_t> wanted = batch.logits_rows();
   const std::vector<int32_t> rows(wanted.begin(), wanted.end());
   const auto R = static_cast<int64_t>(rows.size());
-  const int32_t* token_ids = device_copy(scratch, batch.token_ids);
+  int32_t* token_ids = device_copy(scratch, batch.token_ids);
+  sampler_.fill_inputs(token_ids, batch.tokens_from_previous_step, scratch);  // (overlapped scheduling)
   const int32_t* row_ids = device_copy(scratch, rows);
   *num_rows = R;
 
@@ -501,10 +502,23 @@ std::vector<int32_t> CudaDeepseekModel::forward_and_sample(const ForwardBatch& b
   const std::vector<int32_t> tokens =
       sample_on_device(logits, num_rows, config_.vocab_size, rows, masks, logits_hashes, scratch_,
                        idle_.end_event());
-  if (num_rows == 0) return tokens;
   idle_.measure();
+  if (num_rows == 0) return tokens;
   profiler_.mark("sample");
   profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
+  return tokens;
+}
+
+void CudaDeepseekModel::start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                                 std::span<const SamplingRow> rows, bool logits_hashes) const {
+  int64_t num_rows = 0;
+  float* logits = run_to_logits(batch, cache, experts, &num_rows);
+  sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
+}
+
+std::vector<int32_t> CudaDeepseekModel::finish_forward_and_sample(uint64_t* logits_hashes) const {
+  std::vector<int32_t> tokens = sampler_.finish(logits_hashes);
+  idle_.measure();
   return tokens;
 }
 

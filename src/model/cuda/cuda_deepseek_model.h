@@ -17,6 +17,7 @@
 #include "src/model/cuda/decode_graphs.h"
 #include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/device_sampling.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
 #include "src/model/weights.h"
@@ -42,6 +43,10 @@ class CudaDeepseekModel final : public CausalLm {
   void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
   int64_t graph_replays() const override { return graphs_.replays(); }
   double device_idle_before_last_step_ms() const override { return idle_.last_ms(); }
+  bool samples_async() const override { return true; }
+  void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                std::span<const SamplingRow> rows, bool logits_hashes) const override;
+  std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const override;
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -103,6 +108,7 @@ class CudaDeepseekModel final : public CausalLm {
   mutable DecodeGraphs graphs_;
   bool graphs_enabled_ = true;
   mutable DeviceIdleMeter idle_;  // the device's idle time between steps
+  mutable DeviceSampler sampler_;  // overlapped scheduling's started steps
 };
 
 }  // namespace deepinfer

@@ -434,6 +434,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
                                   [](const SequenceChunk& seq) { return seq.num_new == 1; }) &&
                       std::none_of(rebuild.begin(), rebuild.end(), [](bool b) { return b; });
   const StepPlan plan(batch, config_.v41, layers_, decode, rebuild, experts, published_);
+  sampler_.fill_inputs(plan.token_ids, batch.tokens_from_previous_step, published_);  // (overlapped scheduling)
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   profiler_.mark("host plan");
   *num_rows = plan.num_rows;
@@ -472,9 +473,23 @@ std::vector<int32_t> CudaV41Model::forward_and_sample(const ForwardBatch& batch,
   std::vector<int32_t> tokens =
       sample_on_device(logits, num_rows, config_.vocab_size, rows, masks, logits_hashes, scratch_,
                        idle_.end_event());
-  if (num_rows > 0) idle_.measure();
+  idle_.measure();
   profiler_.mark("sample");
   profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
+  return tokens;
+}
+
+void CudaV41Model::start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                            std::span<const SamplingRow> rows, bool logits_hashes) const {
+  DI_CHECK(samples_async(), "a V4.1 model with engram layers hashes its inputs on the host: no step starts early");
+  int64_t num_rows = 0;
+  float* logits = run_to_logits(batch, cache, experts, &num_rows);
+  sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
+}
+
+std::vector<int32_t> CudaV41Model::finish_forward_and_sample(uint64_t* logits_hashes) const {
+  std::vector<int32_t> tokens = sampler_.finish(logits_hashes);
+  idle_.measure();
   return tokens;
 }
 

@@ -39,6 +39,7 @@
 #include "src/model/cuda/decode_graphs.h"
 #include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/device_sampling.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
 #include "src/model/v41_layers.h"
@@ -61,6 +62,12 @@ class CudaV41Model final : public CausalLm {
   void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
   int64_t graph_replays() const override { return graphs_.replays(); }
   double device_idle_before_last_step_ms() const override { return idle_.last_ms(); }
+  // The engram rows are hashed on the host from the step's token ids, so with engram layers a step cannot start
+  // before its inputs reach the host.
+  bool samples_async() const override { return config_.v41.engram_layer_ids.empty(); }
+  void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                std::span<const SamplingRow> rows, bool logits_hashes) const override;
+  std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const override;
   ExpertStore& experts() override { return *experts_; }
   const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override {
@@ -160,6 +167,7 @@ class CudaV41Model final : public CausalLm {
   mutable DecodeGraphs graphs_;
   bool graphs_enabled_ = true;
   mutable DeviceIdleMeter idle_;  // the device's idle time between steps
+  mutable DeviceSampler sampler_;  // overlapped scheduling's started steps
 };
 
 }  // namespace deepinfer

@@ -57,7 +57,7 @@ struct CudaV41Model::StepPlan {
   std::vector<Sequence> sequences;
   int64_t num_tokens = 0, num_rows = 0, max_blocks = 1;
   bool fixed_shapes = false;
-  const int32_t* token_ids = nullptr;
+  int32_t* token_ids = nullptr;  // (written by the sampler's fill_inputs under overlapped scheduling)
   const int32_t* row_ids = nullptr;            // [num_rows] the rows whose logits are wanted
   const int32_t* positions = nullptr;          // [T]
   const int32_t* inverse_positions = nullptr;  // [T] -position: RoPE backwards

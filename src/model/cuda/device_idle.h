@@ -11,32 +11,32 @@ namespace deepinfer {
 
 class DeviceIdleMeter {
  public:
-  // On the per-thread default stream, before the step's first device work.
-  void record_start() { DI_CUDA_CHECK(cudaEventRecord(start_.get(), cudaStreamPerThread)); }
-  // The event that marks this step's end (sample_on_device records it after the step's last kernel).
-  cudaEvent_t end_event() const { return end_[slot_].get(); }
+  // On the per-thread default stream, before the step's first device work: starts a step.
+  void record_start() { DI_CUDA_CHECK(cudaEventRecord(start_[started_++ % kSlots].get(), cudaStreamPerThread)); }
+  // The event that marks the last started step's end (recorded after its last kernel).
+  cudaEvent_t end_event() const { return end_[(started_ + kSlots - 1) % kSlots].get(); }
   void record_end() { DI_CUDA_CHECK(cudaEventRecord(end_event(), cudaStreamPerThread)); }
-  // Once the step's results are back (its end event recorded): the idle time before it, when there was a step
-  // before.
+  // Once the oldest step not yet measured has its results back (steps are measured in the order they started, each
+  // once, its end event recorded): the idle time before it, when there was a step before.
   void measure() {
-    // Both events are behind the step's result copy, which has waited for them, except where a step had no rows:
-    // a copy of 0 bytes returns at once, so wait for the step's end itself.
-    DI_CUDA_CHECK(cudaEventSynchronize(end_event()));
-    if (have_previous_end_) {
+    const int64_t step = measured_++;
+    // Its end event is behind the result copy, which has waited for it, except where a step had no rows: a copy
+    // of 0 bytes returns at once, so wait for the step's end itself.
+    DI_CUDA_CHECK(cudaEventSynchronize(end_[step % kSlots].get()));
+    if (step > 0) {
       float ms = 0.0f;
-      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, end_[1 - slot_].get(), start_.get()));
+      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, end_[(step - 1) % kSlots].get(), start_[step % kSlots].get()));
       idle_ms_ = ms;
     }
-    have_previous_end_ = true;
-    slot_ = 1 - slot_;
   }
   double last_ms() const { return idle_ms_; }  // negative until two steps have run
 
  private:
-  CudaEvent start_;
-  CudaEvent end_[2];
-  int slot_ = 0;
-  bool have_previous_end_ = false;
+  // Overlapped scheduling starts step N + 1 before measuring N, whose idle time reads N - 1's end: three slots.
+  static constexpr int64_t kSlots = 3;
+  CudaEvent start_[kSlots];
+  CudaEvent end_[kSlots];
+  int64_t started_ = 0, measured_ = 0;
   double idle_ms_ = -1.0;
 };
 

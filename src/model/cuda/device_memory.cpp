@@ -36,6 +36,35 @@ void* ScratchPool::take(size_t bytes) {
   return ptr;
 }
 
+void* ScratchPool::stage(size_t bytes) {
+  Staging& half = staging_[staging_half_];
+  bytes = (bytes + 15) / 16 * 16;
+  while (half.chunk_idx < half.chunks.size() && half.offset + bytes > half.chunks[half.chunk_idx].bytes()) {
+    ++half.chunk_idx;
+    half.offset = 0;
+  }
+  if (half.chunk_idx == half.chunks.size()) {
+    const size_t last = half.chunks.empty() ? 0 : half.chunks.back().bytes();
+    half.chunks.emplace_back(std::max({bytes, size_t{1} << 20, 2 * last}));
+    half.offset = 0;
+  }
+  void* ptr = static_cast<uint8_t*>(half.chunks[half.chunk_idx].data()) + half.offset;
+  half.offset += bytes;
+  half.used += bytes;
+  return ptr;
+}
+
+void ScratchPool::reset_staging() {
+  staging_half_ = 1 - staging_half_;
+  Staging& half = staging_[staging_half_];  // its step has finished (stage's contract)
+  if (half.chunks.size() > 1) {  // one chunk of what that step staged, in place of them all
+    const size_t bytes = half.used;
+    half.chunks.clear();
+    half.chunks.emplace_back(std::max(bytes, size_t{1} << 20));
+  }
+  half.chunk_idx = half.offset = half.used = 0;
+}
+
 void ScratchPool::consolidate() {
   // Nothing of the last step is in flight (reset's precondition); freeing first lets the new chunk reuse the memory.
   const size_t bytes = peak_;

@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -39,64 +40,6 @@ class DeviceArena {
   size_t used_total_ = 0;
 };
 
-// Device buffers that live for one forward step: a bump allocator over chunks that are kept from step to step,
-// so that after the first steps no step calls cudaMalloc. reset() starts a step; every buffer of the
-// previous step is then reused (the previous step's kernels are done: its logits were copied back). A step that
-// had to add chunks is followed, at the next reset(), by one chunk as large as that step's peak in place of them
-// all (without it, growth by doubling held up to three times a large prefill's need: the rank slice of a V4.1
-// prefill rank ran out of memory at 16,384 tokens); generation() then changes, for whatever baked in addresses.
-class ScratchPool {
- public:
-  void reset() {
-    if (grew_ && chunks_.size() > 1) consolidate();
-    grew_ = false;
-    peak_ = 0;
-    chunk_idx_ = 0;
-    offset_ = 0;
-  }
-  uint64_t generation() const { return generation_; }
-  // A layer's temporaries die with the layer: mark() after the step-wide buffers, rewind() before each layer,
-  // so the pool's peak is one layer's worth, not the whole model's.
-  struct Mark {
-    size_t chunk_idx;
-    size_t offset;
-  };
-  Mark mark() const { return {chunk_idx_, offset_}; }
-  void rewind(Mark mark) {
-    chunk_idx_ = mark.chunk_idx;
-    offset_ = mark.offset;
-  }
-  template <class T>
-  T* alloc(size_t count) {
-    return reinterpret_cast<T*>(take(std::max<size_t>(count * sizeof(T), 1)));
-  }
-
- private:
-  void* take(size_t bytes);
-  void consolidate();
-
-  std::vector<DeviceArray<uint8_t>> chunks_;
-  size_t chunk_idx_ = 0;
-  size_t offset_ = 0;
-  bool grew_ = false;
-  size_t peak_ = 0;  // this step's highest end, counting every earlier chunk whole (so one chunk of it holds the step)
-  uint64_t generation_ = 0;
-};
-
-// A host vector copied into step scratch (synchronously: the host may reuse `host` at once).
-template <class T>
-T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
-  T* ptr = scratch.alloc<T>(host.size());
-  if (!host.empty()) DI_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return ptr;
-}
-
-inline std::vector<uint16_t> to_bf16_bits(const float* data, int64_t n) {
-  std::vector<uint16_t> bits(n);
-  for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16(data[i]);
-  return bits;
-}
-
 // Pinned host memory mapped into every device's address space (RAII): kernels read it over PCIe through the
 // same pointer (unified addressing), for tables too large for GPU memory that a step only gathers rows from.
 class MappedHostArray {
@@ -122,6 +65,83 @@ class MappedHostArray {
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
+
+// Device buffers that live for one forward step: a bump allocator over chunks that are kept from step to step,
+// so that after the first steps no step calls cudaMalloc. reset() starts a step; every buffer of the
+// previous step is then reused (by kernels queued after the previous step's on the same stream; overlapped scheduling
+// starts a step before the previous one's kernels are done). A step that
+// had to add chunks is followed, at the next reset(), by one chunk as large as that step's peak in place of them
+// all (without it, growth by doubling held up to three times a large prefill's need: the rank slice of a V4.1
+// prefill rank ran out of memory at 16,384 tokens); generation() then changes, for whatever baked in addresses.
+class ScratchPool {
+ public:
+  void reset() {
+    reset_staging();
+    if (grew_ && chunks_.size() > 1) consolidate();
+    grew_ = false;
+    peak_ = 0;
+    chunk_idx_ = 0;
+    offset_ = 0;
+  }
+  uint64_t generation() const { return generation_; }
+  // A layer's temporaries die with the layer: mark() after the step-wide buffers, rewind() before each layer,
+  // so the pool's peak is one layer's worth, not the whole model's.
+  struct Mark {
+    size_t chunk_idx;
+    size_t offset;
+  };
+  Mark mark() const { return {chunk_idx_, offset_}; }
+  void rewind(Mark mark) {
+    chunk_idx_ = mark.chunk_idx;
+    offset_ = mark.offset;
+  }
+  template <class T>
+  T* alloc(size_t count) {
+    return reinterpret_cast<T*>(take(std::max<size_t>(count * sizeof(T), 1)));
+  }
+  // Pinned host memory for the step's uploads (device_copy), which then copy asynchronously: the host does not wait
+  // for the device's queue to drain before each upload. Alternate steps use alternate halves, so a half is written
+  // again only two steps later, when the step that used it has finished (its results are back; the engine finishes
+  // step N before it starts N + 2).
+  void* stage(size_t bytes);
+
+ private:
+  void* take(size_t bytes);
+  void consolidate();
+  void reset_staging();
+
+  std::vector<DeviceArray<uint8_t>> chunks_;
+  size_t chunk_idx_ = 0;
+  size_t offset_ = 0;
+  bool grew_ = false;
+  size_t peak_ = 0;  // this step's highest end, counting every earlier chunk whole (so one chunk of it holds the step)
+  uint64_t generation_ = 0;
+  struct Staging {
+    std::vector<MappedHostArray> chunks;
+    size_t chunk_idx = 0, offset = 0, used = 0;  // used: this step's bytes, for one chunk of them next time
+  };
+  Staging staging_[2];
+  int staging_half_ = 0;
+};
+
+// A host vector copied into step scratch on the per-thread default stream, through the pool's pinned staging: the
+// host may reuse `host` at once and does not wait for the device; kernels queued after it on the stream see it.
+template <class T>
+T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
+  T* ptr = scratch.alloc<T>(host.size());
+  if (host.empty()) return ptr;
+  const size_t bytes = host.size() * sizeof(T);
+  void* staged = scratch.stage(bytes);
+  std::memcpy(staged, host.data(), bytes);
+  DI_CUDA_CHECK(cudaMemcpyAsync(ptr, staged, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+  return ptr;
+}
+
+inline std::vector<uint16_t> to_bf16_bits(const float* data, int64_t n) {
+  std::vector<uint16_t> bits(n);
+  for (int64_t i = 0; i < n; ++i) bits[i] = float_to_bf16(data[i]);
+  return bits;
+}
 
 // A CUDA event that records timing (RAII).
 class CudaEvent {

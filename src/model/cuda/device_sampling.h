@@ -21,4 +21,35 @@ std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t v
                                       uint64_t* logits_hashes, ScratchPool& scratch,
                                       cudaEvent_t step_end = nullptr);
 
+// Overlapped scheduling's sampling (CausalLm::start_forward_and_sample): each started step's tokens are drawn into
+// a device buffer of their own, so that the next step's inputs can take them there (fill_inputs) before the host has
+// them, and copied back into pinned memory behind an event; finish() waits for the oldest started step's. The engine
+// finishes step N before it starts N + 2, so two slots serve.
+class DeviceSampler {
+ public:
+  // Before the step's forward, on its stream: token_ids[targets[2 i]] = the previous started step's token at row
+  // targets[2 i + 1] (ForwardBatch::tokens_from_previous_step).
+  void fill_inputs(int32_t* token_ids, const std::vector<int32_t>& targets, ScratchPool& scratch) const;
+  // After the forward: samples as sample_on_device (no masks) into this step's slot, records step_end after the
+  // sampling kernels, and queues the copies back; returns at once.
+  void start(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows, bool want_hashes,
+             ScratchPool& scratch, cudaEvent_t step_end);
+  // The oldest started step's tokens (and fingerprints into logits_hashes, where it asked for them and that is not
+  // null); throws where a row had no finite logit.
+  std::vector<int32_t> finish(uint64_t* logits_hashes);
+
+ private:
+  struct Slot {
+    DeviceArray<int32_t> tokens{1};
+    DeviceArray<uint64_t> hashes{1};
+    MappedHostArray host;  // pinned: tokens, then hashes
+    CudaEvent copied;
+    int64_t rows = 0;
+    bool hashes_wanted = false;
+  };
+  Slot slots_[2];
+  int64_t started_ = 0, finished_ = 0;
+  int64_t vocab_ = 0;
+};
+
 }  // namespace deepinfer
