@@ -3,6 +3,9 @@
 // and with overlapped scheduling (step N + 1 started before step N's tokens are postprocessed).
 #include <gtest/gtest.h>
 
+#include <deque>
+
+#include "kernels/cpu/sampling.h"
 #include "src/engine/engine.h"
 #include "src/model/deepseek_model.h"
 #include "tests/unit/fixtures.h"
@@ -16,6 +19,52 @@ struct GenerationCase {
   int64_t chunk_tokens;
   int64_t max_running;
   bool overlap = false;
+  bool late_tokens = false;  // through LateTokens: the owed inputs linked to the previous step's rows
+};
+
+// A backend that starts steps asynchronously, as the CUDA models do (CausalLm::samples_async), over the CPU model: a
+// started step runs at once, but its tokens reach the engine only at finish_forward_and_sample, and the inputs it
+// owes are taken from the previous started step's rows (ForwardBatch::tokens_from_previous_step), as the device
+// takes them. So the engine's bookkeeping of overlapped steps with the tokens left on the device runs on the CPU.
+class LateTokens final : public CausalLm {
+ public:
+  explicit LateTokens(CausalLm& inner) : inner_(inner) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override { return inner_.make_kv_cache(num_blocks); }
+  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts) const override {
+    return inner_.forward(batch, cache, experts);
+  }
+  ExpertStore& experts() override { return inner_.experts(); }
+  const ExpertStore& experts() const override { return inner_.experts(); }
+  size_t kv_cache_bytes_per_token() const override { return inner_.kv_cache_bytes_per_token(); }
+  bool samples_on_device() const override { return true; }
+  bool samples_async() const override { return true; }
+  void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                std::span<const SamplingRow> rows, bool) const override {
+    EXPECT_LT(started_.size(), 2u) << "the engine finishes step N before it starts N + 2";
+    ForwardBatch filled = batch;
+    const std::vector<int32_t>& owed = batch.tokens_from_previous_step;
+    for (size_t i = 0; i < owed.size(); i += 2) {
+      EXPECT_EQ(batch.token_ids[owed[i]], 0) << "an owed input not left at 0";
+      filled.token_ids[owed[i]] = started_.back().at(owed[i + 1]);  // the previous started step's row
+    }
+    ++linked_inputs_;
+    const Tensor logits = inner_.forward(filled, cache, experts);
+    std::vector<int32_t> tokens(rows.size());
+    cpu::sample_rows(logits.data<float>(), logits.size(0), config().vocab_size, rows.data(), tokens.data());
+    started_.push_back(std::move(tokens));
+  }
+  std::vector<int32_t> finish_forward_and_sample(uint64_t*) const override {
+    std::vector<int32_t> tokens = std::move(started_.front());
+    started_.pop_front();
+    return tokens;
+  }
+  int64_t started_steps() const { return linked_inputs_; }
+
+ private:
+  CausalLm& inner_;
+  mutable std::deque<std::vector<int32_t>> started_;
+  mutable int64_t linked_inputs_ = 0;
 };
 
 std::vector<Request> fixture_requests(const nlohmann::json& reference) {
@@ -45,7 +94,8 @@ TEST_P(GreedyGeneration, EqualsTransformers) {
   options.limits.chunk_tokens = setup.chunk_tokens;
   options.limits.max_running = setup.max_running;
   options.overlap_schedule = setup.overlap;
-  Engine engine(model, options);
+  LateTokens late(model);
+  Engine engine(setup.late_tokens ? static_cast<const CausalLm&>(late) : model, options);
   EXPECT_EQ(engine.overlaps_steps(), setup.overlap);
   for (const Request& r : requests) engine.add_request(r);
   engine.run_to_completion();
@@ -59,6 +109,9 @@ TEST_P(GreedyGeneration, EqualsTransformers) {
   if (std::string(setup.name).starts_with("preempting")) {
     EXPECT_GT(engine.num_preemptions(), 0);
   }
+  if (setup.late_tokens) {
+    EXPECT_GT(late.started_steps(), 0) << "the steps did not start through the late path";
+  }
 }
 
 const GenerationCase kCases[] = {
@@ -69,6 +122,9 @@ const GenerationCase kCases[] = {
     {"batched_overlapped", 16384, 4096, 256, true},
     {"chunked_overlapped", 16384, 16, 256, true},
     {"preempting_overlapped", 3 * 64, 4096, 2, true},
+    {"batched_late_tokens", 16384, 4096, 256, true, true},
+    {"chunked_late_tokens", 16384, 16, 256, true, true},
+    {"preempting_late_tokens", 3 * 64, 4096, 2, true, true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GreedyGeneration,

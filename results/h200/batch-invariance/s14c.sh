@@ -14,6 +14,8 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 timeout 200 /tmp/b/build-gpu/tests/gpu_tests > $w/gpu_tests.log 2>&1
 echo "gpu_tests rc=$?"; grep -E "^\[  (PASSED|FAILED) |FAILED  \]|ran\." $w/gpu_tests.log | tail -8
 grep -E "CudaBatchInvariant|CudaOverlap|worst row" $w/gpu_tests.log | head -12
+timeout 120 mpirun --oversubscribe -np 1 /tmp/b/build-gpu/tests/mp_tests --gtest_filter='Nccl*' > $w/mp_nccl.log 2>&1
+echo "mp Nccl* rc=$?"; grep -E "OK \]|FAILED|Failure" $w/mp_nccl.log | head -8
 for flag in "" --batch-invariant; do
   for f in tiny-v3-fp32 tiny-v3-bf16 tiny-v2-fp32 tiny-v2-bf16; do
     timeout 60 python3 tests/cli/check_forward.py tests/fixtures/$f all --bf16-yardstick 1.5 -- $di forward \
