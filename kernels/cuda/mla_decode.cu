@@ -18,7 +18,8 @@ constexpr int kMaxLatentRegs = 16;     // latent <= 512
 // Online softmax per warp; the partial result is [latent accumulators | running max | running sum].
 __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                                     int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t heads,
-                                    int64_t latent, int64_t rope, float scale, int64_t num_splits, float* partial) {
+                                    int64_t latent, int64_t rope, float scale, int64_t num_splits,
+                                    int64_t keys_per_split, float* partial) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   extern __shared__ __nv_bfloat16 tile[];  // [kTileKeys][dim]
   const int64_t b = blockIdx.x, split = blockIdx.y;
@@ -27,7 +28,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_split_kernel(const __nv_bf
   const bool active = h < heads;
   const int64_t dim = latent + rope;
   const int64_t len = seq_lens[b];
-  const int64_t per_split = (len + num_splits - 1) / num_splits;
+  const int64_t per_split = keys_per_split > 0 ? keys_per_split : (len + num_splits - 1) / num_splits;
   const int64_t begin = split * per_split, end = min(len, begin + per_split);
 
   WarpOnlineAttention<kMaxDimRegs, kMaxLatentRegs> attn;
@@ -98,8 +99,8 @@ struct DecodeTile {
 template <int kLatent, int kRope, int kKeys, int kBuffers>
 __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
     const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table, int max_blocks_per_seq,
-    const int32_t* seq_lens, int heads, float scale, int num_splits, bool early_tiles, float* partial,
-    __nv_bfloat16* out) {
+    const int32_t* seq_lens, int heads, float scale, int num_splits, int keys_per_split, bool early_tiles,
+    float* partial, __nv_bfloat16* out) {
   using Tile = DecodeTile<kLatent, kRope, kKeys, kBuffers>;
   constexpr int kDim = Tile::kDim, kStride = Tile::kStride, kPieces = Tile::kPieces;
   constexpr int kTilesPerWarp = Tile::kTilesPerWarp, kScoreWarps = Tile::kScoreWarps;
@@ -112,7 +113,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
   const int b = blockIdx.x, split = blockIdx.y, head0 = blockIdx.z * kMmaHeads;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
   const int len = seq_lens[b];
-  const int per_split = (len + num_splits - 1) / num_splits;
+  const int per_split = keys_per_split > 0 ? keys_per_split : (len + num_splits - 1) / num_splits;
   const int begin = split * per_split, end = min(len, begin + per_split);
   const int num_tiles = end > begin ? (end - begin + kKeys - 1) / kKeys : 0;
   const int32_t* table = block_table + static_cast<int64_t>(b) * max_blocks_per_seq;
@@ -331,7 +332,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_mma_kernel(
 
 // The weights exp(m_s - max) / total of a (sequence, head)'s splits into weight[] (warp 0), for every thread of the
 // block once it returns. parts: the pair's partials, [num_splits][latent + 2].
-constexpr int kMaxSplits = 64;
+constexpr int kMaxSplits = kMlaDecodeMaxSplits;
 __device__ __forceinline__ void split_weights(const float* parts, int64_t latent, int64_t num_splits, float* weight) {
   if (threadIdx.x < 32) {
     const int lane = threadIdx.x;
@@ -465,7 +466,8 @@ constexpr int64_t kEarlyTilesMaxBatch = 4;
 template <int kKeys, int kBuffers>
 void launch_mma(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                 int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads, float scale,
-                int64_t num_splits, float* partial, __nv_bfloat16* out, cudaStream_t stream) {
+                int64_t num_splits, int64_t keys_per_split, float* partial, __nv_bfloat16* out,
+                cudaStream_t stream) {
   using Tile = DecodeTile<kMmaLatent, kMmaRope, kKeys, kBuffers>;
   constexpr auto kernel = decode_mma_kernel<kMmaLatent, kMmaRope, kKeys, kBuffers>;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Tile::kSharedBytes));
@@ -473,8 +475,8 @@ void launch_mma(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_
                   static_cast<unsigned>((heads + kMmaHeads - 1) / kMmaHeads));
   launch_dependent(kernel, grid, kThreads, Tile::kSharedBytes, stream, q, cache, block_table,
                    static_cast<int>(max_blocks_per_seq), seq_lens, static_cast<int>(heads), scale,
-                   static_cast<int>(num_splits), batch <= kEarlyTilesMaxBatch, partial,
-                   num_splits == 1 ? out : nullptr);
+                   static_cast<int>(num_splits), static_cast<int>(keys_per_split), batch <= kEarlyTilesMaxBatch,
+                   partial, num_splits == 1 ? out : nullptr);
 }
 
 }  // namespace
@@ -490,24 +492,24 @@ size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                           int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
                           int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
-                          __nv_bfloat16* out, cudaStream_t stream) {
+                          __nv_bfloat16* out, cudaStream_t stream, int64_t keys_per_split) {
   if (batch == 0) return;
   // Preconditions (mla_decode_supports): latent <= 512, latent + rope <= 768; every sequence has an entry;
-  // 1 <= num_splits <= 64.
-  if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > 64) return;
+  // 1 <= num_splits <= kMlaDecodeMaxSplits; with keys_per_split, num_splits of them cover every sequence.
+  if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > kMlaDecodeMaxSplits) return;
   if (latent == kMmaLatent && rope == kMmaRope) {
     // The tensor-core kernel, built for DeepSeek's 512 + 64, with 32-key tiles in two buffers (the next tile loads
     // while this one computes), faster than one 64-key buffer above batch 4. With one split it writes the output
     // itself: no partials, no combine. (Measurements: results/h200/design-measurements.md.)
-    launch_mma<32, 2>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
-                      out, stream);
+    launch_mma<32, 2>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits,
+                      keys_per_split, workspace, out, stream);
     if (num_splits == 1) return;
   } else {
     const dim3 split_grid(static_cast<unsigned>(batch), static_cast<unsigned>(num_splits),
                           static_cast<unsigned>((heads + kWarps - 1) / kWarps));
     const size_t shared = kTileKeys * (latent + rope) * sizeof(__nv_bfloat16);
     launch_dependent(decode_split_kernel, split_grid, kThreads, shared, stream, q, cache, block_table,
-                     max_blocks_per_seq, seq_lens, heads, latent, rope, scale, num_splits, workspace);
+                     max_blocks_per_seq, seq_lens, heads, latent, rope, scale, num_splits, keys_per_split, workspace);
   }
   const dim3 combine_grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads));
   launch_dependent(decode_combine_kernel, combine_grid, 256, 0, stream, workspace, heads, latent, num_splits, out);
@@ -517,11 +519,11 @@ void mla_decode_attention_projected(const __nv_bfloat16* q, const __nv_bfloat16*
                                     int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
                                     int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
                                     LatentProjection projection, __nv_bfloat16* attn, cudaStream_t stream) {
-  // Preconditions (mla_decode_projected_supports): DeepSeek's 512 + 64, 2 <= num_splits <= 64.
+  // Preconditions (mla_decode_projected_supports): DeepSeek's 512 + 64, 2 <= num_splits <= kMlaDecodeMaxSplits.
   if (batch == 0 || !mla_decode_projected_supports(latent, rope, num_splits)) return;
   // One 64-key buffer here: 32-key double buffers measured within noise at batch 1 and 2.
-  launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, workspace,
-                    nullptr, stream);
+  launch_mma<64, 1>(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits, 0,
+                    workspace, nullptr, stream);
   const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>(heads),
                   static_cast<unsigned>((projection.rows + kProjectRows - 1) / kProjectRows));
   launch_dependent(decode_combine_project_kernel, grid, kProjectWarps * 32, 0, stream, workspace, heads, latent,

@@ -3,8 +3,11 @@
 //   o[b, h, :] = sum_j softmax_j(scale * q[b, h, :] . cache_j) * cache_j[:latent]
 // where q[b, h] = [W_uk^T q_nope | RoPE'd q_pe] (latent + rope values) and cache_j is the sequence's entry j
 // ([latent | k_pe], same width), j < seq_lens[b], found through block_table[b, j / 64].
-// The KV length is split into num_splits (1..64) chunks computed by separate blocks, then combined
-// (flash-decoding).
+// The KV length is split into num_splits (1..kMlaDecodeMaxSplits) chunks computed by separate blocks, then combined
+// (flash-decoding): each sequence's keys in num_splits equal chunks, or with keys_per_split > 0 in chunks of that
+// many keys (split s: keys [s * keys_per_split, (s + 1) * keys_per_split)), so a sequence's partition depends on its
+// own length only, not on the launch's split count (--batch-invariant); the splits past its keys are empty and
+// weigh nothing in the combine.
 // Workspace: mla_decode_workspace_bytes(...) bytes of fp32 partials, from the caller.
 #pragma once
 
@@ -17,6 +20,7 @@
 namespace deepinfer::cuda {
 
 constexpr int64_t kMlaBlockSize = 64;
+constexpr int64_t kMlaDecodeMaxSplits = 256;
 
 // The kernel's register tiles hold latent <= 512 and latent + rope <= 768 (DeepSeek V2/V3: 512 + 64).
 bool mla_decode_supports(int64_t latent, int64_t rope);
@@ -26,7 +30,7 @@ size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                           int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
                           int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
-                          __nv_bfloat16* out, cudaStream_t stream);
+                          __nv_bfloat16* out, cudaStream_t stream, int64_t keys_per_split = 0);
 
 // The same followed by the absorbed form's output projection per head, for a few sequences: attn[b, h, i] =
 // bf16(o[b, h, :]) . w[h][i, :], head h's rows at projection.w + h * head_stride, `latent` apart, `rows` of them

@@ -151,6 +151,27 @@ void mla_decode_attention(OpRun& r) {
   r.close("latent outputs", to_float(out.to_host()), in.cpu_attention(rows));
 }
 
+// --batch-invariant's partition: chunks of keys_per_split keys from each sequence's first, the launch's split count
+// only enough for the longest or far more (empty splits): against the CPU, and the two launches bit for bit.
+void mla_decode_attention_fixed_chunks(OpRun& r) {
+  DecodeInputs in(r);
+  const int64_t rows = 7, keys = r["keys_per_split"], H = DecodeInputs::kHeads, L = DecodeInputs::kLatent;
+  const int64_t enough = (511 + keys - 1) / keys, more = enough + r["extra_splits"];
+  DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(rows, H, L, more) / sizeof(float));
+  std::vector<std::vector<float>> outs;
+  for (const int64_t splits : {enough, more}) {
+    DeviceArray<Bf16> out(rows * H * L);
+    out.poison();
+    cuda::mla_decode_attention(bf(in.q), bf(in.cache), in.d_table.data(), DecodeInputs::kMaxBlocks, in.d_lens.data(),
+                               rows, H, L, DecodeInputs::kRope, in.scale, splits, workspace.data(), bf(out), nullptr,
+                               keys);
+    sync();
+    outs.push_back(to_float(out.to_host()));
+  }
+  r.close("latent outputs", outs[0], in.cpu_attention(rows));
+  r.exact("the same with empty splits after", outs[1], outs[0]);
+}
+
 // With W_uv folded into the combine: 40 rows a head (a partial group of 32), heads 2 rows of padding apart in the
 // weight; against the CPU attention rounded to bf16 (as the unfused path stores it), then W_uv.
 void mla_decode_attention_projected(OpRun& r) {
@@ -220,6 +241,9 @@ void add_attention_rows(OpTable& t) {
   for (int64_t rows : {7, 3})
     for (int64_t splits : {1, 4, 16})
       t.add("mla_decode_attention", "bf16", {{"rows", rows}, {"splits", splits}}, kBf16, mla_decode_attention);
+  for (auto [keys, extra] : {std::pair<int64_t, int64_t>{64, 30}, {256, 1}, {32, 200}})
+    t.add("mla_decode_attention_fixed_chunks", "bf16", {{"keys_per_split", keys}, {"extra_splits", extra}}, kBf16,
+          mla_decode_attention_fixed_chunks);
   for (int64_t splits : {2, 16, 64})
     t.add("mla_decode_attention_projected", "bf16", {{"splits", splits}}, kBf16, mla_decode_attention_projected);
   t.add("mla_prefill_attention", "bf16", {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}}, kBf16,

@@ -272,7 +272,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
         cuda::mla_decode_attention(q_latent + first * heads * D, cache_layer, plan.block_table + first * plan.max_blocks,
                                    plan.max_blocks, plan.seq_lens + first, std::min(rows_per_launch, T - first),
                                    heads, lora, rope, scale, splits, workspace, o_latent + first * heads * lora,
-                                   nullptr);
+                                   nullptr, c.batch_invariant ? invariant_keys_per_split() : 0);
       profiler_.mark("attn:decode kernel");
       // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows,
       // faster than cuBLAS's batched GEMM for these 2 MB (benchmarks/linear_bench;
@@ -319,7 +319,6 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   const int64_t T = batch.num_tokens(), H = c.hidden_size;
   ScratchPool& scratch = scratch_;
   scratch.reset();
-  idle_.record_start();
 
   // Host-side plan: positions, cache slots, and the attention form's index arrays.
   StepPlan plan;
@@ -381,9 +380,12 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   const std::vector<int32_t> rows(wanted.begin(), wanted.end());
   const auto R = static_cast<int64_t>(rows.size());
   int32_t* token_ids = device_copy(scratch, batch.token_ids);
-  sampler_.fill_inputs(token_ids, batch.tokens_from_previous_step, scratch);  // (overlapped scheduling)
   const int32_t* row_ids = device_copy(scratch, rows);
   *num_rows = R;
+  // The step's device work starts here (its uploads are queued before it, asynchronously): the idle meter's mark,
+  // then the inputs owed by the step in flight (overlapped scheduling).
+  idle_.record_start();
+  sampler_.fill_inputs(token_ids, batch.tokens_from_previous_step, scratch);
 
   // The CUDA blocks of the shared layer loop (deepseek_layers.h): device work on this thread's stream, whose
   // inputs were uploaded above. The MoE's last kernel may add its output into x and apply the next norm (one
@@ -460,6 +462,11 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   return graphs_.run({T, plan.max_blocks, R, cache->layer_data(0), decode_splits(T, plan.max_len)}, run, {&scratch});
 }
 
+int64_t CudaDeepseekModel::invariant_keys_per_split() const {
+  return std::max<int64_t>(256, (config_.max_position_embeddings + cuda::kMlaDecodeMaxSplits - 1) /
+                                    cuda::kMlaDecodeMaxSplits);
+}
+
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
   // Enough (sequence, split, 16-head group) blocks for one block per SM, each split at least 32 keys long: at
   // batch 1 a long context is spread over many SMs; at large batch the splits' partials (extra traffic) are
@@ -468,10 +475,14 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   // second block's share of the traffic outweighs its partials; at shorter splits it did not pay.
   // (Measurements: results/h200/design-measurements.md.)
   if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
-  // --batch-invariant: the same split count for every step, so a sequence's keys are split and summed in one order
-  // whatever runs beside it (a split's bounds come from the sequence's own length and the count; a count chosen by
-  // the batch would move them). Splits past a short sequence's keys are empty and weigh nothing in the combine.
-  if (config_.batch_invariant) return kInvariantDecodeSplits;
+  // --batch-invariant: chunks of a fixed number of keys (invariant_keys_per_split), enough of them for the longest
+  // sequence; the splits past a shorter sequence's keys are empty and weigh nothing in its combine.
+  if (config_.batch_invariant) {
+    const int64_t splits = (max_len + invariant_keys_per_split() - 1) / invariant_keys_per_split();
+    DI_CHECK(splits <= cuda::kMlaDecodeMaxSplits, "a sequence of {} tokens is past the {} the model takes", max_len,
+             config_.max_position_embeddings);
+    return std::max<int64_t>(splits, 1);
+  }
   const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
   const int64_t blocks = num_tokens * head_groups;
   const int64_t one_per_sm = (num_sms_ + blocks - 1) / blocks;

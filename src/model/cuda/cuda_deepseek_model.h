@@ -71,10 +71,13 @@ class CudaDeepseekModel final : public CausalLm {
   float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
   // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
   int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
-  // --batch-invariant: the decode attention's split count at every step (16: one sequence of 4,096 keys spreads over
-  // 16 blocks a head group; one split left a batch-1 step of DeepSeek-V2-Lite at 4.3x the default's time), its
-  // rows launched in groups whose partial sums fit this workspace (a prefill step's rows would need gigabytes).
-  static constexpr int64_t kInvariantDecodeSplits = 16;
+  // --batch-invariant: the decode attention splits every sequence's keys in chunks of this many (from its first
+  // key), whatever the batch — a fixed partition per sequence, so a long sequence still spreads over many blocks
+  // (one split for every sequence left a batch-1 step of DeepSeek-V2-Lite at 4.3x the default's time; a fixed 16
+  // splits cost small sequences and prefill rows 16 partials each). At least 256 keys, and few enough chunks for
+  // the longest sequence the model takes (cuda::kMlaDecodeMaxSplits).
+  int64_t invariant_keys_per_split() const;
+  // Its rows launched in groups whose partial sums fit this workspace (a prefill step's rows would need gigabytes).
   static constexpr int64_t kInvariantWorkspaceBytes = int64_t{256} << 20;
 
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);

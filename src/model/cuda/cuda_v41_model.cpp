@@ -417,7 +417,6 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
              "model only");
   published_.reset();
   scratch_.reset();
-  idle_.record_start();
   profiler_.mark("start");
   // A decode step (one new token a sequence) lays its compressed entries out at fixed shapes, whether or not it
   // is then graphed, so that a replay and an eager run give the same bits.
@@ -434,7 +433,10 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
                                   [](const SequenceChunk& seq) { return seq.num_new == 1; }) &&
                       std::none_of(rebuild.begin(), rebuild.end(), [](bool b) { return b; });
   const StepPlan plan(batch, config_.v41, layers_, decode, rebuild, experts, published_);
-  sampler_.fill_inputs(plan.token_ids, batch.tokens_from_previous_step, published_);  // (overlapped scheduling)
+  // The step's device work starts here (the plan's uploads are queued before it, asynchronously): the idle meter's
+  // mark, then the inputs owed by the step in flight (overlapped scheduling).
+  idle_.record_start();
+  sampler_.fill_inputs(plan.token_ids, batch.tokens_from_previous_step, published_);
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   profiler_.mark("host plan");
   *num_rows = plan.num_rows;

@@ -67,7 +67,7 @@ std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t v
   return tokens;
 }
 
-void DeviceSampler::fill_inputs(int32_t* token_ids, const std::vector<int32_t>& targets, ScratchPool& scratch) const {
+void DeviceSampler::fill_inputs(int32_t* token_ids, const std::vector<int32_t>& targets, ScratchPool& scratch) {
   if (targets.empty()) return;
   DI_CHECK(started_ > 0 && started_ == finished_ + 1, "a step's inputs name the previous step's tokens, but {} steps "
            "are outstanding", started_ - finished_);
@@ -75,8 +75,14 @@ void DeviceSampler::fill_inputs(int32_t* token_ids, const std::vector<int32_t>& 
   for (size_t i = 1; i < targets.size(); i += 2)
     DI_CHECK(targets[i] >= 0 && targets[i] < previous.rows, "an input names row {} of a step of {} rows", targets[i],
              previous.rows);
-  cuda::scatter_sampled_tokens(previous.tokens.data(), device_copy(scratch, targets),
-                               static_cast<int64_t>(targets.size() / 2), token_ids, cudaStreamPerThread);
+  if (targets_.size() < targets.size())  // grows rarely (a free synchronises)
+    targets_ = DeviceArray<int32_t>(std::max(targets.size(), 2 * targets_.size()));
+  const size_t bytes = targets.size() * sizeof(int32_t);
+  void* staged = scratch.stage(bytes);
+  std::memcpy(staged, targets.data(), bytes);
+  DI_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), staged, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+  cuda::scatter_sampled_tokens(previous.tokens.data(), targets_.data(), static_cast<int64_t>(targets.size() / 2),
+                               token_ids, cudaStreamPerThread);
 }
 
 void DeviceSampler::start(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows,
@@ -87,7 +93,7 @@ void DeviceSampler::start(float* logits, int64_t num_rows, int64_t vocab, std::s
   vocab_ = vocab;
   slot.rows = num_rows;
   slot.hashes_wanted = want_hashes;
-  if (static_cast<int64_t>(slot.tokens.size()) < num_rows) {  // grows rarely: frees synchronise
+  if (static_cast<int64_t>(slot.tokens.size()) < num_rows || slot.host.bytes() == 0) {  // grows rarely: frees synchronise
     const auto capacity = static_cast<size_t>(std::max<int64_t>(num_rows, 2 * slot.tokens.size()));
     slot.tokens = DeviceArray<int32_t>(capacity);
     slot.hashes = DeviceArray<uint64_t>(capacity);

@@ -28,8 +28,10 @@ std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t v
 class DeviceSampler {
  public:
   // Before the step's forward, on its stream: token_ids[targets[2 i]] = the previous started step's token at row
-  // targets[2 i + 1] (ForwardBatch::tokens_from_previous_step).
-  void fill_inputs(int32_t* token_ids, const std::vector<int32_t>& targets, ScratchPool& scratch) const;
+  // targets[2 i + 1] (ForwardBatch::tokens_from_previous_step). The targets go to a buffer of the sampler's own,
+  // staged through the pool's pinned memory: the step's scratch allocations stay in the order a captured decode
+  // graph baked in, whether or not a step has owed inputs.
+  void fill_inputs(int32_t* token_ids, const std::vector<int32_t>& targets, ScratchPool& scratch);
   // After the forward: samples as sample_on_device (no masks) into this step's slot, records step_end after the
   // sampling kernels, and queues the copies back; returns at once.
   void start(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows, bool want_hashes,
@@ -48,6 +50,7 @@ class DeviceSampler {
     bool hashes_wanted = false;
   };
   Slot slots_[2];
+  DeviceArray<int32_t> targets_{0};
   int64_t started_ = 0, finished_ = 0;
   int64_t vocab_ = 0;
 };
