@@ -58,7 +58,7 @@ struct GenerateOptions {
   int64_t chunk_tokens = 4096;
   bool prefix_cache = false;
   bool logits_hashes = false;  // results carry each output token's logits-row fingerprint (EngineOptions)
-  bool overlap_schedule = false;  // EngineOptions::overlap_schedule
+  bool overlap_schedule = true;  // EngineOptions::overlap_schedule (--no-overlap-schedule: in order)
   std::string kv_store_dir;  // the prefix cache's directory tier (implies prefix_cache)
   int64_t swa_replay_tokens = 128;  // GenerationOptions::swa_replay_tokens
   std::string yoco_truncation = "off";  // V4.1's bounded decoder replay: off | mask | compact (replay_options.h)

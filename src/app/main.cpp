@@ -151,11 +151,13 @@ int main(int argc, char** argv) {
   generate_cmd->add_flag("--prefix-cache", generate.prefix_cache,
                          "Share the KV blocks of common prompt prefixes: a prompt starting with whole blocks another "
                          "request computed on the same rank prefills only the rest (the outputs stay the same)");
-  generate_cmd->add_flag("--overlap-schedule", generate.overlap_schedule,
-                         "Overlapped scheduling: each step is scheduled and started before the previous step's tokens "
-                         "are postprocessed (its inputs name them by placeholder; a sequence that stops has run one "
-                         "step more, dropped). Not with speculation, structured output or on prefill ranks (they run "
-                         "in order); the outputs are the same either way");
+  generate_cmd->add_flag("--overlap-schedule,!--no-overlap-schedule", generate.overlap_schedule,
+                         "Overlapped scheduling (on by default): each step is scheduled and started before the previous "
+                         "step's tokens are postprocessed (its inputs name them by placeholder, filled on the GPU where "
+                         "the tokens are; a sequence that stops has run one step more, dropped), so the host's work "
+                         "between steps runs while the GPU computes. Not with speculation, structured output or on "
+                         "prefill ranks (they run in order); the outputs are the same either way")
+      ->capture_default_str();
   generate_cmd->add_flag("--logits-hashes", generate.logits_hashes,
                          "Each result carries logits_hashes: per output token, a 64-bit fingerprint (16 hex digits) "
                          "of the fp32 logits row it was drawn from, before any mask: equal bits, equal hashes, to "

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """check_overlap_schedule.py --deepinfer BIN --mpirun MPIRUN --model M --deploy-dir D [--args "..."]
 
-`generate --overlap-schedule` (issue #27): each step is scheduled and started before the previous step's tokens are
-postprocessed. 16 requests (prompts of 3 to 120 tokens, a third sampled, some with stop tokens that end them early,
+`generate --overlap-schedule` (issue #27, the default): each step is scheduled and started before the previous step's
+tokens are postprocessed; against `--no-overlap-schedule`. 16 requests (prompts of 3 to 120 tokens, a third sampled, some with stop tokens that end them early,
 output lengths 1 to 16, two sharing a 64-token prefix) must give the same results as in order — tokens, finish
 reasons and every logits row's fingerprint — and the same streamed tokens, on one rank (prefill chunks of 50 tokens;
 with the prefix cache; with a KV cache small enough to preempt), under 2p2d and under colocated4. With preemption the
@@ -69,8 +69,8 @@ def main():
                 "2p2d": (mpirun + base + ["--deploy", os.path.join(args.deploy_dir, "2p2d.toml")], True),
                 "colocated4": (mpirun + base + ["--deploy", os.path.join(args.deploy_dir, "colocated4.toml")], True)}
         for name, (cmd, bits) in ways.items():
-            in_order = run(cmd, tmp)
-            overlapped = run(cmd + ["--overlap-schedule"], tmp)
+            in_order = run(cmd + ["--no-overlap-schedule"], tmp)
+            overlapped = run(cmd + ["--overlap-schedule"], tmp)  # (the default)
             if not bits:
                 for r in in_order[0] + overlapped[0]:
                     r.pop("logits_hashes")

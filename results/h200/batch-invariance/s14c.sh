@@ -61,5 +61,5 @@ for running in 1 64 256; do
   done
 done
 xz $w/gpu_tests.log
-rm -f $w/overlap-requests.jsonl $w/gen-*.jsonl
+rm -f $w/overlap-requests.jsonl $w/gen-*.jsonl $w/req-*.jsonl
 tar -C $w -cJf $OUT/s14c.tar.xz .

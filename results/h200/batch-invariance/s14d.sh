@@ -47,7 +47,7 @@ for running in 1 64 256; do
   n=$(( running == 1 ? 4 : 2 * running ))
   head -n $n $w/overlap-requests.jsonl > $w/req-$running.jsonl
   for mode in in-order overlap; do
-    flag=""; [ $mode = overlap ] && flag="--overlap-schedule"
+    flag="--no-overlap-schedule"; [ $mode = overlap ] && flag="--overlap-schedule"
     timeout 150 $di generate $common --input $w/req-$running.jsonl --max-running $running $flag \
       --output $w/gen-$running-$mode.jsonl > $w/gen-$running-$mode.log 2>&1
     echo "generate $running running, $mode rc=$?: $(grep -hE "device idle|generated tok/s|rror" $w/gen-$running-$mode.log | cut -c30-220 | tr '\n' ' ')"
@@ -59,5 +59,5 @@ b=[json.loads(l)['output_token_ids'] for l in open('$w/gen-$running-overlap.json
 print('  outputs equal in order and overlapped:', sum(x==y for x,y in zip(a,b)), 'of', len(a))" 2>&1 | tail -1
 done
 xz $w/gpu_tests.log
-rm -f $w/overlap-requests.jsonl $w/gen-*.jsonl
+rm -f $w/overlap-requests.jsonl $w/gen-*.jsonl $w/req-*.jsonl
 tar -C $w -cJf $OUT/s14d.tar.xz .
