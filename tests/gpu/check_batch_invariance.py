@@ -3,7 +3,7 @@
 
 Issue #28 on the GPU: 32 requests (prompts of 3 to 300 tokens, a third sampled) generated each alone
 (--max-running 1: every prefill chunk and decode step holds one request), then: all together, together in prefill
-chunks of 96 tokens (a prompt split across chunks, several prompts in one), shuffled among 224 random companions
+chunks of 37, 96 and 200 tokens (a prompt split across chunks, several prompts in one), shuffled among 224 random companions
 (other prompts, lengths and sampling) with at most 2, 64 and 256 running, and under 2p2d and colocated4 (four ranks
 sharing the GPU: decode batches formed by the handoffs' arrival, experts spread over an EP group). Every run writes
 --logits-hashes (a fingerprint of each output token's fp32 logits row), so each way prints how many of the 32
@@ -67,11 +67,10 @@ def main():
         base = [args.deepinfer, "generate", "--model", args.model, "--device", "cuda"] + shlex.split(args.args)
         alone = run(base + ["--input", plain, "--max-running", "1"], os.path.join(tmp, "alone.jsonl"))
         mpirun = shlex.split(args.mpirun) + ["-np", "4"]
-        ways = {
-            "together (32 running)": base + ["--input", plain, "--max-running", "32"],
-            "together, prefill chunks of 96 tokens": base + ["--input", plain, "--max-running", "32",
-                                                             "--chunk-tokens", "96"],
-        }
+        ways = {"together (32 running)": base + ["--input", plain, "--max-running", "32"]}
+        for chunk in (37, 96, 200):
+            ways[f"together, prefill chunks of {chunk} tokens"] = base + ["--input", plain, "--max-running", "32",
+                                                                         "--chunk-tokens", str(chunk)]
         for cap in (2, 64, 256):
             ways[f"among 224 companions, at most {cap} running"] = base + ["--input", among, "--max-running", str(cap)]
         for deploy in ("2p2d", "colocated4"):

@@ -17,6 +17,8 @@ for f in tiny-v3-bf16 tiny-v2-bf16; do
   timeout 60 python3 tests/cli/check_forward.py tests/fixtures/$f all --bf16-yardstick 1.5 -- $di forward \
     --model tests/fixtures/$f --device cuda --batch-invariant > $w/forward-$f.log 2>&1
   echo "forward $f --batch-invariant rc=$?: $(grep -E "relative error|Error|error" $w/forward-$f.log | head -3)"
+done
+for f in tiny-v3-bf16 tiny-v2-bf16 tiny-v41 tiny-v41-fp8; do  # (prefill chunks of 37, 96 and 200 tokens now)
   timeout 100 python3 tests/gpu/check_batch_invariance.py --deepinfer $di --mpirun "mpirun --oversubscribe" \
     --model tests/fixtures/$f "--args=--batch-invariant" --expect-identical > $w/$f-invariant.log 2>&1
   echo "$f rc=$?"; grep -E "outputs equal|exit|FAIL|rror" $w/$f-invariant.log | head -10
