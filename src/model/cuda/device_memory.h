@@ -41,7 +41,8 @@ class DeviceArena {
 };
 
 // Pinned host memory mapped into every device's address space (RAII): kernels read it over PCIe through the
-// same pointer (unified addressing), for tables too large for GPU memory that a step only gathers rows from.
+// same pointer (unified addressing), for tables too large for GPU memory that a step only gathers rows from; and,
+// being pinned, the host side of asynchronous copies (ScratchPool::stage, DeviceSampler).
 class MappedHostArray {
  public:
   MappedHostArray() = default;
@@ -67,12 +68,12 @@ class MappedHostArray {
 };
 
 // Device buffers that live for one forward step: a bump allocator over chunks that are kept from step to step,
-// so that after the first steps no step calls cudaMalloc. reset() starts a step; every buffer of the
-// previous step is then reused (by kernels queued after the previous step's on the same stream; overlapped scheduling
-// starts a step before the previous one's kernels are done). A step that
-// had to add chunks is followed, at the next reset(), by one chunk as large as that step's peak in place of them
-// all (without it, growth by doubling held up to three times a large prefill's need: the rank slice of a V4.1
-// prefill rank ran out of memory at 16,384 tokens); generation() then changes, for whatever baked in addresses.
+// so that after the first steps no step calls cudaMalloc. reset() starts a step; every buffer of the previous step
+// is then reused by kernels queued after the previous step's on the same stream (overlapped scheduling starts a step
+// before the previous one's kernels are done). A step that had to add chunks is followed, at the next reset(), by
+// one chunk as large as that step's peak in place of them all (without it, growth by doubling held up to three
+// times a large prefill's need: the rank slice of a V4.1 prefill rank ran out of memory at 16,384 tokens);
+// generation() then changes, for whatever baked in addresses.
 class ScratchPool {
  public:
   void reset() {
