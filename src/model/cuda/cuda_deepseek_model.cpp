@@ -266,8 +266,8 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
       profiler_.mark("attn:decode kernel+unabsorb");
     } else {
       auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
-      // (--batch-invariant: rows_per_launch bounds the workspace of the fixed split count; a row's result does not
-      // depend on its launch.)
+      // (--batch-invariant: rows_per_launch bounds the workspace of the splits the longest sequence needs; a row's
+      // result does not depend on its launch.)
       for (int64_t first = 0; first < T; first += rows_per_launch)
         cuda::mla_decode_attention(q_latent + first * heads * D, cache_layer, plan.block_table + first * plan.max_blocks,
                                    plan.max_blocks, plan.seq_lens + first, std::min(rows_per_launch, T - first),
