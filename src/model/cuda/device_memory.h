@@ -125,16 +125,22 @@ class ScratchPool {
   int staging_half_ = 0;
 };
 
-// A host vector copied into step scratch on the per-thread default stream, through the pool's pinned staging: the
-// host may reuse `host` at once and does not wait for the device; kernels queued after it on the stream see it.
+// A host vector copied to `dst` on the device on the per-thread default stream, through the pool's pinned staging:
+// the host may reuse `host` at once and does not wait for the device; kernels queued after it on the stream see it.
 template <class T>
-T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
-  T* ptr = scratch.alloc<T>(host.size());
-  if (host.empty()) return ptr;
+void copy_to_device(ScratchPool& scratch, const std::vector<T>& host, T* dst) {
+  if (host.empty()) return;
   const size_t bytes = host.size() * sizeof(T);
   void* staged = scratch.stage(bytes);
   std::memcpy(staged, host.data(), bytes);
-  DI_CUDA_CHECK(cudaMemcpyAsync(ptr, staged, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+  DI_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+}
+
+// The same into step scratch.
+template <class T>
+T* device_copy(ScratchPool& scratch, const std::vector<T>& host) {
+  T* ptr = scratch.alloc<T>(host.size());
+  copy_to_device(scratch, host, ptr);
   return ptr;
 }
 

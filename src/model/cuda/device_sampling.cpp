@@ -77,10 +77,7 @@ void DeviceSampler::fill_inputs(int32_t* token_ids, const std::vector<int32_t>& 
              previous.rows);
   if (targets_.size() < targets.size())  // grows rarely (a free synchronises)
     targets_ = DeviceArray<int32_t>(std::max(targets.size(), 2 * targets_.size()));
-  const size_t bytes = targets.size() * sizeof(int32_t);
-  void* staged = scratch.stage(bytes);
-  std::memcpy(staged, targets.data(), bytes);
-  DI_CUDA_CHECK(cudaMemcpyAsync(targets_.data(), staged, bytes, cudaMemcpyHostToDevice, cudaStreamPerThread));
+  copy_to_device(scratch, targets, targets_.data());
   cuda::scatter_sampled_tokens(previous.tokens.data(), targets_.data(), static_cast<int64_t>(targets.size() / 2),
                                token_ids, cudaStreamPerThread);
 }
