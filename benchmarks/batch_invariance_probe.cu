@@ -305,7 +305,7 @@ void probe_argmax_and_sampling(const std::vector<int64_t>& batches) {
     std::vector<cuda::SamplingRow> rows(M, cuda::SamplingRow{0.9f, 0.95f, 0, 11, 5});
     DeviceArray<uint8_t> params(M * sizeof(cuda::SamplingRow));
     DI_CUDA_CHECK(cudaMemcpy(params.data(), rows.data(), params.size(), cudaMemcpyHostToDevice));
-    cuda::argmax_rows(d.data(), M, vocab, out.data(), nullptr);
+    cuda::argmax_rows(d.data(), M, vocab, out.data(), nullptr, nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
     const int32_t greedy = out.to_host()[at];
     DeviceArray<uint8_t> workspace(cuda::sample_workspace_bytes(M, vocab));

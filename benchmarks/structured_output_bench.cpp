@@ -89,11 +89,11 @@ nlohmann::json device_costs(const TokenMasks& masks, int64_t rows, int repeats) 
   const double copy = median_ms(repeats, fresh);
   nlohmann::json j;
   j["mask_upload_and_apply_ms"] = median_ms(repeats, [&] { fresh(); upload_and_mask(); }) - copy;
-  j["argmax_ms"] = median_ms(repeats, [&] { fresh(); cuda::argmax_rows(scratch, rows, kVocab, out, cudaStreamPerThread); }) - copy;
+  j["argmax_ms"] = median_ms(repeats, [&] { fresh(); cuda::argmax_rows(scratch, rows, kVocab, out, nullptr, cudaStreamPerThread); }) - copy;
   j["masked_argmax_ms"] = median_ms(repeats, [&] {
     fresh();
     upload_and_mask();
-    cuda::argmax_rows(scratch, rows, kVocab, out, cudaStreamPerThread);
+    cuda::argmax_rows(scratch, rows, kVocab, out, nullptr, cudaStreamPerThread);
   }) - copy;
   j["top_p_sample_ms"] = median_ms(repeats, [&] {
     fresh();

@@ -12,10 +12,15 @@
 
 namespace deepinfer::cpu {
 
-void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out) {
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, float* probability) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = logits + r * vocab;
-    out[r] = static_cast<int32_t>(std::max_element(row, row + vocab) - row);  // the first maximum
+    const int64_t best = std::max_element(row, row + vocab) - row;  // the first maximum
+    out[r] = static_cast<int32_t>(best);
+    if (probability == nullptr) continue;
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - row[best]);
+    probability[r] = static_cast<float>(1.0 / sum);
   }
 }
 

@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* out) {
+__global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* out, float* probability) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const float* row = logits + blockIdx.x * vocab;
   float best = -INFINITY;
@@ -35,6 +35,19 @@ __global__ void argmax_kernel(const float* logits, int64_t vocab, int32_t* out) 
     __syncthreads();
   }
   if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(indices[0]);
+  if (probability == nullptr) return;
+  // The maximum's softmax probability: 1 / sum_i exp(l_i - l_max), the partial sums reduced in a fixed order.
+  const float top = values[0];
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < vocab; i += kThreads) sum += __expf(row[i] - top);
+  __shared__ float sums[kThreads];
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) sums[threadIdx.x] += sums[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) probability[blockIdx.x] = 1.0f / sums[0];
 }
 
 // Smallest index i in [0, n) with pred(i), over the block; n if none.
@@ -187,9 +200,10 @@ void scatter_sampled_tokens(const int32_t* sampled, const int32_t* targets, int6
                                                                                           token_ids);
 }
 
-void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, float* probability,
+                 cudaStream_t stream) {
   if (rows == 0) return;
-  launch_dependent(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, logits, vocab, out);
+  launch_dependent(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, logits, vocab, out, probability);
 }
 
 size_t sample_workspace_bytes(int64_t rows, int64_t vocab) { return layout(rows, vocab).total; }

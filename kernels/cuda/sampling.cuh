@@ -1,5 +1,6 @@
 // Sampling from fp32 logits [rows, vocab]:
-//   argmax_rows: greedy (ties to the lowest index, as torch.argmax).
+//   argmax_rows: greedy (ties to the lowest index, as torch.argmax); with `probability` (may be null) each row's
+//     softmax probability of that token (a drafter's confidence), as the CPU form.
 //   sample_rows: per row, greedy when temperature <= 0; otherwise the CPU form's rule (kernels/cpu/sampling.h):
 //     sort descending (stable), keep top_k (0: all), p_i ~ exp((l_i - l_max) / temperature), keep the smallest
 //     prefix whose mass reaches top_p, and pick the first token whose cumulative mass exceeds u * mass with
@@ -22,7 +23,8 @@ struct SamplingRow {
   int64_t position;
 };
 
-void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, float* probability,
+                 cudaStream_t stream);
 // Structured output's vocabulary masks (the CPU form's rule, kernels/cpu/sampling.h), in place on the device.
 void apply_token_bitmask(float* logits, int64_t rows, int64_t vocab, const uint32_t* masks, int64_t words,
                          const uint8_t* masked, cudaStream_t stream);

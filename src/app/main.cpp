@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     if (with_reference)
       cmd->add_option("--draft", spec.drafter,
                       "With --nextn: what drafts — controlled (from --draft-reference), mtp (the checkpoint's "
-                      "DeepSeek-V3 MTP layer, CPU backend, one draft a step) or dspark (DeepSeek-V4.1's DSpark "
+                      "DeepSeek-V3 MTP layer, CPU or CUDA, one draft a step) or dspark (DeepSeek-V4.1's DSpark "
                       "layers, CPU backend, up to dspark_block_size drafts a step)")
           ->check(CLI::IsMember({"controlled", "mtp", "dspark"}))
           ->capture_default_str();

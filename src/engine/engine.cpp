@@ -183,7 +183,7 @@ void Engine::step() {
                                step_hashes_[i].begin() + std::min<int64_t>(kept, std::ssize(step_hashes_[i])));
   }
   advance_constraints(batch);
-  if (mtp_ != nullptr) mtp_->after_step(batch, forward, hidden_, *cache_);
+  if (mtp_ != nullptr) mtp_->after_step(batch, forward, *cache_);
   if (dspark_ != nullptr) dspark_->after_step(batch, *cache_);
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);
@@ -438,9 +438,7 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
                                masks.masked.data());
     cpu::sample_rows(logits.data<float>(), logits.size(0), vocab, rows.data(), drawn.data());
   };
-  if (mtp_ != nullptr) {  // the MTP module reads every row's hidden state (CPU backend)
-    sample_host(model_.forward_with_hidden(forward, *cache_, options_.experts, hidden_));
-  } else if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
+  if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
     drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows, masks.empty() ? nullptr : &masks,
                                       hashes.empty() ? nullptr : hashes.data());
   } else {

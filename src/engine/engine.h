@@ -191,7 +191,6 @@ class Engine {
   EngineStats stats_;
   // With SpeculationOptions::model_drafter, the one for the model's module.
   std::unique_ptr<MtpDrafter> mtp_;
-  Tensor hidden_;  // with it: the step's hidden states, for the MTP module
   std::unique_ptr<DsparkDrafter> dspark_;
   // With options_.logits_hashes: per batch item of the step, the fingerprints of the rows its emitted tokens came
   // from (in emitted order; the scheduler may keep fewer).

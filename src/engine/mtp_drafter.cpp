@@ -1,8 +1,5 @@
 #include "src/engine/mtp_drafter.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "src/core/check.h"
 
 namespace deepinfer {
@@ -16,14 +13,11 @@ DraftProposal MtpDrafter::propose(const Sequence& seq, int64_t max_drafts) {
   return proposal;
 }
 
-void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& forward, const Tensor& hidden,
-                            KvCache& cache) {
-  const int64_t H = model_.config().hidden_size;
-  DI_CHECK(hidden.size(0) == forward.num_tokens() && forward.sequences.size() == batch.items.size(),
-           "the MTP drafter needs every row's hidden state of the step ({} rows, {} given)", forward.num_tokens(),
-           hidden.size(0));
+void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& forward, KvCache& cache) {
+  DI_CHECK(forward.sequences.size() == batch.items.size(), "the MTP drafter: {} sequences run for {} scheduled",
+           forward.sequences.size(), batch.items.size());
   ForwardBatch mtp;
-  std::vector<float> rows;
+  std::vector<int64_t> hidden_rows;  // rows of the step the module reads
   std::vector<const Sequence*> drafted;
   int64_t offset = 0;
   for (size_t i = 0; i < batch.items.size(); ++i) {
@@ -42,21 +36,16 @@ void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& for
       mtp.token_ids.insert(mtp.token_ids.end(), seq.tokens.begin() + ran.num_cached + 1,
                            seq.tokens.begin() + seq.num_cached + 1);
       mtp.sequences.push_back({ran.num_cached, n, seq.block_table});
-      rows.insert(rows.end(), hidden.data<float>() + offset * H, hidden.data<float>() + (offset + n) * H);
+      for (int64_t r = 0; r < n; ++r) hidden_rows.push_back(offset + r);
       drafted.push_back(&seq);
     }
     offset += ran.num_new;
   }
   if (mtp.sequences.empty()) return;
-  const Tensor logits = model_.mtp_forward(mtp, rows.data(), cache);
-  const int64_t vocab = logits.size(1);
-  for (size_t s = 0; s < drafted.size(); ++s) {
-    const float* row = logits.data<float>() + static_cast<int64_t>(s) * vocab;
-    const int64_t best = std::max_element(row, row + vocab) - row;  // ties to the lowest index
-    double sum = 0;
-    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - row[best]);
-    pending_[drafted[s]] = {drafted[s]->num_tokens(), static_cast<int32_t>(best), 1.0 / sum};
-  }
+  const std::vector<CausalLm::MtpDraft> drafts = model_.mtp_draft(mtp, hidden_rows, cache);
+  DI_CHECK(drafts.size() == drafted.size(), "{} MTP drafts for {} sequences", drafts.size(), drafted.size());
+  for (size_t s = 0; s < drafted.size(); ++s)
+    pending_[drafted[s]] = {drafted[s]->num_tokens(), drafts[s].token, drafts[s].confidence};
 }
 
 }  // namespace deepinfer

@@ -28,12 +28,20 @@ void CausalLm::enable_mtp() {
                    "its DSpark layers)");
 }
 
-Tensor CausalLm::forward_with_hidden(const ForwardBatch&, KvCache&, ExpertDispatcher*, Tensor&) const {
-  throw InputError("this backend does not give hidden states (the MTP drafter runs on the CPU backend)");
+Tensor CausalLm::mtp_forward(const ForwardBatch&, std::span<const int64_t>, KvCache&) const {
+  throw InputError("this model has no MTP module");
 }
 
-Tensor CausalLm::mtp_forward(const ForwardBatch&, const float*, KvCache&) const {
-  throw InputError("this model has no MTP module");
+std::vector<CausalLm::MtpDraft> CausalLm::mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                                                    KvCache& cache) const {
+  const Tensor logits = mtp_forward(batch, hidden_rows, cache);
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  std::vector<int32_t> tokens(rows);
+  std::vector<float> probability(rows);
+  cpu::argmax_rows(logits.data<float>(), rows, vocab, tokens.data(), probability.data());
+  std::vector<MtpDraft> drafts(rows);
+  for (int64_t r = 0; r < rows; ++r) drafts[r] = {tokens[r], probability[r]};
+  return drafts;
 }
 
 std::vector<CausalLm::DraftBlock> CausalLm::dspark_draft(const ForwardBatch&, KvCache&,

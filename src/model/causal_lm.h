@@ -85,19 +85,26 @@ class CausalLm {
   virtual std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const;
 
   // The checkpoint's draft module (its num_nextn_predict_layers layers: DeepSeek-V3's multi-token-prediction layer,
-  // DeepSeek-V4.1's DSpark drafter), speculative decoding's drafter where the checkpoint has one (CPU backend):
-  // whether it was loaded, and enabling it, before make_kv_cache (the caches made after hold its layers too, so
-  // that KV handoffs carry them).
+  // DeepSeek-V4.1's DSpark drafter), speculative decoding's drafter where the checkpoint has one: whether it was
+  // loaded, and enabling it, before make_kv_cache (the caches made after hold its layers too, so that KV handoffs
+  // carry them).
   virtual bool has_mtp() const { return false; }
   virtual void enable_mtp();
-  // forward() that also gives `hidden` [T, hidden_size]: every token row's final-normed hidden state (what the MTP
-  // module reads).
-  virtual Tensor forward_with_hidden(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                     Tensor& hidden) const;
-  // The MTP module over `batch`, whose token_ids are the tokens that follow each row's position, given the main
-  // model's `hidden` of those positions ([T, hidden_size]): writes its cache layer at the positions and returns the
-  // draft logits of the batch's logits rows (the token after the next one).
-  virtual Tensor mtp_forward(const ForwardBatch& batch, const float* hidden, KvCache& cache) const;
+  // DeepSeek-V3's MTP module, once enabled: every forward (forward, forward_and_sample, start_forward_and_sample)
+  // keeps its rows' final-normed hidden states where they were computed (host or device) until the next forward.
+  // mtp_forward runs the module over `batch`, whose token_ids are the tokens that follow each row's position, given
+  // the kept hidden states of those positions (`hidden_rows`: a row of the last forward per token of `batch`):
+  // writes its cache layer at the positions and returns the draft logits of the batch's logits rows (the token
+  // after the next one) on the host.
+  virtual Tensor mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache) const;
+  // The same, drafting: per logits row the most likely token (ties to the lowest id) and its probability, the
+  // draft's confidence. Backends that sample on the device draw them there (only the drafts come back).
+  struct MtpDraft {
+    int32_t token = 0;
+    float confidence = 0;
+  };
+  virtual std::vector<MtpDraft> mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                                          KvCache& cache) const;
 
   // DeepSeek-V4.1's DSpark drafter, once enabled (enable_mtp): every forward() also writes, for each of its rows,
   // the draft layers' window keys (from the main model's features at the target layers), and dspark_draft drafts

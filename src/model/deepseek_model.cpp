@@ -87,12 +87,7 @@ DeepseekModel::Mlp DeepseekModel::resolve_mlp(const std::string& prefix, int64_t
 }
 
 Tensor DeepseekModel::forward(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts) const {
-  return run(batch, kv_cache, experts, nullptr);
-}
-
-Tensor DeepseekModel::forward_with_hidden(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,
-                                          Tensor& hidden) const {
-  return run(batch, kv_cache, experts, &hidden);
+  return run(batch, kv_cache, experts, mtp_enabled_ ? &last_hidden_ : nullptr);
 }
 
 Tensor DeepseekModel::run(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,

@@ -23,8 +23,6 @@ class DeepseekModel final : public HostCausalLm {
   DeepseekModel(ModelConfig config, WeightStore weights);
 
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
-  Tensor forward_with_hidden(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                             Tensor& hidden) const override;
 
   // The MTP module (mtp.cpp): DeepSeek-V3's depth-1 multi-token prediction, as its paper gives it —
   //   x = eh_proj([enorm(embed(t_{i+1})) ; hnorm(h_i)]), one decoder layer (its own MLA cache layer and MoE,
@@ -32,7 +30,7 @@ class DeepseekModel final : public HostCausalLm {
   // h_i the main model's final-normed hidden state at position i; its output at i drafts t_{i+2}.
   bool has_mtp() const override { return mtp_.has_value(); }
   void enable_mtp() override;
-  Tensor mtp_forward(const ForwardBatch& batch, const float* hidden, KvCache& cache) const override;
+  Tensor mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache) const override;
 
  private:
   struct Linear {  // a projection [out, in] and its bias (null where the checkpoint has none)
@@ -81,6 +79,7 @@ class DeepseekModel final : public HostCausalLm {
   std::optional<Mtp> mtp_;          // where the checkpoint has the nextn layer's tensors
   HostExpertStore mtp_experts_;     // its routed experts (one MoE layer)
   bool mtp_enabled_ = false;
+  mutable Tensor last_hidden_;      // with it: the last forward's final-normed hidden states [T, hidden_size]
 };
 
 }  // namespace deepinfer

@@ -13,8 +13,11 @@ void DeepseekModel::enable_mtp() {
   mtp_enabled_ = true;
 }
 
-Tensor DeepseekModel::mtp_forward(const ForwardBatch& batch, const float* hidden, KvCache& kv_cache) const {
+Tensor DeepseekModel::mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                                  KvCache& kv_cache) const {
   DI_CHECK(mtp_enabled_, "mtp_forward before enable_mtp");
+  DI_CHECK(static_cast<int64_t>(hidden_rows.size()) == batch.num_tokens(), "{} hidden rows for {} tokens",
+           hidden_rows.size(), batch.num_tokens());
   MlaKvCache& cache = host_cache(kv_cache);
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens(), H = c.hidden_size, m = c.num_hidden_layers;
@@ -28,10 +31,14 @@ Tensor DeepseekModel::mtp_forward(const ForwardBatch& batch, const float* hidden
   // x = eh_proj([enorm(embed(next token)) ; hnorm(h)])
   std::vector<float> joined(T * 2 * H), x(T * H), h(T * H), delta(T * H);
   std::vector<float> embedded(T * H);
+  const int64_t kept = last_hidden_.ndim() == 2 ? last_hidden_.size(0) : 0;
   cpu::embedding(embed_, batch.token_ids.data(), embedded.data(), T, H);
   for (int64_t t = 0; t < T; ++t) {
     cpu::rms_norm(embedded.data() + t * H, w.enorm, joined.data() + t * 2 * H, 1, H, c.rms_norm_eps);
-    cpu::rms_norm(hidden + t * H, w.hnorm, joined.data() + t * 2 * H + H, 1, H, c.rms_norm_eps);
+    DI_CHECK(hidden_rows[t] >= 0 && hidden_rows[t] < kept, "hidden row {} of the last forward's {}", hidden_rows[t],
+             kept);
+    cpu::rms_norm(last_hidden_.data<float>() + hidden_rows[t] * H, w.hnorm, joined.data() + t * 2 * H + H, 1, H,
+                  c.rms_norm_eps);
   }
   cpu::linear(joined.data(), w.eh_proj, nullptr, x.data(), T, H, 2 * H);
 

@@ -443,12 +443,24 @@ void argmax_rows(OpRun& r) {
   logits[5 * vocab + 7] = logits[5 * vocab + 9] = 100.0f;  // a tie: the lower index wins
   auto d = DeviceArray<float>::from_host(logits);
   DeviceArray<int32_t> out(rows);
+  DeviceArray<float> probability(rows);
   out.poison();
-  cuda::argmax_rows(d.data(), rows, vocab, out.data(), nullptr);
+  probability.poison();
+  cuda::argmax_rows(d.data(), rows, vocab, out.data(), probability.data(), nullptr);
   sync();
   std::vector<int32_t> want(rows);
-  cpu::argmax_rows(logits.data(), rows, vocab, want.data());  // kernels/cpu/sampling.h
+  std::vector<float> want_probability(rows);
+  cpu::argmax_rows(logits.data(), rows, vocab, want.data(), want_probability.data());  // kernels/cpu/sampling.h
   r.exact("tokens", out.to_host(), want);
+  // The confidence of the MTP drafter's drafts: float partial sums against the CPU's double sum.
+  const std::vector<float> got_probability = probability.to_host();
+  for (int64_t i = 0; i < rows; ++i)
+    EXPECT_NEAR(got_probability[i], want_probability[i], 1e-5 * want_probability[i] + 1e-7) << "row " << i;
+  // Without the probabilities, the same tokens.
+  out.poison();
+  cuda::argmax_rows(d.data(), rows, vocab, out.data(), nullptr, nullptr);
+  sync();
+  r.exact("tokens without probabilities", out.to_host(), want);
 }
 
 // Overlapped scheduling: a step's inputs take its predecessor's sampled tokens on the device; the other inputs

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 
 #include "src/model/backend.h"
 #include "src/model/deepseek_model.h"
@@ -37,13 +38,14 @@ std::vector<float> run_mtp(const DeepseekModel& model, const std::vector<int32_t
     ForwardBatch main;
     main.token_ids.assign(tokens.begin() + start, tokens.begin() + start + len);
     main.sequences.push_back({start, len, table});
-    Tensor hidden;
-    model.forward_with_hidden(main, *cache, nullptr, hidden);
+    model.forward(main, *cache);  // keeps its rows' hidden states for the module
+    std::vector<int64_t> hidden_rows(len);
+    std::iota(hidden_rows.begin(), hidden_rows.end(), 0);
     ForwardBatch mtp;
     mtp.token_ids.assign(next_tokens.begin() + start, next_tokens.begin() + start + len);
     mtp.sequences.push_back({start, len, table});
     mtp.all_logits = true;
-    const Tensor logits = model.mtp_forward(mtp, hidden.data<float>(), *cache);
+    const Tensor logits = model.mtp_forward(mtp, hidden_rows, *cache);
     out.insert(out.end(), logits.data<float>(), logits.data<float>() + logits.numel());
   }
   return out;

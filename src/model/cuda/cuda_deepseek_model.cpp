@@ -17,6 +17,7 @@
 #include "kernels/cuda/mla_prepare.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/router.cuh"
+#include "kernels/cuda/sampling.cuh"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/cuda_mlp.h"
@@ -78,62 +79,85 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   embed_ = upload(weights, "model.embed_tokens.weight");
   final_norm_ = upload(weights, "model.norm.weight");
   lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights, "lm_head.weight");
-  const int64_t I = c.moe_intermediate_size, E = c.n_routed_experts;
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("model.layers.{}.", l);
-    Layer layer;
-    layer.input_norm = upload(weights, p + "input_layernorm.weight");
-    layer.post_attention_norm = upload(weights, p + "post_attention_layernorm.weight");
-    Attention& a = layer.attention;
-    const std::string s = p + "self_attn.";
-    // The query's first projection and kv_a both read h: stored back to back, a decode step runs them as one.
-    const std::string first = s + (c.q_lora_rank > 0 ? "q_a_proj.weight" : "q_proj.weight");
-    const std::string kv_a = s + "kv_a_proj_with_mqa.weight";
-    const Shape &first_shape = shapes_.at(first), &kv_a_shape = shapes_.at(kv_a);
-    auto* first_and_kv_a = static_cast<Bf16*>(
-        arena_.take((shape_numel(first_shape) + shape_numel(kv_a_shape)) * sizeof(Bf16)));
-    weights.fill_bf16(first, first_shape, first_and_kv_a);
-    weights.fill_bf16(kv_a, kv_a_shape, first_and_kv_a + shape_numel(first_shape));
-    a.kv_a = first_and_kv_a + shape_numel(first_shape);
-    if (c.q_lora_rank > 0) {
-      a.q_a = first_and_kv_a;
-      a.q_a_norm = upload(weights, s + "q_a_layernorm.weight");
-      a.q_b = upload(weights, s + "q_b_proj.weight");
-    } else {
-      a.q = first_and_kv_a;
-    }
-    a.kv_a_norm = upload(weights, s + "kv_a_layernorm.weight");
-    a.kv_b = upload(weights, s + "kv_b_proj.weight");
-    // (the skinny kernel reads x, w rows in 16-byte pieces: every stride a multiple of 8 elements)
-    if (c.batch_invariant && c.qk_nope_head_dim % 8 == 0 && c.qk_head_dim() % 8 == 0 && c.kv_entry_dim() % 8 == 0)
-      a.w_uk_t = transposed_w_uk(a.kv_b);
-    a.o = upload(weights, s + "o_proj.weight");
-    layer.is_moe = c.is_moe_layer(l);
-    if (layer.is_moe) {
-      CudaMoeWeights& m = layer.moe;
-      m.router = upload(weights, p + "mlp.gate.weight");
-      if (c.has_correction_bias) {
-        auto* dst = static_cast<float*>(arena_.take(E * sizeof(float)));
-        weights.fill_f32(p + "mlp.gate.e_score_correction_bias", {E}, dst);
-        m.router_bias = dst;
-      }
-      const int64_t moe_layer = l - c.first_k_dense_replace;
-      for (int64_t e = 0; e < E; ++e) {
-        const std::string prefix = fmt::format("{}mlp.experts.{}.", p, e);
-        if (!weights.has(prefix + "gate_proj.weight")) continue;  // another EP rank's
-        experts_->load(moe_layer, e, weights, prefix + "gate_proj.weight", prefix + "up_proj.weight",
-                       prefix + "down_proj.weight");
-      }
-      m.has_shared = c.n_shared_experts > 0;
-      if (m.has_shared) m.shared = upload_mlp(weights, p + "mlp.shared_experts", I * c.n_shared_experts);
-    } else {
-      layer.mlp = upload_mlp(weights, p + "mlp", c.intermediate_size);
-    }
-    layers_.push_back(std::move(layer));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    layers_.push_back(upload_layer(weights, l, *experts_, l - c.first_k_dense_replace));
+  // The MTP module where a checkpoint carries it, as the CPU model loads it (dummy weights have no checkpoint:
+  // their module could only draft noise, and would take an MoE layer's memory).
+  const std::string mtp_prefix = fmt::format("model.layers.{}.", c.num_hidden_layers);
+  if (c.num_nextn_predict_layers > 0 && weights.stored_fp8(mtp_prefix + "eh_proj.weight").has_value() &&
+      weights.has(mtp_prefix + "eh_proj.weight")) {
+    auto mtp = std::make_unique<Mtp>();
+    // Its experts held whole on every rank (weights_held_by keeps them): expert e at place e.
+    mtp->experts = std::make_unique<CudaExpertStore>(
+        ExpertStore::Dims{1, c.n_routed_experts, c.hidden_size, c.moe_intermediate_size}, arena_, num_sms_,
+        static_cast<float>(c.swiglu_limit));
+    mtp->layer = upload_layer(weights, c.num_hidden_layers, *mtp->experts, 0);
+    mtp->moe = std::make_unique<CudaMoe>(config_, *mtp->experts, num_sms_, profiler_);
+    mtp->enorm = upload(weights, mtp_prefix + "enorm.weight");
+    mtp->hnorm = upload(weights, mtp_prefix + "hnorm.weight");
+    mtp->eh_proj = upload(weights, mtp_prefix + "eh_proj.weight");
+    mtp->head_norm = upload(weights, mtp_prefix + "shared_head.norm.weight");
+    mtp->head = upload(weights, mtp_prefix + "shared_head.head.weight");
+    mtp_ = std::move(mtp);
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   spdlog::info("CUDA model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30),
                device_.id());
+}
+
+CudaDeepseekModel::Layer CudaDeepseekModel::upload_layer(const DeviceWeightSource& weights, int64_t l,
+                                                         CudaExpertStore& experts, int64_t moe_layer) {
+  const ModelConfig& c = config_;
+  const int64_t I = c.moe_intermediate_size, E = c.n_routed_experts;
+  const std::string p = fmt::format("model.layers.{}.", l);
+  Layer layer;
+  layer.input_norm = upload(weights, p + "input_layernorm.weight");
+  layer.post_attention_norm = upload(weights, p + "post_attention_layernorm.weight");
+  Attention& a = layer.attention;
+  const std::string s = p + "self_attn.";
+  // The query's first projection and kv_a both read h: stored back to back, a decode step runs them as one.
+  const std::string first = s + (c.q_lora_rank > 0 ? "q_a_proj.weight" : "q_proj.weight");
+  const std::string kv_a = s + "kv_a_proj_with_mqa.weight";
+  const Shape &first_shape = shapes_.at(first), &kv_a_shape = shapes_.at(kv_a);
+  auto* first_and_kv_a = static_cast<Bf16*>(
+      arena_.take((shape_numel(first_shape) + shape_numel(kv_a_shape)) * sizeof(Bf16)));
+  weights.fill_bf16(first, first_shape, first_and_kv_a);
+  weights.fill_bf16(kv_a, kv_a_shape, first_and_kv_a + shape_numel(first_shape));
+  a.kv_a = first_and_kv_a + shape_numel(first_shape);
+  if (c.q_lora_rank > 0) {
+    a.q_a = first_and_kv_a;
+    a.q_a_norm = upload(weights, s + "q_a_layernorm.weight");
+    a.q_b = upload(weights, s + "q_b_proj.weight");
+  } else {
+    a.q = first_and_kv_a;
+  }
+  a.kv_a_norm = upload(weights, s + "kv_a_layernorm.weight");
+  a.kv_b = upload(weights, s + "kv_b_proj.weight");
+  // (the skinny kernel reads x, w rows in 16-byte pieces: every stride a multiple of 8 elements)
+  if (c.batch_invariant && c.qk_nope_head_dim % 8 == 0 && c.qk_head_dim() % 8 == 0 && c.kv_entry_dim() % 8 == 0)
+    a.w_uk_t = transposed_w_uk(a.kv_b);
+  a.o = upload(weights, s + "o_proj.weight");
+  layer.is_moe = c.is_moe_layer(l);
+  if (layer.is_moe) {
+    CudaMoeWeights& m = layer.moe;
+    m.router = upload(weights, p + "mlp.gate.weight");
+    if (c.has_correction_bias) {
+      auto* dst = static_cast<float*>(arena_.take(E * sizeof(float)));
+      weights.fill_f32(p + "mlp.gate.e_score_correction_bias", {E}, dst);
+      m.router_bias = dst;
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string prefix = fmt::format("{}mlp.experts.{}.", p, e);
+      if (!weights.has(prefix + "gate_proj.weight")) continue;  // another EP rank's
+      experts.load(moe_layer, e, weights, prefix + "gate_proj.weight", prefix + "up_proj.weight",
+                   prefix + "down_proj.weight");
+    }
+    m.has_shared = c.n_shared_experts > 0;
+    if (m.has_shared) m.shared = upload_mlp(weights, p + "mlp.shared_experts", I * c.n_shared_experts);
+  } else {
+    layer.mlp = upload_mlp(weights, p + "mlp", c.intermediate_size);
+  }
+  return layer;
 }
 
 CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& weights, const std::string& name) {
@@ -173,7 +197,13 @@ DeviceMlp CudaDeepseekModel::upload_mlp(const DeviceWeightSource& weights, const
 
 std::unique_ptr<KvCache> CudaDeepseekModel::make_kv_cache(int64_t num_blocks) const {
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
-  return std::make_unique<CudaMlaKvCache>(config_.num_hidden_layers, num_blocks, config_.kv_entry_dim());
+  return std::make_unique<CudaMlaKvCache>(num_cache_layers(), num_blocks, config_.kv_entry_dim());
+}
+
+void CudaDeepseekModel::enable_mtp() {
+  DI_INPUT_CHECK(mtp_ != nullptr, "the checkpoint has no MTP layer (model.layers.{}.eh_proj.weight and its module): "
+                 "it cannot draft", config_.num_hidden_layers);
+  mtp_enabled_ = true;  // its MLA layer in the caches made from now on, after the model's
 }
 
 void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
@@ -310,28 +340,12 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   profiler_.mark("attn:unabsorb+o_proj");
 }
 
-float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,
-                                        int64_t* num_rows) const {
-  auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
-  DI_CHECK(cache != nullptr, "the CUDA model needs a device MLA cache");
-  DI_CUDA_CHECK(cudaSetDevice(device_.id()));
+CudaDeepseekModel::StepPlan CudaDeepseekModel::make_plan(const ForwardBatch& batch, bool absorbed,
+                                                          ScratchPool& scratch) const {
   const ModelConfig& c = config_;
-  const int64_t T = batch.num_tokens(), H = c.hidden_size;
-  ScratchPool& scratch = scratch_;
-  scratch.reset();
-
-  // Host-side plan: positions, cache slots, and the attention form's index arrays.
   StepPlan plan;
-  plan.num_tokens = T;
-  // A speculative verify step is decode rows too: each row attends to its own prefix through the absorbed kernels
-  // (as FlashMLA verifies several queries a sequence), rather than expanding every sequence's whole context.
-  // --batch-invariant: every row absorbed (prompt rows too), so a row's attention is one kernel's arithmetic whatever
-  // the batch — an expanded prefill's products run over all the batch's keys at once.
-  plan.absorbed = batch.attention_path == AttentionPath::kAbsorbed ||
-                  (batch.attention_path == AttentionPath::kAuto && c.batch_invariant) ||
-                  (batch.attention_path == AttentionPath::kAuto &&
-                   (batch.speculative_verify ||
-                    std::all_of(batch.sequences.begin(), batch.sequences.end(), [](const SequenceChunk& s) { return s.num_new == 1; })));
+  plan.num_tokens = batch.num_tokens();
+  plan.absorbed = absorbed;
   std::vector<int32_t> positions, q_seq, q_pos, cu_k = {0}, table, lens;
   std::vector<int64_t> new_slots, key_slots;
   for (size_t s = 0; s < batch.sequences.size(); ++s) {
@@ -354,7 +368,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   }
   if (plan.absorbed) {
     // One query row per decode-kernel "sequence": row i of a sequence sees its positions up to its own.
-    table.assign(T * plan.max_blocks, 0);
+    table.assign(plan.num_tokens * plan.max_blocks, 0);
     int64_t row = 0;
     for (const SequenceChunk& seq : batch.sequences)
       for (int64_t i = 0; i < seq.num_new; ++i, ++row) {
@@ -375,6 +389,29 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   }
   plan.positions = device_copy(scratch, positions);
   plan.new_slots = device_copy(scratch, new_slots);
+  return plan;
+}
+
+float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,
+                                        int64_t* num_rows) const {
+  auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
+  DI_CHECK(cache != nullptr, "the CUDA model needs a device MLA cache");
+  DI_CUDA_CHECK(cudaSetDevice(device_.id()));
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens(), H = c.hidden_size;
+  ScratchPool& scratch = scratch_;
+  scratch.reset();
+
+  // A speculative verify step is decode rows too: each row attends to its own prefix through the absorbed kernels
+  // (as FlashMLA verifies several queries a sequence), rather than expanding every sequence's whole context.
+  // --batch-invariant: every row absorbed (prompt rows too), so a row's attention is one kernel's arithmetic whatever
+  // the batch — an expanded prefill's products run over all the batch's keys at once.
+  const bool absorbed =
+      batch.attention_path == AttentionPath::kAbsorbed ||
+      (batch.attention_path == AttentionPath::kAuto &&
+       (c.batch_invariant || batch.speculative_verify ||
+        std::all_of(batch.sequences.begin(), batch.sequences.end(), [](const SequenceChunk& s) { return s.num_new == 1; })));
+  const StepPlan plan = make_plan(batch, absorbed, scratch);
 
   const std::vector<int64_t> wanted = batch.logits_rows();
   const std::vector<int32_t> rows(wanted.begin(), wanted.end());
@@ -382,6 +419,11 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   int32_t* token_ids = device_copy(scratch, batch.token_ids);
   const int32_t* row_ids = device_copy(scratch, rows);
   *num_rows = R;
+  // With the MTP module: where the step leaves its rows' final-normed hidden states (allocated here, outside the
+  // graphed part, so a replayed step writes where its capture did).
+  Bf16* kept_hidden = mtp_enabled_ ? scratch.alloc<Bf16>(T * H) : nullptr;
+  last_hidden_ = kept_hidden;
+  last_hidden_rows_ = kept_hidden != nullptr ? T : 0;
   // The step's device work starts here (its uploads are queued before it, asynchronously): the idle meter's mark,
   // then the inputs owed by the step in flight (overlapped scheduling).
   idle_.record_start();
@@ -398,6 +440,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     ScratchPool& scratch;
     const int32_t* token_ids;
     const int32_t* row_ids;
+    Bf16* kept_hidden;  // null: not wanted
     int64_t T, H, R;
     Bf16* x = nullptr;      // the residual stream
     Bf16* h = nullptr;      // its normalised copy
@@ -441,6 +484,9 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
       model.profiler_.mark("dense mlp");
     }
     float* head() {
+      if (kept_hidden != nullptr && T > 0)
+        DI_CUDA_CHECK(cudaMemcpyAsync(kept_hidden, h, T * H * sizeof(Bf16), cudaMemcpyDeviceToDevice,
+                                      cudaStreamPerThread));
       auto* selected = scratch.alloc<Bf16>(R * H);
       cuda::embedding(h, row_ids, selected, R, H, nullptr);  // a row gather
       auto* logits = scratch.alloc<float>(R * c().vocab_size);
@@ -450,7 +496,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
     }
   };
   auto run = [&]() -> float* {
-    CudaBlocks blocks{*this, plan, *cache, experts, scratch, token_ids, row_ids, T, H, R};
+    CudaBlocks blocks{*this, plan, *cache, experts, scratch, token_ids, row_ids, kept_hidden, T, H, R};
     return run_deepseek_layers(c, blocks);
   };
 
@@ -531,6 +577,92 @@ std::vector<int32_t> CudaDeepseekModel::finish_forward_and_sample(uint64_t* logi
   std::vector<int32_t> tokens = sampler_.finish(logits_hashes);
   idle_.measure();
   return tokens;
+}
+
+float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                                     KvCache& kv_cache, int64_t* num_rows) const {
+  DI_CHECK(mtp_enabled_, "mtp_forward before enable_mtp");
+  auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
+  DI_CHECK(cache != nullptr && cache->num_layers() == num_cache_layers(), "the MTP module needs a device MLA cache "
+           "made after enable_mtp");
+  DI_CUDA_CHECK(cudaSetDevice(device_.id()));
+  const ModelConfig& c = config_;
+  const int64_t T = batch.num_tokens(), H = c.hidden_size, m = c.num_hidden_layers;
+  const float eps = c.rms_norm_eps;
+  check_batch(batch, c.vocab_size);
+  DI_CHECK(static_cast<int64_t>(hidden_rows.size()) == T, "{} hidden rows for {} tokens", hidden_rows.size(), T);
+  std::vector<int32_t> hidden_ids;
+  for (const int64_t row : hidden_rows) {
+    DI_CHECK(row >= 0 && row < last_hidden_rows_, "hidden row {} of the last step's {}", row, last_hidden_rows_);
+    hidden_ids.push_back(static_cast<int32_t>(row));
+  }
+  // Its own pool: the main step's scratch holds the hidden states read here.
+  ScratchPool& scratch = mtp_scratch_;
+  scratch.reset();
+  // The module runs a step's new rows again: one or a few a sequence at decode (the absorbed kernels, as a verify
+  // step), a prompt chunk at prefill (expanded).
+  const bool absorbed =
+      c.batch_invariant || std::all_of(batch.sequences.begin(), batch.sequences.end(), [](const SequenceChunk& s) {
+        return s.num_new <= kMtpAbsorbedMaxRows;
+      });
+  const StepPlan plan = make_plan(batch, absorbed, scratch);
+  const std::vector<int64_t> wanted = batch.logits_rows();
+  const auto R = static_cast<int64_t>(wanted.size());
+  const int32_t* token_ids = device_copy(scratch, batch.token_ids);
+  const int32_t* hidden_at = device_copy(scratch, hidden_ids);
+  const int32_t* row_ids = device_copy(scratch, std::vector<int32_t>(wanted.begin(), wanted.end()));
+  *num_rows = R;
+  auto* x = scratch.alloc<Bf16>(T * H);
+  auto* h = scratch.alloc<Bf16>(T * H);
+  auto* delta = scratch.alloc<Bf16>(T * H);
+  auto* joined = scratch.alloc<Bf16>(T * 2 * H);
+  const Mtp& w = *mtp_;
+  // x = eh_proj([enorm(embed(next token)) ; hnorm(h)])
+  cuda::embedding(embed_, token_ids, delta, T, H, nullptr);
+  cuda::rms_norm(delta, H, w.enorm, joined, 2 * H, T, H, eps, nullptr);
+  cuda::embedding(last_hidden_, hidden_at, h, T, H, nullptr);  // a row gather
+  cuda::rms_norm(h, H, w.hnorm, joined + H, 2 * H, T, H, eps, nullptr);
+  linear(joined, w.eh_proj, x, false, T, H, 2 * H);
+  // One decoder layer with its own cache layer (index num_hidden_layers) and experts.
+  cuda::add_rms_norm(nullptr, x, w.layer.input_norm, h, T, H, eps, nullptr);
+  attention(m, w.layer.attention, plan, static_cast<Bf16*>(cache->layer_data(m)), h, delta, scratch);
+  cuda::add_rms_norm(delta, x, w.layer.post_attention_norm, h, T, H, eps, nullptr);
+  if (w.layer.is_moe) w.moe->run(0, w.layer.moe, h, delta, T, nullptr, scratch, nullptr);
+  else device_mlp(main_lane(), w.layer.mlp, h, delta, T, H, scratch, num_sms_);
+  cuda::add_rms_norm(delta, x, w.head_norm, h, T, H, eps, nullptr);
+  auto* selected = scratch.alloc<Bf16>(R * H);
+  cuda::embedding(h, row_ids, selected, R, H, nullptr);
+  auto* logits = scratch.alloc<float>(R * c.vocab_size);
+  linear(selected, w.head, logits, true, R, c.vocab_size, H);
+  DI_CUDA_CHECK(cudaGetLastError());
+  return logits;
+}
+
+Tensor CudaDeepseekModel::mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                                      KvCache& cache) const {
+  int64_t rows = 0;
+  const float* logits = mtp_logits(batch, hidden_rows, cache, &rows);
+  Tensor out = Tensor::zeros({rows, config_.vocab_size});
+  DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+std::vector<CausalLm::MtpDraft> CudaDeepseekModel::mtp_draft(const ForwardBatch& batch,
+                                                             std::span<const int64_t> hidden_rows,
+                                                             KvCache& cache) const {
+  int64_t rows = 0;
+  const float* logits = mtp_logits(batch, hidden_rows, cache, &rows);
+  // Only the drafts and their confidences come back.
+  auto* tokens = mtp_scratch_.alloc<int32_t>(rows);
+  auto* probability = mtp_scratch_.alloc<float>(rows);
+  cuda::argmax_rows(logits, rows, config_.vocab_size, tokens, probability, nullptr);
+  std::vector<int32_t> host_tokens(rows);
+  std::vector<float> host_probability(rows);
+  DI_CUDA_CHECK(cudaMemcpy(host_tokens.data(), tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(host_probability.data(), probability, rows * sizeof(float), cudaMemcpyDeviceToHost));
+  std::vector<MtpDraft> drafts(rows);
+  for (int64_t r = 0; r < rows; ++r) drafts[r] = {host_tokens[r], host_probability[r]};
+  return drafts;
 }
 
 }  // namespace deepinfer

@@ -38,7 +38,15 @@ class CudaDeepseekModel final : public CausalLm {
                                           uint64_t* logits_hashes) const override;
   ExpertStore& experts() override { return *experts_; }
   const ExpertStore& experts() const override { return *experts_; }
-  size_t kv_cache_bytes_per_token() const override { return config_.num_hidden_layers * config_.kv_entry_dim() * 2; }
+  size_t kv_cache_bytes_per_token() const override { return num_cache_layers() * config_.kv_entry_dim() * 2; }
+  // DeepSeek-V3's MTP module (the CPU model's, deepseek_model.h), loaded where a checkpoint carries it: once
+  // enabled, every step keeps its rows' final-normed hidden states in its scratch (a device copy; graphed steps
+  // replay it), and the module runs eagerly in a pool of its own, so they survive until the next step.
+  bool has_mtp() const override { return mtp_ != nullptr; }
+  void enable_mtp() override;
+  Tensor mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache) const override;
+  std::vector<MtpDraft> mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                                  KvCache& cache) const override;
   // Off: every step runs eagerly (no CUDA graph capture or replay).
   void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
   int64_t graph_replays() const override { return graphs_.replays(); }
@@ -65,7 +73,25 @@ class CudaDeepseekModel final : public CausalLm {
     const Bf16* o = nullptr;
   };
   using Layer = DeepseekLayerWeights<Bf16, Attention, Mlp, CudaMoeWeights>;
+  struct Mtp {  // the module's weights (model.layers.<num_hidden_layers>.*) and its routed experts, held whole
+    Layer layer;
+    const Bf16 *enorm = nullptr, *hnorm = nullptr, *eh_proj = nullptr, *head_norm = nullptr, *head = nullptr;
+    std::unique_ptr<CudaExpertStore> experts;
+    std::unique_ptr<CudaMoe> moe;
+  };
   struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
+  // The step's index arrays, uploaded into `scratch`; `absorbed`: one query row per new token over the latent cache
+  // (else each sequence's context expanded).
+  StepPlan make_plan(const ForwardBatch& batch, bool absorbed, ScratchPool& scratch) const;
+  // Layer `l`'s weights (model.layers.<l>.*), its routed experts into `experts` as MoE layer `moe_layer`.
+  Layer upload_layer(const DeviceWeightSource& weights, int64_t l, CudaExpertStore& experts, int64_t moe_layer);
+  // The MTP module over `batch` up to its fp32 logits [rows, vocab] on the device (in mtp_scratch_).
+  float* mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache,
+                    int64_t* rows) const;
+  int64_t num_cache_layers() const { return config_.num_hidden_layers + (mtp_enabled_ ? 1 : 0); }
+  // The MTP module's steps run the absorbed attention when no sequence has more rows than this (decode and verify
+  // steps: one, or the accepted drafts and one), the expanded one otherwise (prompt chunks).
+  static constexpr int64_t kMtpAbsorbedMaxRows = 16;
   // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps below
   // CudaMoe::kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
   float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
@@ -112,6 +138,12 @@ class CudaDeepseekModel final : public CausalLm {
   bool graphs_enabled_ = true;
   mutable DeviceIdleMeter idle_;  // the device's idle time between steps
   mutable DeviceSampler sampler_;  // overlapped scheduling's started steps
+  std::unique_ptr<Mtp> mtp_;       // null: the weights have no MTP layer
+  bool mtp_enabled_ = false;
+  // With it: the last step's final-normed hidden states [rows, hidden] (in scratch_), and the module's own pool.
+  mutable const Bf16* last_hidden_ = nullptr;
+  mutable int64_t last_hidden_rows_ = 0;
+  mutable ScratchPool mtp_scratch_;
 };
 
 }  // namespace deepinfer

@@ -28,7 +28,7 @@ void draw_tokens(float* logits, int64_t num_rows, int64_t vocab, std::span<const
   }
   const bool all_greedy = std::all_of(rows.begin(), rows.end(), [](const SamplingRow& r) { return r.temperature <= 0; });
   if (all_greedy) {
-    cuda::argmax_rows(logits, num_rows, vocab, out, nullptr);
+    cuda::argmax_rows(logits, num_rows, vocab, out, nullptr, nullptr);
   } else {
     const size_t bytes = cuda::sample_workspace_bytes(num_rows, vocab);
     cuda::sample_rows(logits, num_rows, vocab, params, out, scratch.alloc<uint8_t>(bytes), bytes, nullptr);
