@@ -73,7 +73,14 @@ void hc_collapse(const float* streams, const float* pre, int64_t tokens, int64_t
   std::fill_n(collapsed, tokens * hidden, 0.0f);
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t j = 0; j < hc; ++j)
-      axpy(pre[t * hc + j], streams + (t * hc + j) * hidden, collapsed + t * hidden, hidden);
+      axpy(pre != nullptr ? pre[t * hc + j] : 1.0f / static_cast<float>(hc), streams + (t * hc + j) * hidden,
+           collapsed + t * hidden, hidden);
+}
+
+void hc_head_weights(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc,
+                     float hc_eps, float* pre) {
+  for (int64_t i = 0; i < tokens * hc; ++i)
+    pre[i] = 1.0f / (1.0f + std::exp(-(mixes[i] * scale[0] + base[i % hc]))) + hc_eps;
 }
 
 void hc_collapse_rms_norm(const float* streams, const float* pre, const float* weight, int64_t tokens, int64_t hc,

@@ -30,8 +30,12 @@ void hc_flat_rms_norm(const float* streams, int64_t tokens, int64_t d, float eps
 void hc_mixes(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc, float hc_eps,
               int64_t sinkhorn_iters, float* pre, float* post, float* comb);
 
-// collapsed[t] = sum_j pre[t, j] streams[t, j] (j in order, from zero).
+// collapsed[t] = sum_j pre[t, j] streams[t, j] (j in order, from zero); pre null: every weight 1 / hc (the mean).
 void hc_collapse(const float* streams, const float* pre, int64_t tokens, int64_t hc, int64_t hidden, float* collapsed);
+// The DSpark head's collapse weights from its mixes [T, hc]: pre[t, j] = sigmoid(mixes[t, j] scale[0] + base[j]) +
+// hc_eps.
+void hc_head_weights(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc,
+                     float hc_eps, float* pre);
 // h[t] = rms_norm(collapsed[t]) * weight.
 void hc_collapse_rms_norm(const float* streams, const float* pre, const float* weight, int64_t tokens, int64_t hc,
                           int64_t hidden, float eps, float* h);

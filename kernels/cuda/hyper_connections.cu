@@ -89,6 +89,27 @@ __global__ void __launch_bounds__(kThreads) hc_collapse_rms_norm_kernel(const fl
     h[t * hidden + i] = to_bf16(to_float(weight[i]) * (collapsed[i] * inv));
 }
 
+__global__ void __launch_bounds__(kThreads) hc_collapse_kernel(const float* streams, const float* pre, int hc,
+                                                               int64_t hidden, __nv_bfloat16* out,
+                                                               int64_t out_stride) {
+  begin_dependent_kernel();
+  const int64_t t = blockIdx.x;
+  const int64_t i = blockIdx.y * static_cast<int64_t>(kThreads) + threadIdx.x;
+  if (i >= hidden) return;
+  const float* s = streams + t * hc * hidden;
+  float v = 0.0f;
+  for (int j = 0; j < hc; ++j) v += (pre != nullptr ? pre[t * hc + j] : 1.0f / static_cast<float>(hc)) * s[j * hidden + i];
+  out[t * out_stride + i] = to_bf16(v);
+}
+
+__global__ void hc_head_weights_kernel(const float* mixes, const float* base, const float* scale, int64_t count, int hc,
+                                       float hc_eps, float* pre) {
+  begin_dependent_kernel();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= count) return;
+  pre[i] = 1.0f / (1.0f + expf(-(mixes[i] * scale[0] + base[i % hc]))) + hc_eps;
+}
+
 __global__ void __launch_bounds__(kThreads) hc_post_kernel(float* streams, const __nv_bfloat16* out, const float* post,
                                                            const float* comb, int hc, int64_t hidden) {
   begin_dependent_kernel();
@@ -128,6 +149,22 @@ void hc_collapse_rms_norm(const float* streams, const float* pre, const __nv_bfl
   if (tokens == 0 || hidden > kHcMaxHidden || hc > kHcMaxStreams) return;  // the model checks both
   launch_dependent(hc_collapse_rms_norm_kernel, static_cast<unsigned>(tokens), kThreads, hidden * sizeof(float),
                    stream, streams, pre, weight, static_cast<int>(hc), hidden, eps, h);
+}
+
+void hc_collapse(const float* streams, const float* pre, int64_t tokens, int64_t hc, int64_t hidden,
+                 __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream) {
+  if (tokens == 0 || hc > kHcMaxStreams) return;  // the model checks hc
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
+  launch_dependent(hc_collapse_kernel, grid, kThreads, 0, stream, streams, pre, static_cast<int>(hc), hidden, out,
+                   out_stride);
+}
+
+void hc_head_weights(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc,
+                     float hc_eps, float* pre, cudaStream_t stream) {
+  const int64_t count = tokens * hc;
+  if (count == 0) return;
+  launch_dependent(hc_head_weights_kernel, static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0,
+                   stream, mixes, base, scale, count, static_cast<int>(hc), hc_eps, pre);
 }
 
 void hc_embed(const __nv_bfloat16* table, const int32_t* ids, int64_t tokens, int64_t hc, int64_t hidden,

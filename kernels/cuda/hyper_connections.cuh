@@ -8,6 +8,10 @@
 //   hc_collapse_rms_norm  one block per token: h[t] = rms_norm(sum_j pre[t, j] streams[t, j]) * weight, bf16; the
 //                         collapsed row in shared memory (hidden <= kHcMaxHidden)
 //   hc_post               elementwise: streams[t, k] = sum_j comb[t, j, k] streams[t, j] + post[t, k] out[t]
+//   hc_collapse           elementwise: out[t] = sum_j pre[t, j] streams[t, j], bf16 rows out_stride apart; pre null:
+//                         the mean over the streams (DeepSeek-V4.1's DSpark features)
+//   hc_head_weights       elementwise: pre[t, j] = sigmoid(mixes[t, j] scale[0] + base[j]) + hc_eps (the DSpark
+//                         head's collapse weights, from its hc_head_fn mixes)
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,5 +34,9 @@ void hc_collapse_rms_norm(const float* streams, const float* pre, const __nv_bfl
                           int64_t hc, int64_t hidden, float eps, __nv_bfloat16* h, cudaStream_t stream);
 void hc_post(float* streams, const __nv_bfloat16* out, const float* post, const float* comb, int64_t tokens,
              int64_t hc, int64_t hidden, cudaStream_t stream);
+void hc_collapse(const float* streams, const float* pre, int64_t tokens, int64_t hc, int64_t hidden,
+                 __nv_bfloat16* out, int64_t out_stride, cudaStream_t stream);
+void hc_head_weights(const float* mixes, const float* base, const float* scale, int64_t tokens, int64_t hc,
+                     float hc_eps, float* pre, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

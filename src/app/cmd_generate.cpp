@@ -290,8 +290,6 @@ int run_generate(const GenerateOptions& options, const World& world) {
     spmd.prepare(options.model, setup, world);
     if (spec.num_drafts > 0 && spec.drafter != "controlled") {
       const bool dspark = spec.drafter == "dspark";
-      DI_INPUT_CHECK(!dspark || spmd.device() == Device::kCpu, "--draft dspark runs on the CPU backend (the DSpark "
-                     "module has no CUDA form yet; --draft mtp, DeepSeek-V3's module, runs on both)");
       const std::string tensor = dspark ? std::string("mtp.0.main_proj.weight")
                                         : fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
       DI_INPUT_CHECK(!dspark || config.v41.dspark.unusable.empty(), "--draft dspark: {}", config.v41.dspark.unusable);

@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
     if (with_reference)
       cmd->add_option("--draft", spec.drafter,
                       "With --nextn: what drafts — controlled (from --draft-reference), mtp (the checkpoint's "
-                      "DeepSeek-V3 MTP layer, CPU or CUDA, one draft a step) or dspark (DeepSeek-V4.1's DSpark "
-                      "layers, CPU backend, up to dspark_block_size drafts a step)")
+                      "DeepSeek-V3 MTP layer, one draft a step) or dspark (DeepSeek-V4.1's DSpark layers, up to "
+                      "dspark_block_size drafts a step); both on the CPU and CUDA backends")
           ->check(CLI::IsMember({"controlled", "mtp", "dspark"}))
           ->capture_default_str();
     if (with_reference)

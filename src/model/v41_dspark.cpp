@@ -169,9 +169,8 @@ std::vector<CausalLm::DraftBlock> DeepseekV41Model::dspark_draft(const ForwardBa
   std::vector<float> flat(T * hc * H), mixes(T * hc), hidden(T * H), normed(T * H), logits(T * vocab);
   cpu::hc_flat_rms_norm(streams.data(), T, hc * H, eps, flat.data());
   cpu::linear(flat.data(), dspark_->hc_head_fn, nullptr, mixes.data(), T, hc, hc * H);
-  for (int64_t i = 0; i < T * hc; ++i)
-    pre[i] = 1.0f / (1.0f + std::exp(-(mixes[i] * dspark_->hc_head_scale[0] + dspark_->hc_head_base[i % hc]))) +
-             static_cast<float>(v.hc_eps);
+  cpu::hc_head_weights(mixes.data(), dspark_->hc_head_base, dspark_->hc_head_scale, T, hc, static_cast<float>(v.hc_eps),
+                       pre.data());
   cpu::hc_collapse(streams.data(), pre.data(), T, hc, H, hidden.data());
   cpu::rms_norm(hidden.data(), dspark_->norm, normed.data(), T, H, eps);
   cpu::linear(normed.data(), head_, nullptr, logits.data(), T, vocab, H);

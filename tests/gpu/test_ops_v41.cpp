@@ -81,6 +81,45 @@ void hc_collapse_rms_norm(OpRun& r) {
   r.close("sublayer inputs", to_float(h.to_host()), want);
 }
 
+// The plain collapse (DSpark's head) and, with no weights, the streams' mean (its target features), into rows of a
+// wider array (the features of several target layers side by side).
+void hc_collapse(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"], stride = hidden + r["padding"];
+  std::normal_distribution<float> normal;
+  std::vector<float> streams(tokens * hc * hidden), pre(tokens * hc);
+  for (float& v : streams) v = normal(r.rng());
+  for (float& v : pre) v = std::uniform_real_distribution<float>(0.0f, 1.0f)(r.rng());
+  auto d_streams = DeviceArray<float>::from_host(streams), d_pre = DeviceArray<float>::from_host(pre);
+  for (const bool mean : {false, true}) {
+    DeviceArray<Bf16> out(tokens * stride);
+    out.poison();
+    cuda::hc_collapse(d_streams.data(), mean ? nullptr : d_pre.data(), tokens, hc, hidden, bf(out), stride, nullptr);
+    sync();
+    std::vector<float> want(tokens * hidden), got;
+    cpu::hc_collapse(streams.data(), mean ? nullptr : pre.data(), tokens, hc, hidden, want.data());
+    const std::vector<float> all = to_float(out.to_host());
+    for (int64_t t = 0; t < tokens; ++t) got.insert(got.end(), all.begin() + t * stride, all.begin() + t * stride + hidden);
+    r.close(mean ? "the streams' mean" : "collapsed", got, want);
+  }
+}
+
+void hc_head_weights(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"];
+  std::normal_distribution<float> normal;
+  std::vector<float> mixes(tokens * hc), base(hc), scale = {0.5f + std::abs(normal(r.rng()))};
+  for (float& v : mixes) v = normal(r.rng());
+  for (float& v : base) v = normal(r.rng());
+  auto d_mixes = DeviceArray<float>::from_host(mixes), d_base = DeviceArray<float>::from_host(base);
+  auto d_scale = DeviceArray<float>::from_host(scale);
+  DeviceArray<float> pre(tokens * hc);
+  pre.poison();
+  cuda::hc_head_weights(d_mixes.data(), d_base.data(), d_scale.data(), tokens, hc, 1e-6f, pre.data(), nullptr);
+  sync();
+  std::vector<float> want(tokens * hc);
+  cpu::hc_head_weights(mixes.data(), base.data(), scale.data(), tokens, hc, 1e-6f, want.data());
+  r.close("weights", pre.to_host(), want);
+}
+
 void hc_post(OpRun& r) {
   const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"];
   std::normal_distribution<float> normal;
@@ -605,6 +644,12 @@ void add_v41_rows(OpTable& t) {
       t.add("hc_embed", "f32", s, kExact, hc_embed);
       t.add("engram_mix", "f32", s, kF32, engram_mix);
     }
+  for (int64_t tokens : {1, 7, 300}) {
+    t.add("hc_collapse", "bf16", {{"tokens", tokens}, {"hc", 4}, {"hidden", 4096}, {"padding", 8192}}, kBf16,
+          hc_collapse);
+    t.add("hc_head_weights", "f32", {{"tokens", tokens}, {"hc", 4}}, kF32, hc_head_weights);
+  }
+  t.add("hc_collapse", "bf16", {{"tokens", 5}, {"hc", 3}, {"hidden", 200}, {"padding", 0}}, kBf16, hc_collapse);
   for (int64_t iters : {1, 20})
     for (int64_t hc : {4, 2})
       t.add("hc_mixes", "f32", {{"tokens", 300}, {"hc", hc}, {"sinkhorn_iters", iters}}, kF32, hc_mixes);

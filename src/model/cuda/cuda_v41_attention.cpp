@@ -455,8 +455,15 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state,
   cuda::sparse_window_attention(q, keys, layer.attn_sink, T, heads, hd, 1.0f / std::sqrt(static_cast<float>(hd)),
                                 attn, nullptr);
   profiler_.mark("attn:window+sparse attention");
+  project_output(layer, attn, T, plan.inverse_positions, compress, out);
+}
+
+void CudaV41Model::project_output(const Layer& layer, Bf16* attn, int64_t T, const int32_t* inverse_positions,
+                                  bool compress, Bf16* out) const {
+  const V41TextConfig& v = config_.v41;
+  const int64_t heads = v.num_attention_heads, hd = v.head_dim;
   // K = V carried RoPE: rotate the outputs back, then the grouped low-rank projection.
-  rotate(attn + hd - v.qk_rope_head_dim, T * heads, hd, plan.inverse_positions, heads, compress);
+  rotate(attn + hd - v.qk_rope_head_dim, T * heads, hd, inverse_positions, heads, compress);
   const int64_t groups = v.o_groups, per_group = heads * hd / groups, rank = v.o_lora_rank;
   auto* low_rank = scratch_.alloc<Bf16>(T * groups * rank);
   const bool invariant = config_.batch_invariant && per_group % 8 == 0;

@@ -75,77 +75,26 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                           (v.num_attention_heads * hd / v.o_groups) % 32 == 0),
                  "the CUDA FP8 projections keep whole 32 x 32 scale blocks: q_lora_rank, head_dim, hidden_size and a "
                  "group's heads x head_dim must be multiples of 32");
-  // wo_a runs group by group: FP8 where a group's rows are whole scale blocks (o_lora_rank 1024 in the release;
-  // the tiny fixture's 16 keeps it bf16, which holds its FP8 values exactly).
-  const bool fp8_wo_a_shape = v.o_lora_rank % 32 == 0;
   int64_t keys_ratio = -1;       // of the latest layer that owns indexer keys
   int64_t entries_ratio = -1;    // of the latest KV source
   int64_t selection_ratio = -1;  // of the keys the latest index source scored
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("layers.{}.", l), a = p + "attn.";
-    Layer layer;
-    static_cast<V41LayerRole&>(layer) = v41_layer_role(v, l);
+    const std::string p = fmt::format("layers.{}.", l);
+    const V41LayerRole role = v41_layer_role(v, l);
     // The indexer's rows see (position + 1) / ratio entries of the keys they score: those keys must be of the same
     // ratio (so within the row's own sequence's), and a layer's picks index the compressed entries it attends, so
     // those are of that ratio too, as in the released schedule. (Then no step's launches depend on which
     // sequences have entries yet, and decode steps can be captured as CUDA graphs.)
-    if (layer.owns_index_keys) keys_ratio = layer.ratio;
-    if (layer.kv_source) entries_ratio = layer.ratio;
-    if (layer.index_source) selection_ratio = keys_ratio;
-    DI_INPUT_CHECK(!layer.index_source || layer.owns_index_keys || keys_ratio < 0 || keys_ratio == layer.ratio,
+    if (role.owns_index_keys) keys_ratio = role.ratio;
+    if (role.kv_source) entries_ratio = role.ratio;
+    if (role.index_source) selection_ratio = keys_ratio;
+    DI_INPUT_CHECK(!role.index_source || role.owns_index_keys || keys_ratio < 0 || keys_ratio == role.ratio,
                    "layer {}: an index source of compress ratio {} reading indexer keys of ratio {} is not supported "
-                   "on the GPU", l, layer.ratio, keys_ratio);
-    DI_INPUT_CHECK(layer.ratio == 0 || entries_ratio < 0 || selection_ratio < 0 || entries_ratio == selection_ratio,
+                   "on the GPU", l, role.ratio, keys_ratio);
+    DI_INPUT_CHECK(role.ratio == 0 || entries_ratio < 0 || selection_ratio < 0 || entries_ratio == selection_ratio,
                    "layer {}: attending compressed entries of ratio {} with picks over entries of ratio {} is not "
                    "supported on the GPU", l, entries_ratio, selection_ratio);
-    for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
-      mix->fn = upload(weights, p + name + "_fn");
-      mix->base = upload_f32(weights, p + name + "_base");
-      mix->scale = upload_f32(weights, p + name + "_scale");
-    }
-    layer.attn_norm = upload(weights, p + "attn_norm.weight");
-    layer.ffn_norm = upload(weights, p + "ffn_norm.weight");
-    // The query's first projection and K=V both read h: stacked, one product.
-    const std::vector<std::string> q_kv = {a + "wq_a.weight", a + "wkv.weight"};
-    layer.q_kv = upload_projection(weights, q_kv, stored_fp8(weights, q_kv));
-    if (layer.kv_source) {
-      std::vector<std::string> parts = {a + "compressor.wkv.weight"};
-      if (layer.ratio > 1) parts.push_back(a + "compressor.wgate.weight");
-      layer.compressor = upload_projection(weights, parts, false);
-    }
-    layer.q_norm = upload(weights, a + "q_norm.weight");
-    layer.wq_b = upload_projection(weights, {a + "wq_b.weight"}, stored_fp8(weights, {a + "wq_b.weight"}));
-    layer.kv_norm = upload(weights, a + "kv_norm.weight");
-    layer.wo_a = upload_projection(weights, {a + "wo_a.weight"},
-                                   fp8_wo_a_shape && stored_fp8(weights, {a + "wo_a.weight"}));
-    layer.wo_b = upload_projection(weights, {a + "wo_b.weight"}, stored_fp8(weights, {a + "wo_b.weight"}));
-    layer.attn_sink = upload_f32(weights, a + "attn_sink");
-    if (layer.kv_source) layer.compressor_norm = upload(weights, a + "compressor.norm.weight");
-    if (layer.index_source) {
-      layer.indexer_wq_b = upload(weights, a + "indexer.wq_b.weight");
-      layer.indexer_weights = upload(weights, a + "indexer.weights_proj.weight");
-      if (layer.owns_index_keys) {
-        layer.indexer_wk = upload(weights, a + "indexer.wk.weight");
-        layer.indexer_k_norm = upload(weights, a + "indexer.k_norm.weight");
-      }
-    }
-    CudaMoeWeights& m = layer.moe;
-    m.router = upload(weights, p + "ffn.gate.weight");
-    m.router_bias = upload_f32(weights, p + "ffn.gate.bias");
-    m.has_shared = c.n_shared_experts > 0;
-    if (m.has_shared) {
-      const std::string s = p + "ffn.shared_experts.";
-      const int64_t I = shapes_.at(s + "w1.weight")[0];
-      const std::vector<std::string> gate_up = {s + "w1.weight", s + "w3.weight"};  // w1 the gate, w3 the up
-      const bool shared_fp8 = I % 32 == 0 && stored_fp8(weights, {s + "w1.weight", s + "w2.weight", s + "w3.weight"});
-      m.shared = {upload_projection(weights, gate_up, shared_fp8),
-                  upload_projection(weights, {s + "w2.weight"}, shared_fp8), I};
-    }
-    for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-      const std::string prefix = fmt::format("{}ffn.experts.{}.", p, e);
-      if (!weights.has(prefix + "w1.weight")) continue;  // another EP rank's
-      experts_->load(l, e, weights, prefix + "w1.weight", prefix + "w3.weight", prefix + "w2.weight");
-    }
+    Layer layer = upload_layer(weights, p, role, *experts_, l, c.n_routed_experts);
     if (layer.engram_index >= 0) {
       // FP8 checkpoints' tables stay FP8 (codes and a scale byte per 32 values of a row, quantised on the device
       // from the loaded values, which they reproduce exactly), in GPU memory or pinned host memory; the bf16
@@ -195,6 +144,7 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   embed_ = upload(weights, "embed.weight");
   final_norm_ = upload(weights, "norm.weight");
   head_ = upload(weights, "head.weight");
+  load_dspark(weights);
   // The CPU model's entry, so that caches move between the backends (KV handoff) unchanged.
   entry_dim_ = v41_cache_entry_dim(v);
   for (const Layer& layer : layers_)
@@ -224,6 +174,68 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                  v.engram_shard.whole() ? std::string()
                                         : fmt::format(": part {} of {} of every table's rows, the rest fetched from "
                                                       "the EP group", v.engram_shard.part, v.engram_shard.parts));
+}
+
+CudaV41Model::Layer CudaV41Model::upload_layer(const DeviceWeightSource& weights, const std::string& p,
+                                               const V41LayerRole& role, CudaExpertStore& experts,
+                                               int64_t expert_layer, int64_t num_experts) {
+  const ModelConfig& c = config_;
+  const V41TextConfig& v = c.v41;
+  const std::string a = p + "attn.";
+  // wo_a runs group by group: FP8 where a group's rows are whole scale blocks (o_lora_rank 1024 in the release;
+  // the tiny fixture's 16 keeps it bf16, which holds its FP8 values exactly).
+  const bool fp8_wo_a_shape = v.o_lora_rank % 32 == 0;
+  Layer layer;
+  static_cast<V41LayerRole&>(layer) = role;
+  for (auto [mix, name] : {std::pair{&layer.hc_attn, "hc_attn"}, std::pair{&layer.hc_ffn, "hc_ffn"}}) {
+    mix->fn = upload(weights, p + name + "_fn");
+    mix->base = upload_f32(weights, p + name + "_base");
+    mix->scale = upload_f32(weights, p + name + "_scale");
+  }
+  layer.attn_norm = upload(weights, p + "attn_norm.weight");
+  layer.ffn_norm = upload(weights, p + "ffn_norm.weight");
+  // The query's first projection and K=V both read h: stacked, one product.
+  const std::vector<std::string> q_kv = {a + "wq_a.weight", a + "wkv.weight"};
+  layer.q_kv = upload_projection(weights, q_kv, stored_fp8(weights, q_kv));
+  if (layer.kv_source) {
+    std::vector<std::string> parts = {a + "compressor.wkv.weight"};
+    if (layer.ratio > 1) parts.push_back(a + "compressor.wgate.weight");
+    layer.compressor = upload_projection(weights, parts, false);
+  }
+  layer.q_norm = upload(weights, a + "q_norm.weight");
+  layer.wq_b = upload_projection(weights, {a + "wq_b.weight"}, stored_fp8(weights, {a + "wq_b.weight"}));
+  layer.kv_norm = upload(weights, a + "kv_norm.weight");
+  layer.wo_a = upload_projection(weights, {a + "wo_a.weight"},
+                                 fp8_wo_a_shape && stored_fp8(weights, {a + "wo_a.weight"}));
+  layer.wo_b = upload_projection(weights, {a + "wo_b.weight"}, stored_fp8(weights, {a + "wo_b.weight"}));
+  layer.attn_sink = upload_f32(weights, a + "attn_sink");
+  if (layer.kv_source) layer.compressor_norm = upload(weights, a + "compressor.norm.weight");
+  if (layer.index_source) {
+    layer.indexer_wq_b = upload(weights, a + "indexer.wq_b.weight");
+    layer.indexer_weights = upload(weights, a + "indexer.weights_proj.weight");
+    if (layer.owns_index_keys) {
+      layer.indexer_wk = upload(weights, a + "indexer.wk.weight");
+      layer.indexer_k_norm = upload(weights, a + "indexer.k_norm.weight");
+    }
+  }
+  CudaMoeWeights& m = layer.moe;
+  m.router = upload(weights, p + "ffn.gate.weight");
+  m.router_bias = upload_f32(weights, p + "ffn.gate.bias");
+  m.has_shared = c.n_shared_experts > 0;
+  if (m.has_shared) {
+    const std::string s = p + "ffn.shared_experts.";
+    const int64_t I = shapes_.at(s + "w1.weight")[0];
+    const std::vector<std::string> gate_up = {s + "w1.weight", s + "w3.weight"};  // w1 the gate, w3 the up
+    const bool shared_fp8 = I % 32 == 0 && stored_fp8(weights, {s + "w1.weight", s + "w2.weight", s + "w3.weight"});
+    m.shared = {upload_projection(weights, gate_up, shared_fp8),
+                upload_projection(weights, {s + "w2.weight"}, shared_fp8), I};
+  }
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const std::string prefix = fmt::format("{}ffn.experts.{}.", p, e);
+    if (!weights.has(prefix + "w1.weight")) continue;  // another EP rank's
+    experts.load(expert_layer, e, weights, prefix + "w1.weight", prefix + "w3.weight", prefix + "w2.weight");
+  }
+  return layer;
 }
 
 CudaV41Model::Bf16* CudaV41Model::upload(const DeviceWeightSource& weights, const std::string& name) {
@@ -311,6 +323,9 @@ struct CudaV41Model::CudaBlocks {
   ExpertDispatcher* dispatcher;
   ScratchPool& scratch;
   int64_t T, H, hc;
+  // DSpark (enabled): per row the streams entering attention at each target layer, averaged over the streams
+  // [T, targets, H] (in the step's published pool); null otherwise.
+  Bf16* features = nullptr;
   ScratchPool::Mark sublayer{};
   // Bounded replay's compact form: the kept rows' batch, plan and state from its first layer on.
   const int64_t compact_layer = v41_first_compact_layer(model.config_.v41);
@@ -329,7 +344,16 @@ struct CudaV41Model::CudaBlocks {
     const std::vector<int64_t> kept = batch.keep_replay_rows(kept_batch);
     if (static_cast<int64_t>(kept.size()) == T) return;  // nothing below a floor (a decode-shaped step)
     kept_plan.emplace(*plan, kept_batch, kept, v(), model.layers_, model.published_);
-    kept_state.emplace(*state, *kept_plan, device_copy(model.published_, kept), v(), H, model.published_);
+    const int64_t* kept_rows = device_copy(model.published_, kept);
+    kept_state.emplace(*state, *kept_plan, kept_rows, v(), H, model.published_);
+    if (features != nullptr) {  // the target layers captured so far, the kept rows'
+      const auto row_bytes = static_cast<int64_t>(v().dspark.target_layer_ids.size() * H * sizeof(Bf16));
+      auto* kept_features = model.published_.alloc<Bf16>(kept.size() * v().dspark.target_layer_ids.size() * H);
+      cuda::gather_byte_rows(reinterpret_cast<const uint8_t*>(features), row_bytes, kept_rows,
+                             static_cast<int64_t>(kept.size()), reinterpret_cast<uint8_t*>(kept_features), row_bytes,
+                             nullptr);
+      features = kept_features;
+    }
     plan = &*kept_plan;
     state = &*kept_state;
     T = kept_plan->num_tokens;
@@ -368,6 +392,12 @@ struct CudaV41Model::CudaBlocks {
     const HyperMix& mix = attn ? layer.hc_attn : layer.hc_ffn;
     const int64_t D = hc * H, M = (2 + hc) * hc;
     const float eps = model.config_.rms_norm_eps;
+    if (attn && features != nullptr) {
+      const std::vector<int64_t>& targets = v().dspark.target_layer_ids;
+      const auto j = std::find(targets.begin(), targets.end(), l) - targets.begin();
+      if (j < std::ssize(targets))
+        cuda::hc_collapse(state->streams, nullptr, T, hc, H, features + j * H, std::ssize(targets) * H, nullptr);
+    }
     auto* flat = scratch.alloc<Bf16>(T * D);
     auto* mixes = scratch.alloc<float>(T * M);
     cuda::hc_flat_rms_norm(state->streams, T, D, eps, flat, nullptr);
@@ -392,6 +422,7 @@ struct CudaV41Model::CudaBlocks {
   }
   float* head() {
     scratch.rewind(sublayer);
+    if (features != nullptr) model.write_draft_keys(*plan, features, cache);
     const int64_t R = plan->num_rows, vocab = model.config_.vocab_size;
     auto* normed = scratch.alloc<Bf16>(T * H);
     cuda::hc_collapse_rms_norm(state->streams, state->pre, model.final_norm_, T, hc, H, model.config_.rms_norm_eps,
@@ -408,8 +439,8 @@ struct CudaV41Model::CudaBlocks {
 float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache, ExpertDispatcher* experts,
                                    int64_t* num_rows) const {
   auto* cache = dynamic_cast<CudaV41KvCache*>(&kv_cache);
-  DI_CHECK(cache != nullptr && cache->entry_dim() == entry_dim_ && cache->num_layers() == config_.num_hidden_layers,
-           "the CUDA V4.1 model needs its own device cache");
+  DI_CHECK(cache != nullptr && cache->entry_dim() == entry_dim_ && cache->num_layers() == num_cache_layers(),
+           "the CUDA V4.1 model needs its own device cache (made after enable_mtp, where that was called)");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   check_batch(batch, config_.vocab_size);
   for (const SequenceChunk& seq : batch.sequences)
@@ -438,11 +469,15 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   idle_.record_start();
   sampler_.fill_inputs(plan.token_ids, batch.tokens_from_previous_step, published_);
   StepState state(plan, config_.v41, config_.hidden_size, published_);
+  Bf16* features = dspark_enabled_ ? published_.alloc<Bf16>(plan.num_tokens * std::ssize(config_.v41.dspark.target_layer_ids) *
+                                                           config_.hidden_size)
+                                   : nullptr;
   profiler_.mark("host plan");
   *num_rows = plan.num_rows;
   const auto run = [&]() -> float* {
     CudaBlocks blocks{*this, batch, &plan, &state, *cache, experts, scratch_, plan.num_tokens, config_.hidden_size,
                       config_.v41.hc_mult};
+    blocks.features = features;
     return run_v41_layers(config_.v41, blocks);
   };
   // Decode steps whose experts need no host round trip replay a CUDA graph of `run` (decode_graphs.h).

@@ -73,6 +73,17 @@ class CudaV41Model final : public CausalLm {
   size_t kv_cache_bytes_per_token() const override {
     return CudaV41KvCache::bytes_per_token(config_.v41.head_dim, cache_specs_);
   }
+  // DeepSeek-V4.1's DSpark drafter (the CPU model's, v41_dspark.cpp; here cuda_v41_dspark.cpp), loaded where a
+  // checkpoint carries its mtp.* layers. Once enabled the cache holds one window-only layer per draft layer, and
+  // every step also averages the streams entering attention at the target layers (hc_collapse's mean), fuses them
+  // (main_proj, main_norm) and writes each draft layer's window key of every row (FP8, as the main layers' window),
+  // inside the step (graphed decode steps replay it). dspark_draft runs the draft layers over the blocks, then per
+  // slot the head plus the Markov term, the draw on the device and the confidence head.
+  bool has_mtp() const override { return dspark_ != nullptr; }
+  void enable_mtp() override;
+  int64_t dspark_block_size() const override { return dspark_enabled_ ? config_.v41.dspark.block_size : 0; }
+  std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
+                                       std::span<const SamplingRow> rows) const override;
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -115,6 +126,10 @@ class CudaV41Model final : public CausalLm {
   struct StepState;  // what the step's layers publish to the later ones (cuda_v41_model.cpp)
   struct CudaBlocks;
 
+  // A layer's weights under `prefix` ("layers.N." or a draft layer's "mtp.N."), its routed experts into `experts`
+  // as layer `expert_layer` (the engram table is the caller's).
+  Layer upload_layer(const DeviceWeightSource& weights, const std::string& prefix, const V41LayerRole& role,
+                     CudaExpertStore& experts, int64_t expert_layer, int64_t num_experts);
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   // The named weights stacked by rows into one Projection, FP8 with `fp8`.
   Projection upload_projection(const DeviceWeightSource& weights, const std::vector<std::string>& names, bool fp8);
@@ -130,6 +145,18 @@ class CudaV41Model final : public CausalLm {
   // out = attention(h) of layer `l`, appending the new tokens' entries to `cache_layer` (cuda_v41_attention.cpp).
   void attention(int64_t l, const StepPlan& plan, StepState& state, const CudaV41KvCache::Layer& cache_layer,
                  const Bf16* h, Bf16* out) const;
+  // The attention output [T, heads * head_dim] (rotated back in place) through the grouped low-rank projection.
+  void project_output(const Layer& layer, Bf16* attn, int64_t T, const int32_t* inverse_positions, bool compress,
+                      Bf16* out) const;
+  // DSpark (cuda_v41_dspark.cpp): the weights where the checkpoint has them; inside a step, the rows' target
+  // features [T, targets * hidden] to each draft layer's window key in the cache at the plan's slots.
+  void load_dspark(const DeviceWeightSource& weights);
+  void write_draft_keys(const StepPlan& plan, const Bf16* features, CudaV41KvCache& cache) const;
+  struct DraftPlan;  // the blocks' index arrays (cuda_v41_dspark.cpp)
+  // Draft layer d's attention for the block rows h: each row the window of the layer's cached keys before its block,
+  // and its block's own keys.
+  void draft_attention(int64_t d, const DraftPlan& plan, const CudaV41KvCache& cache, const Bf16* h, Bf16* out) const;
+  int64_t num_cache_layers() const { return static_cast<int64_t>(cache_specs_.size()); }
   // A KV source's compressed entries (and indexer keys, where it owns them) for every sequence, into `state`.
   void publish_compressed(int64_t l, const StepPlan& plan, StepState& state,
                           const CudaV41KvCache::Layer& cache_layer) const;
@@ -168,6 +195,17 @@ class CudaV41Model final : public CausalLm {
   bool graphs_enabled_ = true;
   mutable DeviceIdleMeter idle_;  // the device's idle time between steps
   mutable DeviceSampler sampler_;  // overlapped scheduling's started steps
+  struct Dspark {
+    ModelConfig moe_config;  // the model's with the draft layers' expert counts (what their CudaMoe routes by)
+    std::vector<Layer> layers;
+    std::unique_ptr<CudaExpertStore> experts;
+    std::unique_ptr<CudaMoe> moe;
+    const Bf16 *main_proj = nullptr, *main_norm = nullptr, *hc_head_fn = nullptr, *norm = nullptr;
+    const Bf16 *markov_w1 = nullptr, *markov_w2 = nullptr, *confidence = nullptr;
+    const float *hc_head_base = nullptr, *hc_head_scale = nullptr;
+  };
+  std::unique_ptr<Dspark> dspark_;  // null: the checkpoint has no draft layers
+  bool dspark_enabled_ = false;
 };
 
 }  // namespace deepinfer
