@@ -96,6 +96,14 @@ for f in tiny-v41-engram tiny-v41-engram-fp8; do
   $py tests/gpu/compare_generate.py /tmp/engram-none.jsonl /tmp/engram-group.jsonl "$f colocated4 split vs whole tables" \
     --identical | tee -a "$out/e2e.log" || status=1
 done
+echo "== the model drafters on the GPU: speculation (fixed and, where the flag allows, variable) = plain, 1 rank and 2p2d"
+for pair in "tiny-v3-bf16 mtp" "tiny-v41-dspark dspark"; do
+  set -- $pair
+  $py tests/cli/check_speculation.py --deepinfer $di --mpirun "mpirun --oversubscribe" --model tests/fixtures/$1 \
+    --deploy configs/deploy/2p2d.toml --ranks 4 --model-drafter $2 --args "--device cuda --batch-invariant" \
+    > "$out/spec-$2.log" 2>&1 || status=1
+  grep -E "^ok:|Error" "$out/spec-$2.log" | sed "s/^/$1: /" | tee -a "$out/e2e.log"
+done
 echo "== rank slice: the device form's served pairs and exchange == the host form's on the CPU (one step)"
 bash tests/gpu/check_slice_device.sh $di /tmp 2>&1 | tee -a "$out/e2e.log" || status=1
 echo "== KV cache sized from GPU memory"
