@@ -1,5 +1,7 @@
 #include "src/model/backend.h"
 
+#include <unordered_set>
+
 #include "src/core/check.h"
 #include "src/core/device.h"
 #include "src/model/architectures.h"
@@ -58,7 +60,16 @@ namespace {
 template <class CudaModel>
 std::unique_ptr<CausalLm> make_cuda_model(ModelConfig config, const WeightOrigin& weights, int gpu) {
   if (weights.host) return std::make_unique<CudaModel>(std::move(config), HostWeightSource(*weights.host), gpu);
-  return std::make_unique<CudaModel>(std::move(config), DummyWeightSource(weights.dummy_seed, weights.wanted), gpu);
+  WeightStore::TensorFilter wanted = weights.wanted;
+  if (!weights.dummy_draft_module) {  // the optional parts (the draft module) left out
+    std::unordered_set<std::string> optional;
+    for (const TensorSpec& spec : find_architecture(config.model_type)->tensor_specs(config))
+      if (!spec.optional_part.empty()) optional.insert(spec.name);
+    wanted = [optional = std::move(optional), all = weights.wanted](const std::string& name) {
+      return !optional.contains(name) && (!all || all(name));
+    };
+  }
+  return std::make_unique<CudaModel>(std::move(config), DummyWeightSource(weights.dummy_seed, std::move(wanted)), gpu);
 }
 #endif
 

@@ -21,6 +21,10 @@ struct WeightOrigin {
   std::unique_ptr<WeightStore> host;  // null: device-side dummy weights
   uint64_t dummy_seed = 0;
   WeightStore::TensorFilter wanted;
+  // Device-side dummy weights: generate the draft module too (DeepSeek-V3's MTP layer, V4.1's DSpark layers: the
+  // architecture's optional parts), to time the drafters; without it they are left out (they would draft noise, and
+  // V3's module is an MoE layer's memory). A checkpoint's module loads where the checkpoint carries it.
+  bool dummy_draft_module = false;
 };
 
 // `gpu` is the device index for kCuda (the local rank's GPU). Built as the architecture registry says.

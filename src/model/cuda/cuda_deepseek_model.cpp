@@ -81,11 +81,10 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   lm_head_ = c.tie_word_embeddings ? embed_ : upload(weights, "lm_head.weight");
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     layers_.push_back(upload_layer(weights, l, *experts_, l - c.first_k_dense_replace));
-  // The MTP module where a checkpoint carries it, as the CPU model loads it (dummy weights have no checkpoint:
-  // their module could only draft noise, and would take an MoE layer's memory).
+  // The MTP module where the weights carry it (a checkpoint that has it; dummy weights only when asked for:
+  // WeightOrigin::dummy_draft_module).
   const std::string mtp_prefix = fmt::format("model.layers.{}.", c.num_hidden_layers);
-  if (c.num_nextn_predict_layers > 0 && weights.stored_fp8(mtp_prefix + "eh_proj.weight").has_value() &&
-      weights.has(mtp_prefix + "eh_proj.weight")) {
+  if (c.num_nextn_predict_layers > 0 && weights.has(mtp_prefix + "eh_proj.weight")) {
     auto mtp = std::make_unique<Mtp>();
     // Its experts held whole on every rank (weights_held_by keeps them): expert e at place e.
     mtp->experts = std::make_unique<CudaExpertStore>(

@@ -40,11 +40,9 @@ struct CudaV41Model::DraftPlan {
 void CudaV41Model::load_dspark(const DeviceWeightSource& weights) {
   const ModelConfig& c = config_;
   const V41TextConfig& v = c.v41;
-  // Where a checkpoint carries the draft layers (as the CPU model loads them; dummy weights have no checkpoint and
-  // their drafter could only draft noise).
-  if (!v.dspark.enabled() || !weights.stored_fp8("mtp.0.main_proj.weight").has_value() ||
-      !weights.has("mtp.0.main_proj.weight"))
-    return;
+  // Where the weights carry the draft layers (a checkpoint that has them; dummy weights only when asked for:
+  // WeightOrigin::dummy_draft_module).
+  if (!v.dspark.enabled() || !weights.has("mtp.0.main_proj.weight")) return;
   auto dspark = std::make_unique<Dspark>();
   dspark->moe_config = c;
   dspark->moe_config.n_routed_experts = v.dspark.n_routed_experts;

@@ -1,0 +1,136 @@
+// The GPU drafters' cost at a released shape (issue #27), on dummy weights with the draft module generated
+// (WeightOrigin::dummy_draft_module):
+//   drafter_bench dspark configs/models/deepseek-v4.1-flash.json [--layers 4] [--context 4096] [--batches 16,60,96]
+//   drafter_bench mtp configs/models/deepseek-v3.json [--layers 4] ...
+// The main model runs at --layers (V4.1: the drafter's target layers renumbered to its last three, since the fusion
+// reads three), every sequence at --context cached tokens (random cache entries). Per batch of S sequences it
+// prints one JSON line: the main decode step's median ms without the drafter and with it enabled (DSpark: the step
+// also writes the draft layers' keys), and the drafter's own median ms (DSpark: one block of dspark_block_size drafts a
+// sequence; MTP: the module over the step's S rows). Medians of 9 after 3 warm-up runs, host wall clock around the
+// model's calls (each returns its tokens to the host, so the device's work is in it).
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "benchmarks/microbench.h"
+#include "src/core/files.h"
+#include "src/model/backend.h"
+#include "src/model/model_config.h"
+#include "src/model/v41_config.h"
+
+using namespace deepinfer;
+
+namespace {
+
+double median_host_ms(int reps, const std::function<void()>& run) {
+  for (int i = 0; i < 3; ++i) run();
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+ModelConfig config_at(const std::string& path, const std::string& drafter, int64_t layers) {
+  nlohmann::json root = nlohmann::json::parse(read_text_file(path, "model config"));
+  if (drafter == "dspark") {
+    root = v41_at_depth(std::move(root), layers, path);
+    std::vector<int64_t> targets;
+    for (int64_t l = std::max<int64_t>(0, layers - 3); l < layers; ++l) targets.push_back(l);
+    root["text_config"]["dspark_target_layer_ids"] = targets;
+  } else {
+    root["num_hidden_layers"] = layers;
+  }
+  return parse_model_config(root.dump(), path + " (drafter_bench)");
+}
+
+// One model, its cache filled at random and S sequences at `context`: the decode step's and the drafter's medians.
+struct Timing {
+  double step_ms = 0, draft_ms = 0;
+};
+Timing time_model(const ModelConfig& config, const std::string& drafter, bool enable, int64_t batch, int64_t context) {
+  WeightOrigin weights;
+  weights.dummy_seed = 7;
+  weights.dummy_draft_module = true;
+  std::unique_ptr<CausalLm> model = make_causal_lm(config, std::move(weights), Device::kCuda, 0);
+  if (enable) model->enable_mtp();
+  const int64_t blocks_per_seq = (context + 1 + KvCache::kBlockSize - 1) / KvCache::kBlockSize + 1;
+  std::unique_ptr<KvCache> cache = model->make_kv_cache(batch * blocks_per_seq);
+  cache->fill_random(11);
+  std::vector<std::vector<int32_t>> tables(batch);
+  for (int64_t s = 0; s < batch; ++s)
+    for (int64_t b = 0; b < blocks_per_seq; ++b) tables[s].push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+  ForwardBatch step;
+  std::vector<SamplingRow> rows;
+  for (int64_t s = 0; s < batch; ++s) {
+    step.token_ids.push_back(static_cast<int32_t>(1000 + 7 * s));
+    step.sequences.push_back({context, 1, tables[s]});
+    rows.push_back({0.0f, 1.0f, 0, 5, context + 1});
+  }
+  Timing t;
+  // The same step again and again (its rows rewritten in place): what a decode step of S sequences costs.
+  t.step_ms = median_host_ms(9, [&] { model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr); });
+  if (!enable) return t;
+  if (drafter == "dspark") {
+    t.draft_ms = median_host_ms(9, [&] { model->dspark_draft(step, *cache, rows); });
+  } else {
+    std::vector<int64_t> hidden_rows(batch);
+    for (int64_t s = 0; s < batch; ++s) hidden_rows[s] = s;
+    t.draft_ms = median_host_ms(9, [&] {
+      model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr);  // keeps the hidden states
+      model->mtp_draft(step, hidden_rows, *cache);
+    }) - t.step_ms;
+  }
+  return t;
+}
+
+int run(int argc, char** argv) {
+  if (argc < 3 || (std::strcmp(argv[1], "dspark") != 0 && std::strcmp(argv[1], "mtp") != 0)) {
+    std::fprintf(stderr, "usage: drafter_bench dspark|mtp CONFIG [--layers N] [--context C] [--batches 16,60,96]\n");
+    return 2;
+  }
+  const std::string drafter = argv[1], path = argv[2];
+  int64_t layers = 4, context = 4096;
+  std::vector<int64_t> batches = {16, 60, 96};
+  for (int i = 3; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--layers") layers = std::stoll(value);
+    else if (key == "--context") context = std::stoll(value);
+    else if (key == "--batches") {
+      batches.clear();
+      for (size_t at = 0; at < value.size();) {
+        const size_t comma = value.find(',', at);
+        batches.push_back(std::stoll(value.substr(at, comma - at)));
+        at = comma == std::string::npos ? value.size() : comma + 1;
+      }
+    } else {
+      std::fprintf(stderr, "drafter_bench: unknown option %s\n", key.c_str());
+      return 2;
+    }
+  }
+  const ModelConfig config = config_at(path, drafter, layers);
+  for (const int64_t batch : batches) {
+    const Timing without = time_model(config, drafter, false, batch, context);
+    const Timing with = time_model(config, drafter, true, batch, context);
+    nlohmann::json line = {{"drafter", drafter},       {"config", path},          {"layers", layers},
+                           {"context", context},       {"sequences", batch},      {"step_ms", without.step_ms},
+                           {"step_ms_drafter_enabled", with.step_ms}, {"draft_ms", with.draft_ms}};
+    if (drafter == "dspark") line["block"] = config.v41.dspark.block_size;
+    std::printf("%s\n", line.dump().c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return microbench_main("drafter_bench", run, argc, argv); }
