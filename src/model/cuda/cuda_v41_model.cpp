@@ -144,7 +144,6 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   embed_ = upload(weights, "embed.weight");
   final_norm_ = upload(weights, "norm.weight");
   head_ = upload(weights, "head.weight");
-  load_dspark(weights);
   // The CPU model's entry, so that caches move between the backends (KV handoff) unchanged.
   entry_dim_ = v41_cache_entry_dim(v);
   for (const Layer& layer : layers_)
@@ -174,6 +173,12 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                  v.engram_shard.whole() ? std::string()
                                         : fmt::format(": part {} of {} of every table's rows, the rest fetched from "
                                                       "the EP group", v.engram_shard.part, v.engram_shard.parts));
+  const size_t before_dspark = arena_.bytes_in_use();
+  load_dspark(weights);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  if (dspark_ != nullptr)
+    spdlog::info("CUDA V4.1 DSpark drafter: {} layers, {:.3f} GiB on GPU {}", dspark_->layers.size(),
+                 static_cast<double>(arena_.bytes_in_use() - before_dspark) / GiB, device_.id());
 }
 
 CudaV41Model::Layer CudaV41Model::upload_layer(const DeviceWeightSource& weights, const std::string& p,
