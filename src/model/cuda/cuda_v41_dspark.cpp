@@ -183,6 +183,7 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   plan.extra_offsets = device_copy(published_, offsets);
   plan.extra_ids = device_copy(published_, ids);
   const int32_t* token_ids = device_copy(published_, tokens);
+  profiler_.mark("start");
 
   // The draft layers, as the main layers run (v41_layers.h; the collapse weights of the site before).
   auto* streams = published_.alloc<float>(T * hc * H);
@@ -205,17 +206,19 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
                    post, comb, nullptr);
     cuda::hc_collapse_rms_norm(streams, pre, norm, T, hc, H, eps, h, nullptr);
     std::swap(pre, next_pre);
+    profiler_.mark("dspark: hyper-connections");
   };
   for (int64_t d = 0; d < v.num_nextn_predict_layers; ++d) {
     const Layer& layer = dspark_->layers[d];
     site(layer.hc_attn, layer.attn_norm);
     draft_attention(d, plan, *cache, h, out);
+    profiler_.mark("dspark: attention");
     cuda::hc_post(streams, out, post, comb, T, hc, H, nullptr);
     site(layer.hc_ffn, layer.ffn_norm);
     dspark_->moe->run(d, layer.moe, h, out, T, nullptr, scratch_, nullptr);
     cuda::hc_post(streams, out, post, comb, T, hc, H, nullptr);
+    profiler_.mark("dspark: moe");
   }
-  profiler_.mark("dspark: draft layers");
 
   // The head's collapse (its own weights from the flattened streams), its rows put slot by slot (row k * S + s of
   // block s's slot k), so that a slot's logits rows are contiguous.
@@ -243,6 +246,7 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), hidden, dspark_->confidence, score_hidden, true, T, 1, H));
   std::vector<float> host_score_hidden(T);
   DI_CUDA_CHECK(cudaMemcpy(host_score_hidden.data(), score_hidden, T * sizeof(float), cudaMemcpyDeviceToHost));
+  profiler_.mark("dspark: head collapse, logits, confidence");
 
   // Per slot, one after the other: the Markov term and the confidence read the token drawn before.
   std::vector<DraftBlock> drafts(S);
@@ -269,7 +273,8 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
       previous[s] = drawn[s];
     }
   }
-  profiler_.mark("dspark: heads and draws");
+  profiler_.mark("dspark: Markov term, draws, confidences (every slot)");
+  profiler_.report(fmt::format("DSpark: {} blocks of {}", S, B));
   return drafts;
 }
 
