@@ -24,7 +24,7 @@ std::vector<int32_t> CausalLm::finish_forward_and_sample(uint64_t*) const {
 }
 
 void CausalLm::enable_mtp() {
-  throw InputError("this model has no draft module loaded (a CPU DeepSeek V3 with its nextn layer, or V4.1 with "
+  throw InputError("this model has no draft module loaded (DeepSeek V3 with its nextn layer, or V4.1 with "
                    "its DSpark layers)");
 }
 
@@ -46,7 +46,7 @@ std::vector<CausalLm::MtpDraft> CausalLm::mtp_draft(const ForwardBatch& batch, s
 
 std::vector<CausalLm::DraftBlock> CausalLm::dspark_draft(const ForwardBatch&, KvCache&,
                                                          std::span<const SamplingRow>) const {
-  throw InputError("this model has no DSpark drafter enabled (a CPU DeepSeek-V4.1 with its mtp.* draft layers)");
+  throw InputError("this model has no DSpark drafter enabled (DeepSeek-V4.1 with its mtp.* draft layers)");
 }
 
 void check_batch(const ForwardBatch& batch, int64_t vocab) {
