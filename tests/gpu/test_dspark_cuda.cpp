@@ -138,6 +138,46 @@ TEST(CudaDspark, BlocksMatchTheCpuOnTheSameCache) {
               static_cast<long long>(total));
 }
 
+// Bounded replay's compact form (the kept rows only from v41_first_compact_layer on): the draft layers' keys of the
+// kept rows are the mask form's. The fixture's first target layer comes before its compact layer, so the features
+// captured there are gathered with the kept rows. Under --batch-invariant, whose rows' bits do not depend on how many
+// rows run beside them.
+TEST(CudaDspark, CompactReplayWritesTheMaskFormsDraftKeys) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const std::unique_ptr<CausalLm> gpu = load(Device::kCuda, /*batch_invariant=*/true);
+  const ModelConfig& c = gpu->config();
+  const V41TextConfig& v = c.v41;
+  const int64_t L = c.num_hidden_layers, compact_layer = v41_first_compact_layer(v);
+  ASSERT_LT(compact_layer, L);
+  ASSERT_LT(v.dspark.target_layer_ids.front(), compact_layer) << "the test wants a target layer before compaction";
+  const int64_t n = 40, floor = n - (v.sliding_window + kV41BacktrackingTokens), hd = v.head_dim;
+  std::vector<int32_t> prompt, blocks = {0, 1};
+  for (int64_t i = 0; i < n; ++i) prompt.push_back(static_cast<int32_t>(2 + (i * 29 + 3) % 240));
+  std::vector<std::vector<float>> keys;
+  for (const bool compact : {false, true}) {
+    std::unique_ptr<KvCache> cache = gpu->make_kv_cache(2);
+    cache->fill_random(5);
+    ForwardBatch batch;
+    batch.token_ids = prompt;
+    batch.sequences.push_back({0, n, blocks});
+    batch.sequences.back().replay_floor = floor;
+    batch.compact_replay = compact;
+    gpu->forward(batch, *cache);
+    const int64_t layers = cache->num_layers(), dim = cache->entry_dim();
+    std::vector<float> entries(layers * n * dim), kept;
+    cache->export_entries(blocks, n, entries.data());
+    for (int64_t l = L; l < layers; ++l)
+      for (int64_t p = floor; p < n; ++p)
+        kept.insert(kept.end(), entries.begin() + (l * n + p) * dim, entries.begin() + (l * n + p) * dim + hd);
+    keys.push_back(kept);
+  }
+  ASSERT_EQ(keys[0].size(), keys[1].size());
+  const double err = testing::worst_relative_error(keys[1], keys[0], hd);
+  std::printf("compact against mask form: the draft layers' keys of %lld kept rows, worst row %.3e\n",
+              static_cast<long long>(n - floor), err);
+  EXPECT_EQ(err, 0.0);
+}
+
 // Through the engine: the outputs are plain decoding's, fixed and variable verify lengths, greedy and sampled, and
 // a cache so small that sequences are preempted. Under --batch-invariant, whose verify rows carry a one-row step's
 // bits.
