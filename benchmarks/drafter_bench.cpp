@@ -11,13 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "benchmarks/host_timing.h"
 #include "benchmarks/microbench.h"
 #include "src/core/files.h"
 #include "src/model/backend.h"
@@ -27,18 +26,6 @@
 using namespace deepinfer;
 
 namespace {
-
-double median_host_ms(int reps, const std::function<void()>& run) {
-  for (int i = 0; i < 3; ++i) run();
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 ModelConfig config_at(const std::string& path, const std::string& drafter, int64_t layers) {
   nlohmann::json root = nlohmann::json::parse(read_text_file(path, "model config"));
@@ -78,14 +65,14 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
   }
   Timing t;
   // The same step again and again (its rows rewritten in place): what a decode step of S sequences costs.
-  t.step_ms = median_host_ms(9, [&] { model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr); });
+  t.step_ms = host_median_ms(9, [&] { model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr); });
   if (!enable) return t;
   if (drafter == "dspark") {
-    t.draft_ms = median_host_ms(9, [&] { model->dspark_draft(step, *cache, rows); });
+    t.draft_ms = host_median_ms(9, [&] { model->dspark_draft(step, *cache, rows); });
   } else {
     std::vector<int64_t> hidden_rows(batch);
     for (int64_t s = 0; s < batch; ++s) hidden_rows[s] = s;
-    t.draft_ms = median_host_ms(9, [&] {
+    t.draft_ms = host_median_ms(9, [&] {
       model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr);  // keeps the hidden states
       model->mtp_draft(step, hidden_rows, *cache);
     }) - t.step_ms;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <omp.h>
 
+#include "benchmarks/host_timing.h"
 #include "src/engine/structured_output.h"
 #include "src/model/causal_lm.h"
 #include "src/text/bpe_tokenizer.h"
@@ -32,20 +33,6 @@ namespace {
 using namespace deepinfer;
 
 constexpr int64_t kVocab = 129280;
-
-// The host's median milliseconds of `repeats` runs after 3 warm-up runs (microbench.h's median_ms times the device).
-template <class F>
-double host_median_ms(int repeats, F&& f) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
 
 struct Case {
   std::string name;

@@ -194,23 +194,8 @@ TEST(CudaDspark, DrafterKeepsThePlainOutputs) {
                         Case{4, false, 0.0f, 4 * 64}}) {
     const std::string name = fmt::format("nextn {}{}, temperature {}, cache {}", c.drafts, c.varlen ? " varlen" : "",
                                          c.temperature, c.cache_tokens);
-    const std::vector<Request> requests = testing::speculation_requests(model->config().vocab_size, c.temperature);
-    const testing::SpeculationCase plain_case{"plain", 0, false, 0, 0, c.temperature, c.cache_tokens};
-    const testing::SpeculationRun plain = testing::run_generation(*model, requests, plain_case, nullptr);
-    EngineOptions options;
-    options.kv_cache_tokens = c.cache_tokens;
-    options.speculation.num_drafts = c.drafts;
-    options.speculation.variable_length = c.varlen;
-    options.speculation.cost_warmup_steps = 2 * (c.drafts + 1);
-    options.speculation.model_drafter = true;
-    Engine engine(*model, options);
-    for (const Request& r : requests) engine.add_request(r);
-    engine.run_to_completion();
-    const std::vector<RequestResult> results = engine.results();
-    ASSERT_EQ(results.size(), plain.results.size()) << name;
-    for (size_t i = 0; i < results.size(); ++i)
-      EXPECT_EQ(results[i].output_token_ids, plain.results[i].output_token_ids) << name << ", request " << i;
-    const SpeculationStats& s = engine.stats().speculation;
+    const SpeculationStats s = testing::expect_model_drafter_keeps_outputs(*model, c.drafts, c.varlen,
+                                                                           c.temperature, c.cache_tokens, name);
     EXPECT_GT(s.verified, 0) << name;
     std::printf("%s on the GPU: DSpark drafts %lld drafted, %lld verified, %lld accepted\n", name.c_str(),
                 static_cast<long long>(s.drafted), static_cast<long long>(s.verified),

@@ -113,20 +113,8 @@ TEST(CudaMtp, DrafterKeepsThePlainOutputs) {
   for (float temperature : {0.0f, 0.8f}) {
     const std::unique_ptr<CausalLm> model =
         testing::load_with_drafter("tiny-v3-bf16", Device::kCuda, false, /*batch_invariant=*/true);
-    const std::vector<Request> requests = testing::speculation_requests(model->config().vocab_size, temperature);
-    const testing::SpeculationCase c{"mtp", 1, false, 0, 0, temperature};
-    const testing::SpeculationRun plain = testing::run_generation(*model, requests, c, nullptr);
-    EngineOptions options;
-    options.speculation.num_drafts = 1;
-    options.speculation.model_drafter = true;
-    Engine engine(*model, options);
-    for (const Request& r : requests) engine.add_request(r);
-    engine.run_to_completion();
-    const std::vector<RequestResult> results = engine.results();
-    ASSERT_EQ(results.size(), plain.results.size());
-    for (size_t i = 0; i < results.size(); ++i)
-      EXPECT_EQ(results[i].output_token_ids, plain.results[i].output_token_ids) << "request " << i;
-    const SpeculationStats& s = engine.stats().speculation;
+    const SpeculationStats s =
+        testing::expect_model_drafter_keeps_outputs(*model, 1, false, temperature, 16384, "tiny-v3-bf16 on the GPU");
     EXPECT_GT(s.verified, 0);
     std::printf("tiny-v3-bf16 on the GPU, temperature %.1f: MTP drafts %lld verified, %lld accepted\n", temperature,
                 static_cast<long long>(s.verified), static_cast<long long>(s.accepted));

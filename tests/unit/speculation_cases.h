@@ -63,6 +63,31 @@ inline SpeculationRun run_generation(const CausalLm& model, const std::vector<Re
   return {engine.results(), engine.stats()};
 }
 
+// The model's own drafter (SpeculationOptions::model_drafter: its MTP or DSpark module, enabled on the model) through
+// the engine on speculation_requests: every output equal to plain decoding's (`name` labels failures); returns the
+// speculative run's statistics.
+inline SpeculationStats expect_model_drafter_keeps_outputs(const CausalLm& model, int64_t num_drafts,
+                                                           bool variable_length, float temperature,
+                                                           int64_t kv_cache_tokens, const std::string& name) {
+  const std::vector<Request> requests = speculation_requests(model.config().vocab_size, temperature);
+  const SpeculationCase plain_case{"plain", 0, false, 0, 0, temperature, kv_cache_tokens};
+  const SpeculationRun plain = run_generation(model, requests, plain_case, nullptr);
+  EngineOptions options;
+  options.kv_cache_tokens = kv_cache_tokens;
+  options.speculation.num_drafts = num_drafts;
+  options.speculation.variable_length = variable_length;
+  options.speculation.cost_warmup_steps = 2 * (num_drafts + 1);
+  options.speculation.model_drafter = true;
+  Engine engine(model, options);
+  for (const Request& r : requests) engine.add_request(r);
+  engine.run_to_completion();
+  const std::vector<RequestResult> results = engine.results();
+  EXPECT_EQ(results.size(), plain.results.size()) << name;
+  for (size_t i = 0; i < results.size() && i < plain.results.size(); ++i)
+    EXPECT_EQ(results[i].output_token_ids, plain.results[i].output_token_ids) << name << ", request " << i;
+  return engine.stats().speculation;
+}
+
 // Runs the case and checks the outputs against plain decoding's; returns the speculative run's statistics.
 inline SpeculationStats expect_speculation_keeps_outputs(const CausalLm& model, const SpeculationCase& c) {
   std::vector<Request> requests = speculation_requests(model.config().vocab_size, c.temperature);

@@ -392,6 +392,23 @@ void CudaV41Model::run_indexer(int64_t l, const StepPlan& plan, StepState& state
   profiler_.mark("attn:indexer");
 }
 
+CudaV41Model::QueryAndKv CudaV41Model::project_query_and_kv(const Layer& layer, const Bf16* h, int64_t T,
+                                                             const int32_t* positions, bool compress) const {
+  const V41TextConfig& v = config_.v41;
+  const int64_t heads = v.num_attention_heads, hd = v.head_dim, q_lora = v.q_lora_rank, width = q_lora + hd;
+  const float eps = config_.rms_norm_eps;
+  // h -> [q residual | K=V] in one product (the weights stacked); K=V normalised and rotated in place.
+  auto* proj = scratch_.alloc<Bf16>(T * width);
+  QueryAndKv out{scratch_.alloc<Bf16>(T * q_lora), scratch_.alloc<Bf16>(T * heads * hd), proj + q_lora};
+  linear(h, layer.q_kv, proj, false, T);
+  cuda::rms_norm(proj, width, layer.q_norm, out.q_residual, q_lora, T, q_lora, eps, nullptr);
+  linear(out.q_residual, layer.wq_b, out.q, false, T);
+  rotate(out.q + hd - v.qk_rope_head_dim, T * heads, hd, positions, heads, compress);
+  cuda::rms_norm(out.kv, width, layer.kv_norm, out.kv, width, T, hd, eps, nullptr);
+  rotate(out.kv + hd - v.qk_rope_head_dim, T, width, positions, 1, compress);
+  return out;
+}
+
 void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state,
                              const CudaV41KvCache::Layer& cache_layer, const Bf16* h, Bf16* out) const {
   const V41TextConfig& v = config_.v41;
@@ -401,18 +418,10 @@ void CudaV41Model::attention(int64_t l, const StepPlan& plan, StepState& state,
   const float eps = config_.rms_norm_eps;
   const bool compress = layer.ratio > 0;  // these layers rotate with the compress RoPE
 
-  // h -> [q residual | K=V] in one product; K=V normalised, rotated, then cached as FP8 codes and scales (the
-  // reference's quantisation, as stored); on a KV source the compressor's inputs beside them.
-  auto* proj = scratch_.alloc<Bf16>(T * width);
-  auto* q_residual = scratch_.alloc<Bf16>(T * q_lora);
-  auto* q = scratch_.alloc<Bf16>(T * heads * hd);
-  linear(h, layer.q_kv, proj, false, T);
-  cuda::rms_norm(proj, width, layer.q_norm, q_residual, q_lora, T, q_lora, eps, nullptr);
-  linear(q_residual, layer.wq_b, q, false, T);
-  rotate(q + hd - v.qk_rope_head_dim, T * heads, hd, plan.positions, heads, compress);
-  Bf16* kv = proj + q_lora;
-  cuda::rms_norm(kv, width, layer.kv_norm, kv, width, T, hd, eps, nullptr);
-  rotate(kv + hd - v.qk_rope_head_dim, T, width, plan.positions, 1, compress);
+  // The queries and K=V, then K=V cached as FP8 codes and scales (the reference's quantisation, as stored); on a KV
+  // source the compressor's inputs beside them.
+  const QueryAndKv projected = project_query_and_kv(layer, h, T, plan.positions, compress);
+  Bf16 *q_residual = projected.q_residual, *q = projected.q, *kv = projected.kv;
   cuda::write_fp8_kv_rows(kv, width, plan.new_slots, T, hd, cache_layer.codes, cache_layer.scales, nullptr);
   if (layer.kv_source) {
     const int64_t parts = layer.compressor.n;  // [kv | gate] at ratio > 1, kv alone at ratio 1

@@ -105,19 +105,9 @@ void CudaV41Model::draft_attention(int64_t d, const DraftPlan& plan, const CudaV
                                    Bf16* out) const {
   const V41TextConfig& v = config_.v41;
   const Layer& layer = dspark_->layers[d];
-  const int64_t T = plan.num_tokens, heads = v.num_attention_heads, hd = v.head_dim, q_lora = v.q_lora_rank;
-  const int64_t width = q_lora + hd, rope = v.qk_rope_head_dim;
-  const float eps = config_.rms_norm_eps;
-  auto* proj = scratch_.alloc<Bf16>(T * width);
-  auto* q_residual = scratch_.alloc<Bf16>(T * q_lora);
-  auto* q = scratch_.alloc<Bf16>(T * heads * hd);
-  linear(h, layer.q_kv, proj, false, T);
-  cuda::rms_norm(proj, width, layer.q_norm, q_residual, q_lora, T, q_lora, eps, nullptr);
-  linear(q_residual, layer.wq_b, q, false, T);
-  rotate(q + hd - rope, T * heads, hd, plan.positions, heads, false);
-  Bf16* kv = proj + q_lora;
-  cuda::rms_norm(kv, width, layer.kv_norm, kv, width, T, hd, eps, nullptr);
-  rotate(kv + hd - rope, T, width, plan.positions, 1, false);
+  const int64_t T = plan.num_tokens, heads = v.num_attention_heads, hd = v.head_dim, width = v.q_lora_rank + hd;
+  const QueryAndKv projected = project_query_and_kv(layer, h, T, plan.positions, /*compress=*/false);
+  const Bf16 *q = projected.q, *kv = projected.kv;
   // The block's own keys as a cached row would hold them (FP8 values, as the CPU's fake quantisation), in rows of
   // head_dim for the kernel's extras; they are not cached.
   auto* keys = scratch_.alloc<Bf16>(T * hd);
@@ -197,15 +187,7 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   const ScratchPool::Mark sublayer = scratch_.mark();
   const auto site = [&](const HyperMix& mix, const Bf16* norm) {
     scratch_.rewind(sublayer);
-    const int64_t D = hc * H, M = (2 + hc) * hc;
-    auto* flat = scratch_.alloc<Bf16>(T * D);
-    auto* mixes = scratch_.alloc<float>(T * M);
-    cuda::hc_flat_rms_norm(streams, T, D, eps, flat, nullptr);
-    linear(flat, mix.fn, mixes, true, T, M, D);
-    cuda::hc_mixes(mixes, mix.base, mix.scale, T, hc, static_cast<float>(v.hc_eps), v.hc_sinkhorn_iters, next_pre,
-                   post, comb, nullptr);
-    cuda::hc_collapse_rms_norm(streams, pre, norm, T, hc, H, eps, h, nullptr);
-    std::swap(pre, next_pre);
+    hyper_site(mix, norm, T, streams, pre, next_pre, post, comb, h);
     profiler_.mark("dspark: hyper-connections");
   };
   for (int64_t d = 0; d < v.num_nextn_predict_layers; ++d) {

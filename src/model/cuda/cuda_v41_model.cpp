@@ -318,6 +318,21 @@ void CudaV41Model::rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* 
              nullptr);
 }
 
+void CudaV41Model::hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, const float* streams, float*& pre,
+                              float*& next_pre, float* post, float* comb, Bf16* h) const {
+  const V41TextConfig& v = config_.v41;
+  const int64_t hc = v.hc_mult, H = config_.hidden_size, D = hc * H, M = (2 + hc) * hc;
+  const float eps = config_.rms_norm_eps;
+  auto* flat = scratch_.alloc<Bf16>(T * D);
+  auto* mixes = scratch_.alloc<float>(T * M);
+  cuda::hc_flat_rms_norm(streams, T, D, eps, flat, nullptr);
+  linear(flat, mix.fn, mixes, true, T, M, D);
+  cuda::hc_mixes(mixes, mix.base, mix.scale, T, hc, static_cast<float>(v.hc_eps), v.hc_sinkhorn_iters, next_pre, post,
+                 comb, nullptr);
+  cuda::hc_collapse_rms_norm(streams, pre, norm, T, hc, H, eps, h, nullptr);
+  std::swap(pre, next_pre);
+}
+
 // The CUDA blocks of the shared layer loop (v41_layers.h), on this thread's stream.
 struct CudaV41Model::CudaBlocks {
   const CudaV41Model& model;
@@ -394,24 +409,14 @@ struct CudaV41Model::CudaBlocks {
     scratch.rewind(sublayer);  // stream order: the previous sublayer's kernels are queued before these
     const Layer& layer = model.layers_[l];
     const bool attn = site == HyperSite::kAttention;
-    const HyperMix& mix = attn ? layer.hc_attn : layer.hc_ffn;
-    const int64_t D = hc * H, M = (2 + hc) * hc;
-    const float eps = model.config_.rms_norm_eps;
     if (attn && features != nullptr) {
       const std::vector<int64_t>& targets = v().dspark.target_layer_ids;
       const auto j = std::find(targets.begin(), targets.end(), l) - targets.begin();
       if (j < std::ssize(targets))
         cuda::hc_collapse(state->streams, nullptr, T, hc, H, features + j * H, std::ssize(targets) * H, nullptr);
     }
-    auto* flat = scratch.alloc<Bf16>(T * D);
-    auto* mixes = scratch.alloc<float>(T * M);
-    cuda::hc_flat_rms_norm(state->streams, T, D, eps, flat, nullptr);
-    model.linear(flat, mix.fn, mixes, true, T, M, D);
-    cuda::hc_mixes(mixes, mix.base, mix.scale, T, hc, static_cast<float>(v().hc_eps), v().hc_sinkhorn_iters,
-                   state->next_pre, state->post, state->comb, nullptr);
-    cuda::hc_collapse_rms_norm(state->streams, state->pre, attn ? layer.attn_norm : layer.ffn_norm, T, hc, H, eps,
-                               state->h, nullptr);
-    std::swap(state->pre, state->next_pre);
+    model.hyper_site(attn ? layer.hc_attn : layer.hc_ffn, attn ? layer.attn_norm : layer.ffn_norm, T, state->streams,
+                     state->pre, state->next_pre, state->post, state->comb, state->h);
     model.profiler_.mark("hyper-connections pre");
   }
   void attention(int64_t l) {

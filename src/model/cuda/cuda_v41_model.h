@@ -145,6 +145,18 @@ class CudaV41Model final : public CausalLm {
   // out = attention(h) of layer `l`, appending the new tokens' entries to `cache_layer` (cuda_v41_attention.cpp).
   void attention(int64_t l, const StepPlan& plan, StepState& state, const CudaV41KvCache::Layer& cache_layer,
                  const Bf16* h, Bf16* out) const;
+  // One hyper-connection site on the streams [T, hc, hidden]: the site's mixes (post, comb, and the next site's
+  // collapse weights into next_pre, then swapped into pre), and h = rms_norm(the streams collapsed by pre) * norm.
+  void hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, const float* streams, float*& pre,
+                  float*& next_pre, float* post, float* comb, Bf16* h) const;
+  // A layer's queries and window K=V from h [T, hidden] (in scratch): the query's low-rank residual [T, q_lora] (the
+  // indexer reads it), the rotated queries [T, heads * head_dim], and K=V normalised and rotated, rows of q_lora_rank +
+  // head_dim apart.
+  struct QueryAndKv {
+    Bf16 *q_residual, *q, *kv;
+  };
+  QueryAndKv project_query_and_kv(const Layer& layer, const Bf16* h, int64_t T, const int32_t* positions,
+                                  bool compress) const;
   // The attention output [T, heads * head_dim] (rotated back in place) through the grouped low-rank projection.
   void project_output(const Layer& layer, Bf16* attn, int64_t T, const int32_t* inverse_positions, bool compress,
                       Bf16* out) const;
