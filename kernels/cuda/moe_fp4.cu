@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
@@ -7,6 +9,8 @@ namespace deepinfer::cuda {
 
 namespace {
 
+// Shared memory a grouped kernel's inputs may take (opting in past 48 KB; the H200 allows 227 KB a block).
+constexpr int64_t kGroupedMaxShared = 96 * 1024;
 constexpr int kWarps = 8;
 constexpr int kRowsPerWarp = 4;  // weight rows a warp takes (independent sums: loads of all four in flight)
 constexpr int kStep = 256;       // values a warp consumes a step: 8 a lane (fewer lanes at a row's end)
@@ -74,16 +78,20 @@ __device__ __forceinline__ float dot8_fp4(uint32_t codes, float scale, const uin
   return sum * scale;
 }
 
-// The warp's dot products of kRowsPerWarp FP4 rows of `n` values with one bf16 vector in shared memory. Lane L
-// takes values [s + 8L, s + 8L + 8) of each step s (its scale byte: block (s + 8L) / 32); the loads of kUnroll
-// steps of every row are issued before their products (more bytes in flight a warp), which adds in the same order
-// as one step at a time.
+// The warp's dot products of kRowsPerWarp FP4 rows of `n` values with `count` (at most kVecs) bf16 vectors in
+// shared memory, `stride` values apart. Lane L takes values [s + 8L, s + 8L + 8) of each step s (its scale byte:
+// block (s + 8L) / 32); the loads of kUnroll steps of every row are issued before their products (more bytes in
+// flight a warp), which adds in the same order as one step at a time. Each vector's sums are added in the same
+// order whatever kVecs and count are, so one vector's products have the same bits alone or beside others.
+template <int kVecs>
 __device__ __forceinline__ void dot_rows(const Fp4Rows& w, const int64_t (&rows)[kRowsPerWarp], int n,
-                                         const __nv_bfloat16* vec, const uint32_t* table,
-                                         float (&sums)[kRowsPerWarp]) {
+                                         const __nv_bfloat16* vecs, int stride, int count, const uint32_t* table,
+                                         float (&sums)[kVecs][kRowsPerWarp]) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) sums[r] = 0.0f;
+  for (int v = 0; v < kVecs; ++v)
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) sums[v][r] = 0.0f;
   for (int s = 0; s < n; s += kStep * kUnroll) {
     uint32_t codes[kUnroll][kRowsPerWarp], scale_bytes[kUnroll][kRowsPerWarp];
 #pragma unroll
@@ -99,14 +107,39 @@ __device__ __forceinline__ void dot_rows(const Fp4Rows& w, const int64_t (&rows)
     for (int u = 0; u < kUnroll; ++u) {
       const int i = s + u * kStep + 8 * lane;
       if (i >= n) break;
-      const uint4 x = *reinterpret_cast<const uint4*>(vec + i);
 #pragma unroll
-      for (int r = 0; r < kRowsPerWarp; ++r)
-        sums[r] += dot8_fp4(codes[u][r], ue8m0_scale(static_cast<uint8_t>(scale_bytes[u][r])), x, table);
+      for (int v = 0; v < kVecs; ++v) {
+        if (v >= count) break;
+        const uint4 x = *reinterpret_cast<const uint4*>(vecs + v * stride + i);
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          sums[v][r] += dot8_fp4(codes[u][r], ue8m0_scale(static_cast<uint8_t>(scale_bytes[u][r])), x, table);
+      }
     }
   }
 #pragma unroll
-  for (int r = 0; r < kRowsPerWarp; ++r) sums[r] = warp_sum(sums[r]);
+  for (int v = 0; v < kVecs; ++v)
+#pragma unroll
+    for (int r = 0; r < kRowsPerWarp; ++r) sums[v][r] = warp_sum(sums[v][r]);
+}
+
+// A warp's weight rows for the activations [first, first + kRowsPerWarp / 2) of expert e: their gate rows, then
+// their up rows (a row past inter repeats the last); returns how many of the activations exist.
+__device__ __forceinline__ int gate_up_rows(int64_t e, int64_t first, int64_t inter, int64_t (&rows)[kRowsPerWarp]) {
+  constexpr int kActs = kRowsPerWarp / 2;
+  const int acts = static_cast<int>(inter - first < kActs ? inter - first : kActs);
+  for (int a = 0; a < kActs; ++a) {
+    const int64_t j = first + (a < acts ? a : acts - 1);
+    rows[a] = e * 2 * inter + j;
+    rows[kActs + a] = e * 2 * inter + inter + j;
+  }
+  return acts;
+}
+
+template <bool kClamp>
+__device__ __forceinline__ __nv_bfloat16 swiglu(float g, float u, float swiglu_limit) {
+  if constexpr (kClamp) clamp_swiglu(g, u, swiglu_limit);
+  return to_bf16(g / (1.0f + expf(-g)) * u);
 }
 
 // Block (pair p = (t, k), tile of kWarps * kRowsPerWarp / 2 rows of inter): each warp the gate and up rows of
@@ -132,22 +165,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       act[pair * inter + first + threadIdx.x % 32] = to_bf16(0.0f);
     return;
   }
-  // The warp's rows: the gate rows of its activations, then their up rows (a row past inter repeats the last).
-  const int acts = static_cast<int>(inter - first < kActs ? inter - first : kActs);
   int64_t rows[kRowsPerWarp];
-  for (int a = 0; a < kActs; ++a) {
-    const int64_t j = first + (a < acts ? a : acts - 1);
-    rows[a] = e * 2 * inter + j;
-    rows[kActs + a] = e * 2 * inter + inter + j;
-  }
-  float sums[kRowsPerWarp];
-  dot_rows(w, rows, static_cast<int>(hidden), xs, table, sums);
+  const int acts = gate_up_rows(e, first, inter, rows);
+  float sums[1][kRowsPerWarp];
+  dot_rows<1>(w, rows, static_cast<int>(hidden), xs, 0, 1, table, sums);
   if (threadIdx.x % 32 != 0) return;
-  for (int a = 0; a < acts; ++a) {
-    float g = sums[a], u = sums[kActs + a];
-    if constexpr (kClamp) clamp_swiglu(g, u, swiglu_limit);
-    act[pair * inter + first + a] = to_bf16(g / (1.0f + expf(-g)) * u);
-  }
+  for (int a = 0; a < acts; ++a) act[pair * inter + first + a] = swiglu<kClamp>(sums[0][a], sums[0][kActs + a], swiglu_limit);
 }
 
 // Block (token t, tile of kWarps * kRowsPerWarp hidden rows): every k of the token, summed in k order onto out.
@@ -171,14 +194,131 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (e >= num_experts) continue;
     int64_t row_ids[kRowsPerWarp];
     for (int r = 0; r < kRowsPerWarp; ++r) row_ids[r] = e * hidden + first + (r < rows ? r : rows - 1);
-    float sums[kRowsPerWarp];
-    dot_rows(w, row_ids, static_cast<int>(inter), as + k * inter, table, sums);
+    float sums[1][kRowsPerWarp];
+    dot_rows<1>(w, row_ids, static_cast<int>(inter), as + k * inter, 0, 1, table, sums);
     const float weight = weights[t * top_k + k];
 #pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) total[r] += weight * sums[r];
+    for (int r = 0; r < kRowsPerWarp; ++r) total[r] = fmaf(weight, sums[0][r], total[r]);
   }
   if (threadIdx.x % 32 != 0) return;
   for (int r = 0; r < rows; ++r) out[t * hidden + first + r] = to_bf16(to_float(out[t * hidden + first + r]) + total[r]);
+}
+
+
+// The grouped forms: the pairs sorted by expert (moe_route: expert e's permuted rows [offsets[e], offsets[e + 1]),
+// row r standing for token token_of_row[r]), a block per (expert, tile of weight rows), so that an expert's
+// weights are streamed once for all its pairs (the per-pair kernels above stream them once a pair). The block's
+// tile is kGroupedPasses passes of its warps' rows, and its inputs sit in shared memory kGroupedVecs rows at a time
+// (four: 128 registers a thread, two blocks an SM); an expert of more pairs takes each pass's rows over all its
+// chunks of inputs before the next pass, so that the rows read again come from the caches.
+constexpr int kGroupedVecs = 4;
+constexpr int kGroupedPasses = 4;
+
+// Copies rows [chunk, chunk + count) of the expert's inputs into shared memory: row v from src + source(v) * cols.
+template <class Source>
+__device__ __forceinline__ void load_chunk(const __nv_bfloat16* src, Source source, int count, int64_t cols,
+                                           __nv_bfloat16* dst) {
+  __syncthreads();  // (the previous chunk's reads done)
+  for (int64_t i = threadIdx.x; i < count * cols / 8; i += blockDim.x) {
+    const int64_t v = i / (cols / 8), at = i % (cols / 8);
+    reinterpret_cast<uint4*>(dst + v * cols)[at] = reinterpret_cast<const uint4*>(src + source(v) * cols)[at];
+  }
+  __syncthreads();
+}
+
+// Block (expert e, tile of kWarps * kActs * kGroupedPasses activations): act_perm[r, j] for e's rows r.
+template <bool kClamp>
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    grouped_gate_up_kernel(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                           int64_t hidden, int64_t inter, Fp4Rows w, float swiglu_limit, __nv_bfloat16* act_perm) {
+  begin_dependent_kernel();
+  extern __shared__ __align__(16) __nv_bfloat16 xs[];  // [kGroupedVecs, hidden]
+  __shared__ uint32_t table[256];
+  fill_byte_table(table);
+  constexpr int kActs = kRowsPerWarp / 2;
+  const int64_t e = blockIdx.x;
+  const int begin = offsets[e], end = offsets[e + 1];
+  const int chunks = (end - begin + kGroupedVecs - 1) / kGroupedVecs;
+  const int64_t tile = static_cast<int64_t>(blockIdx.y) * kWarps * kActs * kGroupedPasses;
+  for (int pass = 0; pass < kGroupedPasses; ++pass) {
+    const int64_t first = tile + (static_cast<int64_t>(pass) * kWarps + threadIdx.x / 32) * kActs;
+    if (tile + static_cast<int64_t>(pass) * kWarps * kActs >= inter) break;  // (the same for the whole block)
+    for (int c = 0; c < chunks; ++c) {
+      const int chunk = begin + c * kGroupedVecs;
+      const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
+      if (chunks > 1 || pass == 0)
+        load_chunk(x, [&](int64_t v) { return static_cast<int64_t>(token_of_row[chunk + v]); }, count, hidden, xs);
+      if (first >= inter) continue;
+      int64_t rows[kRowsPerWarp];
+      const int acts = gate_up_rows(e, first, inter, rows);
+      float sums[kGroupedVecs][kRowsPerWarp];
+      dot_rows<kGroupedVecs>(w, rows, static_cast<int>(hidden), xs, static_cast<int>(hidden), count, table, sums);
+      if (threadIdx.x % 32 != 0) continue;
+#pragma unroll
+      for (int v = 0; v < kGroupedVecs; ++v) {
+        if (v >= count) break;
+#pragma unroll
+        for (int a = 0; a < kActs; ++a)
+          if (a < acts)
+            act_perm[(chunk + v) * inter + first + a] = swiglu<kClamp>(sums[v][a], sums[v][kActs + a], swiglu_limit);
+      }
+    }
+  }
+}
+
+// Block (expert e, tile of kWarps * kRowsPerWarp * kGroupedPasses hidden rows): y_perm[r, i] = W_down[e] . act_perm[r]
+// for e's rows r, unrounded (the combine below adds them as the per-pair down kernel adds its sums).
+__global__ void __launch_bounds__(kWarps * 32, 2)
+    grouped_down_kernel(const __nv_bfloat16* act_perm, const int32_t* offsets, int64_t hidden, int64_t inter,
+                        Fp4Rows w, float* y_perm) {
+  begin_dependent_kernel();
+  extern __shared__ __align__(16) __nv_bfloat16 as[];  // [kGroupedVecs, inter]
+  __shared__ uint32_t table[256];
+  fill_byte_table(table);
+  const int64_t e = blockIdx.x;
+  const int begin = offsets[e], end = offsets[e + 1];
+  const int chunks = (end - begin + kGroupedVecs - 1) / kGroupedVecs;
+  const int64_t tile = static_cast<int64_t>(blockIdx.y) * kWarps * kRowsPerWarp * kGroupedPasses;
+  for (int pass = 0; pass < kGroupedPasses; ++pass) {
+    const int64_t first = tile + (static_cast<int64_t>(pass) * kWarps + threadIdx.x / 32) * kRowsPerWarp;
+    if (tile + static_cast<int64_t>(pass) * kWarps * kRowsPerWarp >= hidden) break;
+    for (int c = 0; c < chunks; ++c) {
+      const int chunk = begin + c * kGroupedVecs;
+      const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
+      if (chunks > 1 || pass == 0) load_chunk(act_perm, [&](int64_t v) { return chunk + v; }, count, inter, as);
+      if (first >= hidden) continue;
+      const int rows = static_cast<int>(hidden - first < kRowsPerWarp ? hidden - first : kRowsPerWarp);
+      int64_t row_ids[kRowsPerWarp];
+      for (int r = 0; r < kRowsPerWarp; ++r) row_ids[r] = e * hidden + first + (r < rows ? r : rows - 1);
+      float sums[kGroupedVecs][kRowsPerWarp];
+      dot_rows<kGroupedVecs>(w, row_ids, static_cast<int>(inter), as, static_cast<int>(inter), count, table, sums);
+      if (threadIdx.x % 32 != 0) continue;
+#pragma unroll
+      for (int v = 0; v < kGroupedVecs; ++v) {
+        if (v >= count) break;
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r)
+          if (r < rows) y_perm[(chunk + v) * hidden + first + r] = sums[v][r];
+      }
+    }
+  }
+}
+
+// A thread per (token, hidden index): out[t, i] = bf16(out[t, i] + sum over k in order of weights[t, k] * y_perm[row
+// of (t, k), i]), the pairs served elsewhere (ids >= num_experts) skipped: the per-pair down kernel's sum.
+__global__ void grouped_combine_kernel(const float* y_perm, const int32_t* ids, const int32_t* row_of,
+                                       const float* weights, int64_t tokens, int64_t top_k, int64_t num_experts,
+                                       int64_t hidden, __nv_bfloat16* out) {
+  begin_dependent_kernel();
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (g >= tokens * hidden) return;
+  const int64_t t = g / hidden, i = g % hidden;
+  float total = 0.0f;
+  for (int64_t k = 0; k < top_k; ++k) {
+    if (ids[t * top_k + k] >= num_experts) continue;
+    total = fmaf(weights[t * top_k + k], y_perm[row_of[t * top_k + k] * hidden + i], total);
+  }
+  out[g] = to_bf16(to_float(out[g]) + total);
 }
 
 }  // namespace
@@ -228,6 +368,41 @@ void moe_gemv_down_fp4(const __nv_bfloat16* act, const int32_t* ids, const float
   const size_t shared = top_k * inter * sizeof(__nv_bfloat16);
   launch_dependent(down_kernel, grid, kWarps * 32, shared, stream, act, ids, weights, top_k, num_experts, hidden, inter,
                    down, out);
+}
+
+bool moe_grouped_gemv_fp4_supports(int64_t hidden, int64_t inter) {
+  return hidden % 32 == 0 && inter % 32 == 0 &&
+         kGroupedVecs * std::max(hidden, inter) * static_cast<int64_t>(sizeof(__nv_bfloat16)) <= kGroupedMaxShared;
+}
+
+void moe_grouped_gemv_fp4(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                          int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows gate_up, Fp4Rows down,
+                          float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream) {
+  if (num_experts == 0 || !moe_grouped_gemv_fp4_supports(hidden, inter)) return;  // the caller checks
+  const int64_t acts_per_block = kWarps * kRowsPerWarp / 2 * kGroupedPasses;
+  const size_t gate_up_shared = kGroupedVecs * hidden * sizeof(__nv_bfloat16);
+  const dim3 gate_up_grid(static_cast<unsigned>(num_experts),
+                          static_cast<unsigned>((inter + acts_per_block - 1) / acts_per_block));
+  const auto gate_up_kernel = swiglu_limit > 0.0f ? grouped_gate_up_kernel<true> : grouped_gate_up_kernel<false>;
+  cudaFuncSetAttribute(gate_up_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gate_up_shared));
+  launch_dependent(gate_up_kernel, gate_up_grid, kWarps * 32, gate_up_shared, stream, x, token_of_row, offsets, hidden,
+                   inter, gate_up, swiglu_limit, act_perm);
+  const int64_t rows_per_block = kWarps * kRowsPerWarp * kGroupedPasses;
+  const size_t down_shared = kGroupedVecs * inter * sizeof(__nv_bfloat16);
+  const dim3 down_grid(static_cast<unsigned>(num_experts),
+                       static_cast<unsigned>((hidden + rows_per_block - 1) / rows_per_block));
+  cudaFuncSetAttribute(grouped_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(down_shared));
+  launch_dependent(grouped_down_kernel, down_grid, kWarps * 32, down_shared, stream, act_perm, offsets, hidden, inter,
+                   down, y_perm);
+}
+
+void moe_grouped_combine(const float* y_perm, const int32_t* ids, const int32_t* row_of, const float* weights,
+                         int64_t tokens, int64_t top_k, int64_t num_experts, int64_t hidden, __nv_bfloat16* out,
+                         cudaStream_t stream) {
+  const int64_t values = tokens * hidden;
+  if (values == 0) return;
+  launch_dependent(grouped_combine_kernel, static_cast<unsigned>((values + 255) / 256), 256, 0, stream, y_perm, ids,
+                   row_of, weights, tokens, top_k, num_experts, hidden, out);
 }
 
 }  // namespace deepinfer::cuda

@@ -12,6 +12,15 @@
 // inter] at e * hidden rows. Pairs with ids[t, k] >= num_experts (served on another rank) give zero activations
 // and add nothing. hidden and inter multiples of 32 (a scale block), the input rows within 48 KB of shared memory
 // (moe_gemv_fp4_supports).
+//   moe_grouped_gemv_fp4  the same two projections with each expert's rows streamed once for up to 4 of its pairs
+//                         at a time instead of once a pair: the pairs sorted by expert on the device first
+//                         (moe_route over the ids, num_ids >= num_experts places), a block per (expert, tile of
+//                         rows); act_perm [T * K, inter] bf16 (scratch) and y_perm [T * K, hidden] fp32, the
+//                         permuted rows' unweighted products, in moe_route's row order
+//   moe_grouped_combine   out[t] = bf16(out[t] + sum_k weights[t, k] * y_perm[row_of[t, k]]) (k in order, ids >=
+//                         num_experts skipped): with the two above, the bits of the per-pair kernels
+// For decode steps whose experts take a few pairs each (a drafter's 128 experts under 80-480 pairs).
+// moe_grouped_gemv_fp4_supports: hidden and inter multiples of 32, four rows of either within 96 KB of shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -38,5 +47,14 @@ void moe_gemv_gate_up_fp4(const __nv_bfloat16* x, const int32_t* ids, int64_t to
 void moe_gemv_down_fp4(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t tokens,
                        int64_t top_k, int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows down,
                        __nv_bfloat16* out, cudaStream_t stream);
+
+
+bool moe_grouped_gemv_fp4_supports(int64_t hidden, int64_t inter);
+void moe_grouped_gemv_fp4(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                          int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows gate_up, Fp4Rows down,
+                          float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream);
+void moe_grouped_combine(const float* y_perm, const int32_t* ids, const int32_t* row_of, const float* weights,
+                         int64_t tokens, int64_t top_k, int64_t num_experts, int64_t hidden, __nv_bfloat16* out,
+                         cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

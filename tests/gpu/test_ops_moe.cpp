@@ -290,7 +290,8 @@ void fp4_rows(OpRun& r) {
 
 // FP4 routed experts for a few tokens against the CPU's experts on the dequantised weights: ids past the experts
 // (entries served on another rank) included, the clamp on and off; the V4.1-Flash hidden size and one that is no
-// multiple of a warp's step.
+// multiple of a warp's step. The grouped form (moe_grouped_gemv_fp4, the pairs sorted by moe_route) against the
+// per-pair kernels bit for bit, with experts of one pair and of several chunks of pairs (40 tokens: ~16 an expert).
 void moe_gemv_fp4(OpRun& r) {
   const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"], inter = r["inter"], experts = 12;
   std::vector<float> x_f, gu_f, down_f, base_f;
@@ -306,7 +307,8 @@ void moe_gemv_fp4(OpRun& r) {
   down_f.resize(down_raw.size());
   cpu::dequantize_fp4_rows(gu_codes.data(), gu_scales.data(), experts * 2 * inter, hidden, gu_f.data());
   cpu::dequantize_fp4_rows(d_codes.data(), d_scales.data(), experts * hidden, inter, down_f.data());
-  auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, base_f));
+  const std::vector<Bf16> base = r.random_bf16(tokens * hidden, base_f);
+  auto out = DeviceArray<Bf16>::from_host(base);
   std::vector<int32_t> ids(tokens * top_k);
   std::vector<float> weights(tokens * top_k);
   for (int64_t i = 0; i < tokens * top_k; ++i) {
@@ -324,7 +326,21 @@ void moe_gemv_fp4(OpRun& r) {
                              swiglu_limit(r), bf(act), nullptr);
   cuda::moe_gemv_down_fp4(bf(act), d_ids.data(), d_w.data(), tokens, top_k, experts, hidden, inter,
                           {ddc.data(), dds.data()}, bf(out), nullptr);
+  const int64_t n = tokens * top_k;
+  DeviceArray<int32_t> row_of(n), token_of_row(n), offsets(experts + 2);
+  DeviceArray<Bf16> act_perm(n * inter);
+  DeviceArray<float> y_perm(n * hidden);
+  auto grouped = DeviceArray<Bf16>::from_host(base);
+  act_perm.poison();
+  ASSERT_TRUE(cuda::moe_grouped_gemv_fp4_supports(hidden, inter));
+  cuda::moe_route(d_ids.data(), tokens, top_k, experts + 1, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
+  cuda::moe_grouped_gemv_fp4(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
+                             {dgc.data(), dgs.data()}, {ddc.data(), dds.data()}, swiglu_limit(r), bf(act_perm),
+                             y_perm.data(), nullptr);
+  cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_w.data(), tokens, top_k, experts, hidden,
+                            bf(grouped), nullptr);
   sync();
+  r.exact("grouped form against the per-pair kernels", grouped.to_host(), out.to_host());
   std::vector<int32_t> kept_ids;
   std::vector<float> kept_w;
   std::vector<float> want = base_f;
@@ -582,7 +598,8 @@ void add_moe_rows(OpTable& t) {
   for (auto [n, k] : {std::pair<int64_t, int64_t>{256, 5120}, {200, 2304}, {64, 32}, {4608, 96}})
     t.add("moe_fp4_gemm", "bf16", {{"n", n}, {"k", k}}, kBf16, moe_fp4_gemm);
   for (auto [tokens, top_k, hidden, inter] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 6, 5120, 256},
-                                              {3, 6, 320, 96}, {40, 6, 64, 32}, {2, 5, 512, 2304}})
+                                              {3, 6, 320, 96}, {40, 6, 64, 32}, {2, 5, 512, 2304},
+                                              {40, 3, 320, 2304}})
     for (int64_t limit : {0, 500})
       t.add("moe_gemv_fp4", "bf16",
             {{"tokens", tokens}, {"top_k", top_k}, {"hidden", hidden}, {"inter", inter}, {"limit_milli", limit}},

@@ -22,18 +22,28 @@ namespace {
 
 using Bf16 = __nv_bfloat16;
 
-// CudaMoe::fp4_tiles_from_pairs_ for `places` experts: 1.25 pairs a place (at least 256 pairs), or
-// DEEPINFER_FP4_TILES_FROM_PAIRS (a measurement's override). V4.1-Flash, 384 experts all local, 4 layers, context
-// 4096: the matrix-vector kernels (graphs) against the tiles (eager) 24.6 / 25.0 ms at 64 rows (384 pairs), 35.3 /
-// 30.4 at 96, 45.9 / 34.5 at 128, 88.5 / 45.7 at 256 (results/h200/v41/fp4-decode-tiles).
-int64_t fp4_tiles_from_pairs(int64_t places) {
-  const int64_t fallback = std::max<int64_t>(256, places * 5 / 4);
-  const char* env = std::getenv("DEEPINFER_FP4_TILES_FROM_PAIRS");
+// A pair-count threshold, or the environment variable `name` where set (a measurement's override).
+int64_t pairs_threshold(const char* name, int64_t fallback) {
+  const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return fallback;
   char* end = nullptr;
   const long long value = std::strtoll(env, &end, 10);
-  DI_INPUT_CHECK(*end == '\0' && value >= 0, "DEEPINFER_FP4_TILES_FROM_PAIRS='{}' is not a count of pairs", env);
+  DI_INPUT_CHECK(*end == '\0' && value >= 0, "{}='{}' is not a count of pairs", name, env);
   return value;
+}
+
+// FP4 experts at decode take, by pairs a place: the per-pair matrix-vector kernels below a quarter, the grouped form
+// up to four, the tiles above (benchmarks/moe_fp4_gemv_bench, results/h200/speculation/call-s16a; hidden 5120, inter
+// 2304, per layer). 384 experts: 48 pairs 0.63 / 0.72 / 1.21 ms (per pair / grouped / tile kernels alone), 96 pairs
+// 1.23 / 1.18 / 2.14, 384 pairs 4.75 / 3.44 / 6.17, 768 pairs 9.40 / 5.44 / 8.42; 128 experts: 240 pairs 2.96 / 1.84
+// / 2.73, 900 pairs 10.9 / 5.33 / 3.20 (the grouped form's time grows with the pairs, the tiles' with the experts
+// touched, and the tiles also wait for the row counts on the host). DEEPINFER_FP4_GROUPED_FROM_PAIRS and
+// DEEPINFER_FP4_TILES_FROM_PAIRS override the two thresholds (a measurement's overrides).
+int64_t fp4_grouped_from_pairs(int64_t places) {
+  return pairs_threshold("DEEPINFER_FP4_GROUPED_FROM_PAIRS", std::max<int64_t>(1, places / 4));
+}
+int64_t fp4_tiles_from_pairs(int64_t places) {
+  return pairs_threshold("DEEPINFER_FP4_TILES_FROM_PAIRS", 4 * places + 1);
 }
 
 // A layer's routed rows on the host, for the exchange over host memory: h as fp32, the top-k ids and weights.
@@ -61,7 +71,10 @@ void wait_for(cudaEvent_t event) {
 }  // namespace
 
 CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sms, StepProfiler& profiler)
-    : config_(config), fp4_tiles_from_pairs_(fp4_tiles_from_pairs(experts.capacity())), experts_(experts),
+    : config_(config),
+      fp4_tiles_from_pairs_(fp4_tiles_from_pairs(experts.capacity())),
+      fp4_grouped_from_pairs_(fp4_grouped_from_pairs(experts.capacity())),
+      experts_(experts),
       num_sms_(num_sms),
       profiler_(profiler),
       swiglu_limit_(static_cast<float>(config.swiglu_limit)),
@@ -210,15 +223,30 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   const Bf16* gate_up_w = experts_.gate_up(moe_layer);
   const Bf16* down_w = experts_.down(moe_layer);
   const bool fp4 = experts_.format() == CudaExpertStore::Format::kFp4;
-  // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
-  // an expert once per pair, the tiles below once per 64 rows.
-  const bool few_pairs_a_place = num_ids == E || n <= kFp4GemvMaxPairsPerPlace * E;
   // (--batch-invariant: experts_stay_on_device is false, so every pair count takes the one path below — FP4: the
   // tiles; bf16: the grouped kernel over the sorted rows — and a pair's bits do not depend on how many pairs share
   // the layer.)
-  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place) {
-    // FP4 experts at decode: matrix-vector kernels, each pair streaming its expert's FP4 rows (no bf16 copy of the
-    // experts exists for the grouped kernel to read); entries served elsewhere give zeros.
+  if (fp4 && experts_stay_on_device(n) && n >= fp4_grouped_from_pairs_ &&
+      cuda::moe_grouped_gemv_fp4_supports(H, I)) {
+    // FP4 experts at decode, a few pairs an expert (up to the tiles' threshold): the pairs sorted by expert on the
+    // device and each expert's rows streamed once for them (the per-pair kernels' bits, below, without their repeated
+    // reads).
+    auto* row_of = scratch.alloc<int32_t>(n);
+    auto* token_of_row = scratch.alloc<int32_t>(n);
+    auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
+    auto* act_perm = scratch.alloc<Bf16>(n * I);
+    auto* y_perm = scratch.alloc<float>(n * H);
+    cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
+    cuda::moe_grouped_gemv_fp4(x, token_of_row, offsets, E, H, I, experts_.gate_up_fp4(moe_layer),
+                               experts_.down_fp4(moe_layer), swiglu_limit_, act_perm, y_perm, nullptr);
+    wait_for(out_ready);
+    cuda::moe_grouped_combine(y_perm, ids, row_of, weights, rows, K, E, H, out, nullptr);
+    profiler_.mark("moe:experts (fp4 grouped gemv)");
+    return false;
+  }
+  if (fp4 && experts_stay_on_device(n)) {
+    // FP4 experts at decode, fewer pairs than a quarter of the places: matrix-vector kernels, each pair streaming its
+    // expert's FP4 rows (no sort to wait for); entries served elsewhere give zeros.
     auto* act = scratch.alloc<Bf16>(n * I);
     cuda::moe_gemv_gate_up_fp4(x, ids, rows, K, E, H, I, experts_.gate_up_fp4(moe_layer), swiglu_limit_, act,
                                nullptr);
