@@ -32,18 +32,25 @@ int64_t pairs_threshold(const char* name, int64_t fallback) {
   return value;
 }
 
-// FP4 experts at decode take, by pairs a place: the per-pair matrix-vector kernels below a quarter, the grouped form
-// up to four, the tiles above (benchmarks/moe_fp4_gemv_bench, results/h200/speculation/call-s16a; hidden 5120, inter
-// 2304, per layer). 384 experts: 48 pairs 0.63 / 0.72 / 1.21 ms (per pair / grouped / tile kernels alone), 96 pairs
-// 1.23 / 1.18 / 2.14, 384 pairs 4.75 / 3.44 / 6.17, 768 pairs 9.40 / 5.44 / 8.42; 128 experts: 240 pairs 2.96 / 1.84
-// / 2.73, 900 pairs 10.9 / 5.33 / 3.20 (the grouped form's time grows with the pairs, the tiles' with the experts
-// touched, and the tiles also wait for the row counts on the host). DEEPINFER_FP4_GROUPED_FROM_PAIRS and
-// DEEPINFER_FP4_TILES_FROM_PAIRS override the two thresholds (a measurement's overrides).
+// FP4 experts at decode, by pairs a step over the store's places (benchmarks/moe_fp4_gemv_bench and V4.1-Flash decode
+// at 4 layers, results/h200/speculation/README.md, calls s16a-b):
+//  - below a quarter a place, the per-pair matrix-vector kernels (no sort to wait for);
+//  - from there to 2.5 a place (CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2), the grouped form: each expert streamed
+//    once for its pairs, the per-pair kernels' bits. Kernels alone, 384 experts: 96 pairs 1.24 / 1.19 / 2.12 ms (per
+//    pair / grouped / tile kernels), 384 pairs 4.74 / 3.44 / 6.16, 768 pairs 9.38 / 5.44 / 8.43, 1,536 pairs 18.6 /
+//    9.29 / 9.37; whole 4-layer steps against session 15's rule (per pair, tiles from 480 pairs): batch 32 13.50 ->
+//    11.50 ms, 64 24.38 -> 18.28, 96 30.43 -> 24.44, 128 34.56 -> 30.06, but 192 40.61 -> 41.77 and 256 45.64 ->
+//    53.53 (the grouped form's time grows with the pairs, the tiles' with the experts touched);
+//  - from max(256, 2.5 a place) pairs, the tiles (which wait for the experts' row counts on the host, so such steps
+//    run eagerly); below 256 pairs without expert parallelism the per-pair kernels take what the grouped form does
+//    not (a few experts of many pairs: the test fixtures), as before.
+// DEEPINFER_FP4_GROUPED_FROM_PAIRS and DEEPINFER_FP4_TILES_FROM_PAIRS override the two thresholds (a measurement's).
 int64_t fp4_grouped_from_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_GROUPED_FROM_PAIRS", std::max<int64_t>(1, places / 4));
 }
 int64_t fp4_tiles_from_pairs(int64_t places) {
-  return pairs_threshold("DEEPINFER_FP4_TILES_FROM_PAIRS", 4 * places + 1);
+  return pairs_threshold("DEEPINFER_FP4_TILES_FROM_PAIRS",
+                         std::max<int64_t>(256, places * CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2 / 2 + 1));
 }
 
 // A layer's routed rows on the host, for the exchange over host memory: h as fp32, the top-k ids and weights.
@@ -227,10 +234,9 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // tiles; bf16: the grouped kernel over the sorted rows — and a pair's bits do not depend on how many pairs share
   // the layer.)
   if (fp4 && experts_stay_on_device(n) && n >= fp4_grouped_from_pairs_ &&
-      cuda::moe_grouped_gemv_fp4_supports(H, I)) {
-    // FP4 experts at decode, a few pairs an expert (up to the tiles' threshold): the pairs sorted by expert on the
-    // device and each expert's rows streamed once for them (the per-pair kernels' bits, below, without their repeated
-    // reads).
+      2 * n <= kFp4GroupedMaxPairsPerPlaceTimes2 * E && cuda::moe_grouped_gemv_fp4_supports(H, I)) {
+    // FP4 experts at decode, a few pairs an expert: the pairs sorted by expert on the device and each expert's rows
+    // streamed once for them (the per-pair kernels' bits, below, without their repeated reads).
     auto* row_of = scratch.alloc<int32_t>(n);
     auto* token_of_row = scratch.alloc<int32_t>(n);
     auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
@@ -244,9 +250,12 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:experts (fp4 grouped gemv)");
     return false;
   }
-  if (fp4 && experts_stay_on_device(n)) {
-    // FP4 experts at decode, fewer pairs than a quarter of the places: matrix-vector kernels, each pair streaming its
-    // expert's FP4 rows (no sort to wait for); entries served elsewhere give zeros.
+  // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
+  // an expert once per pair, the tiles below once per 64 rows.
+  const bool few_pairs_a_place = num_ids == E || n <= kFp4GemvMaxPairsPerPlace * E;
+  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place) {
+    // FP4 experts at decode, fewer pairs than a quarter of the places (or a few experts of many pairs, below 256):
+    // matrix-vector kernels, each pair streaming its expert's FP4 rows; entries served elsewhere give zeros.
     auto* act = scratch.alloc<Bf16>(n * I);
     cuda::moe_gemv_gate_up_fp4(x, ids, rows, K, E, H, I, experts_.gate_up_fp4(moe_layer), swiglu_limit_, act,
                                nullptr);

@@ -52,6 +52,12 @@ class CudaMoe {
   // chunked GEMMs (a cost that hardly grows with the rows: at 384 x 256 rows 12.2 ms against 25.6 for the gate/up
   // projection, at 64 rows 12.2 against 6.6; benchmarks/moe_fp4_gemm_bench, results/h200/v41/).
   static constexpr int64_t kFp4TileMaxRowsPerExpert = 128;
+  // Under expert parallelism, FP4 pairs (entries served elsewhere included) a place up to which the matrix-vector
+  // kernels run where the grouped form does not (each pair streams its expert; a rank slice of EP 64 at batch 8 put 46
+  // on each of 6 places and took 53 ms a 40-layer step that way).
+  static constexpr int64_t kFp4GemvMaxPairsPerPlace = 2;
+  // FP4 pairs a place, times 2, up to which decode steps take the grouped form (cuda_moe.cpp: fp4_tiles_from_pairs).
+  static constexpr int64_t kFp4GroupedMaxPairsPerPlaceTimes2 = 5;
   static constexpr int64_t kDequantExperts = 16;
 
   // `config`, `experts` and `profiler` are the model's and outlive this block.
@@ -92,10 +98,9 @@ class CudaMoe {
   Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant}; }
 
   const ModelConfig& config_;
-  // FP4 experts at decode, by pairs a step (cuda_moe.cpp: fp4_grouped_from_pairs): the per-pair matrix-vector
-  // kernels below fp4_grouped_from_pairs_ (a quarter a place), the grouped form (each expert streamed once for its
-  // pairs, the same bits) below fp4_tiles_from_pairs_ (four a place), the tile kernel from it (which reads the
-  // experts' row counts back to the host).
+  // FP4 experts at decode, by pairs a step (cuda_moe.cpp: fp4_tiles_from_pairs): the grouped form from
+  // fp4_grouped_from_pairs_ (a quarter a place) to 2.5 a place, the tile kernel from fp4_tiles_from_pairs_ (which reads
+  // the experts' row counts back to the host), the per-pair matrix-vector kernels otherwise.
   int64_t fp4_tiles_from_pairs_;
   int64_t fp4_grouped_from_pairs_;
   CudaExpertStore& experts_;
