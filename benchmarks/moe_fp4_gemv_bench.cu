@@ -1,10 +1,11 @@
 // The routed experts' decode projections with FP4 weights (moe_fp4.cuh), hidden 5120 and moe_intermediate 2304 as
-// DeepSeek-V4.1-Flash has them, at two expert counts: the main model's 384 experts top-6 (batch 1-256 tokens) and
-// DSpark's draft layers' 128 experts top-3 (16-480 tokens; 80 / 300 / 480 are 16 / 60 / 96 sequences of 5-token
+// DeepSeek-V4.1-Flash has them, at two expert counts: the main model's 384 experts top-6 (batch 1-512 tokens) and
+// DSpark's draft layers' 128 experts top-3 (16-640 tokens; 80 / 300 / 480 are 16 / 60 / 96 sequences of 5-token
 // blocks). Each token's experts are drawn uniformly (seeded). Three forms of the same work, each the median of `reps` runs:
 //   pairs    moe_gemv_gate_up_fp4 + moe_gemv_down_fp4: each (token, expert) pair streams its expert's rows
 //   grouped  moe_route, moe_grouped_gemv_fp4 and moe_grouped_combine: the pairs sorted by expert on the device, each
 //            expert streamed once for up to 4 of its pairs at a time (the same bits as pairs)
+//   mma      moe_route, moe_grouped_mma_fp4 and moe_grouped_combine: the same on the tensor cores, 8 pairs at a time
 //   tiles    moe_fp4_gemm twice and silu_mul over 64-row tiles of the expert-sorted rows (the prefill form; timed
 //            without the permute and the host round trip for its offsets that the model pays before it)
 //
@@ -39,7 +40,7 @@ namespace {
 using deepinfer::DeviceArray;
 namespace cuda = deepinfer::cuda;
 
-constexpr int64_t kMaxExperts = 384, kHidden = 5120, kInter = 2304, kMaxPairs = 256 * 6;
+constexpr int64_t kMaxExperts = 384, kHidden = 5120, kInter = 2304, kMaxPairs = 512 * 6;
 
 int run(int argc, char** argv) {
   int reps = 20;
@@ -60,7 +61,7 @@ int run(int argc, char** argv) {
                               down_scales.data() + at / 32, cudaStreamPerThread);
   }
   const cuda::Fp4Rows gate_up{gate_up_codes.data(), gate_up_scales.data()}, down{down_codes.data(), down_scales.data()};
-  constexpr int64_t kMaxTokens = 480;
+  constexpr int64_t kMaxTokens = 640;
   DeviceArray<__nv_bfloat16> x(kMaxTokens * kHidden), act(kMaxPairs * kInter), out(kMaxTokens * kHidden),
       x_perm(kMaxPairs * kHidden), gate_up_rows(kMaxPairs * 2 * kInter), y_rows(kMaxPairs * kHidden);
   DeviceArray<float> y_perm(kMaxPairs * kHidden);
@@ -69,14 +70,14 @@ int run(int argc, char** argv) {
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   std::mt19937 rng(5);
   const double bytes_per_expert = 3.0 * kInter * kHidden * (0.5 + 1.0 / 32);
-  std::printf("%7s %6s %8s %8s %9s %10s %8s %10s %8s %10s\n", "experts", "batch", "touched", "GB", "pairs ms",
-              "TB/s", "grouped", "TB/s", "tiles ms", "TB/s");
+  std::printf("%7s %6s %8s %8s %9s %7s %8s %7s %8s %7s %8s %7s\n", "experts", "batch", "touched", "GB", "pairs ms",
+              "TB/s", "grouped", "TB/s", "mma", "TB/s", "tiles ms", "TB/s");
   struct Shape {
     int64_t experts, top_k;
     std::vector<int64_t> batches;
   };
-  for (const Shape& shape : {Shape{384, 6, {1, 8, 16, 32, 64, 128, 192, 256}},
-                            Shape{128, 3, {16, 80, 160, 220, 300, 480}}}) {
+  for (const Shape& shape : {Shape{384, 6, {1, 8, 16, 32, 64, 128, 192, 256, 384, 512}},
+                            Shape{128, 3, {16, 80, 160, 220, 300, 480, 640}}}) {
     const int64_t E = shape.experts, K = shape.top_k;
     for (int64_t tokens : shape.batches) {
       std::vector<int32_t> ids;
@@ -106,6 +107,14 @@ int run(int argc, char** argv) {
         cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_weights.data(), tokens, K, E, kHidden,
                                   out.data(), cudaStreamPerThread);
       });
+      const float mma_ms = median_ms(reps, [&] {
+        cuda::moe_route(d_ids.data(), tokens, K, E, row_of.data(), token_of_row.data(), offsets.data(),
+                        cudaStreamPerThread);
+        cuda::moe_grouped_mma_fp4(x.data(), token_of_row.data(), offsets.data(), E, kHidden, kInter, gate_up, down,
+                                  10.0f, act.data(), y_perm.data(), cudaStreamPerThread);
+        cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_weights.data(), tokens, K, E, kHidden,
+                                  out.data(), cudaStreamPerThread);
+      });
       // The tiles over the same expert-sorted rows (x_perm's values do not matter to the time).
       cuda::moe_route(d_ids.data(), tokens, K, E, row_of.data(), token_of_row.data(), offsets.data(),
                       cudaStreamPerThread);
@@ -124,9 +133,9 @@ int run(int argc, char** argv) {
         cuda::moe_fp4_gemm(act.data(), down, tile_list, num_tiles, kHidden, kInter, y_rows.data(), cudaStreamPerThread);
       });
       const auto rate = [&](float ms) { return bytes / (ms * 1e-3) / 1e12; };
-      std::printf("%7ld %6ld %8zu %8.3f %9.3f %10.2f %8.3f %10.2f %8.3f %10.2f\n", static_cast<long>(E),
+      std::printf("%7ld %6ld %8zu %8.3f %9.3f %7.2f %8.3f %7.2f %8.3f %7.2f %8.3f %7.2f\n", static_cast<long>(E),
                   static_cast<long>(tokens), touched.size(), bytes / 1e9, pairs_ms, rate(pairs_ms), grouped_ms,
-                  rate(grouped_ms), tiles_ms, rate(tiles_ms));
+                  rate(grouped_ms), mma_ms, rate(mma_ms), tiles_ms, rate(tiles_ms));
     }
   }
   return 0;

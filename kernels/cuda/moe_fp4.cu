@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/fp_formats.h"
 
@@ -217,11 +218,11 @@ constexpr int kGroupedPasses = 4;
 // Copies rows [chunk, chunk + count) of the expert's inputs into shared memory: row v from src + source(v) * cols.
 template <class Source>
 __device__ __forceinline__ void load_chunk(const __nv_bfloat16* src, Source source, int count, int64_t cols,
-                                           __nv_bfloat16* dst) {
+                                           int64_t dst_stride, __nv_bfloat16* dst) {
   __syncthreads();  // (the previous chunk's reads done)
   for (int64_t i = threadIdx.x; i < count * cols / 8; i += blockDim.x) {
     const int64_t v = i / (cols / 8), at = i % (cols / 8);
-    reinterpret_cast<uint4*>(dst + v * cols)[at] = reinterpret_cast<const uint4*>(src + source(v) * cols)[at];
+    reinterpret_cast<uint4*>(dst + v * dst_stride)[at] = reinterpret_cast<const uint4*>(src + source(v) * cols)[at];
   }
   __syncthreads();
 }
@@ -247,7 +248,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       const int chunk = begin + c * kGroupedVecs;
       const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
       if (chunks > 1 || pass == 0)
-        load_chunk(x, [&](int64_t v) { return static_cast<int64_t>(token_of_row[chunk + v]); }, count, hidden, xs);
+        load_chunk(x, [&](int64_t v) { return static_cast<int64_t>(token_of_row[chunk + v]); }, count, hidden, hidden,
+                   xs);
       if (first >= inter) continue;
       int64_t rows[kRowsPerWarp];
       const int acts = gate_up_rows(e, first, inter, rows);
@@ -285,7 +287,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     for (int c = 0; c < chunks; ++c) {
       const int chunk = begin + c * kGroupedVecs;
       const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
-      if (chunks > 1 || pass == 0) load_chunk(act_perm, [&](int64_t v) { return chunk + v; }, count, inter, as);
+      if (chunks > 1 || pass == 0) load_chunk(act_perm, [&](int64_t v) { return chunk + v; }, count, inter, inter, as);
       if (first >= hidden) continue;
       const int rows = static_cast<int>(hidden - first < kRowsPerWarp ? hidden - first : kRowsPerWarp);
       int64_t row_ids[kRowsPerWarp];
@@ -300,6 +302,140 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         for (int r = 0; r < kRowsPerWarp; ++r)
           if (r < rows) y_perm[(chunk + v) * hidden + first + r] = sums[v][r];
       }
+    }
+  }
+}
+
+// The grouped forms on the tensor cores, for experts of more pairs: a warp multiplies 16 of the expert's weight rows
+// (decoded to bf16 in registers: e2m1 values times their power-of-two scale, exact) by up to kMmaVecs of its pairs'
+// inputs at a time (mma.m16n8k16 with fp32 sums), so an expert is streamed once for every kMmaVecs pairs and a
+// product costs a fraction of an instruction. The MMA adds in its own order: not the per-pair kernels' bits.
+// A lane (g = lane / 4, t = lane % 4) takes, of each 64-value segment of k, code words t and t + 4 of its two rows
+// (values 8t..8t+7 and 32+8t..32+8t+7) and the same values of input g: the MMA's k slots 2t, 2t+1 (and 2t+8, 2t+9)
+// stand for values 8t + 2m, 8t + 2m + 1 (and 32 more) in its m-th MMA of the segment, the same for A and B.
+constexpr int kMmaVecs = 8;     // the MMA's n: pairs a chunk
+constexpr int kMmaPad = 32;     // bf16 after each input row in shared memory (rows 64 bytes apart in the banks)
+constexpr int kMmaUnroll = 4;   // segments whose loads a warp issues together
+// Blocks an expert's chunks are dealt to (chunk c to block z = c % kMmaSplits): an expert that took many of the step's
+// pairs (routing is seldom uniform) is not left to one block while the others have finished.
+constexpr int kMmaSplits = 4;
+constexpr int64_t kMmaMaxShared = 100 * 1024;
+
+// acc = the 16 x kMmaVecs products of weight rows (row_a + [0, 8): A rows 0-7, row_b + [0, 8): A rows 8-15; this
+// lane's rows row_a + g and row_b + g) with the inputs vecs[v * stride, ...], v < count (the other columns are
+// left zero); k values a row, a multiple of 64. This lane's sums: acc[0..1] row_a + g, acc[2..3] row_b + g, for
+// inputs 2t and 2t + 1.
+__device__ __forceinline__ void mma_rows(const Fp4Rows& w, int64_t row_a, int64_t row_b, int k,
+                                         const __nv_bfloat16* vecs, int stride, int count, const uint32_t* table,
+                                         float (&acc)[4]) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
+  const uint8_t* codes_a = w.codes + (row_a + g) * (k / 2) + 4 * t;
+  const uint8_t* codes_b = w.codes + (row_b + g) * (k / 2) + 4 * t;
+  const uint8_t* scales_a = w.scales + (row_a + g) * (k / 32);
+  const uint8_t* scales_b = w.scales + (row_b + g) * (k / 32);
+  const __nv_bfloat16* vec = vecs + g * stride + 8 * t;
+  const bool has_vec = g < count;
+  for (int s = 0; s < k; s += 64 * kMmaUnroll) {
+    uint32_t ca[kMmaUnroll][2], cb[kMmaUnroll][2], sa[kMmaUnroll], sb[kMmaUnroll];
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u) {
+      const int seg = s + 64 * u;
+      const bool in = seg < k;
+      ca[u][0] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_a + seg / 2)) : 0u;
+      ca[u][1] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_a + seg / 2 + 16)) : 0u;
+      cb[u][0] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_b + seg / 2)) : 0u;
+      cb[u][1] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_b + seg / 2 + 16)) : 0u;
+      sa[u] = in ? __ldg(reinterpret_cast<const uint16_t*>(scales_a + seg / 32)) : 0x7f7fu;
+      sb[u] = in ? __ldg(reinterpret_cast<const uint16_t*>(scales_b + seg / 32)) : 0x7f7fu;
+    }
+#pragma unroll
+    for (int u = 0; u < kMmaUnroll; ++u) {
+      const int seg = s + 64 * u;
+      if (seg >= k) break;
+      const uint4 x0 = has_vec ? *reinterpret_cast<const uint4*>(vec + seg) : make_uint4(0, 0, 0, 0);
+      const uint4 x1 = has_vec ? *reinterpret_cast<const uint4*>(vec + seg + 32) : make_uint4(0, 0, 0, 0);
+      const uint32_t xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
+      const auto scale = [](uint32_t bytes, int i) {
+        const float v = ue8m0_scale(static_cast<uint8_t>(bytes >> (8 * i)));
+        return __floats2bfloat162_rn(v, v);
+      };
+      const __nv_bfloat162 scale_a0 = scale(sa[u], 0), scale_a1 = scale(sa[u], 1), scale_b0 = scale(sb[u], 0),
+                           scale_b1 = scale(sb[u], 1);
+      const auto decode = [&](uint32_t word, int m, __nv_bfloat162 sc) {
+        uint32_t pair = table[(word >> (8 * m)) & 0xffu];
+        const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&pair), sc);  // exact
+        return *reinterpret_cast<const uint32_t*>(&v);
+      };
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+        mma_bf16(acc, decode(ca[u][0], m, scale_a0), decode(cb[u][0], m, scale_b0), decode(ca[u][1], m, scale_a1),
+                 decode(cb[u][1], m, scale_b1), xw0[m], xw1[m]);
+    }
+  }
+}
+
+// Block (expert e, kWarps * 8 activations, split z): each warp the gate rows (A rows 0-7) and up rows (8-15) of 8
+// activations; act_perm[r, j] for e's rows r in chunks z, z + kMmaSplits, ... of kMmaVecs.
+template <bool kClamp>
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_gate_up_kernel(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets, int64_t hidden,
+                       int64_t inter, Fp4Rows w, float swiglu_limit, __nv_bfloat16* act_perm) {
+  begin_dependent_kernel();
+  extern __shared__ __align__(16) __nv_bfloat16 xs[];  // [kMmaVecs, hidden + kMmaPad]
+  __shared__ uint32_t table[256];
+  fill_byte_table(table);
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t e = blockIdx.x, stride = hidden + kMmaPad;
+  const int begin = offsets[e], end = offsets[e + 1];
+  const int64_t first = (static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32) * 8;  // the warp's activations
+  const int64_t last = inter - 1;  // (rows past inter repeat the last; not stored)
+  for (int chunk = begin + static_cast<int>(blockIdx.z) * kMmaVecs; chunk < end; chunk += kMmaVecs * kMmaSplits) {
+    const int count = end - chunk < kMmaVecs ? end - chunk : kMmaVecs;
+    load_chunk(x, [&](int64_t v) { return static_cast<int64_t>(token_of_row[chunk + v]); }, count, hidden, stride, xs);
+    if (first >= inter) continue;
+    const int64_t j = first + g < inter ? first + g : last;
+    float acc[4];
+    // (mma_rows offsets its rows by g itself: pass the warp's first gate and up rows, clamped per lane below)
+    mma_rows(w, e * 2 * inter + j - g, e * 2 * inter + inter + j - g, static_cast<int>(hidden), xs,
+             static_cast<int>(stride), count, table, acc);
+    if (first + g >= inter) continue;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (2 * t + i < count)
+        act_perm[(chunk + 2 * t + i) * inter + first + g] = swiglu<kClamp>(acc[i], acc[2 + i], swiglu_limit);
+  }
+}
+
+// Block (expert e, kWarps * 16 hidden rows, split z): y_perm[r, i] = W_down[e] . act_perm[r] for e's rows r in
+// chunks z, z + kMmaSplits, ..., unrounded.
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_down_kernel(const __nv_bfloat16* act_perm, const int32_t* offsets, int64_t hidden, int64_t inter, Fp4Rows w,
+                    float* y_perm) {
+  begin_dependent_kernel();
+  extern __shared__ __align__(16) __nv_bfloat16 as[];  // [kMmaVecs, inter + kMmaPad]
+  __shared__ uint32_t table[256];
+  fill_byte_table(table);
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t e = blockIdx.x, stride = inter + kMmaPad;
+  const int begin = offsets[e], end = offsets[e + 1];
+  const int64_t first = (static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32) * 16;  // the warp's rows
+  for (int chunk = begin + static_cast<int>(blockIdx.z) * kMmaVecs; chunk < end; chunk += kMmaVecs * kMmaSplits) {
+    const int count = end - chunk < kMmaVecs ? end - chunk : kMmaVecs;
+    load_chunk(act_perm, [&](int64_t v) { return chunk + v; }, count, inter, stride, as);
+    if (first >= hidden) continue;
+    // Rows past hidden repeat the last (not stored): each lane's two rows clamped.
+    const int64_t ra = first + g < hidden ? first + g : hidden - 1, rb = first + 8 + g < hidden ? first + 8 + g : hidden - 1;
+    float acc[4];
+    mma_rows(w, e * hidden + ra - g, e * hidden + rb - g, static_cast<int>(inter), as, static_cast<int>(stride), count,
+             table, acc);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (2 * t + i >= count) continue;
+      float* y = y_perm + (chunk + 2 * t + i) * hidden;
+      if (first + g < hidden) y[first + g] = acc[i];
+      if (first + 8 + g < hidden) y[first + 8 + g] = acc[2 + i];
     }
   }
 }
@@ -394,6 +530,30 @@ void moe_grouped_gemv_fp4(const __nv_bfloat16* x, const int32_t* token_of_row, c
   cudaFuncSetAttribute(grouped_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(down_shared));
   launch_dependent(grouped_down_kernel, down_grid, kWarps * 32, down_shared, stream, act_perm, offsets, hidden, inter,
                    down, y_perm);
+}
+
+bool moe_grouped_mma_fp4_supports(int64_t hidden, int64_t inter) {
+  return hidden % 64 == 0 && inter % 64 == 0 &&
+         kMmaVecs * (std::max(hidden, inter) + kMmaPad) * static_cast<int64_t>(sizeof(__nv_bfloat16)) <= kMmaMaxShared;
+}
+
+void moe_grouped_mma_fp4(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                         int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows gate_up, Fp4Rows down,
+                         float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream) {
+  if (num_experts == 0 || !moe_grouped_mma_fp4_supports(hidden, inter)) return;  // the caller checks
+  const size_t gate_up_shared = kMmaVecs * (hidden + kMmaPad) * sizeof(__nv_bfloat16);
+  const dim3 gate_up_grid(static_cast<unsigned>(num_experts), static_cast<unsigned>((inter + kWarps * 8 - 1) / (kWarps * 8)),
+                          kMmaSplits);
+  const auto gate_up_kernel = swiglu_limit > 0.0f ? mma_gate_up_kernel<true> : mma_gate_up_kernel<false>;
+  cudaFuncSetAttribute(gate_up_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gate_up_shared));
+  launch_dependent(gate_up_kernel, gate_up_grid, kWarps * 32, gate_up_shared, stream, x, token_of_row, offsets, hidden,
+                   inter, gate_up, swiglu_limit, act_perm);
+  const size_t down_shared = kMmaVecs * (inter + kMmaPad) * sizeof(__nv_bfloat16);
+  const dim3 down_grid(static_cast<unsigned>(num_experts), static_cast<unsigned>((hidden + kWarps * 16 - 1) / (kWarps * 16)),
+                       kMmaSplits);
+  cudaFuncSetAttribute(mma_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(down_shared));
+  launch_dependent(mma_down_kernel, down_grid, kWarps * 32, down_shared, stream, act_perm, offsets, hidden, inter, down,
+                   y_perm);
 }
 
 void moe_grouped_combine(const float* y_perm, const int32_t* ids, const int32_t* row_of, const float* weights,

@@ -19,8 +19,13 @@
 //                         permuted rows' unweighted products, in moe_route's row order
 //   moe_grouped_combine   out[t] = bf16(out[t] + sum_k weights[t, k] * y_perm[row_of[t, k]]) (k in order, ids >=
 //                         num_experts skipped): with the two above, the bits of the per-pair kernels
-// For decode steps whose experts take a few pairs each (a drafter's 128 experts under 80-480 pairs).
-// moe_grouped_gemv_fp4_supports: hidden and inter multiples of 32, four rows of either within 96 KB of shared memory.
+//   moe_grouped_mma_fp4   moe_grouped_gemv_fp4's work on the tensor cores, 8 pairs an expert at a time (the weights
+//                         decoded to bf16 in registers, exactly; fp32 sums in the MMA's order, so not the per-pair
+//                         kernels' bits), then moe_grouped_combine: for experts of more pairs (a drafter's 128 experts
+//                         under 900 pairs), where the CUDA-core form's products cost more than the expert's bytes
+// The grouped forms are for decode steps whose experts take a few pairs each. moe_grouped_gemv_fp4_supports: hidden
+// and inter multiples of 32, four rows of either within 96 KB of shared memory; moe_grouped_mma_fp4_supports:
+// multiples of 64, eight rows within 100 KB.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -53,6 +58,10 @@ bool moe_grouped_gemv_fp4_supports(int64_t hidden, int64_t inter);
 void moe_grouped_gemv_fp4(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
                           int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows gate_up, Fp4Rows down,
                           float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream);
+bool moe_grouped_mma_fp4_supports(int64_t hidden, int64_t inter);
+void moe_grouped_mma_fp4(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                         int64_t num_experts, int64_t hidden, int64_t inter, Fp4Rows gate_up, Fp4Rows down,
+                         float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream);
 void moe_grouped_combine(const float* y_perm, const int32_t* ids, const int32_t* row_of, const float* weights,
                          int64_t tokens, int64_t top_k, int64_t num_experts, int64_t hidden, __nv_bfloat16* out,
                          cudaStream_t stream);

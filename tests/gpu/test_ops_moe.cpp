@@ -291,7 +291,8 @@ void fp4_rows(OpRun& r) {
 // FP4 routed experts for a few tokens against the CPU's experts on the dequantised weights: ids past the experts
 // (entries served on another rank) included, the clamp on and off; the V4.1-Flash hidden size and one that is no
 // multiple of a warp's step. The grouped form (moe_grouped_gemv_fp4, the pairs sorted by moe_route) against the
-// per-pair kernels bit for bit, with experts of one pair and of several chunks of pairs (40 tokens: ~16 an expert).
+// per-pair kernels bit for bit, with experts of one pair and of several chunks of pairs (40 tokens: ~16 an expert);
+// the tensor-core grouped form (moe_grouped_mma_fp4) against the CPU where its shapes allow (multiples of 64).
 void moe_gemv_fp4(OpRun& r) {
   const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"], inter = r["inter"], experts = 12;
   std::vector<float> x_f, gu_f, down_f, base_f;
@@ -352,6 +353,17 @@ void moe_gemv_fp4(OpRun& r) {
                        down_f.data(), swiglu_limit(r), want.data() + t * hidden);
     }
   r.close("routed sums", to_float(out.to_host()), want);
+  if (!cuda::moe_grouped_mma_fp4_supports(hidden, inter)) return;
+  // The tensor-core form (its own summation order): against the CPU.
+  auto mma = DeviceArray<Bf16>::from_host(base);
+  act_perm.poison();
+  cuda::moe_grouped_mma_fp4(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
+                            {dgc.data(), dgs.data()}, {ddc.data(), dds.data()}, swiglu_limit(r), bf(act_perm),
+                            y_perm.data(), nullptr);
+  cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_w.data(), tokens, top_k, experts, hidden,
+                            bf(mma), nullptr);
+  sync();
+  r.close("routed sums, the tensor-core grouped form", to_float(mma.to_host()), want);
 }
 
 // The prefill form of FP4 experts: one projection over expert-sorted rows against FP4 weights, every expert's

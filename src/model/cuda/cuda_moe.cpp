@@ -52,6 +52,11 @@ int64_t fp4_tiles_from_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_TILES_FROM_PAIRS",
                          std::max<int64_t>(256, places * CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2 / 2 + 1));
 }
+// From fp4_tiles_from_pairs to this many pairs the tensor-core grouped form replaces the tiles (TODO measure), or
+// DEEPINFER_FP4_MMA_UP_TO_PAIRS (0: never).
+int64_t fp4_mma_up_to_pairs(int64_t places) {
+  return pairs_threshold("DEEPINFER_FP4_MMA_UP_TO_PAIRS", places * CudaMoe::kFp4MmaMaxPairsPerPlace);
+}
 
 // A layer's routed rows on the host, for the exchange over host memory: h as fp32, the top-k ids and weights.
 struct HostRows {
@@ -81,6 +86,7 @@ CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sm
     : config_(config),
       fp4_tiles_from_pairs_(fp4_tiles_from_pairs(experts.capacity())),
       fp4_grouped_from_pairs_(fp4_grouped_from_pairs(experts.capacity())),
+      fp4_mma_up_to_pairs_(fp4_mma_up_to_pairs(experts.capacity())),
       experts_(experts),
       num_sms_(num_sms),
       profiler_(profiler),
@@ -88,11 +94,17 @@ CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sm
       expert_sync_(DeviceArray<int32_t>::from_host(
           std::vector<int32_t>(cuda::moe_grouped_sync_ints(config.n_routed_experts), 0))) {}
 
+bool CudaMoe::fp4_mma(int64_t pairs) const {
+  return pairs >= fp4_tiles_from_pairs_ && pairs <= fp4_mma_up_to_pairs_ && pairs < kGroupedMaxPairs &&
+         cuda::moe_grouped_mma_fp4_supports(config_.hidden_size, config_.moe_intermediate_size);
+}
+
 bool CudaMoe::experts_stay_on_device(int64_t pairs) const {
   // The tile path (FP4 from fp4_tiles_from_pairs_ pairs; every pair count under --batch-invariant, whose one path
   // it is) reads the experts' row counts back to the host.
   if (config_.batch_invariant) return false;
-  if (experts_.format() == CudaExpertStore::Format::kFp4 && pairs >= fp4_tiles_from_pairs_) return false;
+  if (experts_.format() == CudaExpertStore::Format::kFp4 && pairs >= fp4_tiles_from_pairs_ && !fp4_mma(pairs))
+    return false;
   // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces; moe_route sorts within its limits
   // (one more expert id with expert parallelism).
   static_assert(kGroupedMaxPairs <= cuda::kMoeRouteMaxRows);
@@ -233,21 +245,24 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // (--batch-invariant: experts_stay_on_device is false, so every pair count takes the one path below — FP4: the
   // tiles; bf16: the grouped kernel over the sorted rows — and a pair's bits do not depend on how many pairs share
   // the layer.)
-  if (fp4 && experts_stay_on_device(n) && n >= fp4_grouped_from_pairs_ &&
-      2 * n <= kFp4GroupedMaxPairsPerPlaceTimes2 * E && cuda::moe_grouped_gemv_fp4_supports(H, I)) {
+  const bool grouped = fp4 && experts_stay_on_device(n) && n >= fp4_grouped_from_pairs_ &&
+                       2 * n <= kFp4GroupedMaxPairsPerPlaceTimes2 * E && cuda::moe_grouped_gemv_fp4_supports(H, I);
+  if (grouped || (fp4 && experts_stay_on_device(n) && fp4_mma(n))) {
     // FP4 experts at decode, a few pairs an expert: the pairs sorted by expert on the device and each expert's rows
-    // streamed once for them (the per-pair kernels' bits, below, without their repeated reads).
+    // streamed once for them: on the CUDA cores with the per-pair kernels' bits (below, without their repeated
+    // reads), or, for more pairs an expert, on the tensor cores.
     auto* row_of = scratch.alloc<int32_t>(n);
     auto* token_of_row = scratch.alloc<int32_t>(n);
     auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
     auto* act_perm = scratch.alloc<Bf16>(n * I);
     auto* y_perm = scratch.alloc<float>(n * H);
     cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
-    cuda::moe_grouped_gemv_fp4(x, token_of_row, offsets, E, H, I, experts_.gate_up_fp4(moe_layer),
-                               experts_.down_fp4(moe_layer), swiglu_limit_, act_perm, y_perm, nullptr);
+    (grouped ? cuda::moe_grouped_gemv_fp4 : cuda::moe_grouped_mma_fp4)(
+        x, token_of_row, offsets, E, H, I, experts_.gate_up_fp4(moe_layer), experts_.down_fp4(moe_layer),
+        swiglu_limit_, act_perm, y_perm, nullptr);
     wait_for(out_ready);
     cuda::moe_grouped_combine(y_perm, ids, row_of, weights, rows, K, E, H, out, nullptr);
-    profiler_.mark("moe:experts (fp4 grouped gemv)");
+    profiler_.mark(grouped ? "moe:experts (fp4 grouped gemv)" : "moe:experts (fp4 grouped mma)");
     return false;
   }
   // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream

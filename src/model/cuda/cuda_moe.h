@@ -58,6 +58,8 @@ class CudaMoe {
   static constexpr int64_t kFp4GemvMaxPairsPerPlace = 2;
   // FP4 pairs a place, times 2, up to which decode steps take the grouped form (cuda_moe.cpp: fp4_tiles_from_pairs).
   static constexpr int64_t kFp4GroupedMaxPairsPerPlaceTimes2 = 5;
+  // FP4 pairs a place up to which decode steps take the tensor-core grouped form above the tiles' threshold.
+  static constexpr int64_t kFp4MmaMaxPairsPerPlace = 8;
   static constexpr int64_t kDequantExperts = 16;
 
   // `config`, `experts` and `profiler` are the model's and outlive this block.
@@ -73,6 +75,8 @@ class CudaMoe {
   bool experts_stay_on_device(int64_t pairs) const;
 
  private:
+  // Whether FP4 experts at decode take the tensor-core grouped form for `pairs` pairs.
+  bool fp4_mma(int64_t pairs) const;
   // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids are places of the
   // expert store (the experts themselves where it holds every one) in [0, num_ids), and ids >= its capacity are
   // entries to leave out (num_ids = capacity + 1 for expert parallelism).
@@ -103,6 +107,8 @@ class CudaMoe {
   // the experts' row counts back to the host), the per-pair matrix-vector kernels otherwise.
   int64_t fp4_tiles_from_pairs_;
   int64_t fp4_grouped_from_pairs_;
+  // From fp4_tiles_from_pairs_ to this many pairs the tensor-core grouped form takes the tiles' place (fp4_mma).
+  int64_t fp4_mma_up_to_pairs_;
   CudaExpertStore& experts_;
   int num_sms_;
   StepProfiler& profiler_;
