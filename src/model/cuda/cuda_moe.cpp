@@ -33,18 +33,23 @@ int64_t pairs_threshold(const char* name, int64_t fallback) {
 }
 
 // FP4 experts at decode, by pairs a step over the store's places (benchmarks/moe_fp4_gemv_bench and V4.1-Flash decode
-// at 4 layers, results/h200/speculation/README.md, calls s16a-b):
+// at 4 layers, context 4096; results/h200/speculation/README.md, calls s16a-e):
 //  - below a quarter a place, the per-pair matrix-vector kernels (no sort to wait for);
-//  - from there to 2.5 a place (CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2), the grouped form: each expert streamed
-//    once for its pairs, the per-pair kernels' bits. Kernels alone, 384 experts: 96 pairs 1.24 / 1.19 / 2.12 ms (per
-//    pair / grouped / tile kernels), 384 pairs 4.74 / 3.44 / 6.16, 768 pairs 9.38 / 5.44 / 8.43, 1,536 pairs 18.6 /
-//    9.29 / 9.37; whole 4-layer steps against session 15's rule (per pair, tiles from 480 pairs): batch 32 13.50 ->
-//    11.50 ms, 64 24.38 -> 18.28, 96 30.43 -> 24.44, 128 34.56 -> 30.06, but 192 40.61 -> 41.77 and 256 45.64 ->
-//    53.53 (the grouped form's time grows with the pairs, the tiles' with the experts touched);
-//  - from max(256, 2.5 a place) pairs, the tiles (which wait for the experts' row counts on the host, so such steps
-//    run eagerly); below 256 pairs without expert parallelism the per-pair kernels take what the grouped form does
-//    not (a few experts of many pairs: the test fixtures), as before.
-// DEEPINFER_FP4_GROUPED_FROM_PAIRS and DEEPINFER_FP4_TILES_FROM_PAIRS override the two thresholds (a measurement's).
+//  - from there to 2.5 a place (CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2), the grouped form on the CUDA cores:
+//    each expert streamed once for its pairs, the per-pair kernels' bits (so a step's rows do not change with the
+//    form their batch took). Kernels alone, 384 experts, per layer: 96 pairs 1.24 / 1.19 ms (per pair / grouped),
+//    384 pairs 4.74 / 3.44, 768 pairs 9.38 / 5.44; whole steps against session 15's rule (per pair, tiles from 480
+//    pairs): batch 32 13.50 -> 11.50 ms, 64 24.38 -> 18.28, 96 30.43 -> 24.44, 128 34.56 -> 30.06. Its products
+//    cost more than the bytes from ~2 pairs a place (192 sequences: 41.77 ms against the tiles' 40.61);
+//  - from max(256, 2.5 a place) to 8 a place (kFp4MmaMaxPairsPerPlace), the grouped form on the tensor cores (8 pairs
+//    an MMA; its own bits): 1,152 pairs 5.56 ms against the tile kernel's 9.14, 3,072 pairs 8.58 / 9.52; whole steps
+//    batch 192 41.07 -> 31.45 ms, 256 46.29 -> 38.60, 384 54.83 -> 50.36. With 128 experts it stops paying near 8
+//    (1,440 pairs 3.78 ms against 3.21);
+//  - above, the tiles (which wait for the experts' row counts on the host, so such steps run eagerly); below 256 pairs
+//    without expert parallelism the per-pair kernels take what the grouped form does not (a few experts of many
+//    pairs: the test fixtures), as before.
+// DEEPINFER_FP4_GROUPED_FROM_PAIRS, DEEPINFER_FP4_TILES_FROM_PAIRS and DEEPINFER_FP4_MMA_UP_TO_PAIRS (0: the tensor-core
+// form never) override the thresholds (a measurement's overrides).
 int64_t fp4_grouped_from_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_GROUPED_FROM_PAIRS", std::max<int64_t>(1, places / 4));
 }
@@ -52,8 +57,6 @@ int64_t fp4_tiles_from_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_TILES_FROM_PAIRS",
                          std::max<int64_t>(256, places * CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2 / 2 + 1));
 }
-// From fp4_tiles_from_pairs to this many pairs the tensor-core grouped form replaces the tiles (TODO measure), or
-// DEEPINFER_FP4_MMA_UP_TO_PAIRS (0: never).
 int64_t fp4_mma_up_to_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_MMA_UP_TO_PAIRS", places * CudaMoe::kFp4MmaMaxPairsPerPlace);
 }

@@ -102,12 +102,12 @@ class CudaMoe {
   Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant}; }
 
   const ModelConfig& config_;
-  // FP4 experts at decode, by pairs a step (cuda_moe.cpp: fp4_tiles_from_pairs): the grouped form from
-  // fp4_grouped_from_pairs_ (a quarter a place) to 2.5 a place, the tile kernel from fp4_tiles_from_pairs_ (which reads
-  // the experts' row counts back to the host), the per-pair matrix-vector kernels otherwise.
+  // FP4 experts at decode, by pairs a step (cuda_moe.cpp says why): the grouped form on the CUDA cores from
+  // fp4_grouped_from_pairs_ (a quarter a place) to 2.5 a place, on the tensor cores from fp4_tiles_from_pairs_ to
+  // fp4_mma_up_to_pairs_ (fp4_mma), the tile kernel above (which reads the experts' row counts back to the host), the
+  // per-pair matrix-vector kernels otherwise.
   int64_t fp4_tiles_from_pairs_;
   int64_t fp4_grouped_from_pairs_;
-  // From fp4_tiles_from_pairs_ to this many pairs the tensor-core grouped form takes the tiles' place (fp4_mma).
   int64_t fp4_mma_up_to_pairs_;
   CudaExpertStore& experts_;
   int num_sms_;
