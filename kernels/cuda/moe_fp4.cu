@@ -310,12 +310,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 // (decoded to bf16 in registers: e2m1 values times their power-of-two scale, exact) by up to kMmaVecs of its pairs'
 // inputs at a time (mma.m16n8k16 with fp32 sums), so an expert is streamed once for every kMmaVecs pairs and a
 // product costs a fraction of an instruction. The MMA adds in its own order: not the per-pair kernels' bits.
-// A lane (g = lane / 4, t = lane % 4) takes, of each 64-value segment of k, code words t and t + 4 of its two rows
-// (values 8t..8t+7 and 32+8t..32+8t+7) and the same values of input g: the MMA's k slots 2t, 2t+1 (and 2t+8, 2t+9)
-// stand for values 8t + 2m, 8t + 2m + 1 (and 32 more) in its m-th MMA of the segment, the same for A and B.
+// A lane (g = lane / 4, t = lane % 4) takes, of each 128-value segment of k, 16 bytes of codes of each of its two rows
+// (values 32t..32t+31: one scale block) and the same values of input g; in the m-th of the segment's 8 MMAs its k
+// slots 2t, 2t+1 stand for values 32t + 4m, +1 (code byte 2m) and slots 2t+8, 2t+9 for 32t + 4m + 2, +3 (byte 2m + 1),
+// the same for A and B (a dot product may take its terms in any order).
 constexpr int kMmaVecs = 8;     // the MMA's n: pairs a chunk
 constexpr int kMmaPad = 32;     // bf16 after each input row in shared memory (rows 64 bytes apart in the banks)
 constexpr int kMmaUnroll = 4;   // segments whose loads a warp issues together
+constexpr int kMmaSegment = 128;
 // Blocks an expert's chunks are dealt to (chunk c to block z = c % kMmaSplits): an expert that took many of the step's
 // pairs (routing is seldom uniform) is not left to one block while the others have finished.
 constexpr int kMmaSplits = 4;
@@ -323,7 +325,7 @@ constexpr int64_t kMmaMaxShared = 100 * 1024;
 
 // acc = the 16 x kMmaVecs products of weight rows (row_a + [0, 8): A rows 0-7, row_b + [0, 8): A rows 8-15; this
 // lane's rows row_a + g and row_b + g) with the inputs vecs[v * stride, ...], v < count (the other columns are
-// left zero); k values a row, a multiple of 64. This lane's sums: acc[0..1] row_a + g, acc[2..3] row_b + g, for
+// left zero); k values a row, a multiple of 128. This lane's sums: acc[0..1] row_a + g, acc[2..3] row_b + g, for
 // inputs 2t and 2t + 1.
 __device__ __forceinline__ void mma_rows(const Fp4Rows& w, int64_t row_a, int64_t row_b, int k,
                                          const __nv_bfloat16* vecs, int stride, int count, const uint32_t* table,
@@ -331,47 +333,49 @@ __device__ __forceinline__ void mma_rows(const Fp4Rows& w, int64_t row_a, int64_
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int i = 0; i < 4; ++i) acc[i] = 0.0f;
-  const uint8_t* codes_a = w.codes + (row_a + g) * (k / 2) + 4 * t;
-  const uint8_t* codes_b = w.codes + (row_b + g) * (k / 2) + 4 * t;
-  const uint8_t* scales_a = w.scales + (row_a + g) * (k / 32);
-  const uint8_t* scales_b = w.scales + (row_b + g) * (k / 32);
-  const __nv_bfloat16* vec = vecs + g * stride + 8 * t;
+  const uint8_t* codes_a = w.codes + (row_a + g) * (k / 2) + 16 * t;
+  const uint8_t* codes_b = w.codes + (row_b + g) * (k / 2) + 16 * t;
+  const uint8_t* scales_a = w.scales + (row_a + g) * (k / 32) + t;
+  const uint8_t* scales_b = w.scales + (row_b + g) * (k / 32) + t;
+  const __nv_bfloat16* vec = vecs + g * stride + 32 * t;
   const bool has_vec = g < count;
-  for (int s = 0; s < k; s += 64 * kMmaUnroll) {
-    uint32_t ca[kMmaUnroll][2], cb[kMmaUnroll][2], sa[kMmaUnroll], sb[kMmaUnroll];
+  for (int s = 0; s < k; s += kMmaSegment * kMmaUnroll) {
+    uint4 ca[kMmaUnroll], cb[kMmaUnroll];
+    uint32_t sa[kMmaUnroll], sb[kMmaUnroll];
 #pragma unroll
     for (int u = 0; u < kMmaUnroll; ++u) {
-      const int seg = s + 64 * u;
+      const int seg = s + kMmaSegment * u;
       const bool in = seg < k;
-      ca[u][0] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_a + seg / 2)) : 0u;
-      ca[u][1] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_a + seg / 2 + 16)) : 0u;
-      cb[u][0] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_b + seg / 2)) : 0u;
-      cb[u][1] = in ? __ldg(reinterpret_cast<const uint32_t*>(codes_b + seg / 2 + 16)) : 0u;
-      sa[u] = in ? __ldg(reinterpret_cast<const uint16_t*>(scales_a + seg / 32)) : 0x7f7fu;
-      sb[u] = in ? __ldg(reinterpret_cast<const uint16_t*>(scales_b + seg / 32)) : 0x7f7fu;
+      ca[u] = in ? __ldg(reinterpret_cast<const uint4*>(codes_a + seg / 2)) : make_uint4(0, 0, 0, 0);
+      cb[u] = in ? __ldg(reinterpret_cast<const uint4*>(codes_b + seg / 2)) : make_uint4(0, 0, 0, 0);
+      sa[u] = in ? __ldg(scales_a + seg / 32) : 127u;
+      sb[u] = in ? __ldg(scales_b + seg / 32) : 127u;
     }
 #pragma unroll
     for (int u = 0; u < kMmaUnroll; ++u) {
-      const int seg = s + 64 * u;
+      const int seg = s + kMmaSegment * u;
       if (seg >= k) break;
-      const uint4 x0 = has_vec ? *reinterpret_cast<const uint4*>(vec + seg) : make_uint4(0, 0, 0, 0);
-      const uint4 x1 = has_vec ? *reinterpret_cast<const uint4*>(vec + seg + 32) : make_uint4(0, 0, 0, 0);
-      const uint32_t xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
-      const auto scale = [](uint32_t bytes, int i) {
-        const float v = ue8m0_scale(static_cast<uint8_t>(bytes >> (8 * i)));
-        return __floats2bfloat162_rn(v, v);
-      };
-      const __nv_bfloat162 scale_a0 = scale(sa[u], 0), scale_a1 = scale(sa[u], 1), scale_b0 = scale(sb[u], 0),
-                           scale_b1 = scale(sb[u], 1);
-      const auto decode = [&](uint32_t word, int m, __nv_bfloat162 sc) {
-        uint32_t pair = table[(word >> (8 * m)) & 0xffu];
+      uint32_t xw[16];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint4 x = has_vec ? *reinterpret_cast<const uint4*>(vec + seg + 8 * q) : make_uint4(0, 0, 0, 0);
+        xw[4 * q] = x.x, xw[4 * q + 1] = x.y, xw[4 * q + 2] = x.z, xw[4 * q + 3] = x.w;
+      }
+      const float va = ue8m0_scale(static_cast<uint8_t>(sa[u])), vb = ue8m0_scale(static_cast<uint8_t>(sb[u]));
+      const __nv_bfloat162 scale_a = __floats2bfloat162_rn(va, va), scale_b = __floats2bfloat162_rn(vb, vb);
+      const uint32_t wa[4] = {ca[u].x, ca[u].y, ca[u].z, ca[u].w}, wb[4] = {cb[u].x, cb[u].y, cb[u].z, cb[u].w};
+      const auto decode = [&](uint32_t word, int byte, __nv_bfloat162 sc) {
+        uint32_t pair = table[(word >> (8 * byte)) & 0xffu];
         const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&pair), sc);  // exact
         return *reinterpret_cast<const uint32_t*>(&v);
       };
 #pragma unroll
-      for (int m = 0; m < 4; ++m)
-        mma_bf16(acc, decode(ca[u][0], m, scale_a0), decode(cb[u][0], m, scale_b0), decode(ca[u][1], m, scale_a1),
-                 decode(cb[u][1], m, scale_b1), xw0[m], xw1[m]);
+      for (int m = 0; m < 8; ++m) {
+        const uint32_t word_a = wa[m / 2], word_b = wb[m / 2];
+        const int lo = 2 * (m % 2), hi = lo + 1;  // code bytes 2m and 2m + 1 of the lane's 16
+        mma_bf16(acc, decode(word_a, lo, scale_a), decode(word_b, lo, scale_b), decode(word_a, hi, scale_a),
+                 decode(word_b, hi, scale_b), xw[2 * m], xw[2 * m + 1]);
+      }
     }
   }
 }
@@ -533,7 +537,7 @@ void moe_grouped_gemv_fp4(const __nv_bfloat16* x, const int32_t* token_of_row, c
 }
 
 bool moe_grouped_mma_fp4_supports(int64_t hidden, int64_t inter) {
-  return hidden % 64 == 0 && inter % 64 == 0 &&
+  return hidden % kMmaSegment == 0 && inter % kMmaSegment == 0 &&
          kMmaVecs * (std::max(hidden, inter) + kMmaPad) * static_cast<int64_t>(sizeof(__nv_bfloat16)) <= kMmaMaxShared;
 }
 

@@ -25,7 +25,7 @@
 //                         under 900 pairs), where the CUDA-core form's products cost more than the expert's bytes
 // The grouped forms are for decode steps whose experts take a few pairs each. moe_grouped_gemv_fp4_supports: hidden
 // and inter multiples of 32, four rows of either within 96 KB of shared memory; moe_grouped_mma_fp4_supports:
-// multiples of 64, eight rows within 100 KB.
+// multiples of 128, eight rows within 100 KB.
 #pragma once
 
 #include <cuda_bf16.h>

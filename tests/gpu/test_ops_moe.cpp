@@ -292,7 +292,7 @@ void fp4_rows(OpRun& r) {
 // (entries served on another rank) included, the clamp on and off; the V4.1-Flash hidden size and one that is no
 // multiple of a warp's step. The grouped form (moe_grouped_gemv_fp4, the pairs sorted by moe_route) against the
 // per-pair kernels bit for bit, with experts of one pair and of several chunks of pairs (40 tokens: ~16 an expert);
-// the tensor-core grouped form (moe_grouped_mma_fp4) against the CPU where its shapes allow (multiples of 64).
+// the tensor-core grouped form (moe_grouped_mma_fp4) against the CPU where its shapes allow (multiples of 128).
 void moe_gemv_fp4(OpRun& r) {
   const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"], inter = r["inter"], experts = 12;
   std::vector<float> x_f, gu_f, down_f, base_f;
@@ -611,7 +611,7 @@ void add_moe_rows(OpTable& t) {
     t.add("moe_fp4_gemm", "bf16", {{"n", n}, {"k", k}}, kBf16, moe_fp4_gemm);
   for (auto [tokens, top_k, hidden, inter] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 6, 5120, 256},
                                               {3, 6, 320, 96}, {40, 6, 64, 32}, {2, 5, 512, 2304},
-                                              {40, 3, 320, 2304}})
+                                              {40, 3, 384, 2304}})
     for (int64_t limit : {0, 500})
       t.add("moe_gemv_fp4", "bf16",
             {{"tokens", tokens}, {"top_k", top_k}, {"hidden", hidden}, {"inter", inter}, {"limit_milli", limit}},

@@ -33,7 +33,7 @@ int64_t pairs_threshold(const char* name, int64_t fallback) {
 }
 
 // FP4 experts at decode, by pairs a step over the store's places (benchmarks/moe_fp4_gemv_bench and V4.1-Flash decode
-// at 4 layers, context 4096; results/h200/speculation/README.md, calls s16a-e):
+// at 4 layers, context 4096; results/h200/speculation/README.md, calls s16a-g):
 //  - below a quarter a place, the per-pair matrix-vector kernels (no sort to wait for);
 //  - from there to 2.5 a place (CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2), the grouped form on the CUDA cores:
 //    each expert streamed once for its pairs, the per-pair kernels' bits (so a step's rows do not change with the
@@ -42,9 +42,10 @@ int64_t pairs_threshold(const char* name, int64_t fallback) {
 //    pairs): batch 32 13.50 -> 11.50 ms, 64 24.38 -> 18.28, 96 30.43 -> 24.44, 128 34.56 -> 30.06. Its products
 //    cost more than the bytes from ~2 pairs a place (192 sequences: 41.77 ms against the tiles' 40.61);
 //  - from max(256, 2.5 a place) to 8 a place (kFp4MmaMaxPairsPerPlace), the grouped form on the tensor cores (8 pairs
-//    an MMA; its own bits): 1,152 pairs 5.56 ms against the tile kernel's 9.14, 3,072 pairs 8.58 / 9.52; whole steps
-//    batch 192 41.07 -> 31.45 ms, 256 46.29 -> 38.60, 384 54.83 -> 50.36. With 128 experts it stops paying near 8
-//    (1,440 pairs 3.78 ms against 3.21);
+//    an MMA; its own bits): 1,152 pairs 4.48 ms against the tile kernel's 9.17, 3,072 pairs 7.42 / 9.55; whole steps
+//    batch 192 41.07 -> 27.98 ms, 256 46.29 -> 34.48, 384 54.83 -> 46.03. With 128 experts it stops paying near 8
+//    (1,440 pairs 3.34 ms against 3.20). It is faster than the CUDA-core form from ~8 tokens too (384 pairs 2.81 ms
+//    against 3.46), which keeps that range for its bits;
 //  - above, the tiles (which wait for the experts' row counts on the host, so such steps run eagerly); below 256 pairs
 //    without expert parallelism the per-pair kernels take what the grouped form does not (a few experts of many
 //    pairs: the test fixtures), as before.
