@@ -99,22 +99,19 @@ int run(int argc, char** argv) {
         cuda::moe_gemv_down_fp4(act.data(), d_ids.data(), d_weights.data(), tokens, K, E, kHidden, kInter, down,
                                 out.data(), cudaStreamPerThread);
       });
-      const float grouped_ms = median_ms(reps, [&] {
-        cuda::moe_route(d_ids.data(), tokens, K, E, row_of.data(), token_of_row.data(), offsets.data(),
-                        cudaStreamPerThread);
-        cuda::moe_grouped_gemv_fp4(x.data(), token_of_row.data(), offsets.data(), E, kHidden, kInter, gate_up, down,
-                                   10.0f, act.data(), y_perm.data(), cudaStreamPerThread);
-        cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_weights.data(), tokens, K, E, kHidden,
-                                  out.data(), cudaStreamPerThread);
-      });
-      const float mma_ms = median_ms(reps, [&] {
-        cuda::moe_route(d_ids.data(), tokens, K, E, row_of.data(), token_of_row.data(), offsets.data(),
-                        cudaStreamPerThread);
-        cuda::moe_grouped_mma_fp4(x.data(), token_of_row.data(), offsets.data(), E, kHidden, kInter, gate_up, down,
-                                  10.0f, act.data(), y_perm.data(), cudaStreamPerThread);
-        cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_weights.data(), tokens, K, E, kHidden,
-                                  out.data(), cudaStreamPerThread);
-      });
+      // A grouped form (both take the same arguments): the sort, the projections, the sum.
+      const auto grouped_form_ms = [&](auto form) {
+        return median_ms(reps, [&] {
+          cuda::moe_route(d_ids.data(), tokens, K, E, row_of.data(), token_of_row.data(), offsets.data(),
+                          cudaStreamPerThread);
+          form(x.data(), token_of_row.data(), offsets.data(), E, kHidden, kInter, gate_up, down, 10.0f, act.data(),
+               y_perm.data(), cudaStreamPerThread);
+          cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_weights.data(), tokens, K, E,
+                                    kHidden, out.data(), cudaStreamPerThread);
+        });
+      };
+      const float grouped_ms = grouped_form_ms(cuda::moe_grouped_gemv_fp4);
+      const float mma_ms = grouped_form_ms(cuda::moe_grouped_mma_fp4);
       // The tiles over the same expert-sorted rows (x_perm's values do not matter to the time).
       cuda::moe_route(d_ids.data(), tokens, K, E, row_of.data(), token_of_row.data(), offsets.data(),
                       cudaStreamPerThread);
