@@ -205,7 +205,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < rows; ++r) out[t * hidden + first + r] = to_bf16(to_float(out[t * hidden + first + r]) + total[r]);
 }
 
-
 // The grouped forms: the pairs sorted by expert (moe_route: expert e's permuted rows [offsets[e], offsets[e + 1]),
 // row r standing for token token_of_row[r]), a block per (expert, tile of weight rows), so that an expert's
 // weights are streamed once for all its pairs (the per-pair kernels above stream them once a pair). The block's
