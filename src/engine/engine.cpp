@@ -96,6 +96,9 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
            spec.cost_warmup_steps, spec.num_drafts);
   overlap_ = options_.overlap_schedule && !spec.enabled() && options_.structured == nullptr &&
              !options_.limits.handoff_after_prefill;
+  if (options_.overlap_schedule && !overlap_ && !options_.limits.handoff_after_prefill)
+    spdlog::info("overlapped scheduling is off: {} runs in order (a step's layout waits for the previous step's "
+                 "tokens)", spec.enabled() ? "speculative decoding" : "structured output");
   device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
