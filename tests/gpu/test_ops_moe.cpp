@@ -331,19 +331,21 @@ void moe_gemv_fp4(OpRun& r) {
   DeviceArray<int32_t> row_of(n), token_of_row(n), offsets(experts + 2);
   DeviceArray<Bf16> act_perm(n * inter);
   DeviceArray<float> y_perm(n * hidden);
-  auto grouped = DeviceArray<Bf16>::from_host(base);
-  act_perm.poison();
   ASSERT_TRUE(cuda::moe_grouped_gemv_fp4_supports(hidden, inter));
   cuda::moe_route(d_ids.data(), tokens, top_k, experts + 1, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
-  cuda::moe_grouped_gemv_fp4(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
-                             {dgc.data(), dgs.data()}, {ddc.data(), dds.data()}, swiglu_limit(r), bf(act_perm),
-                             y_perm.data(), nullptr);
-  cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_w.data(), tokens, top_k, experts, hidden,
-                            bf(grouped), nullptr);
-  sync();
-  r.exact("grouped form against the per-pair kernels", grouped.to_host(), out.to_host());
-  std::vector<int32_t> kept_ids;
-  std::vector<float> kept_w;
+  // A grouped form (both take the same arguments) over the sorted pairs, summed onto a copy of the base rows.
+  const auto run_grouped = [&](auto form) {
+    auto sums = DeviceArray<Bf16>::from_host(base);
+    act_perm.poison();
+    form(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter, cuda::Fp4Rows{dgc.data(), dgs.data()},
+         cuda::Fp4Rows{ddc.data(), dds.data()}, swiglu_limit(r), bf(act_perm), y_perm.data(), nullptr);
+    cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_w.data(), tokens, top_k, experts, hidden,
+                              bf(sums), nullptr);
+    sync();
+    return sums.to_host();
+  };
+  const std::vector<Bf16> grouped = run_grouped(cuda::moe_grouped_gemv_fp4);
+  r.exact("grouped form against the per-pair kernels", grouped, out.to_host());
   std::vector<float> want = base_f;
   for (int64_t t = 0; t < tokens; ++t)  // the CPU's experts over this rank's pairs only
     for (int64_t k = 0; k < top_k; ++k) {
@@ -355,15 +357,7 @@ void moe_gemv_fp4(OpRun& r) {
   r.close("routed sums", to_float(out.to_host()), want);
   if (!cuda::moe_grouped_mma_fp4_supports(hidden, inter)) return;
   // The tensor-core form (its own summation order): against the CPU.
-  auto mma = DeviceArray<Bf16>::from_host(base);
-  act_perm.poison();
-  cuda::moe_grouped_mma_fp4(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
-                            {dgc.data(), dgs.data()}, {ddc.data(), dds.data()}, swiglu_limit(r), bf(act_perm),
-                            y_perm.data(), nullptr);
-  cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_w.data(), tokens, top_k, experts, hidden,
-                            bf(mma), nullptr);
-  sync();
-  r.close("routed sums, the tensor-core grouped form", to_float(mma.to_host()), want);
+  r.close("routed sums, the tensor-core grouped form", to_float(run_grouped(cuda::moe_grouped_mma_fp4)), want);
 }
 
 // The prefill form of FP4 experts: one projection over expert-sorted rows against FP4 weights, every expert's

@@ -103,6 +103,19 @@ bool CudaMoe::fp4_mma(int64_t pairs) const {
          cuda::moe_grouped_mma_fp4_supports(config_.hidden_size, config_.moe_intermediate_size);
 }
 
+CudaMoe::Fp4Form CudaMoe::fp4_form(int64_t pairs, int64_t num_ids) const {
+  const int64_t places = experts_.capacity();
+  if (!experts_stay_on_device(pairs)) return Fp4Form::kTiles;
+  if (pairs >= fp4_grouped_from_pairs_ && 2 * pairs <= kFp4GroupedMaxPairsPerPlaceTimes2 * places &&
+      cuda::moe_grouped_gemv_fp4_supports(config_.hidden_size, config_.moe_intermediate_size))
+    return Fp4Form::kGrouped;
+  if (fp4_mma(pairs)) return Fp4Form::kGroupedMma;
+  // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
+  // an expert once per pair, the tiles once per 64 rows.
+  if (num_ids == places || pairs <= kFp4GemvMaxPairsPerPlace * places) return Fp4Form::kPerPair;
+  return Fp4Form::kTiles;
+}
+
 bool CudaMoe::experts_stay_on_device(int64_t pairs) const {
   // The tile path (FP4 from fp4_tiles_from_pairs_ pairs; every pair count under --batch-invariant, whose one path
   // it is) reads the experts' row counts back to the host.
@@ -249,30 +262,27 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // (--batch-invariant: experts_stay_on_device is false, so every pair count takes the one path below — FP4: the
   // tiles; bf16: the grouped kernel over the sorted rows — and a pair's bits do not depend on how many pairs share
   // the layer.)
-  const bool grouped = fp4 && experts_stay_on_device(n) && n >= fp4_grouped_from_pairs_ &&
-                       2 * n <= kFp4GroupedMaxPairsPerPlaceTimes2 * E && cuda::moe_grouped_gemv_fp4_supports(H, I);
-  if (grouped || (fp4 && experts_stay_on_device(n) && fp4_mma(n))) {
+  const Fp4Form form = fp4 ? fp4_form(n, num_ids) : Fp4Form::kTiles;
+  if (form == Fp4Form::kGrouped || form == Fp4Form::kGroupedMma) {
     // FP4 experts at decode, a few pairs an expert: the pairs sorted by expert on the device and each expert's rows
     // streamed once for them: on the CUDA cores with the per-pair kernels' bits (below, without their repeated
     // reads), or, for more pairs an expert, on the tensor cores.
+    const bool cuda_cores = form == Fp4Form::kGrouped;
     auto* row_of = scratch.alloc<int32_t>(n);
     auto* token_of_row = scratch.alloc<int32_t>(n);
     auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
     auto* act_perm = scratch.alloc<Bf16>(n * I);
     auto* y_perm = scratch.alloc<float>(n * H);
     cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
-    (grouped ? cuda::moe_grouped_gemv_fp4 : cuda::moe_grouped_mma_fp4)(
+    (cuda_cores ? cuda::moe_grouped_gemv_fp4 : cuda::moe_grouped_mma_fp4)(
         x, token_of_row, offsets, E, H, I, experts_.gate_up_fp4(moe_layer), experts_.down_fp4(moe_layer),
         swiglu_limit_, act_perm, y_perm, nullptr);
     wait_for(out_ready);
     cuda::moe_grouped_combine(y_perm, ids, row_of, weights, rows, K, E, H, out, nullptr);
-    profiler_.mark(grouped ? "moe:experts (fp4 grouped gemv)" : "moe:experts (fp4 grouped mma)");
+    profiler_.mark(cuda_cores ? "moe:experts (fp4 grouped gemv)" : "moe:experts (fp4 grouped mma)");
     return false;
   }
-  // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
-  // an expert once per pair, the tiles below once per 64 rows.
-  const bool few_pairs_a_place = num_ids == E || n <= kFp4GemvMaxPairsPerPlace * E;
-  if (fp4 && experts_stay_on_device(n) && few_pairs_a_place) {
+  if (form == Fp4Form::kPerPair) {
     // FP4 experts at decode, fewer pairs than a quarter of the places (or a few experts of many pairs, below 256):
     // matrix-vector kernels, each pair streaming its expert's FP4 rows; entries served elsewhere give zeros.
     auto* act = scratch.alloc<Bf16>(n * I);

@@ -71,11 +71,17 @@ class CudaMoe {
   bool run(int64_t moe_layer, const CudaMoeWeights& w, const __nv_bfloat16* h, __nv_bfloat16* out, int64_t rows,
            ExpertDispatcher* dispatcher, ScratchPool& scratch, const ResidualNorm* then) const;
   // Whether the routed experts of `pairs` (token, expert) pairs run without reading anything back to the host
-  // (FP4 experts from fp4_tiles_from_pairs pairs take the tile kernel, which reads the experts' row counts back).
+  // (FP4 experts take the tile kernel, which reads the experts' row counts back, from fp4_tiles_from_pairs_ pairs
+  // except where the tensor-core grouped form takes them).
   bool experts_stay_on_device(int64_t pairs) const;
 
  private:
-  // Whether FP4 experts at decode take the tensor-core grouped form for `pairs` pairs.
+  // How FP4 routed experts run `pairs` pairs over `num_ids` ids (cuda_moe.cpp says why): the per-pair matrix-vector
+  // kernels, the grouped form on the CUDA cores (the per-pair bits) or on the tensor cores, or the tiles after the
+  // permutation (the only form that leaves the device).
+  enum class Fp4Form { kPerPair, kGrouped, kGroupedMma, kTiles };
+  Fp4Form fp4_form(int64_t pairs, int64_t num_ids) const;
+  // Whether `pairs` pairs are in the tensor-core grouped form's range (from the tiles' threshold).
   bool fp4_mma(int64_t pairs) const;
   // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids are places of the
   // expert store (the experts themselves where it holds every one) in [0, num_ids), and ids >= its capacity are
