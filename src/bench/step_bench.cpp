@@ -29,7 +29,8 @@ Timing summarize(std::vector<double> ms) {
   return {ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 9 / 10)], ms.front()};
 }
 
-// The host time of each timed step, and the device's idle time before it where the backend measures it.
+// The host time of each timed step, and the device's idle time in it where the backend measures it (before its
+// forward, and before its draft with a model drafter).
 struct StepSamples {
   std::vector<double> ms, idle_ms;
   int64_t graph_steps = 0;
@@ -40,14 +41,15 @@ StepSamples run_steps(const CausalLm& model, Engine& engine, int64_t warmup, int
   StepSamples samples;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     const int64_t replays = model.graph_replays();
+    const CausalLm::DeviceIdle idle_before = model.device_idle();
     const auto start = std::chrono::steady_clock::now();
     engine.step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (s < warmup) continue;
     samples.graph_steps += model.graph_replays() > replays ? 1 : 0;
     samples.ms.push_back(ms);
-    const double idle_ms = model.device_idle_before_last_step_ms();
-    if (idle_ms >= 0) samples.idle_ms.push_back(idle_ms);
+    const CausalLm::DeviceIdle idle = model.device_idle();
+    if (idle.gaps > idle_before.gaps) samples.idle_ms.push_back(idle.ms - idle_before.ms);
   }
   return samples;
 }

@@ -188,6 +188,7 @@ void Engine::step() {
   advance_constraints(batch);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, *cache_);
   if (dspark_ != nullptr) dspark_->after_step(batch, *cache_);
+  note_device_idle();  // before the verify step's forward and before the draft's
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);
 
@@ -220,6 +221,7 @@ void Engine::step_overlapped() {
     } else {
       step.emitted = run_and_sample(forward, batch, {}, {});
       step.hashes = std::exchange(step_hashes_, {});
+      note_device_idle();
     }
     scheduler_.launched(batch);
     if (batch.is_prefill)
@@ -447,7 +449,6 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
   } else {
     sample_host(model_.forward(forward, *cache_, options_.experts));
   }
-  note_device_idle();
   std::vector<std::vector<int32_t>> emitted;
   step_hashes_.assign(batch.items.size(), {});
   int64_t row = 0;
@@ -473,10 +474,11 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
 }
 
 void Engine::note_device_idle() {
-  const double ms = model_.device_idle_before_last_step_ms();
-  if (ms < 0.0) return;  // (not measured: the CPU, or the first step)
+  const CausalLm::DeviceIdle now = model_.device_idle();
+  if (now.gaps == idle_noted_.gaps) return;  // (not measured: the CPU, or the first step)
   ++stats_.device_idle_steps;
-  stats_.device_idle_ms += ms;
+  stats_.device_idle_ms += now.ms - idle_noted_.ms;
+  idle_noted_ = now;
 }
 
 void Engine::count_replay_rows(const ForwardBatch& forward) {

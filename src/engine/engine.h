@@ -86,7 +86,8 @@ struct EngineStats {
   int64_t replay_skipped_layer_rows = 0;
   SpeculationStats speculation;  // verify steps' drafts: proposed, verified, accepted, calibration
   // Where the backend measures it (CUDA): the device's idle time before each step, from the previous step's last
-  // kernel to this step's first (the host's work between steps showing through).
+  // kernel to this step's first (the host's work between steps showing through); with a model drafter, also from
+  // the verify step's last kernel to the draft's first.
   int64_t device_idle_steps = 0;
   double device_idle_ms = 0.0;
 };
@@ -174,7 +175,8 @@ class Engine {
   // One per logits row of the step (each item's, then its drafts').
   std::vector<SamplingRow> sampling_rows(const ScheduledBatch& batch, const StepDrafts& drafts) const;
   void count_replay_rows(const ForwardBatch& forward);
-  // After each model call that ends a step: the backend's idle time before it, where measured.
+  // Once a step's model calls are done: the backend's idle time before them (the step's forward, and a model drafter's
+  // call after it), where measured.
   void note_device_idle();
   // Whether a sequence of this prompt length may take and register prefix-cache blocks.
   bool shares_blocks(int64_t prompt_tokens) const;
@@ -198,6 +200,7 @@ class Engine {
   bool overlap_ = false;
   bool device_tokens_ = false;  // overlap_ with a backend that starts steps asynchronously (CausalLm::samples_async)
   std::optional<InFlight> in_flight_;
+  CausalLm::DeviceIdle idle_noted_;  // the model's idle totals when last noted
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
   int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far
 };

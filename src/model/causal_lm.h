@@ -128,9 +128,15 @@ class CausalLm {
   // Bytes of KV cache one token takes over all layers (sizes the cache from a memory budget).
   virtual size_t kv_cache_bytes_per_token() const = 0;
 
-  // How long the device sat idle between the end of the previous step's work and the start of the last step
-  // (host post-processing and preparation), in ms; negative where the backend does not measure it (the CPU).
-  virtual double device_idle_before_last_step_ms() const { return -1.0; }
+  // How long the device sat idle between the end of one model call's work and the start of the next (host
+  // post-processing and preparation showing through), summed since the model was made: the gaps measured and their
+  // ms. A step with a model drafter has two calls (the verify step, the draft). {0, 0} where the backend does not
+  // measure it (the CPU).
+  struct DeviceIdle {
+    int64_t gaps = 0;
+    double ms = 0.0;
+  };
+  virtual DeviceIdle device_idle() const { return {}; }
   // Backends that capture decode steps as CUDA graphs replay them unless this turns them off (every step eager);
   // how many steps so far ran from a graph.
   virtual void set_cuda_graphs(bool /*enabled*/) {}

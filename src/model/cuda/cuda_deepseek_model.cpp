@@ -650,15 +650,18 @@ std::vector<CausalLm::MtpDraft> CudaDeepseekModel::mtp_draft(const ForwardBatch&
                                                              std::span<const int64_t> hidden_rows,
                                                              KvCache& cache) const {
   int64_t rows = 0;
+  idle_.record_start();  // (the draft is a step of its own to the idle meter: the host's work since the verify step)
   const float* logits = mtp_logits(batch, hidden_rows, cache, &rows);
   // Only the drafts and their confidences come back.
   auto* tokens = mtp_scratch_.alloc<int32_t>(rows);
   auto* probability = mtp_scratch_.alloc<float>(rows);
   cuda::argmax_rows(logits, rows, config_.vocab_size, tokens, probability, nullptr);
+  idle_.record_end();
   std::vector<int32_t> host_tokens(rows);
   std::vector<float> host_probability(rows);
   DI_CUDA_CHECK(cudaMemcpy(host_tokens.data(), tokens, rows * sizeof(int32_t), cudaMemcpyDeviceToHost));
   DI_CUDA_CHECK(cudaMemcpy(host_probability.data(), probability, rows * sizeof(float), cudaMemcpyDeviceToHost));
+  idle_.measure();
   std::vector<MtpDraft> drafts(rows);
   for (int64_t r = 0; r < rows; ++r) drafts[r] = {host_tokens[r], host_probability[r]};
   return drafts;

@@ -50,7 +50,7 @@ class CudaDeepseekModel final : public CausalLm {
   // Off: every step runs eagerly (no CUDA graph capture or replay).
   void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
   int64_t graph_replays() const override { return graphs_.replays(); }
-  double device_idle_before_last_step_ms() const override { return idle_.last_ms(); }
+  DeviceIdle device_idle() const override { return idle_.totals(); }
   bool samples_async() const override { return true; }
   void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                 std::span<const SamplingRow> rows, bool logits_hashes) const override;

@@ -6,7 +6,8 @@
 //  - dspark_draft: the blocks [last token, noise...] through the draft layers (hyper-connections, a window-only
 //    attention whose rows see the draft layer's cached keys before their block and the block's own keys, the MoE
 //    of the draft experts), the head's collapse, then per slot the Markov term added to the head's logits, the draw
-//    (sample_on_device: the engine's sampling rules, on the draft's own seed) and the confidence head.
+//    (sample_into_device: the engine's sampling rules, on the draft's own seed) and the confidence head, every slot
+//    queued on the device and read back once.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -173,6 +174,7 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   plan.extra_offsets = device_copy(published_, offsets);
   plan.extra_ids = device_copy(published_, ids);
   const int32_t* token_ids = device_copy(published_, tokens);
+  idle_.record_start();  // (the draft is a step of its own to the idle meter: the host's work since the verify step)
   profiler_.mark("start");
 
   // The draft layers, as the main layers run (v41_layers.h; the collapse weights of the site before).
@@ -226,33 +228,43 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   auto* score_hidden = scratch_.alloc<float>(T);
   // (one output column: cuBLAS, whatever the row count or flag)
   DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), hidden, dspark_->confidence, score_hidden, true, T, 1, H));
-  std::vector<float> host_score_hidden(T);
-  DI_CUDA_CHECK(cudaMemcpy(host_score_hidden.data(), score_hidden, T * sizeof(float), cudaMemcpyDeviceToHost));
   profiler_.mark("dspark: head collapse, logits, confidence");
 
-  // Per slot, one after the other: the Markov term and the confidence read the token drawn before.
-  std::vector<DraftBlock> drafts(S);
-  std::vector<int32_t> previous(anchors.token_ids.begin(), anchors.token_ids.end());
+  // Per slot, one after the other: the Markov term and the confidence read the token drawn before. The draws stay on
+  // the device (slot k's tokens are slot k + 1's Markov rows), so the host queues every slot and waits once, for
+  // the tokens and scores of all of them.
+  auto* drawn = scratch_.alloc<int32_t>(T);         // [B, S]: slot k's at k * S
+  auto* score_markov = scratch_.alloc<float>(T);    // [B, S]
+  const int32_t* previous = device_copy(scratch_, anchors.token_ids);
   auto* w1_rows = scratch_.alloc<Bf16>(S * rank);
   auto* markov = scratch_.alloc<float>(S * vocab);
-  auto* score_markov = scratch_.alloc<float>(S);
-  std::vector<float> host_score_markov(S);
   std::vector<SamplingRow> draws(rows.begin(), rows.end());
   const float one = 1.0f;
   for (int64_t k = 0; k < B; ++k) {
-    cuda::embedding(dspark_->markov_w1, device_copy(scratch_, previous), w1_rows, S, rank, nullptr);
+    cuda::embedding(dspark_->markov_w1, previous, w1_rows, S, rank, nullptr);
     linear(w1_rows, dspark_->markov_w2, markov, true, S, vocab, rank);
     float* slot_logits = logits + k * S * vocab;
     DI_CUBLAS_CHECK(cublasSaxpy(cublas_.get(), static_cast<int>(S * vocab), &one, markov, 1, slot_logits, 1));
-    DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), w1_rows, dspark_->confidence + H, score_markov, true, S, 1, rank));
+    DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), w1_rows, dspark_->confidence + H, score_markov + k * S, true, S,
+                                      1, rank));
     for (int64_t s = 0; s < S; ++s) draws[s].position = anchors.sequences[s].num_cached + k + 1;  // where x_k lands
-    const std::vector<int32_t> drawn = sample_on_device(slot_logits, S, vocab, draws, nullptr, nullptr, scratch_);
-    DI_CUDA_CHECK(cudaMemcpy(host_score_markov.data(), score_markov, S * sizeof(float), cudaMemcpyDeviceToHost));
+    sample_into_device(slot_logits, S, vocab, draws, drawn + k * S, scratch_);
+    previous = drawn + k * S;
+  }
+  idle_.record_end();
+  std::vector<int32_t> host_drawn(T);
+  std::vector<float> host_score_hidden(T), host_score_markov(T);
+  DI_CUDA_CHECK(cudaMemcpy(host_drawn.data(), drawn, T * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(host_score_markov.data(), score_markov, T * sizeof(float), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(host_score_hidden.data(), score_hidden, T * sizeof(float), cudaMemcpyDeviceToHost));
+  idle_.measure();
+  check_drawn_tokens(host_drawn, vocab);
+  std::vector<DraftBlock> drafts(S);
+  for (int64_t k = 0; k < B; ++k) {
     for (int64_t s = 0; s < S; ++s) {
-      const double score = static_cast<double>(host_score_hidden[k * S + s]) + host_score_markov[s];
-      drafts[s].tokens.push_back(drawn[s]);
+      const double score = static_cast<double>(host_score_hidden[k * S + s]) + host_score_markov[k * S + s];
+      drafts[s].tokens.push_back(host_drawn[k * S + s]);
       drafts[s].confidence.push_back(1.0 / (1.0 + std::exp(-std::clamp(score, -60.0, 60.0))));
-      previous[s] = drawn[s];
     }
   }
   profiler_.mark("dspark: Markov term, draws, confidences (every slot)");

@@ -61,7 +61,7 @@ class CudaV41Model final : public CausalLm {
   // Off: every step runs eagerly (no CUDA graph capture or replay).
   void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
   int64_t graph_replays() const override { return graphs_.replays(); }
-  double device_idle_before_last_step_ms() const override { return idle_.last_ms(); }
+  DeviceIdle device_idle() const override { return idle_.totals(); }
   // The engram rows are hashed on the host from the step's token ids, so with engram layers a step cannot start
   // before its inputs reach the host.
   bool samples_async() const override { return config_.v41.engram_layer_ids.empty(); }

@@ -1,10 +1,12 @@
 // How long the device sat idle between two steps (the host's post-processing and preparation showing through):
-// an event where a step's work starts, and one where each step's work ends (two, alternating, so the previous
-// step's stays readable), compared once the step's results are back. Shared by the CUDA models.
+// an event where a step's work starts, and one where each step's work ends (three, in turn, so the previous
+// step's stays readable), compared once the step's results are back. Shared by the CUDA models; a drafter's call
+// (DSpark's blocks, V3's MTP module) counts as a step of its own.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
+#include "src/model/causal_lm.h"
 #include "src/model/cuda/device_memory.h"
 
 namespace deepinfer {
@@ -26,10 +28,12 @@ class DeviceIdleMeter {
     if (step > 0) {
       float ms = 0.0f;
       DI_CUDA_CHECK(cudaEventElapsedTime(&ms, end_[(step - 1) % kSlots].get(), start_[step % kSlots].get()));
-      idle_ms_ = ms;
+      ++totals_.gaps;
+      totals_.ms += ms;
     }
   }
-  double last_ms() const { return idle_ms_; }  // negative until two steps have run
+  // The gaps measured so far (none until two steps have run) and their sum.
+  CausalLm::DeviceIdle totals() const { return totals_; }
 
  private:
   // Overlapped scheduling starts step N + 1 before measuring N, whose idle time reads N - 1's end: three slots.
@@ -37,7 +41,7 @@ class DeviceIdleMeter {
   CudaEvent start_[kSlots];
   CudaEvent end_[kSlots];
   int64_t started_ = 0, measured_ = 0;
-  double idle_ms_ = -1.0;
+  CausalLm::DeviceIdle totals_;
 };
 
 }  // namespace deepinfer

@@ -36,16 +36,21 @@ void draw_tokens(float* logits, int64_t num_rows, int64_t vocab, std::span<const
   DI_CUDA_CHECK(cudaGetLastError());
 }
 
+}  // namespace
+
 // The kernels give `vocab` for a row without one finite logit: say so where it arose, not as a bad token in the next
 // step's input.
-void check_tokens(const std::vector<int32_t>& tokens, int64_t vocab) {
+void check_drawn_tokens(const std::vector<int32_t>& tokens, int64_t vocab) {
   const auto num_rows = static_cast<int64_t>(tokens.size());
   for (int64_t r = 0; r < num_rows; ++r)
     DI_CHECK(tokens[r] >= 0 && tokens[r] < vocab, "logits row {} of {} has no finite value (the step's forward "
              "produced NaN or -inf there)", r, num_rows);
 }
 
-}  // namespace
+void sample_into_device(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows,
+                        int32_t* out, ScratchPool& scratch) {
+  if (num_rows > 0) draw_tokens(logits, num_rows, vocab, rows, nullptr, nullptr, out, scratch);
+}
 
 std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t vocab,
                                       std::span<const SamplingRow> rows, const TokenMasks* masks,
@@ -63,7 +68,7 @@ std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t v
   } else if (step_end != nullptr) {
     DI_CUDA_CHECK(cudaEventRecord(step_end, cudaStreamPerThread));  // (every started step ends: DeviceIdleMeter)
   }
-  check_tokens(tokens, vocab);
+  check_drawn_tokens(tokens, vocab);
   return tokens;
 }
 
@@ -121,7 +126,7 @@ std::vector<int32_t> DeviceSampler::finish(uint64_t* logits_hashes) {
   if (slot.rows > 0) std::memcpy(tokens.data(), host, slot.rows * sizeof(int32_t));
   if (slot.hashes_wanted && logits_hashes != nullptr && slot.rows > 0)
     std::memcpy(logits_hashes, host + slot.tokens.size() * sizeof(int32_t), slot.rows * sizeof(uint64_t));
-  check_tokens(tokens, vocab_);
+  check_drawn_tokens(tokens, vocab_);
   return tokens;
 }
 

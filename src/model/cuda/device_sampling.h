@@ -21,6 +21,14 @@ std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t v
                                       uint64_t* logits_hashes, ScratchPool& scratch,
                                       cudaEvent_t step_end = nullptr);
 
+// The same draws left on the device: a token per row into `out` [num_rows] (device), queued on the per-thread default
+// stream; nothing waits. A row without one finite logit gets `vocab` there (check_drawn_tokens says so once the
+// tokens are on the host). For draws that feed later device work before the host needs them (DSpark's slots).
+void sample_into_device(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows,
+                        int32_t* out, ScratchPool& scratch);
+// Throws where a drawn token is not in [0, vocab) (its logits row had no finite value).
+void check_drawn_tokens(const std::vector<int32_t>& tokens, int64_t vocab);
+
 // Overlapped scheduling's sampling (CausalLm::start_forward_and_sample): each started step's tokens are drawn into
 // a device buffer of their own, so that the next step's inputs can take them there (fill_inputs) before the host has
 // them, and copied back into pinned memory behind an event; finish() waits for the oldest started step's. The engine
