@@ -8,11 +8,10 @@
 // also writes the draft layers' keys), and the drafter's own median ms (DSpark: one block of dspark_block_size drafts a
 // sequence; MTP: the module over the step's S rows). Medians of 9 after 3 warm-up runs, host wall clock around the
 // model's calls (each returns its tokens to the host, so the device's work is in it). Then the engine's speculative
-// decode loop with the drafter (fixed drafts: a DSpark block's, MTP's one; greedy), overlapped (the default: DSpark's
-// draft waited for after the next schedule) and in order: the median engine step (verify step, postprocessing, the
-// next draft) and the device's idle time in it (before the verify step's forward and before the draft: the host's
-// work showing through), over 9 steps after 3. The dummy drafts are almost never accepted, so a step emits about one
-// token a sequence: this times the loop, not its yield.
+// decode loop with the drafter (fixed drafts: a DSpark block's, MTP's one; greedy; in order):
+// the median engine step (verify step, postprocessing, the next draft) and the device's idle time in it (before the
+// verify step's forward and before the draft: the host's work showing through), over 9 steps after 3. The dummy
+// drafts are almost never accepted, so a step emits about one token a sequence: this times the loop, not its yield.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -91,7 +90,7 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
 struct EngineTiming {
   double step_ms = 0, idle_ms = 0, tokens_per_step = 0;
 };
-EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batch, int64_t context, bool overlap) {
+EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batch, int64_t context) {
   WeightOrigin weights;
   weights.dummy_seed = 7;
   weights.dummy_draft_module = true;
@@ -105,7 +104,6 @@ EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batc
   options.limits.chunk_tokens = batch;
   options.speculation.num_drafts = drafts;
   options.speculation.model_drafter = true;
-  options.overlap_schedule = overlap;
   std::vector<Request> requests(batch);
   for (int64_t s = 0; s < batch; ++s) {
     Request& r = requests[s];
@@ -169,15 +167,12 @@ int run(int argc, char** argv) {
     const Timing without = time_model(config, drafter, false, batch, context);
     const Timing with = time_model(config, drafter, true, batch, context);
     const int64_t drafts = drafter == "dspark" ? config.v41.dspark.block_size : 1;
-    const EngineTiming loop = time_engine(config, drafts, batch, context, true);
-    const EngineTiming in_order = time_engine(config, drafts, batch, context, false);
+    const EngineTiming loop = time_engine(config, drafts, batch, context);
     nlohmann::json line = {{"drafter", drafter},       {"config", path},          {"layers", layers},
                            {"context", context},       {"sequences", batch},      {"step_ms", without.step_ms},
                            {"step_ms_drafter_enabled", with.step_ms}, {"draft_ms", with.draft_ms},
                            {"engine_drafts", drafts},  {"engine_step_ms", loop.step_ms},
-                           {"engine_device_idle_ms", loop.idle_ms},   {"engine_tokens_per_step", loop.tokens_per_step},
-                           {"engine_in_order_step_ms", in_order.step_ms},
-                           {"engine_in_order_device_idle_ms", in_order.idle_ms}};
+                           {"engine_device_idle_ms", loop.idle_ms},   {"engine_tokens_per_step", loop.tokens_per_step}};
     if (drafter == "dspark") line["block"] = config.v41.dspark.block_size;
     std::printf("%s\n", line.dump().c_str());
     std::fflush(stdout);

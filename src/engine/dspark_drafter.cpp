@@ -2,23 +2,9 @@
 
 #include <algorithm>
 
-#include "src/core/check.h"
-#include "src/core/log.h"
-
 namespace deepinfer {
 
-DsparkDrafter::~DsparkDrafter() {
-  // A draft left on the device (an engine dropped mid-generation) is waited for, so that the model's next call
-  // does not find it unfinished.
-  try {
-    finish_drafts();
-  } catch (const std::exception& e) {
-    spdlog::error("a DSpark draft failed: {}", e.what());
-  }
-}
-
 DraftProposal DsparkDrafter::propose(const Sequence& seq, int64_t max_drafts) {
-  DI_CHECK(!started_, "DSpark drafts proposed before the started ones were finished");
   DraftProposal proposal;
   const auto it = pending_.find(&seq);
   if (it == pending_.end() || it->second.position != seq.num_tokens()) return proposal;
@@ -29,7 +15,6 @@ DraftProposal DsparkDrafter::propose(const Sequence& seq, int64_t max_drafts) {
 }
 
 void DsparkDrafter::after_step(const ScheduledBatch& batch, KvCache& cache) {
-  finish_drafts();
   ForwardBatch anchors;
   std::vector<SamplingRow> rows;
   std::vector<const Sequence*> drafted;
@@ -48,18 +33,8 @@ void DsparkDrafter::after_step(const ScheduledBatch& batch, KvCache& cache) {
     drafted.push_back(&seq);
   }
   if (drafted.empty()) return;
-  started_ = model_.start_dspark_draft(anchors, cache, rows);
-  for (const Sequence* seq : drafted) started_for_.emplace_back(seq, seq->num_tokens());
-}
-
-void DsparkDrafter::finish_drafts() {
-  if (!started_) return;
-  std::vector<CausalLm::DraftBlock> drafts = std::exchange(started_, nullptr)();
-  DI_CHECK(drafts.size() == started_for_.size(), "{} DSpark blocks for {} sequences", drafts.size(),
-           started_for_.size());
-  for (size_t s = 0; s < drafts.size(); ++s)
-    pending_[started_for_[s].first] = {started_for_[s].second, std::move(drafts[s])};
-  started_for_.clear();
+  std::vector<CausalLm::DraftBlock> drafts = model_.dspark_draft(anchors, cache, rows);
+  for (size_t s = 0; s < drafted.size(); ++s) pending_[drafted[s]] = {drafted[s]->num_tokens(), std::move(drafts[s])};
 }
 
 }  // namespace deepinfer

@@ -2,8 +2,6 @@
 // the draft layers' keys current for every row it runs (the model writes them); after every step the engine hands
 // this drafter the step's sequences, and for each one ready to decode (all but its last token cached) it drafts a
 // block in one batched draft forward: [last token, noise...] -> dspark_block_size tokens with their confidences.
-// The draft is queued on the device there and waited for only when the next step needs it (finish_drafts, after
-// that step's schedule): the host's work in between (the caller's output, the schedule) runs while the device drafts.
 // Greedy requests draft greedily; sampled ones draw their drafts with the request's sampling on a stream of their
 // own (the request's seed + kDraftSeedOffset, as DeepSeek's engine separates them), which leaves the target's
 // stream, and so the output, as it is.
@@ -11,8 +9,6 @@
 
 #include <cstdint>
 #include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include "src/engine/drafter.h"
 #include "src/engine/scheduler.h"
@@ -25,14 +21,9 @@ class DsparkDrafter final : public Drafter {
   static constexpr uint64_t kDraftSeedOffset = 1000000007;
 
   explicit DsparkDrafter(const CausalLm& model) : model_(model) {}
-  ~DsparkDrafter();
-  DsparkDrafter(const DsparkDrafter&) = delete;
-  DsparkDrafter& operator=(const DsparkDrafter&) = delete;
   DraftProposal propose(const Sequence& seq, int64_t max_drafts) override;
-  // The scheduler has recorded the step `batch`; starts the drafts for its sequences that are ready to decode.
+  // The scheduler has recorded the step `batch`; drafts for its sequences that are ready to decode.
   void after_step(const ScheduledBatch& batch, KvCache& cache);
-  // Waits for the drafts after_step started, if any; before the model's next call and before propose.
-  void finish_drafts();
 
  private:
   struct Pending {
@@ -41,9 +32,6 @@ class DsparkDrafter final : public Drafter {
   };
   const CausalLm& model_;
   std::unordered_map<const Sequence*, Pending> pending_;
-  // The draft on the device (empty: none) and its sequences with their positions then.
-  CausalLm::DraftFinish started_;
-  std::vector<std::pair<const Sequence*, int64_t>> started_for_;
 };
 
 }  // namespace deepinfer

@@ -98,8 +98,7 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
              !options_.limits.handoff_after_prefill;
   if (options_.overlap_schedule && !overlap_ && !options_.limits.handoff_after_prefill)
     spdlog::info("overlapped scheduling is off: {} runs in order (a step's layout waits for the previous step's "
-                 "tokens){}", spec.enabled() ? "speculative decoding" : "structured output",
-                 dspark_ != nullptr ? "; the DSpark draft runs while the host schedules the next step" : "");
+                 "tokens)", spec.enabled() ? "speculative decoding" : "structured output");
   device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
@@ -169,8 +168,6 @@ void Engine::step() {
   const ScheduledBatch batch = scheduler_.schedule();
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
-  // The draft the last step queued ran on the device while the host returned, let its caller work and scheduled.
-  if (dspark_ != nullptr) dspark_->finish_drafts();
   const StepDrafts drafts = propose_drafts(batch);
   const ForwardBatch forward = build_forward_batch(batch, drafts);
   count_replay_rows(forward);
@@ -190,11 +187,7 @@ void Engine::step() {
   }
   advance_constraints(batch);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, *cache_);
-  if (dspark_ != nullptr) {
-    dspark_->after_step(batch, *cache_);
-    // Overlapped (the default): the draft is waited for once the next step is scheduled; in order: now.
-    if (!options_.overlap_schedule) dspark_->finish_drafts();
-  }
+  if (dspark_ != nullptr) dspark_->after_step(batch, *cache_);
   note_device_idle();  // before the verify step's forward and before the draft's
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);

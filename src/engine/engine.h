@@ -54,8 +54,7 @@ struct EngineOptions {
   bool logits_hashes = false;
   // Overlapped scheduling: step N + 1 is scheduled and started before step N's tokens are postprocessed, its inputs
   // naming them by placeholder (Scheduler::launched / completed). Not with speculation, structured output or the
-  // prefill role's handoffs (the engine runs in order there); with the DSpark drafter, the draft queued at the end
-  // of step N is waited for only once N + 1 is scheduled (the host's work in between runs while the device drafts).
+  // prefill role's handoffs (the engine runs in order there).
   bool overlap_schedule = false;
 };
 

@@ -49,11 +49,6 @@ std::vector<CausalLm::DraftBlock> CausalLm::dspark_draft(const ForwardBatch&, Kv
   throw InputError("this model has no DSpark drafter enabled (DeepSeek-V4.1 with its mtp.* draft layers)");
 }
 
-CausalLm::DraftFinish CausalLm::start_dspark_draft(const ForwardBatch& anchors, KvCache& cache,
-                                                   std::span<const SamplingRow> rows) const {
-  return [blocks = dspark_draft(anchors, cache, rows)]() mutable { return std::move(blocks); };
-}
-
 void check_batch(const ForwardBatch& batch, int64_t vocab) {
   int64_t claimed = 0;
   for (const SequenceChunk& seq : batch.sequences) claimed += seq.num_new;

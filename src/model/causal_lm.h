@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -121,12 +120,6 @@ class CausalLm {
   };
   virtual std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
                                                std::span<const SamplingRow> rows) const;
-  // The same in two halves, for a caller with host work to do while the device drafts: start_dspark_draft queues the
-  // draft and returns what finishes it (waits for the device, returns the blocks), to be called before the model's
-  // next call (the draft's buffers are that call's scratch). The default drafts at once (dspark_draft).
-  using DraftFinish = std::function<std::vector<DraftBlock>()>;
-  virtual DraftFinish start_dspark_draft(const ForwardBatch& anchors, KvCache& cache,
-                                         std::span<const SamplingRow> rows) const;
 
   int64_t num_moe_layers() const { return config().num_hidden_layers - config().first_k_dense_replace; }
   // The routed experts this rank holds.

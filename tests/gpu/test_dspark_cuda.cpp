@@ -197,16 +197,9 @@ TEST(CudaDspark, DrafterKeepsThePlainOutputs) {
     const SpeculationStats s = testing::expect_model_drafter_keeps_outputs(*model, c.drafts, c.varlen,
                                                                            c.temperature, c.cache_tokens, name);
     EXPECT_GT(s.verified, 0) << name;
-    // Overlapped: each draft runs on the device while the host schedules the next step, and is waited for after.
-    const SpeculationStats o = testing::expect_model_drafter_keeps_outputs(
-        *model, c.drafts, c.varlen, c.temperature, c.cache_tokens, name + ", overlapped", true);
-    if (!c.varlen) {
-      EXPECT_TRUE(o.drafted == s.drafted && o.verified == s.verified && o.accepted == s.accepted) << name;
-    }
-    std::printf("%s on the GPU: DSpark drafts %lld drafted, %lld verified, %lld accepted (overlapped: %lld, %lld, "
-                "%lld)\n", name.c_str(), static_cast<long long>(s.drafted), static_cast<long long>(s.verified),
-                static_cast<long long>(s.accepted), static_cast<long long>(o.drafted),
-                static_cast<long long>(o.verified), static_cast<long long>(o.accepted));
+    std::printf("%s on the GPU: DSpark drafts %lld drafted, %lld verified, %lld accepted\n", name.c_str(),
+                static_cast<long long>(s.drafted), static_cast<long long>(s.verified),
+                static_cast<long long>(s.accepted));
   }
 }
 

@@ -68,8 +68,7 @@ inline SpeculationRun run_generation(const CausalLm& model, const std::vector<Re
 // speculative run's statistics.
 inline SpeculationStats expect_model_drafter_keeps_outputs(const CausalLm& model, int64_t num_drafts,
                                                            bool variable_length, float temperature,
-                                                           int64_t kv_cache_tokens, const std::string& name,
-                                                           bool overlap_schedule = false) {
+                                                           int64_t kv_cache_tokens, const std::string& name) {
   const std::vector<Request> requests = speculation_requests(model.config().vocab_size, temperature);
   const SpeculationCase plain_case{"plain", 0, false, 0, 0, temperature, kv_cache_tokens};
   const SpeculationRun plain = run_generation(model, requests, plain_case, nullptr);
@@ -79,7 +78,6 @@ inline SpeculationStats expect_model_drafter_keeps_outputs(const CausalLm& model
   options.speculation.variable_length = variable_length;
   options.speculation.cost_warmup_steps = 2 * (num_drafts + 1);
   options.speculation.model_drafter = true;
-  options.overlap_schedule = overlap_schedule;  // (DSpark: the draft waited for after the next schedule)
   Engine engine(model, options);
   for (const Request& r : requests) engine.add_request(r);
   engine.run_to_completion();

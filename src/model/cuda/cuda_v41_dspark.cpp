@@ -127,13 +127,7 @@ void CudaV41Model::draft_attention(int64_t d, const DraftPlan& plan, const CudaV
 
 std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
                                                              std::span<const SamplingRow> rows) const {
-  return start_dspark_draft(anchors, kv_cache, rows)();
-}
-
-CausalLm::DraftFinish CudaV41Model::start_dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
-                                                       std::span<const SamplingRow> rows) const {
   DI_CHECK(dspark_enabled_, "dspark_draft before enable_mtp");
-  DI_CHECK(!draft_unfinished_, "a DSpark draft started before the last one was finished");
   auto* cache = dynamic_cast<CudaV41KvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr && cache->num_layers() == num_cache_layers(), "DSpark needs the model's device cache "
            "made after enable_mtp");
@@ -145,7 +139,7 @@ CausalLm::DraftFinish CudaV41Model::start_dspark_draft(const ForwardBatch& ancho
   const float eps = c.rms_norm_eps;
   check_batch(anchors, vocab);
   DI_CHECK(std::ssize(rows) == S, "{} sampling rows for {} anchors", rows.size(), S);
-  if (S == 0) return [] { return std::vector<DraftBlock>{}; };
+  if (S == 0) return {};
   // The step's pools: the main step that came before has finished (its tokens are on the host).
   published_.reset();
   scratch_.reset();
@@ -258,30 +252,24 @@ CausalLm::DraftFinish CudaV41Model::start_dspark_draft(const ForwardBatch& ancho
     previous = drawn + k * S;
   }
   idle_.record_end();
-  draft_unfinished_ = true;
-  // What waits: the tokens and scores copied back (the pools hold them until the model's next call), the blocks.
-  return [this, drawn, score_markov, score_hidden, S, B, vocab] {
-    const int64_t T = S * B;
-    std::vector<int32_t> host_drawn(T);
-    std::vector<float> host_score_hidden(T), host_score_markov(T);
-    DI_CUDA_CHECK(cudaMemcpy(host_drawn.data(), drawn, T * sizeof(int32_t), cudaMemcpyDeviceToHost));
-    DI_CUDA_CHECK(cudaMemcpy(host_score_markov.data(), score_markov, T * sizeof(float), cudaMemcpyDeviceToHost));
-    DI_CUDA_CHECK(cudaMemcpy(host_score_hidden.data(), score_hidden, T * sizeof(float), cudaMemcpyDeviceToHost));
-    draft_unfinished_ = false;
-    idle_.measure();
-    check_drawn_tokens(host_drawn, vocab);
-    std::vector<DraftBlock> drafts(S);
-    for (int64_t k = 0; k < B; ++k) {
-      for (int64_t s = 0; s < S; ++s) {
-        const double score = static_cast<double>(host_score_hidden[k * S + s]) + host_score_markov[k * S + s];
-        drafts[s].tokens.push_back(host_drawn[k * S + s]);
-        drafts[s].confidence.push_back(1.0 / (1.0 + std::exp(-std::clamp(score, -60.0, 60.0))));
-      }
+  std::vector<int32_t> host_drawn(T);
+  std::vector<float> host_score_hidden(T), host_score_markov(T);
+  DI_CUDA_CHECK(cudaMemcpy(host_drawn.data(), drawn, T * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(host_score_markov.data(), score_markov, T * sizeof(float), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(host_score_hidden.data(), score_hidden, T * sizeof(float), cudaMemcpyDeviceToHost));
+  idle_.measure();
+  check_drawn_tokens(host_drawn, vocab);
+  std::vector<DraftBlock> drafts(S);
+  for (int64_t k = 0; k < B; ++k) {
+    for (int64_t s = 0; s < S; ++s) {
+      const double score = static_cast<double>(host_score_hidden[k * S + s]) + host_score_markov[k * S + s];
+      drafts[s].tokens.push_back(host_drawn[k * S + s]);
+      drafts[s].confidence.push_back(1.0 / (1.0 + std::exp(-std::clamp(score, -60.0, 60.0))));
     }
-    profiler_.mark("dspark: Markov term, draws, confidences (every slot)");
-    profiler_.report(fmt::format("DSpark: {} blocks of {}", S, B));
-    return drafts;
-  };
+  }
+  profiler_.mark("dspark: Markov term, draws, confidences (every slot)");
+  profiler_.report(fmt::format("DSpark: {} blocks of {}", S, B));
+  return drafts;
 }
 
 }  // namespace deepinfer

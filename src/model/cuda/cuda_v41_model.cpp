@@ -456,8 +456,6 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   for (const SequenceChunk& seq : batch.sequences)
     DI_CHECK(seq.swa_floor == 0 && seq.keep_inputs_below == 0, "SWA replay after a prefix hit is built for the CPU "
              "model only");
-  DI_CHECK(!draft_unfinished_, "a step started before the DSpark draft queued before it was finished (its results "
-           "are in the pools this step reuses)");
   published_.reset();
   scratch_.reset();
   profiler_.mark("start");

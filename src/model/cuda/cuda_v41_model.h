@@ -84,8 +84,6 @@ class CudaV41Model final : public CausalLm {
   int64_t dspark_block_size() const override { return dspark_enabled_ ? config_.v41.dspark.block_size : 0; }
   std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
                                        std::span<const SamplingRow> rows) const override;
-  DraftFinish start_dspark_draft(const ForwardBatch& anchors, KvCache& cache,
-                                 std::span<const SamplingRow> rows) const override;
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -220,7 +218,6 @@ class CudaV41Model final : public CausalLm {
   };
   std::unique_ptr<Dspark> dspark_;  // null: the checkpoint has no draft layers
   bool dspark_enabled_ = false;
-  mutable bool draft_unfinished_ = false;  // a started draft's results are still in the step's pools
 };
 
 }  // namespace deepinfer
