@@ -33,24 +33,25 @@ int64_t pairs_threshold(const char* name, int64_t fallback) {
 }
 
 // FP4 experts at decode, by pairs a step over the store's places (benchmarks/moe_fp4_gemv_bench and V4.1-Flash decode
-// at 4 layers, context 4096; results/h200/speculation/README.md, calls s16a-g):
+// at 4 layers, context 4096; results/h200/speculation/README.md, calls s16a-g and s17f-g):
 //  - below a quarter a place, the per-pair matrix-vector kernels (no sort to wait for);
 //  - from there to 2.5 a place (CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2), the grouped form on the CUDA cores:
-//    each expert streamed once for its pairs, the per-pair kernels' bits (so a step's rows do not change with the
-//    form their batch took). Kernels alone, 384 experts, per layer: 96 pairs 1.24 / 1.19 ms (per pair / grouped),
-//    384 pairs 4.74 / 3.44, 768 pairs 9.38 / 5.44; whole steps against session 15's rule (per pair, tiles from 480
-//    pairs): batch 32 13.50 -> 11.50 ms, 64 24.38 -> 18.28, 96 30.43 -> 24.44, 128 34.56 -> 30.06. Its products
-//    cost more than the bytes from ~2 pairs a place (192 sequences: 41.77 ms against the tiles' 40.61);
-//  - from max(256, 2.5 a place) to 8 a place (kFp4MmaMaxPairsPerPlace), the grouped form on the tensor cores (8 pairs
-//    an MMA; its own bits): 1,152 pairs 4.48 ms against the tile kernel's 9.17, 3,072 pairs 7.42 / 9.55; whole steps
-//    batch 192 41.07 -> 27.98 ms, 256 46.29 -> 34.48, 384 54.83 -> 46.03. With 128 experts it stops paying near 8
-//    (1,440 pairs 3.34 ms against 3.20). It is faster than the CUDA-core form from ~8 tokens too (384 pairs 2.81 ms
-//    against 3.46), which keeps that range for its bits;
+//    each expert streamed once for its pairs, the per-pair kernels' bits. Kernels alone, 384 experts, per layer: 96
+//    pairs 1.24 / 1.19 ms (per pair / grouped), 384 pairs 4.74 / 3.44, 768 pairs 9.38 / 5.44; whole steps against
+//    session 15's rule (per pair, tiles from 480 pairs): batch 32 13.50 -> 11.50 ms, 64 24.38 -> 18.28, 96 30.43 ->
+//    24.44, 128 34.56 -> 30.06. Its products cost more than the bytes from ~2 pairs a place;
+//  - but from 256 pairs (kFp4MmaMinPairs) to 8 a place (kFp4MmaMaxPairsPerPlace) the grouped form on the tensor cores
+//    (8 pairs an MMA; its own bits) wherever it runs: 1,152 pairs 4.48 ms against the tile kernel's 9.17, 3,072
+//    pairs 7.42 / 9.55; whole steps (call s16g) batch 192 41.07 -> 27.98 ms, 256 46.29 -> 34.48, 384 54.83 -> 46.03,
+//    and in the CUDA-core form's range (call s17f) batch 48 15.02 -> 12.47 ms, 64 18.37 -> 14.72, 96 24.39 -> 18.46,
+//    128 30.27 -> 22.02, 160 36.25 -> 25.21. With 128 experts it stops paying near 8 (1,440 pairs 3.34 ms against the
+//    tiles' 3.20). The floor keeps the test fixtures' steps (8 experts) where they were: their decode and verify rows
+//    must take bit-compatible paths;
 //  - above, the tiles (which wait for the experts' row counts on the host, so such steps run eagerly); below 256 pairs
 //    without expert parallelism the per-pair kernels take what the grouped form does not (a few experts of many
 //    pairs: the test fixtures), as before.
-// DEEPINFER_FP4_GROUPED_FROM_PAIRS, DEEPINFER_FP4_TILES_FROM_PAIRS and DEEPINFER_FP4_MMA_UP_TO_PAIRS (0: the tensor-core
-// form never) override the thresholds (a measurement's overrides).
+// DEEPINFER_FP4_GROUPED_FROM_PAIRS, DEEPINFER_FP4_TILES_FROM_PAIRS, DEEPINFER_FP4_MMA_FROM_PAIRS and
+// DEEPINFER_FP4_MMA_UP_TO_PAIRS (0: the tensor-core form never) override the thresholds (a measurement's overrides).
 int64_t fp4_grouped_from_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_GROUPED_FROM_PAIRS", std::max<int64_t>(1, places / 4));
 }
@@ -58,6 +59,7 @@ int64_t fp4_tiles_from_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_TILES_FROM_PAIRS",
                          std::max<int64_t>(256, places * CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2 / 2 + 1));
 }
+int64_t fp4_mma_from_pairs() { return pairs_threshold("DEEPINFER_FP4_MMA_FROM_PAIRS", CudaMoe::kFp4MmaMinPairs); }
 int64_t fp4_mma_up_to_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_MMA_UP_TO_PAIRS", places * CudaMoe::kFp4MmaMaxPairsPerPlace);
 }
@@ -90,6 +92,7 @@ CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sm
     : config_(config),
       fp4_tiles_from_pairs_(fp4_tiles_from_pairs(experts.capacity())),
       fp4_grouped_from_pairs_(fp4_grouped_from_pairs(experts.capacity())),
+      fp4_mma_from_pairs_(fp4_mma_from_pairs()),
       fp4_mma_up_to_pairs_(fp4_mma_up_to_pairs(experts.capacity())),
       experts_(experts),
       num_sms_(num_sms),
@@ -99,17 +102,17 @@ CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sm
           std::vector<int32_t>(cuda::moe_grouped_sync_ints(config.n_routed_experts), 0))) {}
 
 bool CudaMoe::fp4_mma(int64_t pairs) const {
-  return pairs >= fp4_tiles_from_pairs_ && pairs <= fp4_mma_up_to_pairs_ && pairs < kGroupedMaxPairs &&
+  return pairs >= fp4_mma_from_pairs_ && pairs <= fp4_mma_up_to_pairs_ && pairs < kGroupedMaxPairs &&
          cuda::moe_grouped_mma_fp4_supports(config_.hidden_size, config_.moe_intermediate_size);
 }
 
 CudaMoe::Fp4Form CudaMoe::fp4_form(int64_t pairs, int64_t num_ids) const {
   const int64_t places = experts_.capacity();
   if (!experts_stay_on_device(pairs)) return Fp4Form::kTiles;
+  if (fp4_mma(pairs)) return Fp4Form::kGroupedMma;
   if (pairs >= fp4_grouped_from_pairs_ && 2 * pairs <= kFp4GroupedMaxPairsPerPlaceTimes2 * places &&
       cuda::moe_grouped_gemv_fp4_supports(config_.hidden_size, config_.moe_intermediate_size))
     return Fp4Form::kGrouped;
-  if (fp4_mma(pairs)) return Fp4Form::kGroupedMma;
   // Under expert parallelism a rank's few places receive many pairs each: the matrix-vector kernels would stream
   // an expert once per pair, the tiles once per 64 rows.
   if (num_ids == places || pairs <= kFp4GemvMaxPairsPerPlace * places) return Fp4Form::kPerPair;

@@ -58,7 +58,8 @@ class CudaMoe {
   static constexpr int64_t kFp4GemvMaxPairsPerPlace = 2;
   // FP4 pairs a place, times 2, up to which decode steps take the grouped form (cuda_moe.cpp: fp4_tiles_from_pairs).
   static constexpr int64_t kFp4GroupedMaxPairsPerPlaceTimes2 = 5;
-  // FP4 pairs a place up to which decode steps take the tensor-core grouped form above the tiles' threshold.
+  // FP4 pairs a step from which, and pairs a place up to which, decode steps take the tensor-core grouped form.
+  static constexpr int64_t kFp4MmaMinPairs = 256;
   static constexpr int64_t kFp4MmaMaxPairsPerPlace = 8;
   static constexpr int64_t kDequantExperts = 16;
 
@@ -108,12 +109,13 @@ class CudaMoe {
   Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant}; }
 
   const ModelConfig& config_;
-  // FP4 experts at decode, by pairs a step (cuda_moe.cpp says why): the grouped form on the CUDA cores from
-  // fp4_grouped_from_pairs_ (a quarter a place) to 2.5 a place, on the tensor cores from fp4_tiles_from_pairs_ to
-  // fp4_mma_up_to_pairs_ (fp4_mma), the tile kernel above (which reads the experts' row counts back to the host), the
-  // per-pair matrix-vector kernels otherwise.
+  // FP4 experts at decode, by pairs a step (cuda_moe.cpp says why): the grouped form on the tensor cores from
+  // fp4_mma_from_pairs_ to fp4_mma_up_to_pairs_ (fp4_mma), else on the CUDA cores from fp4_grouped_from_pairs_ (a
+  // quarter a place) to 2.5 a place, the tile kernel from fp4_tiles_from_pairs_ (which reads the experts' row counts
+  // back to the host), the per-pair matrix-vector kernels otherwise.
   int64_t fp4_tiles_from_pairs_;
   int64_t fp4_grouped_from_pairs_;
+  int64_t fp4_mma_from_pairs_;
   int64_t fp4_mma_up_to_pairs_;
   CudaExpertStore& experts_;
   int num_sms_;
