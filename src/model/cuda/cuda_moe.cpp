@@ -40,13 +40,14 @@ int64_t pairs_threshold(const char* name, int64_t fallback) {
 //    pairs 1.24 / 1.19 ms (per pair / grouped), 384 pairs 4.74 / 3.44, 768 pairs 9.38 / 5.44; whole steps against
 //    session 15's rule (per pair, tiles from 480 pairs): batch 32 13.50 -> 11.50 ms, 64 24.38 -> 18.28, 96 30.43 ->
 //    24.44, 128 34.56 -> 30.06. Its products cost more than the bytes from ~2 pairs a place;
-//  - but from 256 pairs (kFp4MmaMinPairs) to 8 a place (kFp4MmaMaxPairsPerPlace) the grouped form on the tensor cores
-//    (8 pairs an MMA; its own bits) wherever it runs: 1,152 pairs 4.48 ms against the tile kernel's 9.17, 3,072
-//    pairs 7.42 / 9.55; whole steps (call s16g) batch 192 41.07 -> 27.98 ms, 256 46.29 -> 34.48, 384 54.83 -> 46.03,
-//    and in the CUDA-core form's range (call s17f) batch 48 15.02 -> 12.47 ms, 64 18.37 -> 14.72, 96 24.39 -> 18.46,
-//    128 30.27 -> 22.02, 160 36.25 -> 25.21. With 128 experts it stops paying near 8 (1,440 pairs 3.34 ms against the
-//    tiles' 3.20). The floor keeps the test fixtures' steps (8 experts) where they were: their decode and verify rows
-//    must take bit-compatible paths;
+//  - but from max(96, a quarter a place) pairs (kFp4MmaMinPairs) to 8 a place (kFp4MmaMaxPairsPerPlace) the grouped
+//    form on the tensor cores (8 pairs an MMA; its own bits) wherever it runs: 1,152 pairs 4.48 ms against the tile
+//    kernel's 9.17, 3,072 pairs 7.42 / 9.55; whole steps (call s16g) batch 192 41.07 -> 27.98 ms, 256 46.29 ->
+//    34.48, 384 54.83 -> 46.03, and in the CUDA-core form's range (calls s17f-g) batch 16 7.68 -> 7.08, 32 11.62 ->
+//    10.03, 48 15.02 -> 12.47 ms, 64 18.37 -> 14.72, 96 24.39 -> 18.46, 128 30.27 -> 22.02, 160 36.25 -> 25.21. With
+//    128 experts it stops paying near 8 (1,440 pairs 3.34 ms against the tiles' 3.20). The floor keeps the test
+//    fixtures' steps (8 experts, at most 64 pairs for this form) off it: their decode and verify rows must take
+//    bit-compatible paths;
 //  - above, the tiles (which wait for the experts' row counts on the host, so such steps run eagerly); below 256 pairs
 //    without expert parallelism the per-pair kernels take what the grouped form does not (a few experts of many
 //    pairs: the test fixtures), as before.
@@ -59,7 +60,9 @@ int64_t fp4_tiles_from_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_TILES_FROM_PAIRS",
                          std::max<int64_t>(256, places * CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2 / 2 + 1));
 }
-int64_t fp4_mma_from_pairs() { return pairs_threshold("DEEPINFER_FP4_MMA_FROM_PAIRS", CudaMoe::kFp4MmaMinPairs); }
+int64_t fp4_mma_from_pairs(int64_t places) {
+  return pairs_threshold("DEEPINFER_FP4_MMA_FROM_PAIRS", std::max<int64_t>(CudaMoe::kFp4MmaMinPairs, places / 4));
+}
 int64_t fp4_mma_up_to_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_MMA_UP_TO_PAIRS", places * CudaMoe::kFp4MmaMaxPairsPerPlace);
 }
@@ -92,7 +95,7 @@ CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sm
     : config_(config),
       fp4_tiles_from_pairs_(fp4_tiles_from_pairs(experts.capacity())),
       fp4_grouped_from_pairs_(fp4_grouped_from_pairs(experts.capacity())),
-      fp4_mma_from_pairs_(fp4_mma_from_pairs()),
+      fp4_mma_from_pairs_(fp4_mma_from_pairs(experts.capacity())),
       fp4_mma_up_to_pairs_(fp4_mma_up_to_pairs(experts.capacity())),
       experts_(experts),
       num_sms_(num_sms),

@@ -58,8 +58,9 @@ class CudaMoe {
   static constexpr int64_t kFp4GemvMaxPairsPerPlace = 2;
   // FP4 pairs a place, times 2, up to which decode steps take the grouped form (cuda_moe.cpp: fp4_tiles_from_pairs).
   static constexpr int64_t kFp4GroupedMaxPairsPerPlaceTimes2 = 5;
-  // FP4 pairs a step from which, and pairs a place up to which, decode steps take the tensor-core grouped form.
-  static constexpr int64_t kFp4MmaMinPairs = 256;
+  // FP4 pairs a step from which (and a quarter a place at least), and pairs a place up to which, decode steps take the
+  // tensor-core grouped form.
+  static constexpr int64_t kFp4MmaMinPairs = 96;
   static constexpr int64_t kFp4MmaMaxPairsPerPlace = 8;
   static constexpr int64_t kDequantExperts = 16;
 
