@@ -84,7 +84,7 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
                    "not computed", role_name(role), sum.replay_rows_below_floor, sum.replay_skipped_layer_rows);
     if (sum.device_idle_steps > 0)  // (the CUDA backend measures it)
       spdlog::info("{} ranks: decode steps {:.1f} tok/s a rank, device idle before a step {:.3f} ms on average over "
-                   "{} steps", role_name(role), sum.decode_tokens / std::max(1e-9, sum.decode_us / 1e6),
+                   "{} steps (with a model drafter, before its draft too)", role_name(role), sum.decode_tokens / std::max(1e-9, sum.decode_us / 1e6),
                    sum.device_idle_us / 1e3 / sum.device_idle_steps, sum.device_idle_steps);
     if (sum.spec_sequence_steps > 0) {
       const auto per = [&](int64_t n) { return static_cast<double>(n) / sum.spec_sequence_steps; };
