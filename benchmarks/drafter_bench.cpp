@@ -15,7 +15,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -24,7 +23,7 @@
 #include "benchmarks/host_timing.h"
 #include "benchmarks/microbench.h"
 #include "src/core/files.h"
-#include "src/engine/engine.h"
+#include "src/bench/step_bench.h"
 #include "src/model/backend.h"
 #include "src/model/model_config.h"
 #include "src/model/v41_config.h"
@@ -86,7 +85,8 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
   return t;
 }
 
-// The engine's in-order speculative loop: each sequence at `context` (add_cached), `drafts` drafts verified a step.
+// The engine's in-order speculative loop (bench_decode with the model's drafter): each sequence at `context`, `drafts`
+// drafts verified a step.
 struct EngineTiming {
   double step_ms = 0, idle_ms = 0, tokens_per_step = 0;
 };
@@ -96,46 +96,11 @@ EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batc
   weights.dummy_draft_module = true;
   std::unique_ptr<CausalLm> model = make_causal_lm(config, std::move(weights), Device::kCuda, 0);
   model->enable_mtp();
-  constexpr int64_t kWarmup = 3, kSteps = 9;
-  const int64_t max_len = context + 1 + (kWarmup + kSteps + 2) * (1 + drafts);
-  EngineOptions options;
-  options.kv_cache_tokens = batch * ((max_len + KvCache::kBlockSize - 1) / KvCache::kBlockSize) * KvCache::kBlockSize;
-  options.limits.max_running = batch;
-  options.limits.chunk_tokens = batch;
-  options.speculation.num_drafts = drafts;
-  options.speculation.model_drafter = true;
-  std::vector<Request> requests(batch);
-  for (int64_t s = 0; s < batch; ++s) {
-    Request& r = requests[s];
-    r.index = s;
-    r.id = s;
-    r.prompt_token_ids.assign(context, static_cast<int32_t>(1000 + 7 * s));
-    r.max_new_tokens = max_len - context;
-    r.sampling.ignore_eos = true;
-  }
-  Engine engine(*model, options);
-  engine.fill_cache_random(11);
-  for (const Request& r : requests) {
-    std::vector<int32_t> tokens = r.prompt_token_ids;
-    tokens.push_back(static_cast<int32_t>(2000 + r.index));
-    DI_CHECK(engine.add_cached(r, std::move(tokens)), "the engine's cache holds {} sequences", batch);
-  }
-  std::vector<double> step_ms, idle_ms;
-  const int64_t tokens_before_timed = [&] {
-    for (int64_t s = 0; s < kWarmup; ++s) engine.step();
-    return engine.stats().num_decode_tokens;
-  }();
-  for (int64_t s = 0; s < kSteps; ++s) {
-    const double idle_before = engine.stats().device_idle_ms;
-    const auto start = std::chrono::steady_clock::now();
-    engine.step();
-    step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    idle_ms.push_back(engine.stats().device_idle_ms - idle_before);
-  }
-  std::sort(step_ms.begin(), step_ms.end());
-  std::sort(idle_ms.begin(), idle_ms.end());
-  return {step_ms[kSteps / 2], idle_ms[kSteps / 2],
-          static_cast<double>(engine.stats().num_decode_tokens - tokens_before_timed) / kSteps};
+  DecodeSpeculation spec;
+  spec.num_drafts = drafts;
+  spec.model_drafter = true;
+  const StepBenchResult r = bench_decode(*model, batch, context, /*warmup=*/3, /*steps=*/9, nullptr, spec);
+  return {r.median_ms, r.device_idle_ms, r.spec.tokens_per_step};
 }
 
 int run(int argc, char** argv) {

@@ -128,8 +128,9 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   options.experts = experts;
   std::optional<ControlledDrafter> drafter;
   if (spec.num_drafts > 0) {
-    drafter.emplace(spec.drafter, c.vocab_size);
-    options.speculation = {spec.num_drafts, spec.variable_length, &*drafter, cost_warmup, spec.row_quantum};
+    if (!spec.model_drafter) drafter.emplace(spec.drafter, c.vocab_size);
+    options.speculation = {spec.num_drafts, spec.variable_length, drafter ? &*drafter : nullptr, cost_warmup,
+                           spec.row_quantum, spec.model_drafter};
   }
   std::vector<Request> requests;
   for (int64_t b = 0; b < batch; ++b) {
@@ -174,8 +175,10 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
     p.rows_per_step = static_cast<double>(batch) + (sa.verified - sb.verified) / static_cast<double>(steps);
     p.tokens_per_step = emitted / steps;
     p.calibration_error = sa.calibration_error();
-    p.mean_acceptance = spec.drafter.mean_acceptance;
-    p.spread = spec.drafter.spread;
+    if (!spec.model_drafter) {
+      p.mean_acceptance = spec.drafter.mean_acceptance;
+      p.spread = spec.drafter.spread;
+    }
   }
   return r;
 }

@@ -22,12 +22,15 @@ namespace deepinfer {
 // Decode with speculative decoding (engine/speculation.h) and the controlled drafter without a reference: every
 // verify step's work is real (the rows of each sequence's drafts), while which drafts are accepted is drawn from
 // their calibrated confidences (a rank slice's or dummy model's tokens cannot be replayed, so token equality would
-// measure nothing). With variable_length, 3 x (num_drafts + 1) untimed steps first measure the cost curve.
+// measure nothing). With variable_length, 3 x (num_drafts + 1) untimed steps first measure the cost curve. With
+// model_drafter the model's own draft module drafts instead (its enable_mtp called before), and acceptance is by the
+// tokens themselves.
 struct DecodeSpeculation {
   int64_t num_drafts = 0;  // 0: plain decode
   bool variable_length = false;
   ControlledDraftOptions drafter;
   int64_t row_quantum = 1;  // SpeculationOptions::verify_row_quantum
+  bool model_drafter = false;  // SpeculationOptions::model_drafter (then `drafter` is unused)
 };
 
 // What the timed steps of a speculative point did, per (sequence, step) unless named otherwise.

@@ -83,7 +83,7 @@ class CudaMoe {
   // permutation (the only form that leaves the device).
   enum class Fp4Form { kPerPair, kGrouped, kGroupedMma, kTiles };
   Fp4Form fp4_form(int64_t pairs, int64_t num_ids) const;
-  // Whether `pairs` pairs are in the tensor-core grouped form's range (from the tiles' threshold).
+  // Whether `pairs` pairs are in the tensor-core grouped form's range (fp4_mma_from_pairs_ to fp4_mma_up_to_pairs_).
   bool fp4_mma(int64_t pairs) const;
   // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids are places of the
   // expert store (the experts themselves where it holds every one) in [0, num_ids), and ids >= its capacity are
