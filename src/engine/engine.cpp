@@ -96,9 +96,17 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
            spec.cost_warmup_steps, spec.num_drafts);
   overlap_ = options_.overlap_schedule && !spec.enabled() && options_.structured == nullptr &&
              !options_.limits.handoff_after_prefill;
-  if (options_.overlap_schedule && !overlap_ && !options_.limits.handoff_after_prefill)
-    spdlog::info("overlapped scheduling is off: {} runs in order (a step's layout waits for the previous step's "
-                 "tokens)", spec.enabled() ? "speculative decoding" : "structured output");
+  chain_drafts_ = options_.overlap_schedule && dspark_ != nullptr && !spec.variable_length &&
+                  options_.structured == nullptr && !options_.limits.handoff_after_prefill && model_.chains_drafts();
+  if (options_.overlap_schedule && !overlap_ && !chain_drafts_ && !options_.limits.handoff_after_prefill) {
+    const char* why = options_.structured != nullptr ? "structured output (the grammar judges each token on the host)"
+                      : dspark_ == nullptr ? "speculative decoding without the model's DSpark drafter (the drafts "
+                                             "need the verify step's tokens on the host)"
+                      : spec.variable_length ? "--spec-varlen (the verify lengths need the draft's confidences on "
+                                               "the host)"
+                                             : "a backend that cannot chain drafts behind their verify step";
+    spdlog::info("overlapped scheduling is off: {} runs in order", why);
+  }
   device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
@@ -107,7 +115,15 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
   }
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // A chained draft still in flight (the last step's): the model's one outstanding draft is finished, for the next
+  // engine on this model.
+  if (draft_in_flight_) try {
+      model_.finish_dspark_draft();
+    } catch (const std::exception& e) {
+      spdlog::warn("finishing the chained draft in flight: {}", e.what());
+    }
+}
 
 bool Engine::shares_blocks(int64_t prompt_tokens) const {
   // A prompt that bounded replay truncates has decoder KV of its own: it stays out of the prefix cache (and the
@@ -168,10 +184,16 @@ void Engine::step() {
   const ScheduledBatch batch = scheduler_.schedule();
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
-  const StepDrafts drafts = propose_drafts(batch);
-  const ForwardBatch forward = build_forward_batch(batch, drafts);
+  // Chained drafts: a decode step verifies the draft in flight (its tokens on the device) and starts the next one;
+  // any other step first waits for the draft in flight (the drafter drafts in order after it).
+  const bool chained = chain_drafts_ && !batch.is_prefill && !batch.items.empty();
+  if (!chained) settle_draft();
+  StepDrafts drafts = propose_drafts(batch);
+  ForwardBatch forward = build_forward_batch(batch, drafts);
+  if (chained) link_draft_inputs(batch, drafts, forward);
   count_replay_rows(forward);
-  const std::vector<std::vector<int32_t>> emitted = run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
+  const std::vector<std::vector<int32_t>> emitted =
+      chained ? run_chained(forward, batch, drafts) : run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
   // Per item, its tokens before: decode generated those the scheduler kept (a stop drops the rest).
   std::vector<int64_t> tokens_before;
   for (const ScheduledSequence& item : batch.items) tokens_before.push_back(item.seq->num_tokens());
@@ -187,7 +209,8 @@ void Engine::step() {
   }
   advance_constraints(batch);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, *cache_);
-  if (dspark_ != nullptr) dspark_->after_step(batch, *cache_);
+  if (dspark_ != nullptr) chained ? dspark_->after_chained_step(batch) : dspark_->after_step(batch, *cache_);
+  if (!has_unfinished()) settle_draft();  // (nothing left to verify it)
   note_device_idle();  // before the verify step's forward and before the draft's
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);
@@ -449,6 +472,12 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
   } else {
     sample_host(model_.forward(forward, *cache_, options_.experts));
   }
+  return emitted_tokens(batch, drafts, drawn, hashes);
+}
+
+std::vector<std::vector<int32_t>> Engine::emitted_tokens(const ScheduledBatch& batch, const StepDrafts& drafts,
+                                                         const std::vector<int32_t>& drawn,
+                                                         const std::vector<uint64_t>& hashes) {
   std::vector<std::vector<int32_t>> emitted;
   step_hashes_.assign(batch.items.size(), {});
   int64_t row = 0;
@@ -471,6 +500,52 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
   }
   if (!drafts.empty()) ++stats_.speculation.verify_steps;
   return emitted;
+}
+
+std::vector<std::vector<int32_t>> Engine::run_chained(const ForwardBatch& forward, const ScheduledBatch& batch,
+                                                      StepDrafts& drafts) {
+  const std::vector<SamplingRow> rows = sampling_rows(batch, drafts);
+  model_.start_forward_and_sample(forward, *cache_, options_.experts, rows, options_.logits_hashes);
+  // The draft this step verifies ran before it on the device: its blocks now, while the device verifies, and the
+  // proposals that named its tokens by placeholder take them (with their confidences, for the statistics).
+  if (settle_draft()) {
+    for (size_t i = 0; i < batch.items.size(); ++i) {
+      DraftProposal& proposal = drafts.proposals[i];
+      if (proposal.tokens.empty()) continue;
+      const int64_t n = proposal.size();
+      proposal = options_.speculation.drafter->propose(*batch.items[i].seq, n);
+      DI_CHECK(proposal.size() == n, "sequence {}'s settled draft has {} of its {} drafts", batch.items[i].seq->idx,
+               proposal.size(), n);
+    }
+  }
+  std::vector<SamplingRow> draft_rows;
+  for (const ScheduledSequence& item : batch.items) draft_rows.push_back(DsparkDrafter::sampling_row(*item.seq));
+  model_.start_dspark_draft(forward, *cache_, draft_rows);
+  draft_in_flight_ = true;
+  std::vector<uint64_t> hashes(options_.logits_hashes ? rows.size() : 0);
+  const std::vector<int32_t> drawn = model_.finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
+  DI_CHECK(drawn.size() == rows.size(), "a verify step of {} rows gave {} tokens", rows.size(), drawn.size());
+  return emitted_tokens(batch, drafts, drawn, hashes);
+}
+
+void Engine::link_draft_inputs(const ScheduledBatch& batch, const StepDrafts& drafts, ForwardBatch& forward) const {
+  int64_t row = 0;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    const Sequence& seq = *batch.items[i].seq;
+    row += batch.items[i].num_new;  // the item's drafts follow its new tokens
+    for (int64_t k = 0; k < drafts.num_verified[i]; ++k, ++row) {
+      const int32_t source = dspark_->draft_row(seq, k);
+      if (source < 0) continue;  // a block already here
+      forward.tokens_from_draft.insert(forward.tokens_from_draft.end(), {static_cast<int32_t>(row), source});
+    }
+  }
+}
+
+bool Engine::settle_draft() {
+  if (!draft_in_flight_) return false;
+  draft_in_flight_ = false;
+  dspark_->settle(model_.finish_dspark_draft());
+  return true;
 }
 
 void Engine::note_device_idle() {

@@ -53,8 +53,11 @@ struct EngineOptions {
   // a bit-level check of batch invariance (--logits-hashes).
   bool logits_hashes = false;
   // Overlapped scheduling: step N + 1 is scheduled and started before step N's tokens are postprocessed, its inputs
-  // naming them by placeholder (Scheduler::launched / completed). Not with speculation, structured output or the
-  // prefill role's handoffs (the engine runs in order there).
+  // naming them by placeholder (Scheduler::launched / completed). Not with structured output or the prefill role's
+  // handoffs (the engine runs in order there). With speculative decoding: where the model drafts with DSpark at a
+  // fixed length on a backend that chains drafts (CausalLm::chains_drafts), each verify step's draft is queued behind
+  // it and the host postprocesses the step and prepares the next while the device drafts (Engine::step); otherwise in
+  // order (the variable-length rule needs the draft's confidences before it can lay out the next step).
   bool overlap_schedule = false;
 };
 
@@ -103,7 +106,7 @@ class Engine {
   void add_request(const Request& request);  // the request must outlive the engine
   bool has_unfinished() const { return scheduler_.has_unfinished() || in_flight_.has_value(); }
   // Whether steps overlap (EngineOptions::overlap_schedule, where the engine's other options allow it).
-  bool overlaps_steps() const { return overlap_; }
+  bool overlaps_steps() const { return overlap_ || chain_drafts_; }
   // One schedule -> run -> postprocess. With nothing scheduled it still runs an empty forward, so that
   // this rank joins its expert-parallel group's exchanges.
   void step();
@@ -159,6 +162,19 @@ class Engine {
   // Runs the batch and samples every logits row; returns, per sampling item, the tokens it emits.
   std::vector<std::vector<int32_t>> run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
                                                    const StepDrafts& drafts, const TokenMasks& masks);
+  // The tokens each item emits from the step's drawn rows (and their fingerprints, where wanted): a verify step's
+  // accepted drafts and the token after them.
+  std::vector<std::vector<int32_t>> emitted_tokens(const ScheduledBatch& batch, const StepDrafts& drafts,
+                                                   const std::vector<int32_t>& drawn,
+                                                   const std::vector<uint64_t>& hashes);
+  // Chained drafts (chain_drafts_): a decode step's verify is started, the draft in flight (the one it verifies)
+  // settled, the next draft started behind the verify, then the verify's tokens waited for.
+  std::vector<std::vector<int32_t>> run_chained(const ForwardBatch& forward, const ScheduledBatch& batch,
+                                                StepDrafts& drafts);
+  // The draft rows still in flight take their tokens from the draft on the device (ForwardBatch::tokens_from_draft).
+  void link_draft_inputs(const ScheduledBatch& batch, const StepDrafts& drafts, ForwardBatch& forward) const;
+  // Waits for the draft in flight, if any, and hands its blocks to the drafter; whether there was one.
+  bool settle_draft();
   void record_verify_time(int64_t rows, double ms);
   // Overlapped scheduling: a started step whose tokens the scheduler has not taken yet.
   struct InFlight {
@@ -199,6 +215,10 @@ class Engine {
   std::vector<std::vector<uint64_t>> step_hashes_;
   bool overlap_ = false;
   bool device_tokens_ = false;  // overlap_ with a backend that starts steps asynchronously (CausalLm::samples_async)
+  // Overlapped scheduling with speculation: DSpark drafts chained behind their verify steps (EngineOptions::
+  // overlap_schedule), and whether one is in flight.
+  bool chain_drafts_ = false;
+  bool draft_in_flight_ = false;
   std::optional<InFlight> in_flight_;
   CausalLm::DeviceIdle idle_noted_;  // the model's idle totals when last noted
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve

@@ -49,6 +49,15 @@ std::vector<CausalLm::DraftBlock> CausalLm::dspark_draft(const ForwardBatch&, Kv
   throw InputError("this model has no DSpark drafter enabled (DeepSeek-V4.1 with its mtp.* draft layers)");
 }
 
+void CausalLm::start_dspark_draft(const ForwardBatch&, KvCache&, std::span<const SamplingRow>) const {
+  DI_CHECK(false, "this backend does not chain drafts behind their verify step (chains_drafts)");
+}
+
+std::vector<CausalLm::DraftBlock> CausalLm::finish_dspark_draft() const {
+  DI_CHECK(false, "this backend does not chain drafts behind their verify step (chains_drafts)");
+  return {};
+}
+
 void check_batch(const ForwardBatch& batch, int64_t vocab) {
   int64_t claimed = 0;
   for (const SequenceChunk& seq : batch.sequences) claimed += seq.num_new;

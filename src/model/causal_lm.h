@@ -117,9 +117,21 @@ class CausalLm {
   struct DraftBlock {
     std::vector<int32_t> tokens;
     std::vector<double> confidence;
+    int64_t position = -1;  // p, the anchor's position (where the first drafted token follows)
   };
   virtual std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
                                                std::span<const SamplingRow> rows) const;
+  // Drafts chained behind their verify step (the engine's overlapped scheduling with DSpark), on backends that start
+  // steps asynchronously: a verify step started with start_forward_and_sample (ForwardBatch::speculative_verify) also
+  // finds, where its tokens are, how many drafts each of its sequences accepts and the token after them;
+  // start_dspark_draft then queues the blocks of that step's sequences (one each, in its order, `rows` one per
+  // sequence as dspark_draft's) behind it, each anchored at the position its sequence's acceptance reaches, and
+  // returns at once. So the device drafts while the host postprocesses the verify step and prepares the next one,
+  // whose draft rows may name the started draft's tokens (ForwardBatch::tokens_from_draft). finish_dspark_draft waits
+  // for the blocks (DraftBlock::position: where acceptance put each). One draft outstanding at a time.
+  virtual bool chains_drafts() const { return false; }
+  virtual void start_dspark_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const;
+  virtual std::vector<DraftBlock> finish_dspark_draft() const;
 
   int64_t num_moe_layers() const { return config().num_hidden_layers - config().first_k_dense_replace; }
   // The routed experts this rank holds.

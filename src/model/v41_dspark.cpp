@@ -180,6 +180,7 @@ std::vector<CausalLm::DraftBlock> DeepseekV41Model::dspark_draft(const ForwardBa
   std::vector<float> markov(vocab);
   for (size_t s = 0; s < blocks.sequences.size(); ++s) {
     const int64_t first = static_cast<int64_t>(s) * B;
+    drafts[s].position = anchors.sequences[s].num_cached;
     int32_t previous = blocks.token_ids[first];
     for (int64_t k = 1; k <= B; ++k) {
       const int64_t t = first + k - 1;

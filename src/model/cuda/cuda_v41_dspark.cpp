@@ -21,6 +21,7 @@
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
+#include "kernels/cuda/speculation.cuh"
 #include "kernels/cuda/router.cuh"
 #include "src/model/cuda/cuda_v41_step.h"
 #include "src/model/cuda/device_sampling.h"
@@ -125,57 +126,189 @@ void CudaV41Model::draft_attention(int64_t d, const DraftPlan& plan, const CudaV
   project_output(layer, attn, T, plan.inverse_positions, false, out);
 }
 
-std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
-                                                             std::span<const SamplingRow> rows) const {
-  DI_CHECK(dspark_enabled_, "dspark_draft before enable_mtp");
+CudaV41KvCache& CudaV41Model::draft_cache(KvCache& kv_cache) const {
+  DI_CHECK(dspark_enabled_, "a DSpark draft before enable_mtp");
   auto* cache = dynamic_cast<CudaV41KvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr && cache->num_layers() == num_cache_layers(), "DSpark needs the model's device cache "
            "made after enable_mtp");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
-  const ModelConfig& c = config_;
-  const V41TextConfig& v = c.v41;
-  const int64_t H = c.hidden_size, hc = v.hc_mult, B = v.dspark.block_size, vocab = c.vocab_size;
-  const int64_t rank = v.dspark.markov_rank, S = std::ssize(anchors.sequences), T = S * B;
-  const float eps = c.rms_norm_eps;
-  check_batch(anchors, vocab);
-  DI_CHECK(std::ssize(rows) == S, "{} sampling rows for {} anchors", rows.size(), S);
+  return *cache;
+}
+
+std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
+                                                             std::span<const SamplingRow> rows) const {
+  CudaV41KvCache& cache = draft_cache(kv_cache);
+  const int64_t S = std::ssize(anchors.sequences), T = S * config_.v41.dspark.block_size;
+  check_batch(anchors, config_.vocab_size);
+  DI_CHECK(std::ssize(anchors.token_ids) == S, "{} DSpark anchors of {} rows", S, anchors.token_ids.size());
   if (S == 0) return {};
   // The step's pools: the main step that came before has finished (its tokens are on the host).
   published_.reset();
   scratch_.reset();
+  DraftAnchors blocks;
+  for (const SequenceChunk& seq : anchors.sequences) {
+    DI_CHECK(seq.num_new == 1, "a DSpark anchor of {} rows", seq.num_new);
+    DI_CHECK(seq.swa_floor == 0, "SWA replay after a prefix hit is built for the CPU model only");
+    blocks.positions.push_back(seq.num_cached);
+    blocks.block_tables.push_back(seq.block_table);
+  }
+  blocks.tokens = device_copy(published_, anchors.token_ids);
+  const DraftOutputs out{published_.alloc<int32_t>(T), published_.alloc<float>(T), published_.alloc<float>(T)};
+  queue_draft(blocks, rows, cache, out);
+  std::vector<int32_t> drawn(T);
+  std::vector<float> score_hidden(T), score_markov(T);
+  DI_CUDA_CHECK(cudaMemcpy(drawn.data(), out.drawn, T * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(score_markov.data(), out.score_markov, T * sizeof(float), cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(score_hidden.data(), out.score_hidden, T * sizeof(float), cudaMemcpyDeviceToHost));
+  idle_.measure();
+  std::vector<DraftBlock> drafts = draft_blocks(blocks.positions, drawn.data(), score_hidden.data(), score_markov.data());
+  profiler_.report(fmt::format("DSpark: {} blocks of {}", S, config_.v41.dspark.block_size));
+  return drafts;
+}
 
-  // The blocks: each anchor at p = num_cached followed by B - 1 noise tokens at p + 1 ...; each row sees the window
-  // ending at p - 1 and its whole block.
+void CudaV41Model::accept_on_device(const ForwardBatch& verify, const int32_t* token_ids) const {
+  const auto S = std::ssize(verify.sequences);
+  std::vector<int32_t> first_rows, num_rows;
+  for (const SequenceChunk& seq : verify.sequences) {
+    first_rows.push_back(first_rows.empty() ? 0 : first_rows.back() + num_rows.back());
+    num_rows.push_back(static_cast<int32_t>(seq.num_new));
+  }
+  if (std::ssize(chain_.accepted) < S) {  // grows rarely (a free synchronises)
+    chain_.accepted = DeviceArray<int32_t>(2 * S);
+    chain_.anchors = DeviceArray<int32_t>(2 * S);
+  }
+  cuda::accept_drafts(token_ids, sampler_.started_tokens(), device_copy(published_, first_rows),
+                      device_copy(published_, num_rows), S, chain_.accepted.data(), chain_.anchors.data(), nullptr);
+  DI_CUDA_CHECK(cudaGetLastError());
+  chain_.verified_seqs = S;
+}
+
+void CudaV41Model::start_dspark_draft(const ForwardBatch& verify, KvCache& kv_cache,
+                                      std::span<const SamplingRow> rows) const {
+  CudaV41KvCache& cache = draft_cache(kv_cache);
+  const int64_t S = std::ssize(verify.sequences), B = config_.v41.dspark.block_size, T = S * B;
+  DI_CHECK(!chain_.outstanding, "a chained draft started before the last one finished");
+  DI_CHECK(chain_.verified_seqs == S, "a chained draft of {} blocks after a verify step of {} sequences accepted on "
+           "the device", S, chain_.verified_seqs);
+  chain_.verified_seqs = -1;
+  // The step's pools: the verify step before has only been queued, but its kernels run before these ones (one stream),
+  // and its uploads came from the other half of the pinned staging.
+  published_.reset();
+  scratch_.reset();
+  DraftAnchors blocks;
+  for (const SequenceChunk& seq : verify.sequences) {
+    DI_CHECK(seq.swa_floor == 0, "SWA replay after a prefix hit is built for the CPU model only");
+    blocks.positions.push_back(seq.num_cached + 1);  // after the last token; each accepted draft moves it by one
+    blocks.block_tables.push_back(seq.block_table);
+  }
+  blocks.tokens = chain_.anchors.data();
+  blocks.accepted = chain_.accepted.data();
+  const size_t host_bytes = T * (sizeof(int32_t) + 2 * sizeof(float)) + S * sizeof(int32_t);
+  if (std::ssize(chain_.drawn) < T || chain_.host.bytes() < host_bytes) {
+    chain_.drawn = DeviceArray<int32_t>(2 * T);
+    chain_.score_hidden = DeviceArray<float>(2 * T);
+    chain_.score_markov = DeviceArray<float>(2 * T);
+    chain_.host = MappedHostArray(2 * host_bytes);
+  }
+  queue_draft(blocks, rows, cache, {chain_.drawn.data(), chain_.score_hidden.data(), chain_.score_markov.data()});
+  // The results and the acceptance they followed, back behind an event.
+  auto* host = static_cast<uint8_t*>(chain_.host.data());
+  const auto copy_back = [&](const void* from, size_t bytes) {
+    DI_CUDA_CHECK(cudaMemcpyAsync(host, from, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread));
+    host += bytes;
+  };
+  copy_back(chain_.drawn.data(), T * sizeof(int32_t));
+  copy_back(chain_.score_hidden.data(), T * sizeof(float));
+  copy_back(chain_.score_markov.data(), T * sizeof(float));
+  copy_back(chain_.accepted.data(), S * sizeof(int32_t));
+  DI_CUDA_CHECK(cudaEventRecord(chain_.copied.get(), cudaStreamPerThread));
+  chain_.positions = std::move(blocks.positions);
+  chain_.outstanding = true;
+}
+
+std::vector<CausalLm::DraftBlock> CudaV41Model::finish_dspark_draft() const {
+  DI_CHECK(chain_.outstanding, "no chained draft to finish");
+  chain_.outstanding = false;
+  DI_CUDA_CHECK(cudaEventSynchronize(chain_.copied.get()));
+  idle_.measure();
+  const int64_t S = std::ssize(chain_.positions), T = S * config_.v41.dspark.block_size;
+  const auto* host = static_cast<const uint8_t*>(chain_.host.data());
+  const auto* drawn = reinterpret_cast<const int32_t*>(host);
+  const auto* score_hidden = reinterpret_cast<const float*>(host + T * sizeof(int32_t));
+  const auto* score_markov = score_hidden + T;
+  const auto* accepted = reinterpret_cast<const int32_t*>(score_markov + T);
+  std::vector<int64_t> positions = chain_.positions;
+  for (int64_t s = 0; s < S; ++s) positions[s] += accepted[s];
+  return draft_blocks(positions, drawn, score_hidden, score_markov);
+}
+
+std::vector<CausalLm::DraftBlock> CudaV41Model::draft_blocks(const std::vector<int64_t>& positions,
+                                                             const int32_t* drawn, const float* score_hidden,
+                                                             const float* score_markov) const {
+  const int64_t S = std::ssize(positions), B = config_.v41.dspark.block_size;
+  check_drawn_tokens(std::vector<int32_t>(drawn, drawn + S * B), config_.vocab_size);
+  std::vector<DraftBlock> drafts(S);
+  for (int64_t s = 0; s < S; ++s) drafts[s].position = positions[s];
+  for (int64_t k = 0; k < B; ++k) {
+    for (int64_t s = 0; s < S; ++s) {
+      // The host computes the sigmoid in double (the CPU model's confidence, to the bits of its inputs).
+      const double score = static_cast<double>(score_hidden[k * S + s]) + score_markov[k * S + s];
+      drafts[s].tokens.push_back(drawn[k * S + s]);
+      drafts[s].confidence.push_back(1.0 / (1.0 + std::exp(-std::clamp(score, -60.0, 60.0))));
+    }
+  }
+  return drafts;
+}
+
+void CudaV41Model::queue_draft(const DraftAnchors& anchors, std::span<const SamplingRow> rows, CudaV41KvCache& cache,
+                               const DraftOutputs& out) const {
+  const ModelConfig& c = config_;
+  const V41TextConfig& v = c.v41;
+  const int64_t H = c.hidden_size, hc = v.hc_mult, B = v.dspark.block_size, vocab = c.vocab_size;
+  const int64_t rank = v.dspark.markov_rank, S = std::ssize(anchors.positions), T = S * B;
+  const float eps = c.rms_norm_eps;
+  DI_CHECK(std::ssize(rows) == S, "{} sampling rows for {} anchors", rows.size(), S);
+
+  // The blocks: each anchor at p followed by B - 1 noise tokens at p + 1 ...; each row sees the window ending at
+  // p - 1 and its whole block. With `accepted`, p moves by each sequence's count on the device (its anchor token
+  // written there too).
   DraftPlan plan;
   plan.num_tokens = T;
-  for (const SequenceChunk& seq : anchors.sequences)
-    plan.max_blocks = std::max<int64_t>(plan.max_blocks, std::ssize(seq.block_table));
+  for (const std::span<const int32_t> table : anchors.block_tables)
+    plan.max_blocks = std::max<int64_t>(plan.max_blocks, std::ssize(table));
   std::vector<int32_t> tokens, positions, inverse, ends, tables(T * plan.max_blocks, 0), offsets = {0}, ids;
   for (int64_t s = 0; s < S; ++s) {
-    const SequenceChunk& seq = anchors.sequences[s];
-    DI_CHECK(seq.num_new == 1 && seq.num_cached >= 1, "a DSpark anchor of {} rows at position {}", seq.num_new,
-             seq.num_cached);
-    DI_CHECK(seq.swa_floor == 0, "SWA replay after a prefix hit is built for the CPU model only");
+    const int64_t p = anchors.positions[s];
+    DI_CHECK(p >= 1, "a DSpark anchor at position {}", p);
     for (int64_t i = 0; i < B; ++i) {
       const int64_t t = s * B + i;
-      tokens.push_back(i == 0 ? anchors.token_ids[s] : static_cast<int32_t>(v.dspark.noise_token_id));
-      positions.push_back(static_cast<int32_t>(seq.num_cached + i));
+      tokens.push_back(static_cast<int32_t>(v.dspark.noise_token_id));  // (the anchors' tokens come from the device)
+      positions.push_back(static_cast<int32_t>(p + i));
       inverse.push_back(-positions.back());
-      ends.push_back(static_cast<int32_t>(seq.num_cached - 1));
-      std::copy(seq.block_table.begin(), seq.block_table.end(), tables.begin() + t * plan.max_blocks);
+      ends.push_back(static_cast<int32_t>(p - 1));
+      std::copy(anchors.block_tables[s].begin(), anchors.block_tables[s].end(), tables.begin() + t * plan.max_blocks);
       for (int64_t j = 0; j < B; ++j) ids.push_back(static_cast<int32_t>(s * B + j));
       offsets.push_back(static_cast<int32_t>(ids.size()));
     }
   }
-  plan.positions = device_copy(published_, positions);
-  plan.inverse_positions = device_copy(published_, inverse);
-  plan.window_ends = device_copy(published_, ends);
+  int32_t* d_positions = device_copy(published_, positions);
+  int32_t* d_inverse = device_copy(published_, inverse);
+  int32_t* d_ends = device_copy(published_, ends);
+  int32_t* token_ids = device_copy(published_, tokens);
+  plan.positions = d_positions;
+  plan.inverse_positions = d_inverse;
+  plan.window_ends = d_ends;
   plan.row_tables = device_copy(published_, tables);
   plan.extra_offsets = device_copy(published_, offsets);
   plan.extra_ids = device_copy(published_, ids);
-  const int32_t* token_ids = device_copy(published_, tokens);
   idle_.record_start();  // (the draft is a step of its own to the idle meter: the host's work since the verify step)
   profiler_.mark("start");
+  if (anchors.accepted != nullptr) {
+    cuda::shift_draft_rows(anchors.accepted, anchors.tokens, S, B, d_positions, d_inverse, d_ends, token_ids, nullptr);
+  } else {
+    DI_CUDA_CHECK(cudaMemcpy2DAsync(token_ids, B * sizeof(int32_t), anchors.tokens, sizeof(int32_t), sizeof(int32_t),
+                                    S, cudaMemcpyDeviceToDevice, cudaStreamPerThread));
+  }
 
   // The draft layers, as the main layers run (v41_layers.h; the collapse weights of the site before).
   auto* streams = published_.alloc<float>(T * hc * H);
@@ -184,7 +317,7 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   auto* post = published_.alloc<float>(T * hc);
   auto* comb = published_.alloc<float>(T * hc * hc);
   auto* h = published_.alloc<Bf16>(T * H);
-  auto* out = published_.alloc<Bf16>(T * H);
+  auto* layer_out = published_.alloc<Bf16>(T * H);
   cuda::hc_embed(embed_, token_ids, T, hc, H, streams, pre, nullptr);
   const ScratchPool::Mark sublayer = scratch_.mark();
   const auto site = [&](const HyperMix& mix, const Bf16* norm) {
@@ -195,12 +328,12 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   for (int64_t d = 0; d < v.num_nextn_predict_layers; ++d) {
     const Layer& layer = dspark_->layers[d];
     site(layer.hc_attn, layer.attn_norm);
-    draft_attention(d, plan, *cache, h, out);
+    draft_attention(d, plan, cache, h, layer_out);
     profiler_.mark("dspark: attention");
-    cuda::hc_post(streams, out, post, comb, T, hc, H, nullptr);
+    cuda::hc_post(streams, layer_out, post, comb, T, hc, H, nullptr);
     site(layer.hc_ffn, layer.ffn_norm);
-    dspark_->moe->run(d, layer.moe, h, out, T, nullptr, scratch_, nullptr);
-    cuda::hc_post(streams, out, post, comb, T, hc, H, nullptr);
+    dspark_->moe->run(d, layer.moe, h, layer_out, T, nullptr, scratch_, nullptr);
+    cuda::hc_post(streams, layer_out, post, comb, T, hc, H, nullptr);
     profiler_.mark("dspark: moe");
   }
 
@@ -225,17 +358,14 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   auto* logits = scratch_.alloc<float>(T * vocab);
   linear(normed, head_, logits, true, T, vocab, H);
   // The confidence head's score w . [h ; W1[x]]: its hidden part for every row now, the Markov part per slot.
-  auto* score_hidden = scratch_.alloc<float>(T);
   // (one output column: cuBLAS, whatever the row count or flag)
-  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), hidden, dspark_->confidence, score_hidden, true, T, 1, H));
+  DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), hidden, dspark_->confidence, out.score_hidden, true, T, 1, H));
   profiler_.mark("dspark: head collapse, logits, confidence");
 
   // Per slot, one after the other: the Markov term and the confidence read the token drawn before. The draws stay on
   // the device (slot k's tokens are slot k + 1's Markov rows), so the host queues every slot and waits once, for
   // the tokens and scores of all of them.
-  auto* drawn = scratch_.alloc<int32_t>(T);         // [B, S]: slot k's at k * S
-  auto* score_markov = scratch_.alloc<float>(T);    // [B, S]
-  const int32_t* previous = device_copy(scratch_, anchors.token_ids);
+  const int32_t* previous = anchors.tokens;
   auto* w1_rows = scratch_.alloc<Bf16>(S * rank);
   auto* markov = scratch_.alloc<float>(S * vocab);
   std::vector<SamplingRow> draws(rows.begin(), rows.end());
@@ -245,31 +375,14 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
     linear(w1_rows, dspark_->markov_w2, markov, true, S, vocab, rank);
     float* slot_logits = logits + k * S * vocab;
     DI_CUBLAS_CHECK(cublasSaxpy(cublas_.get(), static_cast<int>(S * vocab), &one, markov, 1, slot_logits, 1));
-    DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), w1_rows, dspark_->confidence + H, score_markov + k * S, true, S,
-                                      1, rank));
-    for (int64_t s = 0; s < S; ++s) draws[s].position = anchors.sequences[s].num_cached + k + 1;  // where x_k lands
-    sample_into_device(slot_logits, S, vocab, draws, drawn + k * S, scratch_);
-    previous = drawn + k * S;
+    DI_CUBLAS_CHECK(cuda::linear_bf16(cublas_.get(), w1_rows, dspark_->confidence + H, out.score_markov + k * S, true,
+                                      S, 1, rank));
+    for (int64_t s = 0; s < S; ++s) draws[s].position = anchors.positions[s] + k + 1;  // where x_k lands
+    sample_into_device(slot_logits, S, vocab, draws, out.drawn + k * S, scratch_, anchors.accepted);
+    previous = out.drawn + k * S;
   }
   idle_.record_end();
-  std::vector<int32_t> host_drawn(T);
-  std::vector<float> host_score_hidden(T), host_score_markov(T);
-  DI_CUDA_CHECK(cudaMemcpy(host_drawn.data(), drawn, T * sizeof(int32_t), cudaMemcpyDeviceToHost));
-  DI_CUDA_CHECK(cudaMemcpy(host_score_markov.data(), score_markov, T * sizeof(float), cudaMemcpyDeviceToHost));
-  DI_CUDA_CHECK(cudaMemcpy(host_score_hidden.data(), score_hidden, T * sizeof(float), cudaMemcpyDeviceToHost));
-  idle_.measure();
-  check_drawn_tokens(host_drawn, vocab);
-  std::vector<DraftBlock> drafts(S);
-  for (int64_t k = 0; k < B; ++k) {
-    for (int64_t s = 0; s < S; ++s) {
-      const double score = static_cast<double>(host_score_hidden[k * S + s]) + host_score_markov[k * S + s];
-      drafts[s].tokens.push_back(host_drawn[k * S + s]);
-      drafts[s].confidence.push_back(1.0 / (1.0 + std::exp(-std::clamp(score, -60.0, 60.0))));
-    }
-  }
   profiler_.mark("dspark: Markov term, draws, confidences (every slot)");
-  profiler_.report(fmt::format("DSpark: {} blocks of {}", S, B));
-  return drafts;
 }
 
 }  // namespace deepinfer

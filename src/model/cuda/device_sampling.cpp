@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cuda/sampling.cuh"
+#include "kernels/cuda/speculation.cuh"
 
 namespace deepinfer {
 
@@ -12,12 +13,14 @@ namespace {
 // The sampling kernels of a step: fingerprints into `hashes` (device, may be null), masks, then a token per row into
 // `out` (device).
 void draw_tokens(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows,
-                 const TokenMasks* masks, uint64_t* hashes, int32_t* out, ScratchPool& scratch) {
+                 const TokenMasks* masks, uint64_t* hashes, int32_t* out, ScratchPool& scratch,
+                 const int32_t* position_offsets = nullptr) {
   DI_CHECK(static_cast<int64_t>(rows.size()) == num_rows, "{} sampling rows for {} logits rows", rows.size(), num_rows);
   static_assert(sizeof(SamplingRow) == sizeof(cuda::SamplingRow), "the engine's and the kernel's rows must match");
   auto* params = reinterpret_cast<cuda::SamplingRow*>(
       device_copy(scratch, std::vector<uint8_t>(reinterpret_cast<const uint8_t*>(rows.data()),
                                                 reinterpret_cast<const uint8_t*>(rows.data() + rows.size()))));
+  if (position_offsets != nullptr) cuda::offset_sampling_positions(params, num_rows, position_offsets, nullptr);
   if (hashes != nullptr) cuda::logits_row_hashes(logits, num_rows, vocab, hashes, nullptr);
   if (masks != nullptr && !masks->empty()) {
     DI_CHECK(static_cast<int64_t>(masks->masked.size()) == num_rows &&
@@ -48,8 +51,8 @@ void check_drawn_tokens(const std::vector<int32_t>& tokens, int64_t vocab) {
 }
 
 void sample_into_device(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows,
-                        int32_t* out, ScratchPool& scratch) {
-  if (num_rows > 0) draw_tokens(logits, num_rows, vocab, rows, nullptr, nullptr, out, scratch);
+                        int32_t* out, ScratchPool& scratch, const int32_t* position_offsets) {
+  if (num_rows > 0) draw_tokens(logits, num_rows, vocab, rows, nullptr, nullptr, out, scratch, position_offsets);
 }
 
 std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t vocab,

@@ -24,8 +24,9 @@ std::vector<int32_t> sample_on_device(float* logits, int64_t num_rows, int64_t v
 // The same draws left on the device: a token per row into `out` [num_rows] (device), queued on the per-thread default
 // stream; nothing waits. A row without one finite logit gets `vocab` there (check_drawn_tokens says so once the
 // tokens are on the host). For draws that feed later device work before the host needs them (DSpark's slots).
+// position_offsets (device, may be null): added to each row's position first (positions that follow device work).
 void sample_into_device(float* logits, int64_t num_rows, int64_t vocab, std::span<const SamplingRow> rows,
-                        int32_t* out, ScratchPool& scratch);
+                        int32_t* out, ScratchPool& scratch, const int32_t* position_offsets = nullptr);
 // Throws where a drawn token is not in [0, vocab) (its logits row had no finite value).
 void check_drawn_tokens(const std::vector<int32_t>& tokens, int64_t vocab);
 
@@ -47,6 +48,8 @@ class DeviceSampler {
   // The oldest started step's tokens (and fingerprints into logits_hashes, where it asked for them and that is not
   // null); throws where a row had no finite logit.
   std::vector<int32_t> finish(uint64_t* logits_hashes);
+  // The last started step's tokens on the device (valid until the step after the next starts).
+  const int32_t* started_tokens() const { return slots_[(started_ + 1) % 2].tokens.data(); }
 
  private:
   struct Slot {
