@@ -10,8 +10,10 @@
 // model's calls (each returns its tokens to the host, so the device's work is in it). Then the engine's speculative
 // decode loop with the drafter (fixed drafts: a DSpark block's, MTP's one; greedy; in order):
 // the median engine step (verify step, postprocessing, the next draft) and the device's idle time in it (before the
-// verify step's forward and before the draft: the host's work showing through), over 9 steps after 3. The dummy
-// drafts are almost never accepted, so a step emits about one token a sequence: this times the loop, not its yield.
+// verify step's forward and before the draft: the host's work showing through), over 9 steps after 3; for DSpark also
+// with overlapped scheduling (chained_*: each draft queued behind its verify step, the host preparing the next step
+// while the device drafts). The dummy drafts are almost never accepted, so a step emits about one token a sequence:
+// this times the loop, not its yield.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -85,12 +87,12 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
   return t;
 }
 
-// The engine's in-order speculative loop (bench_decode with the model's drafter): each sequence at `context`, `drafts`
-// drafts verified a step.
+// The engine's speculative loop (bench_decode with the model's drafter): each sequence at `context`, `drafts` drafts
+// verified a step; in order, or (overlap) each DSpark draft chained behind its verify step.
 struct EngineTiming {
   double step_ms = 0, idle_ms = 0, tokens_per_step = 0;
 };
-EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batch, int64_t context) {
+EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batch, int64_t context, bool overlap) {
   WeightOrigin weights;
   weights.dummy_seed = 7;
   weights.dummy_draft_module = true;
@@ -99,6 +101,7 @@ EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batc
   DecodeSpeculation spec;
   spec.num_drafts = drafts;
   spec.model_drafter = true;
+  spec.overlap_schedule = overlap;
   const StepBenchResult r = bench_decode(*model, batch, context, /*warmup=*/3, /*steps=*/9, nullptr, spec);
   return {r.median_ms, r.device_idle_ms, r.spec.tokens_per_step};
 }
@@ -132,13 +135,19 @@ int run(int argc, char** argv) {
     const Timing without = time_model(config, drafter, false, batch, context);
     const Timing with = time_model(config, drafter, true, batch, context);
     const int64_t drafts = drafter == "dspark" ? config.v41.dspark.block_size : 1;
-    const EngineTiming loop = time_engine(config, drafts, batch, context);
+    const EngineTiming loop = time_engine(config, drafts, batch, context, false);
     nlohmann::json line = {{"drafter", drafter},       {"config", path},          {"layers", layers},
                            {"context", context},       {"sequences", batch},      {"step_ms", without.step_ms},
                            {"step_ms_drafter_enabled", with.step_ms}, {"draft_ms", with.draft_ms},
                            {"engine_drafts", drafts},  {"engine_step_ms", loop.step_ms},
                            {"engine_device_idle_ms", loop.idle_ms},   {"engine_tokens_per_step", loop.tokens_per_step}};
-    if (drafter == "dspark") line["block"] = config.v41.dspark.block_size;
+    if (drafter == "dspark") {
+      line["block"] = config.v41.dspark.block_size;
+      const EngineTiming chained = time_engine(config, drafts, batch, context, true);
+      line["chained_step_ms"] = chained.step_ms;
+      line["chained_device_idle_ms"] = chained.idle_ms;
+      line["chained_tokens_per_step"] = chained.tokens_per_step;
+    }
     std::printf("%s\n", line.dump().c_str());
     std::fflush(stdout);
   }

@@ -126,6 +126,7 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   options.limits.max_running = batch;
   options.limits.chunk_tokens = batch;  // one token a sequence a step
   options.experts = experts;
+  options.overlap_schedule = spec.overlap_schedule;
   std::optional<ControlledDrafter> drafter;
   if (spec.num_drafts > 0) {
     if (!spec.model_drafter) drafter.emplace(spec.drafter, c.vocab_size);

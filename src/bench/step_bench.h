@@ -31,6 +31,9 @@ struct DecodeSpeculation {
   ControlledDraftOptions drafter;
   int64_t row_quantum = 1;  // SpeculationOptions::verify_row_quantum
   bool model_drafter = false;  // SpeculationOptions::model_drafter (then `drafter` is unused)
+  // EngineOptions::overlap_schedule: with the model's DSpark drafter at a fixed length, each draft chained behind its
+  // verify step (engine.h).
+  bool overlap_schedule = false;
 };
 
 // What the timed steps of a speculative point did, per (sequence, step) unless named otherwise.

@@ -107,6 +107,8 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
                                              : "a backend that cannot chain drafts behind their verify step";
     spdlog::info("overlapped scheduling is off: {} runs in order", why);
   }
+  if (chain_drafts_)
+    spdlog::info("overlapped scheduling with speculative decoding: each DSpark draft chained behind its verify step");
   device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;

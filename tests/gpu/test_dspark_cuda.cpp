@@ -1,14 +1,19 @@
 // DeepSeek-V4.1's DSpark drafter on the GPU (src/model/cuda/cuda_v41_dspark.cpp, issue #27) against the CPU module
 // on tests/fixtures/tiny-v41-dspark with its weights rounded to bf16 (tests/unit/test_dspark.cpp checks the CPU one;
 // cpu_reference.h why rounded and why medians): the draft layers' window keys the main steps write, the blocks drafted
-// from the same cache; and the drafter through the engine on the GPU, whose outputs must be plain decoding's.
-// Skipped without a GPU.
+// from the same cache; and the drafter through the engine on the GPU, whose outputs must be plain decoding's; drafts
+// chained behind their verify step (speculation.cuh's kernels against the engine's rule, the chained draft against the
+// in-order one from the same verify step, and through the engine chained = in order). Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/cuda/speculation.cuh"
 #include "src/core/device.h"
+#include "src/core/device_array.h"
+#include "src/engine/speculation.h"
 #include "src/engine/engine.h"
 #include "src/model/backend.h"
 #include "tests/gpu/cpu_reference.h"
@@ -200,6 +205,222 @@ TEST(CudaDspark, DrafterKeepsThePlainOutputs) {
     std::printf("%s on the GPU: DSpark drafts %lld drafted, %lld verified, %lld accepted\n", name.c_str(),
                 static_cast<long long>(s.drafted), static_cast<long long>(s.verified),
                 static_cast<long long>(s.accepted));
+  }
+}
+
+// The acceptance kernel against the engine's rule (speculation.h's accepted_drafts), for every count of accepted drafts
+// and sequences without drafts; the draft rows moved by the counts.
+TEST(CudaDspark, AcceptanceKernelsFollowTheEnginesRule) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  std::vector<int32_t> inputs, drawn, first_rows, num_rows, want_accepted, want_anchors;
+  for (int64_t s = 0; s < 40; ++s) {
+    const int64_t drafts = s % 6, accept = s % 7 <= drafts ? s % 7 : drafts;  // accept drafts, then (if any) a miss
+    first_rows.push_back(static_cast<int32_t>(inputs.size()));
+    num_rows.push_back(static_cast<int32_t>(drafts + 1));
+    DraftProposal proposal;
+    inputs.push_back(static_cast<int32_t>(1000 + s));  // the last token
+    for (int64_t j = 0; j < drafts; ++j) {
+      const auto target = static_cast<int32_t>(100 * s + j);
+      proposal.tokens.push_back(j < accept ? target : target + 50);
+      inputs.push_back(proposal.tokens.back());
+    }
+    for (int64_t j = 0; j <= drafts; ++j) drawn.push_back(static_cast<int32_t>(100 * s + j));
+    const int64_t a = accepted_drafts(proposal, std::span<const int32_t>(drawn).subspan(first_rows.back(), drafts + 1));
+    ASSERT_EQ(a, accept);
+    want_accepted.push_back(static_cast<int32_t>(a));
+    want_anchors.push_back(drawn[first_rows.back() + a]);
+  }
+  const auto S = std::ssize(first_rows);
+  DeviceArray<int32_t> d_inputs = DeviceArray<int32_t>::from_host(inputs), d_drawn = DeviceArray<int32_t>::from_host(drawn);
+  DeviceArray<int32_t> d_first = DeviceArray<int32_t>::from_host(first_rows);
+  DeviceArray<int32_t> d_rows = DeviceArray<int32_t>::from_host(num_rows), accepted(S), anchors(S);
+  accepted.poison();
+  anchors.poison();
+  cuda::accept_drafts(d_inputs.data(), d_drawn.data(), d_first.data(), d_rows.data(), S, accepted.data(),
+                      anchors.data(), nullptr);
+  EXPECT_EQ(accepted.to_host(), want_accepted);
+  EXPECT_EQ(anchors.to_host(), want_anchors);
+
+  const int64_t B = 5;
+  std::vector<int32_t> positions, inverse, ends, tokens(S * B, 7);
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t i = 0; i < B; ++i) {
+      positions.push_back(static_cast<int32_t>(10 * s + i));
+      inverse.push_back(-positions.back());
+      ends.push_back(static_cast<int32_t>(10 * s - 1));
+    }
+  DeviceArray<int32_t> d_positions = DeviceArray<int32_t>::from_host(positions);
+  DeviceArray<int32_t> d_inverse = DeviceArray<int32_t>::from_host(inverse), d_ends = DeviceArray<int32_t>::from_host(ends);
+  DeviceArray<int32_t> d_tokens = DeviceArray<int32_t>::from_host(tokens);
+  cuda::shift_draft_rows(accepted.data(), anchors.data(), S, B, d_positions.data(), d_inverse.data(), d_ends.data(),
+                         d_tokens.data(), nullptr);
+  for (int64_t t = 0; t < S * B; ++t) {
+    const int32_t a = want_accepted[t / B];
+    positions[t] += a;
+    inverse[t] -= a;
+    ends[t] += a;
+    if (t % B == 0) tokens[t] = want_anchors[t / B];
+  }
+  EXPECT_EQ(d_positions.to_host(), positions);
+  EXPECT_EQ(d_inverse.to_host(), inverse);
+  EXPECT_EQ(d_ends.to_host(), ends);
+  EXPECT_EQ(d_tokens.to_host(), tokens);
+}
+
+// A verify step whose sequences accept a chosen number of drafts (the target's own continuation, then a wrong token),
+// run twice from the same cache: in order (the tokens to the host, acceptance there, dspark_draft from host anchors)
+// and chained (start_forward_and_sample, start_dspark_draft behind it, acceptance on the device): the same tokens,
+// the same blocks bit for bit at the positions acceptance reaches, greedy and sampled drafts; then a verify step whose
+// drafts are the chained draft's on the device (ForwardBatch::tokens_from_draft) against the same one given them on
+// the host. Under --batch-invariant, so that a verify row samples what a one-token step does.
+TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const std::unique_ptr<CausalLm> gpu = load(Device::kCuda, /*batch_invariant=*/true);
+  ASSERT_TRUE(gpu->chains_drafts());
+  const int64_t B = gpu->dspark_block_size(), vocab = gpu->config().vocab_size;
+  // The continuation of each sequence, greedy, one token a step.
+  DraftRun scout = run_steps(*gpu);
+  std::vector<std::vector<int32_t>> next(2);
+  for (int64_t step = 0; step < 4; ++step) {
+    ForwardBatch batch;
+    std::vector<SamplingRow> rows;
+    for (int64_t s = 0; s < 2; ++s) {
+      const std::vector<int32_t>& t = scout.tokens[s];
+      batch.token_ids.push_back(t.back());
+      batch.sequences.push_back({std::ssize(t) - 1, 1, scout.tables[s]});
+      rows.push_back({0.0f, 1.0f, 0, 5, std::ssize(t)});
+    }
+    const std::vector<int32_t> drawn = gpu->forward_and_sample(batch, *scout.cache, nullptr, rows, nullptr, nullptr);
+    for (int64_t s = 0; s < 2; ++s) {
+      scout.tokens[s].push_back(drawn[s]);
+      next[s].push_back(drawn[s]);
+    }
+  }
+  for (const float temperature : {0.0f, 0.9f}) {
+    for (const std::array<int64_t, 2> accept : {std::array<int64_t, 2>{0, 3}, std::array<int64_t, 2>{2, 1}}) {
+      const std::string name = fmt::format("temperature {}, accepting {} and {}", temperature, accept[0], accept[1]);
+      DraftRun in_order = run_steps(*gpu), chained = run_steps(*gpu);
+      // Sequence s verifies 3 drafts: accept[s] of its continuation, then a wrong token (none after 3).
+      ForwardBatch verify;
+      std::vector<SamplingRow> rows, draft_rows;
+      for (int64_t s = 0; s < 2; ++s) {
+        const int64_t c = std::ssize(in_order.tokens[s]) - 1;
+        verify.token_ids.push_back(in_order.tokens[s].back());
+        for (int64_t j = 0; j < 3; ++j)
+          verify.token_ids.push_back(j < accept[s] ? next[s][j] : static_cast<int32_t>((next[s][j] + 1) % vocab));
+        verify.sequences.push_back({c, 4, in_order.tables[s]});
+        for (int64_t j = 0; j < 4; ++j) rows.push_back({0.0f, 1.0f, 0, 5, c + 1 + j});
+        draft_rows.push_back({temperature, 0.9f, 0, 11 + static_cast<uint64_t>(s), 0});
+      }
+      verify.all_logits = verify.speculative_verify = true;
+      const std::vector<int32_t> want = gpu->forward_and_sample(verify, *in_order.cache, nullptr, rows, nullptr, nullptr);
+      ForwardBatch anchors;
+      for (int64_t s = 0; s < 2; ++s) {
+        DraftProposal proposal;
+        proposal.tokens.assign(verify.token_ids.begin() + 4 * s + 1, verify.token_ids.begin() + 4 * s + 4);
+        const int64_t a = accepted_drafts(proposal, std::span<const int32_t>(want).subspan(4 * s, 4));
+        EXPECT_EQ(a, accept[s]) << name << ", sequence " << s;
+        anchors.token_ids.push_back(want[4 * s + a]);
+        anchors.sequences.push_back({verify.sequences[s].num_cached + 1 + a, 1, in_order.tables[s]});
+      }
+      const std::vector<CausalLm::DraftBlock> want_blocks = gpu->dspark_draft(anchors, *in_order.cache, draft_rows);
+
+      gpu->start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);
+      gpu->start_dspark_draft(verify, *chained.cache, draft_rows);
+      EXPECT_EQ(gpu->finish_forward_and_sample(nullptr), want) << name;
+      const std::vector<CausalLm::DraftBlock> blocks = gpu->finish_dspark_draft();
+      ASSERT_EQ(blocks.size(), want_blocks.size()) << name;
+      for (size_t s = 0; s < blocks.size(); ++s) {
+        EXPECT_EQ(blocks[s].position, anchors.sequences[s].num_cached) << name << ", sequence " << s;
+        EXPECT_EQ(blocks[s].tokens, want_blocks[s].tokens) << name << ", sequence " << s;
+        EXPECT_EQ(blocks[s].confidence, want_blocks[s].confidence) << name << ", sequence " << s;
+      }
+
+      // The next verify step: each sequence's anchor and 2 of its block's drafts, from the host (in order) or from the
+      // chained draft still on the device.
+      gpu->start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);  // the same step again, redrafted
+      gpu->start_dspark_draft(verify, *chained.cache, draft_rows);
+      gpu->finish_forward_and_sample(nullptr);
+      ForwardBatch second;
+      std::vector<SamplingRow> second_rows;
+      for (int64_t s = 0; s < 2; ++s) {
+        const int64_t p = anchors.sequences[s].num_cached;
+        second.token_ids.push_back(anchors.token_ids[s]);
+        second.token_ids.insert(second.token_ids.end(), want_blocks[s].tokens.begin(), want_blocks[s].tokens.begin() + 2);
+        second.sequences.push_back({p, 3, in_order.tables[s]});
+        for (int64_t j = 0; j < 3; ++j) second_rows.push_back({0.0f, 1.0f, 0, 5, p + 1 + j});
+      }
+      second.all_logits = second.speculative_verify = true;
+      ForwardBatch second_chained = second;
+      for (int64_t s = 0; s < 2; ++s)
+        for (int64_t k = 0; k < 2; ++k) {
+          second_chained.token_ids[3 * s + 1 + k] = 0;
+          second_chained.tokens_from_draft.insert(second_chained.tokens_from_draft.end(),
+                                                  {static_cast<int32_t>(3 * s + 1 + k), static_cast<int32_t>(k * 2 + s)});
+        }
+      const std::vector<int32_t> want_second =
+          gpu->forward_and_sample(second, *in_order.cache, nullptr, second_rows, nullptr, nullptr);
+      gpu->start_forward_and_sample(second_chained, *chained.cache, nullptr, second_rows, false);
+      gpu->finish_dspark_draft();  // (after the step that reads its tokens was queued, as the engine does)
+      EXPECT_EQ(gpu->finish_forward_and_sample(nullptr), want_second) << name << ": the next verify step";
+      EXPECT_EQ(B, std::ssize(want_blocks[0].tokens));
+    }
+  }
+}
+
+// Through the engine with overlapped scheduling at a fixed length, each verify step's draft chained behind it: plain
+// decoding's outputs and the in-order run's drafts (the same counts), greedy and sampled, and with a 4-block cache
+// (preemption while a draft is in flight). Under --batch-invariant (plain = speculative). A chained draft covers
+// every sequence of its verify step, the ones that step finished too, so its confidence head (cuBLAS, one output
+// column) may see other row counts than the in-order draft and the confidences differ in their last bits.
+TEST(CudaDspark, ChainedDraftsGiveTheInOrderRun) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const std::unique_ptr<CausalLm> model = load(Device::kCuda, /*batch_invariant=*/true);
+  const int64_t block = model->dspark_block_size();
+  struct Case {
+    int64_t drafts;
+    float temperature;
+    int64_t cache_tokens;
+  };
+  for (const Case& c : {Case{block, 0.0f, 16384}, Case{3, 0.8f, 16384}, Case{block, 0.0f, 4 * 64}}) {
+    const std::string name = fmt::format("nextn {}, temperature {}, cache {}", c.drafts, c.temperature, c.cache_tokens);
+    const std::vector<Request> requests = testing::speculation_requests(model->config().vocab_size, c.temperature);
+    const auto run = [&](int64_t drafts, bool overlap) {
+      EngineOptions options;
+      options.kv_cache_tokens = c.cache_tokens;
+      options.speculation.num_drafts = drafts;
+      options.speculation.model_drafter = drafts > 0;
+      options.overlap_schedule = overlap;
+      Engine engine(*model, options);
+      EXPECT_EQ(engine.overlaps_steps(), overlap) << name;
+      for (const Request& r : requests) engine.add_request(r);
+      engine.run_to_completion();
+      return std::tuple(engine.results(), engine.stats(), engine.num_preemptions());
+    };
+    const auto [plain, plain_stats, plain_preemptions] = run(0, false);
+    const auto [in_order, in_order_stats, in_order_preemptions] = run(c.drafts, false);
+    const auto [chained, chained_stats, preemptions] = run(c.drafts, true);
+    ASSERT_EQ(chained.size(), plain.size()) << name;
+    for (size_t i = 0; i < chained.size(); ++i) {
+      EXPECT_EQ(chained[i].output_token_ids, plain[i].output_token_ids) << name << ", request " << i;
+      EXPECT_EQ(in_order[i].output_token_ids, plain[i].output_token_ids) << name << ", request " << i;
+    }
+    const SpeculationStats &a = chained_stats.speculation, &b = in_order_stats.speculation;
+    EXPECT_EQ(a.drafted, b.drafted) << name;
+    EXPECT_EQ(a.verified, b.verified) << name;
+    EXPECT_EQ(a.accepted, b.accepted) << name;
+    EXPECT_NEAR(a.calibration_error(), b.calibration_error(), 1e-4) << name;
+    EXPECT_EQ(preemptions, in_order_preemptions) << name;
+    if (c.cache_tokens < 1024) {
+      EXPECT_GT(preemptions, 0) << name;
+    }
+    EXPECT_GT(a.verified, 0) << name;
+    std::printf("%s: chained %lld drafted, %lld verified, %lld accepted, %lld preemptions; device idle %.3f ms over "
+                "%lld gaps (in order %.3f over %lld)\n", name.c_str(), static_cast<long long>(a.drafted),
+                static_cast<long long>(a.verified), static_cast<long long>(a.accepted),
+                static_cast<long long>(preemptions), chained_stats.device_idle_ms,
+                static_cast<long long>(chained_stats.device_idle_steps), in_order_stats.device_idle_ms,
+                static_cast<long long>(in_order_stats.device_idle_steps));
   }
 }
 
