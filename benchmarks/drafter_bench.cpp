@@ -1,6 +1,7 @@
 // The GPU drafters' cost at a released shape (issue #27), on dummy weights with the draft module generated
 // (WeightOrigin::dummy_draft_module):
 //   drafter_bench dspark configs/models/deepseek-v4.1-flash.json [--layers 4] [--context 4096] [--batches 16,60,96]
+//                 [--varlen 1]
 //   drafter_bench mtp configs/models/deepseek-v3.json [--layers 4] ...
 // The main model runs at --layers (V4.1: the drafter's target layers renumbered to its last three, since the fusion
 // reads three), every sequence at --context cached tokens (random cache entries). Per batch of S sequences it
@@ -12,8 +13,9 @@
 // the median engine step (verify step, postprocessing, the next draft) and the device's idle time in it (before the
 // verify step's forward and before the draft: the host's work showing through), over 9 steps after 3; for DSpark also
 // with overlapped scheduling (chained_*: each draft queued behind its verify step, the host preparing the next step
-// while the device drafts). The dummy drafts are almost never accepted, so a step emits about one token a sequence:
-// this times the loop, not its yield.
+// while the device drafts). --varlen 1: the engine loop under the variable-length rule (its cost curve measured first;
+// chained, each step laid out once its draft is back). The dummy drafts are almost never accepted, so a step emits
+// about one token a sequence: this times the loop, not its yield.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -92,7 +94,8 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
 struct EngineTiming {
   double step_ms = 0, idle_ms = 0, tokens_per_step = 0;
 };
-EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batch, int64_t context, bool overlap) {
+EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batch, int64_t context, bool overlap,
+                         bool varlen) {
   WeightOrigin weights;
   weights.dummy_seed = 7;
   weights.dummy_draft_module = true;
@@ -102,22 +105,26 @@ EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batc
   spec.num_drafts = drafts;
   spec.model_drafter = true;
   spec.overlap_schedule = overlap;
+  spec.variable_length = varlen;
   const StepBenchResult r = bench_decode(*model, batch, context, /*warmup=*/3, /*steps=*/9, nullptr, spec);
   return {r.median_ms, r.device_idle_ms, r.spec.tokens_per_step};
 }
 
 int run(int argc, char** argv) {
   if (argc < 3 || (std::strcmp(argv[1], "dspark") != 0 && std::strcmp(argv[1], "mtp") != 0)) {
-    std::fprintf(stderr, "usage: drafter_bench dspark|mtp CONFIG [--layers N] [--context C] [--batches 16,60,96]\n");
+    std::fprintf(stderr, "usage: drafter_bench dspark|mtp CONFIG [--layers N] [--context C] [--batches 16,60,96] "
+                 "[--varlen 1]\n");
     return 2;
   }
   const std::string drafter = argv[1], path = argv[2];
   int64_t layers = 4, context = 4096;
+  bool varlen = false;
   std::vector<int64_t> batches = {16, 60, 96};
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string key = argv[i], value = argv[i + 1];
     if (key == "--layers") layers = std::stoll(value);
     else if (key == "--context") context = std::stoll(value);
+    else if (key == "--varlen") varlen = value == "1";
     else if (key == "--batches") {
       batches.clear();
       for (size_t at = 0; at < value.size();) {
@@ -135,15 +142,15 @@ int run(int argc, char** argv) {
     const Timing without = time_model(config, drafter, false, batch, context);
     const Timing with = time_model(config, drafter, true, batch, context);
     const int64_t drafts = drafter == "dspark" ? config.v41.dspark.block_size : 1;
-    const EngineTiming loop = time_engine(config, drafts, batch, context, false);
+    const EngineTiming loop = time_engine(config, drafts, batch, context, false, varlen);
     nlohmann::json line = {{"drafter", drafter},       {"config", path},          {"layers", layers},
                            {"context", context},       {"sequences", batch},      {"step_ms", without.step_ms},
                            {"step_ms_drafter_enabled", with.step_ms}, {"draft_ms", with.draft_ms},
-                           {"engine_drafts", drafts},  {"engine_step_ms", loop.step_ms},
+                           {"engine_drafts", drafts},  {"engine_varlen", varlen}, {"engine_step_ms", loop.step_ms},
                            {"engine_device_idle_ms", loop.idle_ms},   {"engine_tokens_per_step", loop.tokens_per_step}};
     if (drafter == "dspark") {
       line["block"] = config.v41.dspark.block_size;
-      const EngineTiming chained = time_engine(config, drafts, batch, context, true);
+      const EngineTiming chained = time_engine(config, drafts, batch, context, true, varlen);
       line["chained_step_ms"] = chained.step_ms;
       line["chained_device_idle_ms"] = chained.idle_ms;
       line["chained_tokens_per_step"] = chained.tokens_per_step;

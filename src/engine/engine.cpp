@@ -96,19 +96,19 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
            spec.cost_warmup_steps, spec.num_drafts);
   overlap_ = options_.overlap_schedule && !spec.enabled() && options_.structured == nullptr &&
              !options_.limits.handoff_after_prefill;
-  chain_drafts_ = options_.overlap_schedule && dspark_ != nullptr && !spec.variable_length &&
-                  options_.structured == nullptr && !options_.limits.handoff_after_prefill && model_.chains_drafts();
+  chain_drafts_ = options_.overlap_schedule && dspark_ != nullptr && options_.structured == nullptr &&
+                  !options_.limits.handoff_after_prefill && model_.chains_drafts();
   if (options_.overlap_schedule && !overlap_ && !chain_drafts_ && !options_.limits.handoff_after_prefill) {
     const char* why = options_.structured != nullptr ? "structured output (the grammar judges each token on the host)"
                       : dspark_ == nullptr ? "speculative decoding without the model's DSpark drafter (the drafts "
                                              "need the verify step's tokens on the host)"
-                      : spec.variable_length ? "--spec-varlen (the verify lengths need the draft's confidences on "
-                                               "the host)"
-                                             : "a backend that cannot chain drafts behind their verify step";
+                                           : "a backend that cannot chain drafts behind their verify step";
     spdlog::info("overlapped scheduling is off: {} runs in order", why);
   }
   if (chain_drafts_)
-    spdlog::info("overlapped scheduling with speculative decoding: each DSpark draft chained behind its verify step");
+    spdlog::info("overlapped scheduling with speculative decoding: each DSpark draft chained behind its verify "
+                 "step{}", spec.variable_length ? " (--spec-varlen: the next step's layout waits for the draft's "
+                                                  "confidences)" : "");
   device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
@@ -187,9 +187,10 @@ void Engine::step() {
   DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
            "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
   // Chained drafts: a decode step verifies the draft in flight (its tokens on the device) and starts the next one;
-  // any other step first waits for the draft in flight (the drafter drafts in order after it).
+  // any other step first waits for the draft in flight (the drafter drafts in order after it), and so does a step
+  // under the variable-length rule, which lays the step out by the draft's confidences.
   const bool chained = chain_drafts_ && !batch.is_prefill && !batch.items.empty();
-  if (!chained) settle_draft();
+  if (!chained || options_.speculation.variable_length) settle_draft();
   StepDrafts drafts = propose_drafts(batch);
   ForwardBatch forward = build_forward_batch(batch, drafts);
   if (chained) link_draft_inputs(batch, drafts, forward);

@@ -54,10 +54,11 @@ struct EngineOptions {
   bool logits_hashes = false;
   // Overlapped scheduling: step N + 1 is scheduled and started before step N's tokens are postprocessed, its inputs
   // naming them by placeholder (Scheduler::launched / completed). Not with structured output or the prefill role's
-  // handoffs (the engine runs in order there). With speculative decoding: where the model drafts with DSpark at a
-  // fixed length on a backend that chains drafts (CausalLm::chains_drafts), each verify step's draft is queued behind
-  // it and the host postprocesses the step and prepares the next while the device drafts (Engine::step); otherwise in
-  // order (the variable-length rule needs the draft's confidences before it can lay out the next step).
+  // handoffs (the engine runs in order there). With speculative decoding: where the model drafts with DSpark on a
+  // backend that chains drafts (CausalLm::chains_drafts), each verify step's draft is queued behind it and the host
+  // postprocesses the step and prepares the next while the device drafts (Engine::step); the variable-length rule
+  // then waits for the draft before it lays out the next step (it reads the draft's confidences), so only the
+  // preparation that follows is not hidden. Other drafters run in order.
   bool overlap_schedule = false;
 };
 
