@@ -118,13 +118,14 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
 }
 
 Engine::~Engine() {
-  // A chained draft still in flight (the last step's): the model's one outstanding draft is finished, for the next
-  // engine on this model.
-  if (draft_in_flight_) try {
-      model_.finish_dspark_draft();
-    } catch (const std::exception& e) {
-      spdlog::warn("finishing the chained draft in flight: {}", e.what());
-    }
+  // A chained draft still in flight (a step was abandoned): the model's one outstanding draft is finished, for the
+  // next engine on this model.
+  if (!draft_in_flight_) return;
+  try {
+    model_.finish_dspark_draft();
+  } catch (const std::exception& e) {
+    spdlog::warn("finishing the chained draft in flight: {}", e.what());
+  }
 }
 
 bool Engine::shares_blocks(int64_t prompt_tokens) const {
@@ -212,7 +213,8 @@ void Engine::step() {
   }
   advance_constraints(batch);
   if (mtp_ != nullptr) mtp_->after_step(batch, forward, *cache_);
-  if (dspark_ != nullptr) chained ? dspark_->after_chained_step(batch) : dspark_->after_step(batch, *cache_);
+  if (dspark_ != nullptr && chained) dspark_->after_chained_step(batch);
+  if (dspark_ != nullptr && !chained) dspark_->after_step(batch, *cache_);
   if (!has_unfinished()) settle_draft();  // (nothing left to verify it)
   note_device_idle();  // before the verify step's forward and before the draft's
   for (const auto& [seq, block] : scheduler_.take_registered())
