@@ -11,9 +11,9 @@
 // model's calls (each returns its tokens to the host, so the device's work is in it). Then the engine's speculative
 // decode loop with the drafter (fixed drafts: a DSpark block's, MTP's one; greedy; in order):
 // the median engine step (verify step, postprocessing, the next draft) and the device's idle time in it (before the
-// verify step's forward and before the draft: the host's work showing through), over 9 steps after 3; for DSpark also
-// with overlapped scheduling (chained_*: each draft queued behind its verify step, the host preparing the next step
-// while the device drafts). --varlen 1: the engine loop under the variable-length rule (its cost curve measured first;
+// verify step's forward and before the draft: the host's work showing through), over 9 steps after 3; then with
+// overlapped scheduling (chained_*: each draft queued behind its verify step, the host preparing the next step while
+// the device drafts). --varlen 1: the engine loop under the variable-length rule (its cost curve measured first;
 // chained, each step laid out once its draft is back). The dummy drafts are almost never accepted, so a step emits
 // about one token a sequence: this times the loop, not its yield.
 #include <nlohmann/json.hpp>
@@ -148,13 +148,11 @@ int run(int argc, char** argv) {
                            {"step_ms_drafter_enabled", with.step_ms}, {"draft_ms", with.draft_ms},
                            {"engine_drafts", drafts},  {"engine_varlen", varlen}, {"engine_step_ms", loop.step_ms},
                            {"engine_device_idle_ms", loop.idle_ms},   {"engine_tokens_per_step", loop.tokens_per_step}};
-    if (drafter == "dspark") {
-      line["block"] = config.v41.dspark.block_size;
-      const EngineTiming chained = time_engine(config, drafts, batch, context, true, varlen);
-      line["chained_step_ms"] = chained.step_ms;
-      line["chained_device_idle_ms"] = chained.idle_ms;
-      line["chained_tokens_per_step"] = chained.tokens_per_step;
-    }
+    if (drafter == "dspark") line["block"] = config.v41.dspark.block_size;
+    const EngineTiming chained = time_engine(config, drafts, batch, context, true, varlen);
+    line["chained_step_ms"] = chained.step_ms;
+    line["chained_device_idle_ms"] = chained.idle_ms;
+    line["chained_tokens_per_step"] = chained.tokens_per_step;
     std::printf("%s\n", line.dump().c_str());
     std::fflush(stdout);
   }

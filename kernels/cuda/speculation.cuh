@@ -25,6 +25,13 @@ void shift_draft_rows(const int32_t* accepted, const int32_t* anchors, int64_t n
                       int32_t* positions, int32_t* inverse_positions, int32_t* window_ends, int32_t* token_ids,
                       cudaStream_t stream);
 
+// DeepSeek-V3's MTP module over every row of a verify step (first_rows / num_rows as accept_drafts'): row j of
+// sequence s takes the token after its position, the step's input at j + 1 while j < accepted[s] and anchors[s] at
+// j = accepted[s] (rows past it: anchors[s] too, their outputs unread); logits_rows[s] = the row at accepted[s].
+void chain_mtp_inputs(const int32_t* inputs, const int32_t* accepted, const int32_t* anchors, const int32_t* first_rows,
+                      const int32_t* num_rows, int64_t num_seqs, int32_t* mtp_tokens, int32_t* logits_rows,
+                      cudaStream_t stream);
+
 // rows[s].position += offsets[s] for s < num_rows (the sampling position of a draft slot, which follows acceptance).
 void offset_sampling_positions(SamplingRow* rows, int64_t num_rows, const int32_t* offsets, cudaStream_t stream);
 

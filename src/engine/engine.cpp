@@ -6,7 +6,9 @@
 #include <unordered_map>
 
 #include "src/core/log.h"
+#include "src/engine/dspark_drafter.h"
 #include "src/engine/kv_store.h"
+#include "src/engine/mtp_drafter.h"
 #include "src/model/v41_config.h"
 
 
@@ -83,12 +85,11 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
     if (model.dspark_block_size() > 0) {
       DI_CHECK(spec.num_drafts <= model.dspark_block_size(), "{} drafts from DSpark blocks of {}", spec.num_drafts,
                model.dspark_block_size());
-      dspark_ = std::make_unique<DsparkDrafter>(model);
-      spec.drafter = dspark_.get();
+      model_drafter_ = std::make_unique<DsparkDrafter>(model);
     } else {
-      mtp_ = std::make_unique<MtpDrafter>(model);
-      spec.drafter = mtp_.get();
+      model_drafter_ = std::make_unique<MtpDrafter>(model);
     }
+    spec.drafter = model_drafter_.get();
   }
   DI_CHECK(!spec.enabled() || spec.drafter != nullptr, "speculative decoding without a drafter");
   DI_CHECK(!spec.variable_length || spec.cost_warmup_steps > spec.num_drafts,
@@ -96,19 +97,20 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
            spec.cost_warmup_steps, spec.num_drafts);
   overlap_ = options_.overlap_schedule && !spec.enabled() && options_.structured == nullptr &&
              !options_.limits.handoff_after_prefill;
-  chain_drafts_ = options_.overlap_schedule && dspark_ != nullptr && options_.structured == nullptr &&
+  chain_drafts_ = options_.overlap_schedule && model_drafter_ != nullptr && options_.structured == nullptr &&
                   !options_.limits.handoff_after_prefill && model_.chains_drafts();
   if (options_.overlap_schedule && !overlap_ && !chain_drafts_ && !options_.limits.handoff_after_prefill) {
     const char* why = options_.structured != nullptr ? "structured output (the grammar judges each token on the host)"
-                      : dspark_ == nullptr ? "speculative decoding without the model's DSpark drafter (the drafts "
-                                             "need the verify step's tokens on the host)"
-                                           : "a backend that cannot chain drafts behind their verify step";
+                      : model_drafter_ == nullptr ? "speculative decoding with the controlled drafter (its drafts "
+                                                    "need the verify step's tokens on the host)"
+                                                  : "a backend that cannot chain drafts behind their verify step";
     spdlog::info("overlapped scheduling is off: {} runs in order", why);
   }
   if (chain_drafts_)
-    spdlog::info("overlapped scheduling with speculative decoding: each DSpark draft chained behind its verify "
-                 "step{}", spec.variable_length ? " (--spec-varlen: the next step's layout waits for the draft's "
-                                                  "confidences)" : "");
+    spdlog::info("overlapped scheduling with speculative decoding: each {} draft chained behind its verify step{}",
+                 model.dspark_block_size() > 0 ? "DSpark" : "MTP",
+                 spec.variable_length ? " (--spec-varlen: the next step's layout waits for the draft's confidences)"
+                                      : "");
   device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
@@ -122,7 +124,7 @@ Engine::~Engine() {
   // next engine on this model.
   if (!draft_in_flight_) return;
   try {
-    model_.finish_dspark_draft();
+    model_.finish_chained_draft();
   } catch (const std::exception& e) {
     spdlog::warn("finishing the chained draft in flight: {}", e.what());
   }
@@ -212,9 +214,8 @@ void Engine::step() {
                                step_hashes_[i].begin() + std::min<int64_t>(kept, std::ssize(step_hashes_[i])));
   }
   advance_constraints(batch);
-  if (mtp_ != nullptr) mtp_->after_step(batch, forward, *cache_);
-  if (dspark_ != nullptr && chained) dspark_->after_chained_step(batch);
-  if (dspark_ != nullptr && !chained) dspark_->after_step(batch, *cache_);
+  if (model_drafter_ != nullptr && chained) model_drafter_->after_chained_step(batch);
+  if (model_drafter_ != nullptr && !chained) model_drafter_->after_step(batch, forward, *cache_);
   if (!has_unfinished()) settle_draft();  // (nothing left to verify it)
   note_device_idle();  // before the verify step's forward and before the draft's
   for (const auto& [seq, block] : scheduler_.take_registered())
@@ -524,8 +525,8 @@ std::vector<std::vector<int32_t>> Engine::run_chained(const ForwardBatch& forwar
     }
   }
   std::vector<SamplingRow> draft_rows;
-  for (const ScheduledSequence& item : batch.items) draft_rows.push_back(DsparkDrafter::sampling_row(*item.seq));
-  model_.start_dspark_draft(forward, *cache_, draft_rows);
+  for (const ScheduledSequence& item : batch.items) draft_rows.push_back(ModelDrafter::sampling_row(*item.seq));
+  model_.start_chained_draft(forward, *cache_, draft_rows);
   draft_in_flight_ = true;
   std::vector<uint64_t> hashes(options_.logits_hashes ? rows.size() : 0);
   const std::vector<int32_t> drawn = model_.finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
@@ -539,7 +540,7 @@ void Engine::link_draft_inputs(const ScheduledBatch& batch, const StepDrafts& dr
     const Sequence& seq = *batch.items[i].seq;
     row += batch.items[i].num_new;  // the item's drafts follow its new tokens
     for (int64_t k = 0; k < drafts.num_verified[i]; ++k, ++row) {
-      const int32_t source = dspark_->draft_row(seq, k);
+      const int32_t source = model_drafter_->draft_row(seq, k);
       if (source < 0) continue;  // a block already here
       forward.tokens_from_draft.insert(forward.tokens_from_draft.end(), {static_cast<int32_t>(row), source});
     }
@@ -549,7 +550,7 @@ void Engine::link_draft_inputs(const ScheduledBatch& batch, const StepDrafts& dr
 bool Engine::settle_draft() {
   if (!draft_in_flight_) return false;
   draft_in_flight_ = false;
-  dspark_->settle(model_.finish_dspark_draft());
+  model_drafter_->settle(model_.finish_chained_draft());
   return true;
 }
 

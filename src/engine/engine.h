@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "src/engine/block_manager.h"
-#include "src/engine/dspark_drafter.h"
-#include "src/engine/mtp_drafter.h"
+#include "src/engine/model_drafter.h"
 #include "src/engine/request.h"
 #include "src/engine/scheduler.h"
 #include "src/engine/sequence.h"
@@ -54,11 +53,11 @@ struct EngineOptions {
   bool logits_hashes = false;
   // Overlapped scheduling: step N + 1 is scheduled and started before step N's tokens are postprocessed, its inputs
   // naming them by placeholder (Scheduler::launched / completed). Not with structured output or the prefill role's
-  // handoffs (the engine runs in order there). With speculative decoding: where the model drafts with DSpark on a
-  // backend that chains drafts (CausalLm::chains_drafts), each verify step's draft is queued behind it and the host
-  // postprocesses the step and prepares the next while the device drafts (Engine::step); the variable-length rule
-  // then waits for the draft before it lays out the next step (it reads the draft's confidences), so only the
-  // preparation that follows is not hidden. Other drafters run in order.
+  // handoffs (the engine runs in order there). With speculative decoding: where the model's own drafter drafts (MTP
+  // or DSpark) on a backend that chains drafts (CausalLm::chains_drafts), each verify step's draft is queued behind it
+  // and the host postprocesses the step and prepares the next while the device drafts (Engine::step); the
+  // variable-length rule then waits for the draft before it lays out the next step (it reads the draft's
+  // confidences), so only the preparation that follows is not hidden. The controlled drafter runs in order.
   bool overlap_schedule = false;
 };
 
@@ -208,16 +207,15 @@ class Engine {
   std::unique_ptr<StoreTier> store_;  // with --kv-store
   std::vector<std::unique_ptr<Sequence>> sequences_;
   EngineStats stats_;
-  // With SpeculationOptions::model_drafter, the one for the model's module.
-  std::unique_ptr<MtpDrafter> mtp_;
-  std::unique_ptr<DsparkDrafter> dspark_;
+  // With SpeculationOptions::model_drafter, the one for the model's module (MTP or DSpark).
+  std::unique_ptr<ModelDrafter> model_drafter_;
   // With options_.logits_hashes: per batch item of the step, the fingerprints of the rows its emitted tokens came
   // from (in emitted order; the scheduler may keep fewer).
   std::vector<std::vector<uint64_t>> step_hashes_;
   bool overlap_ = false;
   bool device_tokens_ = false;  // overlap_ with a backend that starts steps asynchronously (CausalLm::samples_async)
-  // Overlapped scheduling with speculation: DSpark drafts chained behind their verify steps (EngineOptions::
-  // overlap_schedule), and whether one is in flight.
+  // Overlapped scheduling with speculation: the model drafter's drafts chained behind their verify steps
+  // (EngineOptions::overlap_schedule), and whether one is in flight.
   bool chain_drafts_ = false;
   bool draft_in_flight_ = false;
   std::optional<InFlight> in_flight_;

@@ -4,15 +4,6 @@
 
 namespace deepinfer {
 
-DraftProposal MtpDrafter::propose(const Sequence& seq, int64_t max_drafts) {
-  DraftProposal proposal;
-  const auto it = pending_.find(&seq);
-  if (max_drafts < 1 || it == pending_.end() || it->second.position != seq.num_tokens()) return proposal;
-  proposal.tokens.push_back(it->second.token);
-  proposal.confidence.push_back(it->second.confidence);
-  return proposal;
-}
-
 void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& forward, KvCache& cache) {
   DI_CHECK(forward.sequences.size() == batch.items.size(), "the MTP drafter: {} sequences run for {} scheduled",
            forward.sequences.size(), batch.items.size());
@@ -24,7 +15,7 @@ void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& for
     const Sequence& seq = *batch.items[i].seq;
     const SequenceChunk& ran = forward.sequences[i];
     if (seq.status == SequenceStatus::kFinished) {  // its blocks are gone, and it drafts no more
-      pending_.erase(&seq);
+      drop(seq);
       offset += ran.num_new;
       continue;
     }
@@ -35,7 +26,9 @@ void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& for
                seq.idx, n, ran.num_new);
       mtp.token_ids.insert(mtp.token_ids.end(), seq.tokens.begin() + ran.num_cached + 1,
                            seq.tokens.begin() + seq.num_cached + 1);
-      mtp.sequences.push_back({ran.num_cached, n, seq.block_table});
+      // (earlier_tokens: the tokens up to the rows' first position, the one before the first of token_ids)
+      mtp.sequences.push_back({ran.num_cached, n, seq.block_table,
+                               {seq.tokens.data(), static_cast<size_t>(ran.num_cached + 1)}});
       for (int64_t r = 0; r < n; ++r) hidden_rows.push_back(offset + r);
       drafted.push_back(&seq);
     }
@@ -45,7 +38,7 @@ void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& for
   const std::vector<CausalLm::MtpDraft> drafts = model_.mtp_draft(mtp, hidden_rows, cache);
   DI_CHECK(drafts.size() == drafted.size(), "{} MTP drafts for {} sequences", drafts.size(), drafted.size());
   for (size_t s = 0; s < drafted.size(); ++s)
-    pending_[drafted[s]] = {drafted[s]->num_tokens(), drafts[s].token, drafts[s].confidence};
+    hold(*drafted[s], {{drafts[s].token}, {drafts[s].confidence}, drafted[s]->num_tokens() - 1});
 }
 
 }  // namespace deepinfer

@@ -49,11 +49,11 @@ std::vector<CausalLm::DraftBlock> CausalLm::dspark_draft(const ForwardBatch&, Kv
   throw InputError("this model has no DSpark drafter enabled (DeepSeek-V4.1 with its mtp.* draft layers)");
 }
 
-void CausalLm::start_dspark_draft(const ForwardBatch&, KvCache&, std::span<const SamplingRow>) const {
+void CausalLm::start_chained_draft(const ForwardBatch&, KvCache&, std::span<const SamplingRow>) const {
   DI_CHECK(false, "this backend does not chain drafts behind their verify step (chains_drafts)");
 }
 
-std::vector<CausalLm::DraftBlock> CausalLm::finish_dspark_draft() const {
+std::vector<CausalLm::DraftBlock> CausalLm::finish_chained_draft() const {
   DI_CHECK(false, "this backend does not chain drafts behind their verify step (chains_drafts)");
   return {};
 }

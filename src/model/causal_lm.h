@@ -121,17 +121,19 @@ class CausalLm {
   };
   virtual std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
                                                std::span<const SamplingRow> rows) const;
-  // Drafts chained behind their verify step (the engine's overlapped scheduling with DSpark), on backends that start
-  // steps asynchronously: a verify step started with start_forward_and_sample (ForwardBatch::speculative_verify) also
-  // finds, where its tokens are, how many drafts each of its sequences accepts and the token after them;
-  // start_dspark_draft then queues the blocks of that step's sequences (one each, in its order, `rows` one per
-  // sequence as dspark_draft's) behind it, each anchored at the position its sequence's acceptance reaches, and
-  // returns at once. So the device drafts while the host postprocesses the verify step and prepares the next one,
-  // whose draft rows may name the started draft's tokens (ForwardBatch::tokens_from_draft). finish_dspark_draft waits
-  // for the blocks (DraftBlock::position: where acceptance put each). One draft outstanding at a time.
+  // Drafts chained behind their verify step (the engine's overlapped scheduling with the model's drafter), on backends
+  // that start steps asynchronously: a verify step started with start_forward_and_sample (ForwardBatch::
+  // speculative_verify) also finds, where its tokens are, how many drafts each of its sequences accepts and the token
+  // after them; start_chained_draft then queues the draft of that step's sequences (a block each, in its order: DSpark's
+  // dspark_block_size tokens, `rows` one per sequence as dspark_draft's; V3's MTP module one token, its module run over
+  // every row of the verify step and read at the last accepted one) behind it, each anchored at the position its
+  // sequence's acceptance reaches, and returns at once. So the device drafts while the host postprocesses the verify
+  // step and prepares the next one, whose draft rows may name the started draft's tokens (ForwardBatch::
+  // tokens_from_draft). finish_chained_draft waits for the blocks (DraftBlock::position: where acceptance put each;
+  // MTP's confidence is its draft's probability). One draft outstanding at a time.
   virtual bool chains_drafts() const { return false; }
-  virtual void start_dspark_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const;
-  virtual std::vector<DraftBlock> finish_dspark_draft() const;
+  virtual void start_chained_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const;
+  virtual std::vector<DraftBlock> finish_chained_draft() const;
 
   int64_t num_moe_layers() const { return config().num_hidden_layers - config().first_k_dense_replace; }
   // The routed experts this rank holds.

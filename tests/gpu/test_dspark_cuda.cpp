@@ -269,7 +269,7 @@ TEST(CudaDspark, AcceptanceKernelsFollowTheEnginesRule) {
 
 // A verify step whose sequences accept a chosen number of drafts (the target's own continuation, then a wrong token),
 // run twice from the same cache: in order (the tokens to the host, acceptance there, dspark_draft from host anchors)
-// and chained (start_forward_and_sample, start_dspark_draft behind it, acceptance on the device): the same tokens,
+// and chained (start_forward_and_sample, start_chained_draft behind it, acceptance on the device): the same tokens,
 // the same blocks bit for bit at the positions acceptance reaches, greedy and sampled drafts; then a verify step whose
 // drafts are the chained draft's on the device (ForwardBatch::tokens_from_draft) against the same one given them on
 // the host. Under --batch-invariant, so that a verify row samples what a one-token step does.
@@ -326,9 +326,9 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
       const std::vector<CausalLm::DraftBlock> want_blocks = gpu->dspark_draft(anchors, *in_order.cache, draft_rows);
 
       gpu->start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);
-      gpu->start_dspark_draft(verify, *chained.cache, draft_rows);
+      gpu->start_chained_draft(verify, *chained.cache, draft_rows);
       EXPECT_EQ(gpu->finish_forward_and_sample(nullptr), want) << name;
-      const std::vector<CausalLm::DraftBlock> blocks = gpu->finish_dspark_draft();
+      const std::vector<CausalLm::DraftBlock> blocks = gpu->finish_chained_draft();
       ASSERT_EQ(blocks.size(), want_blocks.size()) << name;
       for (size_t s = 0; s < blocks.size(); ++s) {
         EXPECT_EQ(blocks[s].position, anchors.sequences[s].num_cached) << name << ", sequence " << s;
@@ -339,7 +339,7 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
       // The next verify step: each sequence's anchor and 2 of its block's drafts, from the host (in order) or from the
       // chained draft still on the device.
       gpu->start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);  // the same step again, redrafted
-      gpu->start_dspark_draft(verify, *chained.cache, draft_rows);
+      gpu->start_chained_draft(verify, *chained.cache, draft_rows);
       gpu->finish_forward_and_sample(nullptr);
       ForwardBatch second;
       std::vector<SamplingRow> second_rows;
@@ -361,75 +361,24 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
       const std::vector<int32_t> want_second =
           gpu->forward_and_sample(second, *in_order.cache, nullptr, second_rows, nullptr, nullptr);
       gpu->start_forward_and_sample(second_chained, *chained.cache, nullptr, second_rows, false);
-      gpu->finish_dspark_draft();  // (after the step that reads its tokens was queued, as the engine does)
+      gpu->finish_chained_draft();  // (after the step that reads its tokens was queued, as the engine does)
       EXPECT_EQ(gpu->finish_forward_and_sample(nullptr), want_second) << name << ": the next verify step";
       EXPECT_EQ(B, std::ssize(want_blocks[0].tokens));
     }
   }
 }
 
-// Through the engine with overlapped scheduling, each verify step's draft chained behind it: plain decoding's outputs
-// and the in-order run's drafts (the same counts), greedy and sampled, and with a 4-block cache (preemption while a
-// draft is in flight); under the variable-length rule plain decoding's outputs. Under --batch-invariant (plain =
-// speculative). A chained draft covers every sequence of its verify step, the ones that step finished too, so its
-// confidence head (cuBLAS, one output column) may see other row counts than the in-order draft and the confidences
-// differ in their last bits.
+// Through the engine with overlapped scheduling, each verify step's draft chained behind it
+// (speculation_cases.h): plain decoding's outputs and the in-order run's drafts, greedy and sampled, preempting, and
+// under the variable-length rule. Under --batch-invariant (plain = speculative).
 TEST(CudaDspark, ChainedDraftsGiveTheInOrderRun) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const std::unique_ptr<CausalLm> model = load(Device::kCuda, /*batch_invariant=*/true);
   const int64_t block = model->dspark_block_size();
-  struct Case {
-    int64_t drafts;
-    bool varlen;
-    float temperature;
-    int64_t cache_tokens;
-  };
-  for (const Case& c : {Case{block, false, 0.0f, 16384}, Case{3, false, 0.8f, 16384},
-                        Case{block, false, 0.0f, 4 * 64}, Case{block, true, 0.8f, 16384}}) {
-    const std::string name = fmt::format("nextn {}{}, temperature {}, cache {}", c.drafts, c.varlen ? " varlen" : "",
-                                         c.temperature, c.cache_tokens);
-    const std::vector<Request> requests = testing::speculation_requests(model->config().vocab_size, c.temperature);
-    const auto run = [&](int64_t drafts, bool overlap) {
-      EngineOptions options;
-      options.kv_cache_tokens = c.cache_tokens;
-      options.speculation.num_drafts = drafts;
-      options.speculation.variable_length = c.varlen && drafts > 0;
-      options.speculation.cost_warmup_steps = 2 * (drafts + 1);
-      options.speculation.model_drafter = drafts > 0;
-      options.overlap_schedule = overlap;
-      Engine engine(*model, options);
-      EXPECT_EQ(engine.overlaps_steps(), overlap) << name;
-      for (const Request& r : requests) engine.add_request(r);
-      engine.run_to_completion();
-      return std::tuple(engine.results(), engine.stats(), engine.num_preemptions());
-    };
-    const auto [plain, plain_stats, plain_preemptions] = run(0, false);
-    const auto [in_order, in_order_stats, in_order_preemptions] = run(c.drafts, false);
-    const auto [chained, chained_stats, preemptions] = run(c.drafts, true);
-    ASSERT_EQ(chained.size(), plain.size()) << name;
-    for (size_t i = 0; i < chained.size(); ++i) {
-      EXPECT_EQ(chained[i].output_token_ids, plain[i].output_token_ids) << name << ", request " << i;
-      EXPECT_EQ(in_order[i].output_token_ids, plain[i].output_token_ids) << name << ", request " << i;
-    }
-    const SpeculationStats &a = chained_stats.speculation, &b = in_order_stats.speculation;
-    EXPECT_GT(a.verified, 0) << name;
-    if (!c.varlen) {  // (the variable-length rule's lengths follow the measured step times)
-      EXPECT_EQ(a.drafted, b.drafted) << name;
-      EXPECT_EQ(a.verified, b.verified) << name;
-      EXPECT_EQ(a.accepted, b.accepted) << name;
-      EXPECT_NEAR(a.calibration_error(), b.calibration_error(), 1e-4) << name;
-      EXPECT_EQ(preemptions, in_order_preemptions) << name;
-    }
-    if (c.cache_tokens < 1024) {
-      EXPECT_GT(preemptions, 0) << name;
-    }
-    std::printf("%s: chained %lld drafted, %lld verified, %lld accepted, %lld preemptions; device idle %.3f ms over "
-                "%lld gaps (in order %.3f over %lld)\n", name.c_str(), static_cast<long long>(a.drafted),
-                static_cast<long long>(a.verified), static_cast<long long>(a.accepted),
-                static_cast<long long>(preemptions), chained_stats.device_idle_ms,
-                static_cast<long long>(chained_stats.device_idle_steps), in_order_stats.device_idle_ms,
-                static_cast<long long>(in_order_stats.device_idle_steps));
-  }
+  testing::expect_chained_drafts_keep_the_outputs(*model, block, false, 0.0f, 16384, "greedy");
+  testing::expect_chained_drafts_keep_the_outputs(*model, 3, false, 0.8f, 16384, "sampled");
+  testing::expect_chained_drafts_keep_the_outputs(*model, block, false, 0.0f, 4 * 64, "greedy, 4 blocks");
+  testing::expect_chained_drafts_keep_the_outputs(*model, block, true, 0.8f, 16384, "varlen, sampled");
 }
 
 }  // namespace

@@ -121,5 +121,19 @@ TEST(CudaMtp, DrafterKeepsThePlainOutputs) {
   }
 }
 
+// Through the engine with overlapped scheduling, each MTP draft chained behind its verify step (the module over every
+// row of the step, read at the last accepted one; speculation_cases.h): plain decoding's outputs and the in-order
+// run's drafts, greedy and sampled, preempting, and under the variable-length rule. Under --batch-invariant.
+TEST(CudaMtp, ChainedDraftsGiveTheInOrderRun) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const std::unique_ptr<CausalLm> model =
+      testing::load_with_drafter("tiny-v3-bf16", Device::kCuda, false, /*batch_invariant=*/true);
+  ASSERT_TRUE(model->chains_drafts());
+  testing::expect_chained_drafts_keep_the_outputs(*model, 1, false, 0.0f, 16384, "tiny-v3-bf16, greedy");
+  testing::expect_chained_drafts_keep_the_outputs(*model, 1, false, 0.8f, 16384, "tiny-v3-bf16, sampled");
+  testing::expect_chained_drafts_keep_the_outputs(*model, 1, false, 0.0f, 3 * 64, "tiny-v3-bf16, greedy, 3 blocks");
+  testing::expect_chained_drafts_keep_the_outputs(*model, 1, true, 0.0f, 16384, "tiny-v3-bf16, varlen");
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -88,6 +88,57 @@ inline SpeculationStats expect_model_drafter_keeps_outputs(const CausalLm& model
   return engine.stats().speculation;
 }
 
+// The model's own drafter through the engine with overlapped scheduling on a backend that chains drafts behind their
+// verify steps (CausalLm::chains_drafts), against the same runs in order and without speculation: the outputs are
+// plain decoding's, and at a fixed length the drafted / verified / accepted counts and preemptions the in-order
+// run's (the variable-length rule's lengths follow measured times). A chained draft covers every sequence of its
+// verify step, the ones that step finished too, so a draft product run at other row counts may move a confidence's
+// last bits: the calibration error agrees to 1e-4.
+inline void expect_chained_drafts_keep_the_outputs(const CausalLm& model, int64_t drafts, bool varlen, float temperature,
+                                                   int64_t cache_tokens, const std::string& name) {
+  const std::vector<Request> requests = speculation_requests(model.config().vocab_size, temperature);
+  const auto run = [&](int64_t n, bool overlap) {
+    EngineOptions options;
+    options.kv_cache_tokens = cache_tokens;
+    options.speculation.num_drafts = n;
+    options.speculation.variable_length = varlen && n > 0;
+    options.speculation.cost_warmup_steps = 2 * (n + 1);
+    options.speculation.model_drafter = n > 0;
+    options.overlap_schedule = overlap;
+    Engine engine(model, options);
+    EXPECT_EQ(engine.overlaps_steps(), overlap) << name;
+    for (const Request& r : requests) engine.add_request(r);
+    engine.run_to_completion();
+    return std::tuple(engine.results(), engine.stats(), engine.num_preemptions());
+  };
+  const auto [plain, plain_stats, plain_preemptions] = run(0, false);
+  const auto [in_order, in_order_stats, in_order_preemptions] = run(drafts, false);
+  const auto [chained, chained_stats, preemptions] = run(drafts, true);
+  ASSERT_EQ(chained.size(), plain.size()) << name;
+  for (size_t i = 0; i < chained.size(); ++i) {
+    EXPECT_EQ(chained[i].output_token_ids, plain[i].output_token_ids) << name << ", request " << i;
+    EXPECT_EQ(in_order[i].output_token_ids, plain[i].output_token_ids) << name << ", request " << i;
+  }
+  const SpeculationStats &a = chained_stats.speculation, &b = in_order_stats.speculation;
+  EXPECT_GT(a.verified, 0) << name;
+  if (!varlen) {
+    EXPECT_EQ(a.drafted, b.drafted) << name;
+    EXPECT_EQ(a.verified, b.verified) << name;
+    EXPECT_EQ(a.accepted, b.accepted) << name;
+    EXPECT_NEAR(a.calibration_error(), b.calibration_error(), 1e-4) << name;
+    EXPECT_EQ(preemptions, in_order_preemptions) << name;
+  }
+  if (cache_tokens < 1024) {
+    EXPECT_GT(preemptions, 0) << name;
+  }
+  std::printf("%s: chained %lld drafted, %lld verified, %lld accepted, %lld preemptions; device idle %.3f ms over %lld "
+              "gaps (in order %.3f over %lld)\n", name.c_str(), static_cast<long long>(a.drafted),
+              static_cast<long long>(a.verified), static_cast<long long>(a.accepted),
+              static_cast<long long>(preemptions), chained_stats.device_idle_ms,
+              static_cast<long long>(chained_stats.device_idle_steps), in_order_stats.device_idle_ms,
+              static_cast<long long>(in_order_stats.device_idle_steps));
+}
+
 // Runs the case and checks the outputs against plain decoding's; returns the speculative run's statistics.
 inline SpeculationStats expect_speculation_keeps_outputs(const CausalLm& model, const SpeculationCase& c) {
   std::vector<Request> requests = speculation_requests(model.config().vocab_size, c.temperature);

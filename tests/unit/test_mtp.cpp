@@ -10,6 +10,7 @@
 #include "src/model/deepseek_model.h"
 #include "src/model/safetensors.h"
 #include "tests/unit/fixtures.h"
+#include "tests/unit/late_drafts.h"
 #include "tests/unit/speculation_cases.h"
 
 namespace deepinfer {
@@ -103,6 +104,15 @@ TEST(MtpDrafter, GivesThePlainOutputs) {
       std::printf("%s, temperature %.1f: MTP drafts %lld verified, %lld accepted\n", fixture, temperature,
                   static_cast<long long>(s.verified), static_cast<long long>(s.accepted));
     }
+}
+
+// Overlapped scheduling with the MTP drafter: every verify step's draft chained behind it (testing::LateDrafts) gives
+// the in-order run (late_drafts.h), greedy and sampled, with preemption, and under the variable-length rule.
+TEST(MtpDrafter, ChainedDraftsGiveTheInOrderRun) {
+  DeepseekModel model = load_with_mtp("tiny-v3-bf16");
+  testing::expect_chained_drafts_give_the_in_order_run(model, 1, 0.0f, 16384, "tiny-v3-bf16, greedy");
+  testing::expect_chained_drafts_give_the_in_order_run(model, 1, 0.8f, 16384, "tiny-v3-bf16, sampled");
+  testing::expect_chained_drafts_give_the_in_order_run(model, 1, 0.0f, 3 * 64, "tiny-v3-bf16, greedy, 3 blocks");
 }
 
 }  // namespace

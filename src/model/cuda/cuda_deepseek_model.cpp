@@ -18,6 +18,7 @@
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sampling.cuh"
+#include "kernels/cuda/speculation.cuh"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/cuda_mlp.h"
@@ -427,6 +428,8 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   // then the inputs owed by the step in flight (overlapped scheduling).
   idle_.record_start();
   sampler_.fill_inputs(token_ids, batch.tokens_from_previous_step, scratch);
+  chain_.fill_inputs(token_ids, batch.tokens_from_draft, scratch);
+  step_token_ids_ = token_ids;
 
   // The CUDA blocks of the shared layer loop (deepseek_layers.h): device work on this thread's stream, whose
   // inputs were uploaded above. The MoE's last kernel may add its output into x and apply the next norm (one
@@ -570,6 +573,8 @@ void CudaDeepseekModel::start_forward_and_sample(const ForwardBatch& batch, KvCa
   int64_t num_rows = 0;
   float* logits = run_to_logits(batch, cache, experts, &num_rows);
   sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
+  if (batch.speculative_verify && chains_drafts())
+    chain_.accept(batch, step_token_ids_, sampler_.started_tokens(), scratch_);
 }
 
 std::vector<int32_t> CudaDeepseekModel::finish_forward_and_sample(uint64_t* logits_hashes) const {
@@ -579,7 +584,7 @@ std::vector<int32_t> CudaDeepseekModel::finish_forward_and_sample(uint64_t* logi
 }
 
 float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
-                                     KvCache& kv_cache, int64_t* num_rows) const {
+                                     KvCache& kv_cache, int64_t* num_rows, const MtpDeviceInputs* device_inputs) const {
   DI_CHECK(mtp_enabled_, "mtp_forward before enable_mtp");
   auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr && cache->num_layers() == num_cache_layers(), "the MTP module needs a device MLA cache "
@@ -597,7 +602,7 @@ float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const 
   }
   // Its own pool: the main step's scratch holds the hidden states read here.
   ScratchPool& scratch = mtp_scratch_;
-  scratch.reset();
+  if (device_inputs == nullptr) scratch.reset();  // (else the caller reset it: the inputs are in it)
   // The module runs a step's new rows again: one or a few a sequence at decode (the absorbed kernels, as a verify
   // step), a prompt chunk at prefill (expanded).
   const bool absorbed =
@@ -606,10 +611,13 @@ float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const 
       });
   const StepPlan plan = make_plan(batch, absorbed, scratch);
   const std::vector<int64_t> wanted = batch.logits_rows();
-  const auto R = static_cast<int64_t>(wanted.size());
-  const int32_t* token_ids = device_copy(scratch, batch.token_ids);
+  const int64_t R = device_inputs != nullptr ? std::ssize(batch.sequences) : std::ssize(wanted);
+  const int32_t* token_ids =
+      device_inputs != nullptr ? device_inputs->token_ids : device_copy(scratch, batch.token_ids);
   const int32_t* hidden_at = device_copy(scratch, hidden_ids);
-  const int32_t* row_ids = device_copy(scratch, std::vector<int32_t>(wanted.begin(), wanted.end()));
+  const int32_t* row_ids = device_inputs != nullptr
+                               ? device_inputs->row_ids
+                               : device_copy(scratch, std::vector<int32_t>(wanted.begin(), wanted.end()));
   *num_rows = R;
   auto* x = scratch.alloc<Bf16>(T * H);
   auto* h = scratch.alloc<Bf16>(T * H);
@@ -665,6 +673,51 @@ std::vector<CausalLm::MtpDraft> CudaDeepseekModel::mtp_draft(const ForwardBatch&
   std::vector<MtpDraft> drafts(rows);
   for (int64_t r = 0; r < rows; ++r) drafts[r] = {host_tokens[r], host_probability[r]};
   return drafts;
+}
+
+void CudaDeepseekModel::start_chained_draft(const ForwardBatch& verify, KvCache& cache,
+                                            std::span<const SamplingRow>) const {
+  const int64_t S = std::ssize(verify.sequences), T = verify.num_tokens();
+  chain_.begin(S);
+  // The module over every row of the verify step, each at its position with the step's hidden state there and the
+  // token after it (set on the device: a draft while accepted, then the sequence's next token), read at the last
+  // accepted row. The rows past it write the module's cache beyond the sequence's count, as the verify step's
+  // rejected rows write the main layers': the next step writes those positions again before any row reads them.
+  ForwardBatch mtp;
+  mtp.sequences = verify.sequences;
+  mtp.token_ids.assign(T, 0);
+  std::vector<int64_t> hidden_rows(T);
+  std::vector<int32_t> first_rows, num_rows;
+  std::vector<int64_t> positions;
+  for (int64_t t = 0; t < T; ++t) hidden_rows[t] = t;
+  for (const SequenceChunk& seq : verify.sequences) {
+    first_rows.push_back(first_rows.empty() ? 0 : first_rows.back() + num_rows.back());
+    num_rows.push_back(static_cast<int32_t>(seq.num_new));
+    positions.push_back(seq.num_cached + 1);  // the next token's, before each accepted draft moves it by one
+  }
+  mtp_scratch_.reset();
+  auto* tokens = mtp_scratch_.alloc<int32_t>(T);
+  auto* rows = mtp_scratch_.alloc<int32_t>(S);
+  idle_.record_start();  // (the draft is a step of its own to the idle meter)
+  cuda::chain_mtp_inputs(step_token_ids_, chain_.accepted(), chain_.anchors(), device_copy(mtp_scratch_, first_rows),
+                         device_copy(mtp_scratch_, num_rows), S, tokens, rows, nullptr);
+  const MtpDeviceInputs inputs{tokens, rows};
+  int64_t logits_rows = 0;
+  const float* logits = mtp_logits(mtp, hidden_rows, cache, &logits_rows, &inputs);
+  const DraftChain::Outputs out = chain_.outputs(S);
+  cuda::argmax_rows(logits, S, config_.vocab_size, out.tokens, out.score_a, nullptr);
+  idle_.record_end();
+  chain_.started(std::move(positions), S);
+}
+
+std::vector<CausalLm::DraftBlock> CudaDeepseekModel::finish_chained_draft() const {
+  const DraftChain::Results r = chain_.finish();
+  idle_.measure();
+  const auto S = std::ssize(r.positions);
+  std::vector<DraftBlock> blocks(S);
+  check_drawn_tokens(std::vector<int32_t>(r.tokens, r.tokens + S), config_.vocab_size);
+  for (int64_t s = 0; s < S; ++s) blocks[s] = {{r.tokens[s]}, {r.score_a[s]}, r.positions[s]};
+  return blocks;
 }
 
 }  // namespace deepinfer

@@ -17,6 +17,7 @@
 #include "src/model/cuda/decode_graphs.h"
 #include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/draft_chain.h"
 #include "src/model/cuda/device_sampling.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
@@ -55,6 +56,11 @@ class CudaDeepseekModel final : public CausalLm {
   void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                 std::span<const SamplingRow> rows, bool logits_hashes) const override;
   std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const override;
+  // Chained MTP drafts (CausalLm::start_chained_draft): the module over every row of the verify step, its tokens
+  // and the row it is read at set on the device from the step's acceptance (cuda::chain_mtp_inputs).
+  bool chains_drafts() const override { return mtp_enabled_; }
+  void start_chained_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const override;
+  std::vector<DraftBlock> finish_chained_draft() const override;
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -85,9 +91,15 @@ class CudaDeepseekModel final : public CausalLm {
   StepPlan make_plan(const ForwardBatch& batch, bool absorbed, ScratchPool& scratch) const;
   // Layer `l`'s weights (model.layers.<l>.*), its routed experts into `experts` as MoE layer `moe_layer`.
   Layer upload_layer(const DeviceWeightSource& weights, int64_t l, CudaExpertStore& experts, int64_t moe_layer);
-  // The MTP module over `batch` up to its fp32 logits [rows, vocab] on the device (in mtp_scratch_).
-  float* mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache,
-                    int64_t* rows) const;
+  // The MTP module over `batch` up to its fp32 logits [rows, vocab] on the device (in mtp_scratch_, which it resets).
+  // With `device_inputs`, its token ids and logits rows (one a sequence) are those on the device, not the batch's, in
+  // mtp_scratch_ already (the caller resets it).
+  struct MtpDeviceInputs {
+    const int32_t* token_ids;  // [T]
+    const int32_t* row_ids;    // [sequences]
+  };
+  float* mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache, int64_t* rows,
+                    const MtpDeviceInputs* device_inputs = nullptr) const;
   int64_t num_cache_layers() const { return config_.num_hidden_layers + (mtp_enabled_ ? 1 : 0); }
   // The MTP module's steps run the absorbed attention when no sequence has more rows than this (decode and verify
   // steps: one, or the accepted drafts and one), the expanded one otherwise (prompt chunks).
@@ -144,6 +156,8 @@ class CudaDeepseekModel final : public CausalLm {
   mutable const Bf16* last_hidden_ = nullptr;
   mutable int64_t last_hidden_rows_ = 0;
   mutable ScratchPool mtp_scratch_;
+  mutable DraftChain chain_;                         // chained MTP drafts (draft_chain.h)
+  mutable const int32_t* step_token_ids_ = nullptr;  // the last step's input tokens on the device (in scratch_)
 };
 
 }  // namespace deepinfer

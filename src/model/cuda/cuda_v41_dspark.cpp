@@ -166,31 +166,11 @@ std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch&
   return drafts;
 }
 
-void CudaV41Model::accept_on_device(const ForwardBatch& verify, const int32_t* token_ids) const {
-  const auto S = std::ssize(verify.sequences);
-  std::vector<int32_t> first_rows, num_rows;
-  for (const SequenceChunk& seq : verify.sequences) {
-    first_rows.push_back(first_rows.empty() ? 0 : first_rows.back() + num_rows.back());
-    num_rows.push_back(static_cast<int32_t>(seq.num_new));
-  }
-  if (std::ssize(chain_.accepted) < S) {  // grows rarely (a free synchronises)
-    chain_.accepted = DeviceArray<int32_t>(2 * S);
-    chain_.anchors = DeviceArray<int32_t>(2 * S);
-  }
-  cuda::accept_drafts(token_ids, sampler_.started_tokens(), device_copy(published_, first_rows),
-                      device_copy(published_, num_rows), S, chain_.accepted.data(), chain_.anchors.data(), nullptr);
-  DI_CUDA_CHECK(cudaGetLastError());
-  chain_.verified_seqs = S;
-}
-
-void CudaV41Model::start_dspark_draft(const ForwardBatch& verify, KvCache& kv_cache,
-                                      std::span<const SamplingRow> rows) const {
+void CudaV41Model::start_chained_draft(const ForwardBatch& verify, KvCache& kv_cache,
+                                       std::span<const SamplingRow> rows) const {
   CudaV41KvCache& cache = draft_cache(kv_cache);
-  const int64_t S = std::ssize(verify.sequences), B = config_.v41.dspark.block_size, T = S * B;
-  DI_CHECK(!chain_.outstanding, "a chained draft started before the last one finished");
-  DI_CHECK(chain_.verified_seqs == S, "a chained draft of {} blocks after a verify step of {} sequences accepted on "
-           "the device", S, chain_.verified_seqs);
-  chain_.verified_seqs = -1;
+  const int64_t S = std::ssize(verify.sequences), T = S * config_.v41.dspark.block_size;
+  chain_.begin(S);
   // The step's pools: the verify step before has only been queued, but its kernels run before these ones (one stream),
   // and its uploads came from the other half of the pinned staging.
   published_.reset();
@@ -201,45 +181,17 @@ void CudaV41Model::start_dspark_draft(const ForwardBatch& verify, KvCache& kv_ca
     blocks.positions.push_back(seq.num_cached + 1);  // after the last token; each accepted draft moves it by one
     blocks.block_tables.push_back(seq.block_table);
   }
-  blocks.tokens = chain_.anchors.data();
-  blocks.accepted = chain_.accepted.data();
-  const size_t host_bytes = T * (sizeof(int32_t) + 2 * sizeof(float)) + S * sizeof(int32_t);
-  if (std::ssize(chain_.drawn) < T || chain_.host.bytes() < host_bytes) {
-    chain_.drawn = DeviceArray<int32_t>(2 * T);
-    chain_.score_hidden = DeviceArray<float>(2 * T);
-    chain_.score_markov = DeviceArray<float>(2 * T);
-    chain_.host = MappedHostArray(2 * host_bytes);
-  }
-  queue_draft(blocks, rows, cache, {chain_.drawn.data(), chain_.score_hidden.data(), chain_.score_markov.data()});
-  // The results and the acceptance they followed, back behind an event.
-  auto* host = static_cast<uint8_t*>(chain_.host.data());
-  const auto copy_back = [&](const void* from, size_t bytes) {
-    DI_CUDA_CHECK(cudaMemcpyAsync(host, from, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread));
-    host += bytes;
-  };
-  copy_back(chain_.drawn.data(), T * sizeof(int32_t));
-  copy_back(chain_.score_hidden.data(), T * sizeof(float));
-  copy_back(chain_.score_markov.data(), T * sizeof(float));
-  copy_back(chain_.accepted.data(), S * sizeof(int32_t));
-  DI_CUDA_CHECK(cudaEventRecord(chain_.copied.get(), cudaStreamPerThread));
-  chain_.positions = std::move(blocks.positions);
-  chain_.outstanding = true;
+  blocks.tokens = chain_.anchors();
+  blocks.accepted = chain_.accepted();
+  const DraftChain::Outputs out = chain_.outputs(T);
+  queue_draft(blocks, rows, cache, {out.tokens, out.score_a, out.score_b});
+  chain_.started(std::move(blocks.positions), T);
 }
 
-std::vector<CausalLm::DraftBlock> CudaV41Model::finish_dspark_draft() const {
-  DI_CHECK(chain_.outstanding, "no chained draft to finish");
-  chain_.outstanding = false;
-  DI_CUDA_CHECK(cudaEventSynchronize(chain_.copied.get()));
+std::vector<CausalLm::DraftBlock> CudaV41Model::finish_chained_draft() const {
+  const DraftChain::Results r = chain_.finish();
   idle_.measure();
-  const int64_t S = std::ssize(chain_.positions), T = S * config_.v41.dspark.block_size;
-  const auto* host = static_cast<const uint8_t*>(chain_.host.data());
-  const auto* drawn = reinterpret_cast<const int32_t*>(host);
-  const auto* score_hidden = reinterpret_cast<const float*>(host + T * sizeof(int32_t));
-  const auto* score_markov = score_hidden + T;
-  const auto* accepted = reinterpret_cast<const int32_t*>(score_markov + T);
-  std::vector<int64_t> positions = chain_.positions;
-  for (int64_t s = 0; s < S; ++s) positions[s] += accepted[s];
-  return draft_blocks(positions, drawn, score_hidden, score_markov);
+  return draft_blocks(r.positions, r.tokens, r.score_a, r.score_b);
 }
 
 std::vector<CausalLm::DraftBlock> CudaV41Model::draft_blocks(const std::vector<int64_t>& positions,

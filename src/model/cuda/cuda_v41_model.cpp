@@ -18,7 +18,6 @@
 #include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/router.cuh"
-#include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
@@ -479,18 +478,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   // mark, then the inputs owed by the step in flight (overlapped scheduling).
   idle_.record_start();
   sampler_.fill_inputs(plan.token_ids, batch.tokens_from_previous_step, published_);
-  if (!batch.tokens_from_draft.empty()) {  // drafts of the started draft, which runs before this step on the stream
-    const std::vector<int32_t>& targets = batch.tokens_from_draft;
-    DI_CHECK(chain_.outstanding, "a step's inputs name a draft's tokens, but no draft was started");
-    const int64_t drafted = std::ssize(chain_.positions) * config_.v41.dspark.block_size;
-    for (size_t i = 1; i < targets.size(); i += 2)
-      DI_CHECK(targets[i] >= 0 && targets[i] < drafted, "an input names row {} of a draft of {} rows", targets[i],
-               drafted);
-    if (chain_.fill_targets.size() < targets.size()) chain_.fill_targets = DeviceArray<int32_t>(2 * targets.size());
-    copy_to_device(published_, targets, chain_.fill_targets.data());
-    cuda::scatter_sampled_tokens(chain_.drawn.data(), chain_.fill_targets.data(), std::ssize(targets) / 2,
-                                 plan.token_ids, cudaStreamPerThread);
-  }
+  chain_.fill_inputs(plan.token_ids, batch.tokens_from_draft, published_);
   step_token_ids_ = plan.token_ids;
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   Bf16* features = dspark_enabled_ ? published_.alloc<Bf16>(plan.num_tokens * std::ssize(config_.v41.dspark.target_layer_ids) *
@@ -546,7 +534,8 @@ void CudaV41Model::start_forward_and_sample(const ForwardBatch& batch, KvCache& 
   int64_t num_rows = 0;
   float* logits = run_to_logits(batch, cache, experts, &num_rows);
   sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
-  if (batch.speculative_verify && chains_drafts()) accept_on_device(batch, step_token_ids_);
+  if (batch.speculative_verify && chains_drafts())
+    chain_.accept(batch, step_token_ids_, sampler_.started_tokens(), published_);
 }
 
 std::vector<int32_t> CudaV41Model::finish_forward_and_sample(uint64_t* logits_hashes) const {

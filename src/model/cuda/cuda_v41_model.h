@@ -39,6 +39,7 @@
 #include "src/model/cuda/decode_graphs.h"
 #include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
+#include "src/model/cuda/draft_chain.h"
 #include "src/model/cuda/device_sampling.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
@@ -84,11 +85,11 @@ class CudaV41Model final : public CausalLm {
   int64_t dspark_block_size() const override { return dspark_enabled_ ? config_.v41.dspark.block_size : 0; }
   std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
                                        std::span<const SamplingRow> rows) const override;
-  // Chained drafts (CausalLm::start_dspark_draft): a started verify step's acceptance is found by a kernel behind its
+  // Chained drafts (CausalLm::start_chained_draft): a started verify step's acceptance is found by a kernel behind its
   // sampling, and the draft's rows are moved to the positions it reaches there (speculation.cuh).
   bool chains_drafts() const override { return dspark_enabled_ && samples_async(); }
-  void start_dspark_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const override;
-  std::vector<DraftBlock> finish_dspark_draft() const override;
+  void start_chained_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const override;
+  std::vector<DraftBlock> finish_chained_draft() const override;
 
  private:
   using Bf16 = __nv_bfloat16;
@@ -191,8 +192,6 @@ class CudaV41Model final : public CausalLm {
   std::vector<DraftBlock> draft_blocks(const std::vector<int64_t>& positions, const int32_t* drawn,
                                        const float* score_hidden, const float* score_markov) const;
   CudaV41KvCache& draft_cache(KvCache& cache) const;
-  // After a started verify step's sampling: each sequence's accepted drafts and next token into chain_.
-  void accept_on_device(const ForwardBatch& verify, const int32_t* token_ids) const;
   // Draft layer d's attention for the block rows h: each row the window of the layer's cached keys before its block,
   // and its block's own keys.
   void draft_attention(int64_t d, const DraftPlan& plan, const CudaV41KvCache& cache, const Bf16* h, Bf16* out) const;
@@ -246,20 +245,7 @@ class CudaV41Model final : public CausalLm {
   };
   std::unique_ptr<Dspark> dspark_;  // null: the checkpoint has no draft layers
   bool dspark_enabled_ = false;
-  // Chained drafts: the last started verify step's acceptance, and the started draft's results (device buffers that
-  // outlive the step pools, grown as needed) with their pinned copy back.
-  struct DraftChain {
-    DeviceArray<int32_t> accepted{1}, anchors{1};  // [verified_seqs]
-    int64_t verified_seqs = -1;                     // -1: no verify step accepted on the device since the last draft
-    DeviceArray<int32_t> drawn{1};                  // [B * S]
-    DeviceArray<float> score_hidden{1}, score_markov{1};
-    DeviceArray<int32_t> fill_targets{1};           // a verify step's ForwardBatch::tokens_from_draft
-    MappedHostArray host;                           // drawn, scores, accepted
-    CudaEvent copied;
-    std::vector<int64_t> positions;                 // the started draft's anchors before acceptance
-    bool outstanding = false;
-  };
-  mutable DraftChain chain_;
+  mutable DraftChain chain_;  // chained drafts (draft_chain.h)
   mutable const int32_t* step_token_ids_ = nullptr;  // the last step's input tokens on the device (its plan's)
 };
 
