@@ -634,13 +634,19 @@ float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const 
   cuda::add_rms_norm(nullptr, x, w.layer.input_norm, h, T, H, eps, nullptr);
   attention(m, w.layer.attention, plan, static_cast<Bf16*>(cache->layer_data(m)), h, delta, scratch);
   cuda::add_rms_norm(delta, x, w.layer.post_attention_norm, h, T, H, eps, nullptr);
-  if (w.layer.is_moe) w.moe->run(0, w.layer.moe, h, delta, T, nullptr, scratch, nullptr);
-  else device_mlp(main_lane(), w.layer.mlp, h, delta, T, H, scratch, num_sms_);
-  cuda::add_rms_norm(delta, x, w.head_norm, h, T, H, eps, nullptr);
-  auto* selected = scratch.alloc<Bf16>(R * H);
-  cuda::embedding(h, row_ids, selected, R, H, nullptr);
+  // Past attention only the rows read go on: a row's feed-forward output reaches nothing but its own logits, while
+  // every row's keys are in the module's cache already. So the experts see one row a sequence, not the step's
+  // (and the prompt's, at prefill) every row; a chained draft's extra rows then cost attention only.
+  auto* x_read = scratch.alloc<Bf16>(R * H);
+  auto* h_read = scratch.alloc<Bf16>(R * H);
+  auto* ffn_out = scratch.alloc<Bf16>(R * H);
+  cuda::embedding(x, row_ids, x_read, R, H, nullptr);  // row gathers
+  cuda::embedding(h, row_ids, h_read, R, H, nullptr);
+  if (w.layer.is_moe) w.moe->run(0, w.layer.moe, h_read, ffn_out, R, nullptr, scratch, nullptr);
+  else device_mlp(main_lane(), w.layer.mlp, h_read, ffn_out, R, H, scratch, num_sms_);
+  cuda::add_rms_norm(ffn_out, x_read, w.head_norm, h_read, R, H, eps, nullptr);
   auto* logits = scratch.alloc<float>(R * c.vocab_size);
-  linear(selected, w.head, logits, true, R, c.vocab_size, H);
+  linear(h_read, w.head, logits, true, R, c.vocab_size, H);
   DI_CUDA_CHECK(cudaGetLastError());
   return logits;
 }
