@@ -20,6 +20,13 @@ __global__ void gather_byte_rows_kernel(const uint8_t* table, int64_t row_bytes,
   for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) dst[i] = src[i];
 }
 
+__global__ void gather_int32_rows_kernel(const int32_t* table, int64_t width, const int32_t* rows, int32_t* out) {
+  begin_dependent_kernel();
+  const int32_t* src = table + static_cast<int64_t>(rows[blockIdx.x]) * width;
+  int32_t* dst = out + static_cast<int64_t>(blockIdx.x) * width;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) dst[i] = src[i];
+}
+
 }  // namespace
 
 void embedding(const __nv_bfloat16* table, const int32_t* ids, __nv_bfloat16* out, int64_t num_tokens, int64_t dim,
@@ -33,6 +40,12 @@ void gather_byte_rows(const uint8_t* table, int64_t row_bytes, const int64_t* ro
   if (num_rows == 0) return;
   launch_dependent(gather_byte_rows_kernel, static_cast<unsigned>(num_rows), 128, 0, stream, table, row_bytes, rows,
                    out, out_stride);
+}
+
+void gather_int32_rows(const int32_t* table, int64_t width, const int32_t* rows, int64_t num_rows, int32_t* out,
+                       cudaStream_t stream) {
+  if (num_rows == 0) return;
+  launch_dependent(gather_int32_rows_kernel, static_cast<unsigned>(num_rows), 128, 0, stream, table, width, rows, out);
 }
 
 }  // namespace deepinfer::cuda

@@ -59,6 +59,24 @@ void gather_byte_rows(OpRun& r) {
   r.exact("rows and the bytes between them", out.to_host(), want);
 }
 
+// Rows of a step plan's int32 tables (block tables, lengths) at device row indices, repeats allowed.
+void gather_int32_rows(OpRun& r) {
+  const int64_t table_rows = r["table_rows"], width = r["width"], n = r["rows"];
+  std::vector<int32_t> table(table_rows * width);
+  for (auto& v : table) v = static_cast<int32_t>(r.rng()());
+  std::vector<int32_t> rows(n);
+  for (auto& row : rows) row = static_cast<int32_t>(r.rng()() % table_rows);
+  auto d_table = DeviceArray<int32_t>::from_host(table);
+  auto d_rows = DeviceArray<int32_t>::from_host(rows);
+  DeviceArray<int32_t> out(n * width);
+  out.poison();
+  cuda::gather_int32_rows(d_table.data(), width, d_rows.data(), n, out.data(), nullptr);
+  sync();
+  std::vector<int32_t> want;
+  for (const int32_t row : rows) want.insert(want.end(), table.begin() + row * width, table.begin() + (row + 1) * width);
+  r.exact("rows", out.to_host(), want);
+}
+
 // The vectorised kernel (dim a multiple of 8, up to 8,192: 2048, 7168 = four pieces a thread, 200 = fewer pieces
 // than threads) and the strided one (2050, 9216), with and without the residual add.
 void add_rms_norm(OpRun& r) {
@@ -667,6 +685,9 @@ void add_dense_rows(OpTable& t) {
        std::initializer_list<std::pair<int64_t, int64_t>>{{256, 264}, {8, 264}, {264, 264}, {1, 3}})
     t.add("gather_byte_rows", "bytes", {{"table_rows", 5000}, {"row_bytes", row_bytes}, {"rows", 700}, {"stride", stride}},
           kExact, gather_byte_rows);
+  for (int64_t width : {1, 33, 300})
+    t.add("gather_int32_rows", "i32", {{"table_rows", 513}, {"width", width}, {"rows", 300}}, kExact,
+          gather_int32_rows);
   for (int64_t dim : {2048, 7168, 200, 2050, 9216})
     for (int64_t with_add : {1, 0})
       t.add("add_rms_norm", "bf16", {{"rows", 37}, {"dim", dim}, {"add", with_add}}, kBf16, add_rms_norm);

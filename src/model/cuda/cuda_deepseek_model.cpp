@@ -212,7 +212,8 @@ void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp3
 }
 
 void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer,
-                                  const Bf16* h, Bf16* out, ScratchPool& scratch) const {
+                                  const Bf16* h, Bf16* out, ScratchPool& scratch, const int32_t* read_rows,
+                                  int64_t num_read) const {
   const ModelConfig& c = config_;
   const int64_t T = plan.num_tokens, H = c.hidden_size, heads = c.num_attention_heads;
   const int64_t nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim, qk = c.qk_head_dim(), v = c.v_head_dim;
@@ -262,7 +263,9 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
   }
   profiler_.mark("attn:projections+rope");
 
-  auto* attn = scratch.alloc<Bf16>(T * heads * v);
+  // Every row's latent is in the cache now; with read_rows only those rows attend on (A of them).
+  const int64_t A = read_rows != nullptr ? num_read : T;
+  auto* attn = scratch.alloc<Bf16>(A * heads * v);
   const float scale = c.softmax_scale();
   if (plan.absorbed) {
     // Fold W_uk into the queries (done above for a few rows); attend over the latent cache; unfold with W_uv.
@@ -277,32 +280,47 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
       DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, lora, nope, {q, q_stride, qk}, {w.kv_b, lora, (nope + v) * lora},
                                       false, q_latent, heads * D, D, false, heads));
     }
-    const int64_t splits = decode_splits(T, plan.max_len);
+    const Bf16* queries = q_latent;
+    const int32_t* block_table = plan.block_table;
+    const int32_t* seq_lens = plan.seq_lens;
+    if (read_rows != nullptr) {
+      auto* q_read = scratch.alloc<Bf16>(A * heads * D);
+      auto* table_read = scratch.alloc<int32_t>(A * plan.max_blocks);
+      auto* lens_read = scratch.alloc<int32_t>(A);
+      cuda::embedding(q_latent, read_rows, q_read, A, heads * D, nullptr);  // row gathers
+      cuda::gather_int32_rows(plan.block_table, plan.max_blocks, read_rows, A, table_read, nullptr);
+      cuda::gather_int32_rows(plan.seq_lens, 1, read_rows, A, lens_read, nullptr);
+      queries = q_read;
+      block_table = table_read;
+      seq_lens = lens_read;
+    }
+    const bool gemv_rows = plan.absorbed && A <= kGemvMaxLinearRows && lora % 8 == 0 && !c.batch_invariant;
+    const int64_t splits = decode_splits(A, plan.max_len);
     const int64_t rows_per_launch =
         c.batch_invariant ? std::max<int64_t>(1, kInvariantWorkspaceBytes / static_cast<int64_t>(
                                                          cuda::mla_decode_workspace_bytes(1, heads, lora, splits)))
-                          : std::max<int64_t>(T, 1);
+                          : std::max<int64_t>(A, 1);
     auto* workspace = scratch.alloc<float>(
-        cuda::mla_decode_workspace_bytes(std::min(T, rows_per_launch), heads, lora, splits) / sizeof(float));
+        cuda::mla_decode_workspace_bytes(std::min(A, rows_per_launch), heads, lora, splits) / sizeof(float));
     profiler_.mark("attn:absorb");
     const Bf16* w_uv = w.kv_b + nope * lora;  // W_uv: each head's last v rows of kv_b, (nope + v) * lora apart
-    if (gemv && cuda::mla_decode_projected_supports(lora, rope, splits)) {
+    if (gemv_rows && cuda::mla_decode_projected_supports(lora, rope, splits)) {
       // A few rows over several splits: W_uv folded into the split combine, one launch less (mla_decode.cuh). It
       // pays at batch 1-2 only: each block projects one head of one row, so W_uv is re-read from L2 for every row
       // (results/h200/design-measurements.md).
-      cuda::mla_decode_attention_projected(q_latent, cache_layer, plan.block_table, plan.max_blocks, plan.seq_lens, T,
+      cuda::mla_decode_attention_projected(queries, cache_layer, block_table, plan.max_blocks, seq_lens, A,
                                            heads, lora, rope, scale, splits, workspace,
                                            {w_uv, v, (nope + v) * lora}, attn, nullptr);
       profiler_.mark("attn:decode kernel+unabsorb");
     } else {
-      auto* o_latent = scratch.alloc<Bf16>(T * heads * lora);
+      auto* o_latent = scratch.alloc<Bf16>(A * heads * lora);
       // (--batch-invariant: rows_per_launch bounds the workspace of the splits the longest sequence needs; a row's
       // result does not depend on its launch.)
-      for (int64_t first = 0; first < T; first += rows_per_launch)
-        cuda::mla_decode_attention(q_latent + first * heads * D, cache_layer, plan.block_table + first * plan.max_blocks,
-                                   plan.max_blocks, plan.seq_lens + first, std::min(rows_per_launch, T - first),
-                                   heads, lora, rope, scale, splits, workspace, o_latent + first * heads * lora,
-                                   nullptr, c.batch_invariant ? invariant_keys_per_split() : 0);
+      for (int64_t first = 0; first < A; first += rows_per_launch)
+        cuda::mla_decode_attention(queries + first * heads * D, cache_layer, block_table + first * plan.max_blocks,
+                                   plan.max_blocks, seq_lens + first, std::min(rows_per_launch, A - first), heads,
+                                   lora, rope, scale, splits, workspace, o_latent + first * heads * lora, nullptr,
+                                   c.batch_invariant ? invariant_keys_per_split() : 0);
       profiler_.mark("attn:decode kernel");
       // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows,
       // faster than cuBLAS's batched GEMM for these 2 MB (benchmarks/linear_bench;
@@ -311,16 +329,16 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
       if (c.batch_invariant && lora % 8 == 0) {
         // One kernel for every row count, in launches of at most 64 rows (the skinny kernel's rows do not depend
         // on their launch: benchmarks/batch_invariance_probe).
-        for (int64_t first = 0; first < T; first += cuda::kLinearSkinnyMaxRows)
+        for (int64_t first = 0; first < A; first += cuda::kLinearSkinnyMaxRows)
           cuda::batched_linear_skinny(o_latent + first * heads * lora, w_uv, attn + first * heads * v, heads,
-                                      std::min(cuda::kLinearSkinnyMaxRows, T - first), v, lora, uv_layout, num_sms_,
+                                      std::min(cuda::kLinearSkinnyMaxRows, A - first), v, lora, uv_layout, num_sms_,
                                       nullptr);
-      } else if (gemv) {
-        cuda::batched_gemv(o_latent, w_uv, attn, heads, T, v, lora, uv_layout, nullptr);
-      } else if (T <= cuda::kLinearSkinnyMaxRows && lora % 8 == 0) {
-        cuda::batched_linear_skinny(o_latent, w_uv, attn, heads, T, v, lora, uv_layout, num_sms_, nullptr);
+      } else if (gemv_rows) {
+        cuda::batched_gemv(o_latent, w_uv, attn, heads, A, v, lora, uv_layout, nullptr);
+      } else if (A <= cuda::kLinearSkinnyMaxRows && lora % 8 == 0) {
+        cuda::batched_linear_skinny(o_latent, w_uv, attn, heads, A, v, lora, uv_layout, num_sms_, nullptr);
       } else {
-        DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, T, v, lora, {o_latent, heads * lora, lora},
+        DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, A, v, lora, {o_latent, heads * lora, lora},
                                         {w_uv, lora, (nope + v) * lora}, true, attn, heads * v, v, false, heads));
       }
     }
@@ -332,11 +350,13 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     DI_CUBLAS_CHECK(cuda::gemm_bf16(blas, plan.num_keys, heads * (nope + v), lora, {context, D}, {w.kv_b, lora}, true,
                                     kv_expanded, heads * (nope + v), 0, false, 1));
     profiler_.mark("attn:expand kv");
+    auto* attn_all = read_rows != nullptr ? scratch.alloc<Bf16>(T * heads * v) : attn;
     cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k, plan.tiles,
-                                plan.num_tiles, heads, nope, rope, v, scale, attn, nullptr);
+                                plan.num_tiles, heads, nope, rope, v, scale, attn_all, nullptr);
+    if (read_rows != nullptr) cuda::embedding(attn_all, read_rows, attn, A, heads * v, nullptr);
     profiler_.mark("attn:prefill kernel");
   }
-  linear(attn, w.o, out, false, T, H, heads * v);
+  linear(attn, w.o, out, false, A, H, heads * v);
   profiler_.mark("attn:unabsorb+o_proj");
 }
 
@@ -632,16 +652,15 @@ float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const 
   linear(joined, w.eh_proj, x, false, T, H, 2 * H);
   // One decoder layer with its own cache layer (index num_hidden_layers) and experts.
   cuda::add_rms_norm(nullptr, x, w.layer.input_norm, h, T, H, eps, nullptr);
-  attention(m, w.layer.attention, plan, static_cast<Bf16*>(cache->layer_data(m)), h, delta, scratch);
-  cuda::add_rms_norm(delta, x, w.layer.post_attention_norm, h, T, H, eps, nullptr);
-  // Past attention only the rows read go on: a row's feed-forward output reaches nothing but its own logits, while
-  // every row's keys are in the module's cache already. So the experts see one row a sequence, not the step's
-  // (and the prompt's, at prefill) every row; a chained draft's extra rows then cost attention only.
+  // Every row's latent goes into the module's cache; past that only the rows read (one a sequence) go on: a row's
+  // attention and feed-forward output reach nothing but its own logits. So a prompt chunk (at prefill) or a chained
+  // step's every verify row costs the module's projections and its cache writes, the read rows the rest.
   auto* x_read = scratch.alloc<Bf16>(R * H);
   auto* h_read = scratch.alloc<Bf16>(R * H);
   auto* ffn_out = scratch.alloc<Bf16>(R * H);
-  cuda::embedding(x, row_ids, x_read, R, H, nullptr);  // row gathers
-  cuda::embedding(h, row_ids, h_read, R, H, nullptr);
+  cuda::embedding(x, row_ids, x_read, R, H, nullptr);  // a row gather: the read rows' residual
+  attention(m, w.layer.attention, plan, static_cast<Bf16*>(cache->layer_data(m)), h, delta, scratch, row_ids, R);
+  cuda::add_rms_norm(delta, x_read, w.layer.post_attention_norm, h_read, R, H, eps, nullptr);
   if (w.layer.is_moe) w.moe->run(0, w.layer.moe, h_read, ffn_out, R, nullptr, scratch, nullptr);
   else device_mlp(main_lane(), w.layer.mlp, h_read, ffn_out, R, H, scratch, num_sms_);
   cuda::add_rms_norm(ffn_out, x_read, w.head_norm, h_read, R, H, eps, nullptr);
