@@ -4,18 +4,18 @@
 //                 [--varlen 1]
 //   drafter_bench mtp configs/models/deepseek-v3.json [--layers 4] ...
 // The main model runs at --layers (V4.1: the drafter's target layers renumbered to its last three, since the fusion
-// reads three), every sequence at --context cached tokens (random cache entries). Per batch of S sequences it prints
-// one JSON line: the main decode step's median ms without the drafter and with it enabled (DSpark: the step also
-// writes the draft layers' keys), and the drafter's own median ms (DSpark: one block of dspark_block_size drafts a
-// sequence; MTP: the module over the step's S rows, and draft_two_rows_ms over a verify step's 2S rows, read at S).
-// Medians of 9 after 3 warm-up runs, host wall clock around the model's calls (each returns its tokens to the host,
-// so the device's work is in it). Then the engine's speculative decode loop with the drafter (fixed drafts: a DSpark
-// block's, MTP's one; greedy; in order): the median engine step (verify step, postprocessing, the next draft) and the
-// device's idle time in it (before the verify step's forward and before the draft: the host's work showing through),
-// over 9 steps after 3; then with overlapped scheduling (chained_*: each draft queued behind its verify step, the
-// host preparing the next step while the device drafts). --varlen 1: the engine loop under the variable-length rule
-// (its cost curve measured first; chained, each step laid out once its draft is back). The dummy drafts are almost
-// never accepted, so a step emits about one token a sequence: this times the loop, not its yield.
+// reads three), every sequence at --context cached tokens (random cache entries). Per batch of S sequences it
+// prints one JSON line: the main decode step's median ms without the drafter and with it enabled (DSpark: the step
+// also writes the draft layers' keys), and the drafter's own median ms (DSpark: one block of dspark_block_size drafts a
+// sequence; MTP: the module over the step's S rows). Medians of 9 after 3 warm-up runs, host wall clock around the
+// model's calls (each returns its tokens to the host, so the device's work is in it). Then the engine's speculative
+// decode loop with the drafter (fixed drafts: a DSpark block's, MTP's one; greedy; in order):
+// the median engine step (verify step, postprocessing, the next draft) and the device's idle time in it (before the
+// verify step's forward and before the draft: the host's work showing through), over 9 steps after 3; then with
+// overlapped scheduling (chained_*: each draft queued behind its verify step, the host preparing the next step while
+// the device drafts). --varlen 1: the engine loop under the variable-length rule (its cost curve measured first;
+// chained, each step laid out once its draft is back). The dummy drafts are almost never accepted, so a step emits
+// about one token a sequence: this times the loop, not its yield.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -52,7 +52,6 @@ ModelConfig config_at(const std::string& path, const std::string& drafter, int64
 // One model, its cache filled at random and S sequences at `context`: the decode step's and the drafter's medians.
 struct Timing {
   double step_ms = 0, draft_ms = 0;
-  double draft_two_rows_ms = 0;  // MTP: the module over two rows a sequence, read at the last
 };
 Timing time_model(const ModelConfig& config, const std::string& drafter, bool enable, int64_t batch, int64_t context) {
   WeightOrigin weights;
@@ -86,21 +85,6 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
       model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr);  // keeps the hidden states
       model->mtp_draft(step, hidden_rows, *cache);
     }) - t.step_ms;
-    // A verify step of one draft (two rows a sequence): the module's shape chained, and in order once a draft is
-    // accepted. Its rows write the module's cache; the one read a sequence attends and goes on.
-    ForwardBatch two;
-    for (int64_t s = 0; s < batch; ++s) {
-      two.token_ids.insert(two.token_ids.end(), {static_cast<int32_t>(1000 + 7 * s), static_cast<int32_t>(2000 + s)});
-      two.sequences.push_back({context, 2, tables[s]});
-    }
-    std::vector<int64_t> two_hidden(2 * batch);
-    for (int64_t r = 0; r < 2 * batch; ++r) two_hidden[r] = r;
-    const double two_step_ms =
-        host_median_ms(9, [&] { model->forward_and_sample(two, *cache, nullptr, rows, nullptr, nullptr); });
-    t.draft_two_rows_ms = host_median_ms(9, [&] {
-      model->forward_and_sample(two, *cache, nullptr, rows, nullptr, nullptr);
-      model->mtp_draft(two, two_hidden, *cache);
-    }) - two_step_ms;
   }
   return t;
 }
@@ -165,7 +149,6 @@ int run(int argc, char** argv) {
                            {"engine_drafts", drafts},  {"engine_varlen", varlen}, {"engine_step_ms", loop.step_ms},
                            {"engine_device_idle_ms", loop.idle_ms},   {"engine_tokens_per_step", loop.tokens_per_step}};
     if (drafter == "dspark") line["block"] = config.v41.dspark.block_size;
-    else line["draft_two_rows_ms"] = with.draft_two_rows_ms;
     const EngineTiming chained = time_engine(config, drafts, batch, context, true, varlen);
     line["chained_step_ms"] = chained.step_ms;
     line["chained_device_idle_ms"] = chained.idle_ms;
