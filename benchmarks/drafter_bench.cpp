@@ -29,6 +29,7 @@
 #include "src/core/files.h"
 #include "src/bench/step_bench.h"
 #include "src/model/backend.h"
+#include "src/model/engram_hash.h"
 #include "src/model/model_config.h"
 #include "src/model/v41_config.h"
 
@@ -46,7 +47,9 @@ ModelConfig config_at(const std::string& path, const std::string& drafter, int64
   } else {
     root["num_hidden_layers"] = layers;
   }
-  return parse_model_config(root.dump(), path + " (drafter_bench)");
+  ModelConfig config = parse_model_config(root.dump(), path + " (drafter_bench)");
+  if (!config.v41.engram_layer_ids.empty()) dummy_engram_hash(config.v41);  // (kept at --layers 7 and more)
+  return config;
 }
 
 // One model, its cache filled at random and S sequences at `context`: the decode step's and the drafter's medians.

@@ -13,9 +13,12 @@
 #include "kernels/cuda/speculation.cuh"
 #include "src/core/device.h"
 #include "src/core/device_array.h"
+#include "src/core/files.h"
 #include "src/engine/speculation.h"
 #include "src/engine/engine.h"
 #include "src/model/backend.h"
+#include "src/model/engram_hash.h"
+#include "src/model/model_config.h"
 #include "tests/gpu/cpu_reference.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/speculation_cases.h"
@@ -379,6 +382,32 @@ TEST(CudaDspark, ChainedDraftsGiveTheInOrderRun) {
   testing::expect_chained_drafts_keep_the_outputs(*model, 3, false, 0.8f, 16384, "sampled");
   testing::expect_chained_drafts_keep_the_outputs(*model, block, false, 0.0f, 4 * 64, "greedy, 4 blocks");
   testing::expect_chained_drafts_keep_the_outputs(*model, block, true, 0.8f, 16384, "varlen, sampled");
+}
+
+// With engram layers too (DeepSeek-V4.1-Flash has two, the fixture none): the fixture's configuration with
+// tiny-v41-engram's engram settings, dummy weights (draft layers too) and hash tables. A chained verify step's draft
+// rows are written on the device, so its engram rows are hashed there (cuda::engram_hash_rows).
+TEST(CudaDspark, ChainedDraftsWithEngramLayersGiveTheInOrderRun) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  nlohmann::json root =
+      nlohmann::json::parse(read_text_file(testing::fixture_dir(kFixture) / "config.json", "model config"));
+  const nlohmann::json engram =
+      nlohmann::json::parse(read_text_file(testing::fixture_dir("tiny-v41-engram") / "config.json", "model config"));
+  for (const auto& [key, value] : engram["text_config"].items())
+    if (key.starts_with("engram_")) root["text_config"][key] = value;
+  ModelConfig config = parse_model_config(root.dump(), "tiny-v41-dspark with tiny-v41-engram's engram layers");
+  config.batch_invariant = true;
+  ASSERT_EQ(config.v41.engram_layer_ids.size(), 2u);
+  dummy_engram_hash(config.v41);
+  WeightOrigin weights;
+  weights.dummy_seed = 5;
+  weights.dummy_draft_module = true;
+  const std::unique_ptr<CausalLm> model = make_causal_lm(std::move(config), std::move(weights), Device::kCuda, 0);
+  model->enable_mtp();
+  ASSERT_TRUE(model->chains_drafts());
+  testing::expect_chained_drafts_keep_the_outputs(*model, model->dspark_block_size(), false, 0.0f, 16384,
+                                                  "engram, greedy");
+  testing::expect_chained_drafts_keep_the_outputs(*model, 3, false, 0.8f, 16384, "engram, sampled");
 }
 
 }  // namespace

@@ -32,20 +32,39 @@ std::vector<SamplingRow> rows_at(int64_t position) {
   return rows;
 }
 
-// Step 0 prefills every sequence (prompts of 5 + 11 s tokens); step k > 0 decodes one token a sequence. Sequence 2's
-// input at step 3 is given on the host (a token of its own choosing), as a recomputed or new input would be.
+int32_t prompt_token(int64_t s, int64_t i, int64_t vocab) { return static_cast<int32_t>((i * 17 + 3 * s + 2) % vocab); }
+
+// Sequence 2's input at step 3 is given on the host (a token of its own choosing), as a recomputed or new input would
+// be; every other input of step k > 0 is the token step k - 1 sampled.
+int32_t input_token(int64_t step, int64_t s, const std::vector<int32_t>& previous) {
+  return step == 3 && s == 2 ? 7 : previous[s];
+}
+
+// Each sequence's tokens before step `step`'s input (engram hashing reads them): its prompt, then the inputs of steps
+// 1 .. step - 1, which the tokens of steps 0 .. step - 2 give (`tokens`: per step, per sequence).
+std::vector<std::vector<int32_t>> histories(int64_t step, const std::vector<std::vector<int32_t>>& tokens,
+                                            int64_t vocab) {
+  std::vector<std::vector<int32_t>> out(kSequences);
+  for (int64_t s = 0; s < kSequences && step > 0; ++s) {
+    for (int64_t i = 0; i < 5 + 11 * s; ++i) out[s].push_back(prompt_token(s, i, vocab));
+    for (int64_t k = 1; k < step; ++k) out[s].push_back(input_token(k, s, tokens[k - 1]));
+  }
+  return out;
+}
+
+// Step 0 prefills every sequence (prompts of 5 + 11 s tokens); step k > 0 decodes one token a sequence, its earlier
+// tokens `history` (which must outlive the batch).
 ForwardBatch step_batch(int64_t step, const std::vector<std::vector<int32_t>>& tables, int64_t vocab,
-                        const std::vector<int32_t>& previous) {
+                        const std::vector<int32_t>& previous, const std::vector<std::vector<int32_t>>& history) {
   ForwardBatch batch;
   for (int64_t s = 0; s < kSequences; ++s) {
     const int64_t prompt = 5 + 11 * s;
     if (step == 0) {
-      for (int64_t i = 0; i < prompt; ++i) batch.token_ids.push_back(static_cast<int32_t>((i * 17 + 3 * s + 2) % vocab));
+      for (int64_t i = 0; i < prompt; ++i) batch.token_ids.push_back(prompt_token(s, i, vocab));
       batch.sequences.push_back({0, prompt, tables[s]});
     } else {
-      batch.token_ids.push_back(previous.empty() ? 0 : previous[s]);
-      if (step == 3 && s == 2) batch.token_ids.back() = 7;
-      batch.sequences.push_back({prompt + step - 1, 1, tables[s]});
+      batch.token_ids.push_back(previous.empty() ? 0 : input_token(step, s, previous));
+      batch.sequences.push_back({prompt + step - 1, 1, tables[s], history[s]});
     }
   }
   return batch;
@@ -63,9 +82,11 @@ Chain in_order(const CausalLm& model) {
   std::unique_ptr<KvCache> cache = model.make_kv_cache(kBlocksEach * kSequences);
   const auto tables = block_tables();
   Chain chain;
+  const int64_t vocab = model.config().vocab_size;
   for (int64_t step = 0; step < kSteps; ++step) {
+    const auto history = histories(step, chain.tokens, vocab);
     const ForwardBatch batch =
-        step_batch(step, tables, model.config().vocab_size, step == 0 ? std::vector<int32_t>{} : chain.tokens.back());
+        step_batch(step, tables, vocab, step == 0 ? std::vector<int32_t>{} : chain.tokens.back(), history);
     std::vector<uint64_t> hashes(kSequences);
     chain.tokens.push_back(model.forward_and_sample(batch, *cache, nullptr, rows_at(step), nullptr, hashes.data()));
     chain.hashes.push_back(hashes);
@@ -83,8 +104,11 @@ Chain overlapped(const CausalLm& model) {
     chain.tokens.push_back(model.finish_forward_and_sample(hashes.data()));
     chain.hashes.push_back(hashes);
   };
+  const int64_t vocab = model.config().vocab_size;
   for (int64_t step = 0; step < kSteps; ++step) {
-    ForwardBatch batch = step_batch(step, tables, model.config().vocab_size, {});
+    const auto history = histories(step, chain.tokens, vocab);  // (the tokens of steps up to step - 2 are back)
+    ForwardBatch batch = step_batch(step, tables, vocab, {}, history);
+    if (step == 3) batch.token_ids[2] = 7;
     if (step > 0)
       for (int64_t s = 0; s < kSequences; ++s)
         if (!(step == 3 && s == 2))
@@ -123,6 +147,16 @@ TEST(CudaOverlap, V41StartedStepsTakeTheirInputsOnTheDevice) {
   const ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41-fp8"));
   const CudaV41Model model(config, DummyWeightSource(5, nullptr), 0);
   expect_overlap_equals_in_order(model, "tiny-v41-fp8");
+}
+
+// With engram layers (tables whole on the rank): a started step's engram rows hashed on the device from the inputs
+// written there, its earlier tokens' from the host.
+TEST(CudaOverlap, V41WithEngramStartedStepsTakeTheirInputsOnTheDevice) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const ModelConfig config = load_model_config(testing::fixture_dir("tiny-v41-engram"));
+  ASSERT_FALSE(config.v41.engram_layer_ids.empty());
+  const CudaV41Model model(config, DummyWeightSource(5, nullptr), 0);
+  expect_overlap_equals_in_order(model, "tiny-v41-engram");
 }
 
 }  // namespace

@@ -20,14 +20,20 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <random>
 
 #include "kernels/cuda/embedding.cuh"
+#include "kernels/cuda/engram.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "src/core/device.h"
 #include "src/core/device_array.h"
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_moe.h"
+#include "src/core/files.h"
 #include "src/model/cuda/cuda_v41_model.h"
+#include "src/model/cuda/cuda_v41_step.h"
+#include "src/model/engram_hash.h"
+#include "src/model/model_config.h"
 #include "src/model/safetensors.h"
 #include "src/model/v41_model.h"
 #include "tests/unit/fixtures.h"
@@ -345,6 +351,47 @@ TEST(CudaV41, EngramTablesInHostMemoryGiveTheSameLogits) {
           << fixture << ", " << prompt.size() << " tokens";
     }
   }
+}
+
+// The engram rows hashed on the device (cuda::engram_hash_rows from engram_hash_sources) are the host's
+// (engram_rows) at DeepSeek-V4.1-Flash's sizes (buckets near 16M rows, multipliers up to its overflow bound; dummy
+// hash tables): a prompt from position 0, a row whose n-grams reach before the start, verify rows after 100 tokens,
+// and a decode row given only the max_ngram - 1 tokens before it.
+TEST(CudaV41, EngramRowsHashedOnTheDeviceAreTheHosts) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const auto path = std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/deepseek-v4.1-flash.json";
+  ModelConfig config = parse_model_config(read_text_file(path, "model config"), path.string());
+  V41TextConfig& v = config.v41;
+  ASSERT_FALSE(v.engram_layer_ids.empty());
+  dummy_engram_hash(v);
+  const int64_t N = v.engram_max_ngram_size;
+  std::mt19937 rng(29);
+  const auto token = [&] { return static_cast<int32_t>(rng() % static_cast<uint32_t>(v.vocab_size)); };
+  std::vector<std::vector<int32_t>> earlier = {{}, {token(), token()}, std::vector<int32_t>(100), {}};
+  for (int32_t& t : earlier[2]) t = token();
+  for (int64_t k = 0; k < N - 1; ++k) earlier[3].push_back(token());
+  const std::vector<std::pair<int64_t, int64_t>> cached_new = {{0, 7}, {2, 1}, {100, 4}, {50, 1}};
+  ForwardBatch batch;
+  for (size_t s = 0; s < cached_new.size(); ++s) {
+    batch.sequences.push_back({cached_new[s].first, cached_new[s].second, {}, earlier[s]});
+    for (int64_t i = 0; i < cached_new[s].second; ++i) batch.token_ids.push_back(token());
+  }
+  const std::vector<int64_t> want = engram_rows(v, batch);
+  const int64_t T = batch.num_tokens(), layers = std::ssize(v.engram_layer_ids);
+  const auto tokens = DeviceArray<int32_t>::from_host(batch.token_ids);
+  const auto sources = DeviceArray<int32_t>::from_host(engram_hash_sources(v, batch));
+  const auto compressed = DeviceArray<int32_t>::from_host(v.engram_hash.compressed_ids);
+  const auto multipliers = DeviceArray<int64_t>::from_host(v.engram_hash.multipliers);
+  const auto primes = DeviceArray<int64_t>::from_host(v.engram_hash.primes);
+  const auto offsets = DeviceArray<int64_t>::from_host(v.engram_hash.offsets);
+  DeviceArray<int32_t> rows(std::ssize(want));
+  rows.poison();
+  cuda::engram_hash_rows(tokens.data(), sources.data(), compressed.data(),
+                         v.engram_hash.compressed_ids[v.engram_pad_id], multipliers.data(), primes.data(),
+                         offsets.data(), T, layers, N, v.engram_n_heads, rows.data(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  ASSERT_EQ(std::ssize(want), layers * T * v41_engram_columns(v));
+  EXPECT_EQ(rows.to_host(), std::vector<int32_t>(want.begin(), want.end()));
 }
 
 // Several sequences of different lengths in one step (chunked prefill of two, a decode row, a fresh prompt): each

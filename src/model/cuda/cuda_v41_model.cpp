@@ -38,6 +38,13 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   for (int64_t rows : v.engram_num_embeddings)
     DI_INPUT_CHECK(rows <= std::numeric_limits<int32_t>::max(),
                    "the CUDA engram gathers address tables of fewer than 2^31 rows; one has {}", rows);
+  if (!v.engram_layer_ids.empty() && v.engram_shard.whole()) {
+    const EngramHashTables& t = v.engram_hash;
+    engram_hash_ = std::make_unique<DeviceEngramHash>(DeviceEngramHash{
+        DeviceArray<int32_t>::from_host(t.compressed_ids), DeviceArray<int64_t>::from_host(t.multipliers),
+        DeviceArray<int64_t>::from_host(t.primes), DeviceArray<int64_t>::from_host(t.offsets),
+        t.compressed_ids[v.engram_pad_id]});
+  }
   const int64_t H = c.hidden_size, hd = v.head_dim, hc = v.hc_mult;
   DI_INPUT_CHECK(hc <= cuda::kHcMaxStreams && H <= cuda::kHcMaxHidden,
                  "the CUDA hyper-connections hold hc_mult <= {} and hidden_size <= {}; the model has {} and {}",
@@ -479,6 +486,14 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
   idle_.record_start();
   sampler_.fill_inputs(plan.token_ids, batch.tokens_from_previous_step, published_);
   chain_.fill_inputs(plan.token_ids, batch.tokens_from_draft, published_);
+  if (plan.engram_sources != nullptr) {  // the engram rows, from the inputs as they are now on the device
+    const V41TextConfig& v = config_.v41;
+    cuda::engram_hash_rows(plan.token_ids, plan.engram_sources, engram_hash_->compressed_ids.data(),
+                           engram_hash_->pad_compressed_id, engram_hash_->multipliers.data(),
+                           engram_hash_->primes.data(), engram_hash_->offsets.data(), plan.num_tokens,
+                           std::ssize(v.engram_layer_ids), v.engram_max_ngram_size, v.engram_n_heads, plan.engram_rows,
+                           nullptr);
+  }
   step_token_ids_ = plan.token_ids;
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   Bf16* features = dspark_enabled_ ? published_.alloc<Bf16>(plan.num_tokens * std::ssize(config_.v41.dspark.target_layer_ids) *
@@ -530,7 +545,8 @@ std::vector<int32_t> CudaV41Model::forward_and_sample(const ForwardBatch& batch,
 
 void CudaV41Model::start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                             std::span<const SamplingRow> rows, bool logits_hashes) const {
-  DI_CHECK(samples_async(), "a V4.1 model with engram layers hashes its inputs on the host: no step starts early");
+  DI_CHECK(samples_async(), "a V4.1 model with engram tables split across its EP group hashes its inputs on the "
+           "host: no step starts early");
   int64_t num_rows = 0;
   float* logits = run_to_logits(batch, cache, experts, &num_rows);
   sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());

@@ -63,9 +63,12 @@ class CudaV41Model final : public CausalLm {
   void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
   int64_t graph_replays() const override { return graphs_.replays(); }
   DeviceIdle device_idle() const override { return idle_.totals(); }
-  // The engram rows are hashed on the host from the step's token ids, so with engram layers a step cannot start
-  // before its inputs reach the host.
-  bool samples_async() const override { return config_.v41.engram_layer_ids.empty(); }
+  // Engram tables whole on this rank: the rows are hashed on the device, after the inputs the device writes. Split
+  // across an EP group (--engram-split group, more than one rank), they are hashed on the host to be fetched, so a
+  // step cannot start before its inputs reach the host.
+  bool samples_async() const override {
+    return config_.v41.engram_layer_ids.empty() || config_.v41.engram_shard.whole();
+  }
   void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                 std::span<const SamplingRow> rows, bool logits_hashes) const override;
   std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const override;
@@ -224,6 +227,12 @@ class CudaV41Model final : public CausalLm {
   std::unique_ptr<CudaMoe> moe_;
   std::vector<Layer> layers_;
   std::vector<MappedHostArray> engram_host_tables_;  // --engram-tables host: the tables, pinned and mapped
+  struct DeviceEngramHash {  // the hash's tables (engram_hash.h) on the device, when it hashes there
+    DeviceArray<int32_t> compressed_ids;
+    DeviceArray<int64_t> multipliers, primes, offsets;
+    int64_t pad_compressed_id = 0;
+  };
+  std::unique_ptr<DeviceEngramHash> engram_hash_;  // null: no engram layers, or the tables split (hashed on the host)
   size_t engram_table_bytes_ = 0;
   const Bf16 *embed_ = nullptr, *final_norm_ = nullptr, *head_ = nullptr;
   DeviceArray<float> main_inv_freq_, compress_inv_freq_;

@@ -11,6 +11,11 @@
 
 namespace deepinfer {
 
+// Per new token of `batch`, its tokens at positions p, p - 1, ..., p - max_ngram + 1 as cuda::engram_hash_rows reads
+// them: the sequence's earlier tokens by value, the step's own rows by index (their tokens may be written on the
+// device), a pad before the start.
+std::vector<int32_t> engram_hash_sources(const V41TextConfig& v, const ForwardBatch& batch);
+
 struct CudaV41Model::StepPlan {
   struct Sequence {
     int64_t first = 0;    // its first new token's row
@@ -65,7 +70,10 @@ struct CudaV41Model::StepPlan {
   const int32_t* row_tables = nullptr;         // [T, max_blocks] each row's sequence's block table
   const int32_t* seq_tables = nullptr;         // [S, max_blocks]
   const int32_t* extra_offsets = nullptr;      // [T + 1] = t * index_topk: each row's slots of selected entries
-  const int32_t* engram_rows = nullptr;        // [engram layers, T, columns]: the tables' rows (engram_hash.h)
+  int32_t* engram_rows = nullptr;              // [engram layers, T, columns]: the tables' rows (engram_hash.h)
+  // Tables whole on this rank: engram_rows are hashed on the device once the step's inputs are there (some may be
+  // written there: overlapped scheduling), from these sources [T, max_ngram] (cuda::engram_hash_rows).
+  const int32_t* engram_sources = nullptr;
   // Tables split across the EP group (v.engram_shard): the step's rows fetched from their holders here, every
   // layer's in the order of the hash, engram_rows then indexing these (FP8 codes + scales, or bf16 values).
   const uint8_t *fetched_engram_codes = nullptr, *fetched_engram_scales = nullptr;
