@@ -68,11 +68,15 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
   std::vector<std::vector<int32_t>> tables(batch);
   for (int64_t s = 0; s < batch; ++s)
     for (int64_t b = 0; b < blocks_per_seq; ++b) tables[s].push_back(static_cast<int32_t>(s * blocks_per_seq + b));
+  // The tokens before each sequence's row (engram layers hash the last few), as arbitrary as the cache's entries.
+  std::vector<std::vector<int32_t>> earlier(batch, std::vector<int32_t>(context));
+  for (int64_t s = 0; s < batch; ++s)
+    for (int64_t i = 0; i < context; ++i) earlier[s][i] = static_cast<int32_t>((i * 31 + s * 7 + 3) % config.vocab_size);
   ForwardBatch step;
   std::vector<SamplingRow> rows;
   for (int64_t s = 0; s < batch; ++s) {
     step.token_ids.push_back(static_cast<int32_t>(1000 + 7 * s));
-    step.sequences.push_back({context, 1, tables[s]});
+    step.sequences.push_back({context, 1, tables[s], earlier[s]});
     rows.push_back({0.0f, 1.0f, 0, 5, context + 1});
   }
   Timing t;
