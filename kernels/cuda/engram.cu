@@ -36,33 +36,15 @@ __global__ void __launch_bounds__(kThreads) engram_mix_kernel(float* streams, co
   for (int64_t d = threadIdx.x; d < hidden; d += kThreads) h[d] += gate * value[d];
 }
 
-constexpr int kMaxNgram = 16;  // v41_config's bound on engram_max_ngram_size (the caller's to keep)
-
 __global__ void engram_hash_rows_kernel(const int32_t* token_ids, const int32_t* sources, const int32_t* compressed_ids,
                                         int64_t pad_compressed_id, const int64_t* multipliers, const int64_t* primes,
                                         const int64_t* offsets, int64_t tokens, int64_t layers, int max_ngram,
                                         int64_t heads, int32_t* rows) {
   begin_dependent_kernel();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= tokens) return;
-  int64_t ids[kMaxNgram];
-  for (int k = 0; k < max_ngram; ++k) {
-    const int32_t source = sources[t * max_ngram + k];
-    ids[k] = source == kEngramPad ? pad_compressed_id
-                                  : compressed_ids[source >= 0 ? source : token_ids[kEngramFreshRow - source]];
-  }
-  const int64_t cols = (max_ngram - 1) * heads;
-  for (int64_t e = 0; e < layers; ++e) {
-    const int64_t* m = multipliers + e * max_ngram;
-    int64_t hash = ids[0] * m[0];
-    for (int n = 1; n < max_ngram; ++n) {
-      hash ^= ids[n] * m[n];  // the hash of the (n + 1)-gram ending at the row's position
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t c = (n - 1) * heads + h;
-        rows[(e * tokens + t) * cols + c] = static_cast<int32_t>(hash % primes[e * cols + c] + offsets[e * cols + c]);
-      }
-    }
-  }
+  if (t < tokens)
+    engram_hash_row(t, sources, token_ids, compressed_ids, pad_compressed_id, multipliers, primes, offsets, tokens,
+                    layers, max_ngram, heads, rows);
 }
 
 }  // namespace

@@ -8,22 +8,18 @@
 
 #include <cuda_runtime_api.h>
 
-#include <climits>
 #include <cstdint>
+
+#include "kernels/engram_hash_row.h"
 
 namespace deepinfer::cuda {
 
 void engram_mix(float* streams, const float* kv, const float* q_weight, const float* k_weight, int64_t tokens,
                 int64_t hc, int64_t hidden, float eps, cudaStream_t stream);
 
-// The engram hash (src/model/engram_hash.h's, bit for bit) on the device, for steps whose input tokens are written
-// there (overlapped scheduling: a token sampled by the step in flight, a chained draft's). sources [T, max_ngram]:
-// row t's tokens at positions p, p - 1, ..., p - max_ngram + 1: a token id (>= 0), kEngramFreshRow - r for the step's
-// row r (token_ids[r], on the device), or kEngramPad before the sequence's start. Out: rows [layers, T, columns],
-// columns = (max_ngram - 1) * heads, each the hash of the order's n-gram modulo its prime plus its offset.
-// compressed_ids [vocab]; multipliers [layers, max_ngram]; primes and offsets [layers, columns].
-inline constexpr int32_t kEngramPad = INT32_MIN;
-inline constexpr int32_t kEngramFreshRow = -1;  // - r: the step's row r
+// The engram hash (kernels/engram_hash_row.h, as the host's engram_rows) on the device, a thread a token, for steps
+// whose input tokens are written there (overlapped scheduling: a token sampled by the step in flight, a chained
+// draft's): rows [layers, T, columns] from sources [T, max_ngram] and the step's token_ids [T].
 void engram_hash_rows(const int32_t* token_ids, const int32_t* sources, const int32_t* compressed_ids,
                       int64_t pad_compressed_id, const int64_t* multipliers, const int64_t* primes,
                       const int64_t* offsets, int64_t tokens, int64_t layers, int64_t max_ngram, int64_t heads,

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/engram_hash_row.h"
 #include "src/core/check.h"
 #include "src/core/files.h"
 #include "src/core/random.h"
@@ -128,47 +129,46 @@ void dummy_engram_hash(V41TextConfig& v) {
   v.engram_hash = std::move(t);
 }
 
-std::vector<int64_t> engram_rows(const V41TextConfig& v, const ForwardBatch& batch) {
-  const EngramHashTables& t = v.engram_hash;
-  const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size()), N = v.engram_max_ngram_size;
-  const int64_t heads = v.engram_n_heads, cols = v41_engram_columns(v), T = batch.num_tokens();
-  DI_CHECK(static_cast<int64_t>(t.compressed_ids.size()) == v.vocab_size, "the engram hash tables are not loaded");
-  const int64_t pad = t.compressed_ids[v.engram_pad_id];
-  std::vector<int64_t> rows(T * layers * cols);
-  std::vector<int64_t> ids(N);  // compressed ids at positions i, i - 1, ..., i - N + 1 (pad before the start)
-  int64_t row = 0;
+std::vector<int32_t> engram_hash_sources(const V41TextConfig& v, const ForwardBatch& batch) {
+  const int64_t N = v.engram_max_ngram_size;
+  std::vector<int32_t> sources;
+  sources.reserve(batch.num_tokens() * N);
+  int64_t first_row = 0;
   for (const SequenceChunk& seq : batch.sequences) {
     const int64_t earlier = static_cast<int64_t>(seq.earlier_tokens.size());
     DI_CHECK(earlier >= std::min(seq.num_cached, N - 1),
              "engram hashing needs the {} tokens before position {}; the batch carries {}",
              std::min(seq.num_cached, N - 1), seq.num_cached, earlier);
-    const int32_t* fresh = batch.token_ids.data() + row;
-    for (int64_t i = 0; i < seq.num_new; ++i, ++row) {
-      const int64_t pos = seq.num_cached + i;
-      for (int64_t k = 0; k < N; ++k) {
-        const int64_t at = pos - k;
+    for (int64_t pos = seq.num_cached; pos < seq.num_cached + seq.num_new; ++pos) {
+      for (int64_t at = pos; at > pos - N; --at) {
         if (at < 0) {
-          ids[k] = pad;
-          continue;
-        }
-        const int32_t token = at >= seq.num_cached ? fresh[at - seq.num_cached]
-                                                   : seq.earlier_tokens[earlier - (seq.num_cached - at)];
-        DI_CHECK(token >= 0 && token < v.vocab_size, "token id {} outside the vocabulary", token);
-        ids[k] = t.compressed_ids[token];
-      }
-      for (int64_t e = 0; e < layers; ++e) {
-        const int64_t* m = t.multipliers.data() + e * N;
-        int64_t hash = ids[0] * m[0];
-        for (int64_t n = 1; n < N; ++n) {
-          hash ^= ids[n] * m[n];  // the hash of the (n + 1)-gram ending at pos
-          for (int64_t h = 0; h < heads; ++h) {
-            const int64_t c = (n - 1) * heads + h;
-            rows[(e * T + row) * cols + c] = hash % t.primes[e * cols + c] + t.offsets[e * cols + c];
-          }
+          sources.push_back(kEngramPad);
+        } else if (at >= seq.num_cached) {
+          sources.push_back(kEngramFreshRow - static_cast<int32_t>(first_row + at - seq.num_cached));
+        } else {
+          const int32_t token = seq.earlier_tokens[earlier - (seq.num_cached - at)];
+          DI_CHECK(token >= 0 && token < v.vocab_size, "token id {} outside the vocabulary", token);
+          sources.push_back(token);
         }
       }
     }
+    first_row += seq.num_new;
   }
+  return sources;
+}
+
+std::vector<int64_t> engram_rows(const V41TextConfig& v, const ForwardBatch& batch) {
+  const EngramHashTables& t = v.engram_hash;
+  const int64_t layers = static_cast<int64_t>(v.engram_layer_ids.size()), T = batch.num_tokens();
+  DI_CHECK(static_cast<int64_t>(t.compressed_ids.size()) == v.vocab_size, "the engram hash tables are not loaded");
+  for (const int32_t token : batch.token_ids)
+    DI_CHECK(token >= 0 && token < v.vocab_size, "token id {} outside the vocabulary", token);
+  const std::vector<int32_t> sources = engram_hash_sources(v, batch);
+  std::vector<int64_t> rows(T * layers * v41_engram_columns(v));
+  for (int64_t row = 0; row < T; ++row)
+    engram_hash_row(row, sources.data(), batch.token_ids.data(), t.compressed_ids.data(),
+                    t.compressed_ids[v.engram_pad_id], t.multipliers.data(), t.primes.data(), t.offsets.data(), T,
+                    layers, static_cast<int>(v.engram_max_ngram_size), v.engram_n_heads, rows.data());
   return rows;
 }
 

@@ -37,4 +37,9 @@ void dummy_engram_hash(V41TextConfig& v);
 // earlier_tokens, which must hold at least the max_ngram - 1 before the first new token (or all of them).
 std::vector<int64_t> engram_rows(const V41TextConfig& v, const ForwardBatch& batch);
 
+// Per new token of `batch`, its n-gram sources (kernels/engram_hash_row.h) [T, max_ngram]: the sequence's earlier
+// tokens by value, the step's own rows by index (their tokens may be written on the device), a pad before the start.
+// What engram_rows hashes, and what the CUDA model uploads to hash on the device (cuda::engram_hash_rows).
+std::vector<int32_t> engram_hash_sources(const V41TextConfig& v, const ForwardBatch& batch);
+
 }  // namespace deepinfer

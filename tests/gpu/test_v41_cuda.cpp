@@ -31,7 +31,6 @@
 #include "src/model/cuda/cuda_moe.h"
 #include "src/core/files.h"
 #include "src/model/cuda/cuda_v41_model.h"
-#include "src/model/cuda/cuda_v41_step.h"
 #include "src/model/engram_hash.h"
 #include "src/model/model_config.h"
 #include "src/model/safetensors.h"

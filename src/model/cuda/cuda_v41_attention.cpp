@@ -6,7 +6,6 @@
 #include <numeric>
 
 #include "kernels/cuda/embedding.cuh"
-#include "kernels/cuda/engram.cuh"
 #include "kernels/cuda/fake_quant.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -204,34 +203,6 @@ CudaV41Model::StepPlan::StepPlan(const ForwardBatch& batch, const V41TextConfig&
   seq_tables = device_copy(pool, tables);
   extra_offsets = device_copy(pool, offsets);
   if (floored) decoder_window_floors = device_copy(pool, floors);
-}
-
-std::vector<int32_t> engram_hash_sources(const V41TextConfig& v, const ForwardBatch& batch) {
-  const int64_t N = v.engram_max_ngram_size;
-  std::vector<int32_t> sources;
-  sources.reserve(batch.num_tokens() * N);
-  int64_t first_row = 0;
-  for (const SequenceChunk& seq : batch.sequences) {
-    const int64_t earlier = std::ssize(seq.earlier_tokens);
-    DI_CHECK(earlier >= std::min(seq.num_cached, N - 1),
-             "engram hashing needs the {} tokens before position {}; the batch carries {}",
-             std::min(seq.num_cached, N - 1), seq.num_cached, earlier);
-    for (int64_t pos = seq.num_cached; pos < seq.num_cached + seq.num_new; ++pos) {
-      for (int64_t at = pos; at > pos - N; --at) {
-        if (at < 0) {
-          sources.push_back(cuda::kEngramPad);
-        } else if (at >= seq.num_cached) {  // (the device's token: it may be written there)
-          sources.push_back(cuda::kEngramFreshRow - static_cast<int32_t>(first_row + at - seq.num_cached));
-        } else {
-          const int32_t token = seq.earlier_tokens[earlier - (seq.num_cached - at)];
-          DI_CHECK(token >= 0 && token < v.vocab_size, "token id {} outside the vocabulary", token);
-          sources.push_back(token);
-        }
-      }
-    }
-    first_row += seq.num_new;
-  }
-  return sources;
 }
 
 void CudaV41Model::StepPlan::hash_engram_rows(const ForwardBatch& batch, const V41TextConfig& v,

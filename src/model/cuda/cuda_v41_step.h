@@ -11,11 +11,6 @@
 
 namespace deepinfer {
 
-// Per new token of `batch`, its tokens at positions p, p - 1, ..., p - max_ngram + 1 as cuda::engram_hash_rows reads
-// them: the sequence's earlier tokens by value, the step's own rows by index (their tokens may be written on the
-// device), a pad before the start.
-std::vector<int32_t> engram_hash_sources(const V41TextConfig& v, const ForwardBatch& batch);
-
 struct CudaV41Model::StepPlan {
   struct Sequence {
     int64_t first = 0;    // its first new token's row
