@@ -71,7 +71,8 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
   // The tokens before each sequence's row (engram layers hash the last few), as arbitrary as the cache's entries.
   std::vector<std::vector<int32_t>> earlier(batch, std::vector<int32_t>(context));
   for (int64_t s = 0; s < batch; ++s)
-    for (int64_t i = 0; i < context; ++i) earlier[s][i] = static_cast<int32_t>((i * 31 + s * 7 + 3) % config.vocab_size);
+    for (int64_t i = 0; i < context; ++i)
+      earlier[s][i] = static_cast<int32_t>((i * 31 + s * 7 + 3) % config.vocab_size);
   ForwardBatch step;
   std::vector<SamplingRow> rows;
   for (int64_t s = 0; s < batch; ++s) {

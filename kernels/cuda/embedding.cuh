@@ -1,7 +1,8 @@
 // out[t, :] = table[ids[t], :] in bf16. Ids must be in [0, vocab).
 // gather_byte_rows: rows of any format as bytes, out + i * out_stride <- table + rows[i] * row_bytes (a rank serving
 // the rows of its part of a split table; two calls with one stride interleave codes and scales).
-// gather_int32_rows: out[i, :] = table[rows[i], :] for int32 rows of `width` (a step plan's rows: block tables, lengths).
+// gather_int32_rows: out[i, :] = table[rows[i], :] for int32 rows of `width` (a step plan's rows: block tables,
+// lengths).
 #pragma once
 
 #include <cuda_bf16.h>

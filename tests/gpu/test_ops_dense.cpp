@@ -73,7 +73,8 @@ void gather_int32_rows(OpRun& r) {
   cuda::gather_int32_rows(d_table.data(), width, d_rows.data(), n, out.data(), nullptr);
   sync();
   std::vector<int32_t> want;
-  for (const int32_t row : rows) want.insert(want.end(), table.begin() + row * width, table.begin() + (row + 1) * width);
+  for (const int32_t row : rows)
+    want.insert(want.end(), table.begin() + row * width, table.begin() + (row + 1) * width);
   r.exact("rows", out.to_host(), want);
 }
 

@@ -123,7 +123,8 @@ class CudaDeepseekModel final : public CausalLm {
   Bf16* transposed_w_uk(const Bf16* kv_b);  // Attention::w_uk_t from a layer's kv_b on the device
 
   // A layer's attention over the plan's rows, every row's latent into `cache_layer`; out [T, hidden], or with
-  // `read_rows` (device indices into the plan's rows) the attention of those num_read rows only, out [num_read, hidden].
+  // `read_rows` (device indices into the plan's rows) the attention of those num_read rows only, out
+  // [num_read, hidden].
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
                  Bf16* out, ScratchPool& scratch, const int32_t* read_rows = nullptr, int64_t num_read = 0) const;
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream (device_linear).
