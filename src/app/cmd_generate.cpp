@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 
+#include "src/app/generate_job.h"
 #include "src/app/jsonl.h"
 #include "src/app/model_loading.h"
 #include "src/app/replay_options.h"
@@ -17,6 +18,7 @@
 #include "src/app/spmd_command.h"
 #include "src/app/spmd_setup.h"
 #include "src/core/files.h"
+#include "src/core/stop_signal.h"
 #include "src/dist/mpi_communicator.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/dist/nccl_communicator.h"
@@ -93,6 +95,29 @@ void log_rank_reports(const std::vector<RankReport>& reports) {
                    per(sum.spec_drafted), per(sum.spec_verified), per(sum.spec_accepted), 1 + per(sum.spec_accepted));
     }
   }
+}
+
+// Adds one run's reports (one per world rank) to those of the runs before (a durable job's windows).
+void add_reports(std::vector<RankReport>& total, const std::vector<RankReport>& run) {
+  constexpr int kFields = sizeof(RankReport) / sizeof(int64_t);
+  if (total.empty()) {
+    total = run;
+    return;
+  }
+  for (size_t r = 0; r < run.size(); ++r) {
+    auto* sum = reinterpret_cast<int64_t*>(&total[r]);
+    const auto* add = reinterpret_cast<const int64_t*>(&run[r]);
+    for (int f = 2; f < kFields; ++f) sum[f] += add[f];  // (past world_rank and role)
+  }
+}
+
+// The window a durable job reads ahead: several times the running capacity of the ranks that decode, so that the
+// running set empties only briefly at each window's end, within bounds that keep every rank's copy small.
+int64_t default_window(const Deployment& deployment) {
+  int64_t capacity = 0;
+  for (const RoleSpec& role : deployment.roles)
+    if (role.role != Role::kPrefill) capacity += int64_t{role.num_ranks} * role.max_running;
+  return std::clamp<int64_t>(8 * capacity, 256, 32768);
 }
 
 // Requests that continue earlier ones (their "continues") run in waves: wave k holds those k continuations deep,
@@ -187,10 +212,16 @@ std::unique_ptr<StructuredOutput> make_structured_output(const text::BpeTokenize
 
 }  // namespace
 
-int run_generate(const GenerateOptions& options, const World& world) {
-  std::vector<Request> requests;
+int run_generate(const GenerateOptions& options_in, const World& world) {
+  GenerateOptions options = options_in;
+  if (options.output_path == "-") options.output_path = "/dev/stdout";  // as --stream - is
+  install_stop_signals();  // SIGTERM / SIGUSR1 drain a durable job (world rank 0 acts); SIGPIPE ignored
+  const bool durable = !options.ordered_output;
+  std::vector<Request> requests;                // --ordered-output: the whole input, on every rank
+  std::optional<InputScan> scan;                // durable: world rank 0's first reading of the input
   std::optional<text::BpeTokenizer> tokenizer;  // where requests give text or --tokenizer names one
   std::optional<text::ChatProse> chat_prose;    // where requests are chat requests
+  std::optional<ModelConfig> model_config;
   std::vector<OutputReading> readings;
   ReplayOptions replay;  // V4.1's bounded decoder replay (off unless asked)
   std::unique_ptr<ControlledDrafter> drafter;  // with --nextn
@@ -200,68 +231,117 @@ int run_generate(const GenerateOptions& options, const World& world) {
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
   engine_options.limits.max_running = options.max_running;
   engine_options.limits.chunk_tokens = options.chunk_tokens;
+  std::filesystem::path tokenizer_file;
+
+  const auto tokenizer_for_prompts = [&]() -> const text::BpeTokenizer& {
+    if (!tokenizer) {
+      DI_INPUT_CHECK(!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file),
+                     "requests give 'prompt' text or 'messages': pass --tokenizer tokenizer.json (the model has "
+                     "none beside it)");
+      tokenizer.emplace(text::BpeTokenizer::load(tokenizer_file));
+    }
+    return *tokenizer;
+  };
+  const auto prose_for_chats = [&]() -> const text::ChatProse& {
+    if (!chat_prose) {
+      const std::filesystem::path file = !options.chat_prose_path.empty()
+                                             ? std::filesystem::path(options.chat_prose_path)
+                                             : tokenizer_file.parent_path() / "chat_prose.json";
+      DI_INPUT_CHECK(std::filesystem::exists(file),
+                     "chat requests need DeepSeek's effort instructions: run launch/chat_prose.py {} (pip install "
+                     "deepseek-recipe==0.2.0), or pass --chat-prose FILE", file.string());
+      chat_prose.emplace(text::ChatProse::load(file));
+    }
+    return *chat_prose;
+  };
+  // Structured output over the tokenizer, made when the first constrained request is read.
+  const auto structured_output = [&]() -> StructuredOutput& {
+    if (!structured) {
+      DI_INPUT_CHECK(tokenizer || (!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file)),
+                     "requests have output constraints (response_format, regex, ebnf): structured output masks the "
+                     "vocabulary through the tokenizer: pass --tokenizer tokenizer.json (the model has none beside it)");
+      structured = make_structured_output(tokenizer_for_prompts(), *model_config, options.grammar_timeout_s);
+    }
+    return *structured;
+  };
+  ChatSource chat;
+  // A durable job's line: read, its constraint compiled, checked against the model and the engine's sizes.
+  const LineParser parse_line = [&](const std::string& text, const std::string& where, int64_t ordinal,
+                                    OutputReading& reading, BatchLineFormat& format) {
+    nlohmann::json continues;
+    Request request =
+        parse_request_line(text, where, ordinal, tokenizer_for_prompts, chat, reading, &format, &continues);
+    DI_INPUT_CHECK(continues.is_null(), "{}: 'continues' runs conversations in waves over the whole input: pass "
+                   "--ordered-output", where);
+    if (request.constraint) structured_output().compile(*request.constraint, fmt::format("{}: request id {}", where,
+                                                                                         request.id.dump()));
+    try {
+      Engine::validate(*model_config, engine_options, request);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{}: {}", where, e.what()));
+    }
+    return request;
+  };
+  const auto all_inputs = [&] {
+    return input_files(options.model.model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
+                                                  options.speculation.reference_path, options.tokenizer_path,
+                                                  options.chat_prose_path, options.status_file});
+  };
+  DurableJobOptions job;
+  job.input = options.input_path;
+  job.output = options.output_path;
+  job.status_file = options.status_file;
+  job.resume = options.resume;
+  job.record_bad_requests = options.bad_requests == "record";
+  job.sync_interval_s = options.sync_interval_s;
+  job.progress_interval_s = options.progress_interval_s;
+  job.drain_timeout_s = options.drain_timeout_s;
+  job.model_name = std::filesystem::path(options.model.model_path).filename().string();
 
   auto prepare = [&] {
     DI_INPUT_CHECK(options.kv_cache_tokens > 0 && options.max_running > 0 && options.chunk_tokens > 0,
                    "--kv-cache-tokens, --max-running and --chunk-tokens must be positive");
     const std::filesystem::path model_path(options.model.model_path);
     DI_INPUT_CHECK(std::filesystem::exists(model_path), "--model '{}' does not exist", model_path.string());
+    DI_INPUT_CHECK(!options.ordered_output || (!options.resume && options.bad_requests == "refuse"),
+                   "--ordered-output writes the output once at the end: it takes neither --resume nor --bad-requests "
+                   "record");
     // Before any work: an output that cannot be written, or that would replace an input, is refused now.
-    check_output_path(options.output_path, "--output",
-                      input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path, options.speculation.reference_path,
-                                               options.tokenizer_path, options.chat_prose_path}));
+    const OutputKind output_kind = check_output_path(options.output_path, "--output", all_inputs());
+    DI_INPUT_CHECK(!options.resume || output_kind == OutputKind::kRegular,
+                   "--resume continues a file: --output '{}' is a device or a pipe", options.output_path);
+    if (!options.status_file.empty()) {
+      DI_INPUT_CHECK(durable, "--status-file reports a durable job's progress: drop --ordered-output");
+      DI_INPUT_CHECK(options.status_file != options.output_path, "--status-file and --output name the same file");
+      check_output_path(options.status_file, "--status-file", all_inputs(), /*allow_special=*/false);
+    }
     if (!options.stream_path.empty() && options.stream_path != "-") {
       DI_INPUT_CHECK(options.stream_path != options.output_path, "--stream and --output name the same file");
-      check_output_path(options.stream_path, "--stream",
-                        input_files(model_path, {options.input_path, options.deploy_path, options.expert_plan_path, options.speculation.reference_path,
-                                                 options.tokenizer_path, options.chat_prose_path}));
+      check_output_path(options.stream_path, "--stream", all_inputs());
     }
-    const std::filesystem::path tokenizer_file =
-        !options.tokenizer_path.empty()           ? std::filesystem::path(options.tokenizer_path)
-        : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
-                                                    : std::filesystem::path();
-    const auto tokenizer_for_prompts = [&]() -> const text::BpeTokenizer& {
-      if (!tokenizer) {
-        DI_INPUT_CHECK(!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file),
-                       "requests give 'prompt' text or 'messages': pass --tokenizer tokenizer.json (the model has "
-                       "none beside it)");
-        tokenizer.emplace(text::BpeTokenizer::load(tokenizer_file));
-      }
-      return *tokenizer;
-    };
-    const auto prose_for_chats = [&]() -> const text::ChatProse& {
-      if (!chat_prose) {
-        const std::filesystem::path file = !options.chat_prose_path.empty()
-                                               ? std::filesystem::path(options.chat_prose_path)
-                                               : tokenizer_file.parent_path() / "chat_prose.json";
-        DI_INPUT_CHECK(std::filesystem::exists(file),
-                       "chat requests need DeepSeek's effort instructions: run launch/chat_prose.py {} (pip install "
-                       "deepseek-recipe==0.2.0), or pass --chat-prose FILE", file.string());
-        chat_prose.emplace(text::ChatProse::load(file));
-      }
-      return *chat_prose;
-    };
+    tokenizer_file = !options.tokenizer_path.empty()             ? std::filesystem::path(options.tokenizer_path)
+                     : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
+                                                                 : std::filesystem::path();
     if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
-    const ModelConfig config = load_model_config(model_path);
+    model_config = load_model_config(model_path);
+    const ModelConfig& config = *model_config;
     replay = replay_options(config, options.yoco_truncation, options.yoco_keep_tokens);
     // SWA replay: the window a hit replays must at least cover the sliding window (0: the store keeps it).
     DI_INPUT_CHECK(options.swa_replay_tokens == 0 || config.v41.sliding_window == 0 ||
                        options.swa_replay_tokens >= config.v41.sliding_window,
                    "--swa-replay-tokens {} is below the sliding window of {} tokens (0 keeps the window in the store)",
                    options.swa_replay_tokens, config.v41.sliding_window);
-    const ChatSource chat{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
-                          prose_for_chats};
-    requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
-    if (std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.constraint.has_value(); })) {
-      DI_INPUT_CHECK(tokenizer || (!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file)),
-                     "requests have output constraints (response_format, regex, ebnf): structured output masks the "
-                     "vocabulary through the tokenizer: pass --tokenizer tokenizer.json (the model has none beside it)");
-      structured = make_structured_output(tokenizer_for_prompts(), config, options.grammar_timeout_s);
+    chat = ChatSource{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
+                      prose_for_chats};
+    if (!durable) {
+      requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
       for (const Request& r : requests)
-        if (r.constraint) structured->compile(*r.constraint, fmt::format("request id {}", r.id.dump()));
-      engine_options.structured = structured.get();
+        if (r.constraint) structured_output().compile(*r.constraint, fmt::format("request id {}", r.id.dump()));
+      for (const Request& request : requests) Engine::validate(config, engine_options, request);
+    } else if (world.rank() == 0) {  // only world rank 0 reads the input (again, a window at a time, in execute)
+      scan = scan_input(job, parse_line);
     }
-    for (const Request& request : requests) Engine::validate(config, engine_options, request);
+    if (structured) engine_options.structured = structured.get();
     const SpeculationCliOptions& spec = options.speculation;
     DI_INPUT_CHECK(spec.num_drafts > 0 || (!spec.variable_length && spec.reference_path.empty()),
                    "--spec-varlen and --draft-reference need --nextn N (N > 0)");
@@ -288,6 +368,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
                                                  static_cast<int>(options.max_running));
     }
     spmd.prepare(options.model, setup, world);
+    job.window = options.window > 0 ? options.window : default_window(spmd.deployment());
     if (spec.num_drafts > 0 && spec.drafter != "controlled") {
       const bool dspark = spec.drafter == "dspark";
       const std::string tensor = dspark ? std::string("mtp.0.main_proj.weight")
@@ -306,15 +387,21 @@ int run_generate(const GenerateOptions& options, const World& world) {
     }
   };
 
+  int exit_code = 0;
   auto execute = [&] {
     const auto start = std::chrono::steady_clock::now();
-    std::vector<RequestResult> results;
     spmd.start(world);
     Topology& topo = spmd.topology();
     CausalLm& model = spmd.model();
     // Before any engine makes its cache: the draft module's layers are in it, on every rank alike.
     if (options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled") model.enable_mtp();
     size_kv_cache_from_memory(model, options, requests, engine_options);
+    MpiCommunicator world_comm(world.comm());
+    if (durable) {  // what world rank 0 learned of the input, for every rank: constraints need the grammar engine
+      int64_t constrained = scan && scan->constrained ? 1 : 0;
+      world_comm.broadcast(&constrained, 1, DType::kI64, 0, "whether requests have constraints");
+      if (constrained != 0) engine_options.structured = &structured_output();
+    }
     SpmdGenerationOptions generation;
     generation.kv_cache_tokens = engine_options.kv_cache_tokens;
     generation.timeout_s = default_comm_timeout_s();
@@ -331,7 +418,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
     generation.speculation.cost_warmup_steps = 2 * (options.speculation.num_drafts + 1);
     generation.speculation.verify_row_quantum = options.speculation.row_quantum;
     generation.speculation.model_drafter = options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled";
-    generation.structured = structured.get();
+    generation.structured = engine_options.structured;
     // What the KV depends on besides the tokens: files written under another key are never read.
     // (The draft module's cache layers too: a block stored without them does not fit a cache that has them.)
     generation.kv_store_model_key =
@@ -344,29 +431,54 @@ int run_generate(const GenerateOptions& options, const World& world) {
     if (!options.stream_path.empty()) {
       generation.stream_tokens = true;  // every rank sends; world rank 0 writes
       if (topo.world_rank() == 0) {
-        stream = std::make_unique<StreamWriter>(options.stream_path, requests, readings,
-                                                tokenizer ? &*tokenizer : nullptr);
+        stream = std::make_unique<StreamWriter>(options.stream_path, tokenizer ? &*tokenizer : nullptr);
         generation.on_tokens = [&](int64_t request, int64_t, std::span<const int32_t> tokens) {
           stream->tokens(wave_original != nullptr ? (*wave_original)[request] : request, tokens);
         };
       }
     }
+    std::vector<RankReport> reports;  // every run's, added up
+    if (durable) {
+      const WindowRunner run_window = [&](const std::vector<Request>& window, const std::vector<OutputReading>& window_readings,
+                                          const std::function<void(const RequestResult&)>& on_result,
+                                          const std::function<bool()>& on_tick) {
+        if (stream) stream->begin(window, window_readings);
+        generation.on_result = on_result;
+        generation.on_tick = on_tick;
+        std::vector<RankReport> window_reports;
+        std::vector<RequestResult> results = generate_spmd(model, topo, spmd.ep_comm(), spmd.role_comm(),
+                                                           spmd.experts(), window, generation, &window_reports);
+        if (stream) stream->end(results);
+        add_reports(reports, window_reports);
+        return results;
+      };
+      exit_code = run_durable_job(job, scan ? &*scan : nullptr, parse_line, world_comm,
+                                  tokenizer ? &*tokenizer : nullptr, run_window);
+      spmd.finalize();
+      if (world.rank() != 0) return;
+      if (stream && exit_code == 0) stream->close();
+      log_rank_reports(reports);
+      spdlog::info("{} {} ({:.3f} s)", exit_code == 0 ? "wrote" : "stopped; resume with --resume:",
+                   options.output_path, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return;
+    }
+    std::vector<RequestResult> results;
     // One engine for every wave, so that its prefix cache serves the continuations of what it computed.
     std::list<std::vector<Request>> waves;  // declared before the engine: it outlives it
     Engine engine(model, rank_engine_options(model, topo, spmd.experts(), generation));
     auto run_wave = [&](const std::vector<Request>& wave, const std::vector<int64_t>& original) {
       wave_original = &original;
-      std::vector<RankReport> reports;
+      std::vector<RankReport> wave_reports;
       std::vector<RequestResult> wave_results = generate_spmd(engine, model, topo, spmd.ep_comm(), spmd.role_comm(),
-                                                              spmd.experts(), wave, generation, &reports);
-      if (topo.world_rank() == 0) log_rank_reports(reports);
+                                                              spmd.experts(), wave, generation, &wave_reports);
+      if (topo.world_rank() == 0) log_rank_reports(wave_reports);
       wave_original = nullptr;
       return wave_results;
     };
+    if (stream) stream->begin(requests, readings);
     const bool continued =
         std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.continues >= 0; });
     if (continued) {
-      MpiCommunicator world_comm(world.comm());
       results = generate_in_waves(requests, model.config(), engine_options, world_comm, waves, run_wave);
     } else {
       std::vector<int64_t> identity(requests.size());
@@ -375,12 +487,16 @@ int run_generate(const GenerateOptions& options, const World& world) {
     }
     spmd.finalize();
     if (world.rank() != 0) return;
-    if (stream) stream->finish(results);
+    if (stream) {
+      stream->end(results);
+      stream->close();
+    }
     write_results(options.output_path, results, tokenizer ? &*tokenizer : nullptr, &readings);
     log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::info("wrote {}", options.output_path);
   };
-  return run_spmd_command(world, prepare, execute);
+  const int code = run_spmd_command(world, prepare, execute);
+  return code != 0 ? code : exit_code;
 }
 
 }  // namespace deepinfer::app

@@ -70,6 +70,16 @@ struct GenerateOptions {
   double grammar_timeout_s = 30.0;  // structured output: the longest a constraint may take to compile
   std::string chat_prose_path;   // chat requests: launch/chat_prose.py's file (default: beside the tokenizer)
   std::string stream_path;       // --stream: events as tokens arrive (jsonl.h StreamWriter); "-" standard output
+  // The output (generate_job.h): results appended as they finish, unless ordered_output (whole, in input order, at
+  // the end: for small jobs, and inputs with "continues").
+  bool ordered_output = false;
+  bool resume = false;
+  std::string bad_requests = "refuse";  // refuse | record
+  double sync_interval_s = 5.0;
+  double progress_interval_s = 30.0;
+  std::string status_file;
+  double drain_timeout_s = 60.0;
+  int64_t window = 0;  // requests a window; 0: 8 x the deployment's running capacity, within [256, 32768]
   int64_t eplb_interval = -1;      // -1: the deployment's value
   int64_t redundant_experts = -1;  // -1: the deployment's value
   SpeculationCliOptions speculation;

@@ -1,6 +1,10 @@
 #include "src/app/jsonl.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -71,6 +75,8 @@ std::optional<OutputConstraint> parse_constraint(const nlohmann::json& line, con
 Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& ordered, const std::string& where,
                       int64_t line_idx, const TokenizerSource& tokenizer, const ChatSource& chat,
                       OutputReading& reading) {
+  // line_idx: the request's position among the input's requests, its default id and seed (so a resumed run,
+  // which skips the requests already done, draws what an uninterrupted one draws).
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
                                               "top_p", "top_k", "seed", "stop_token_ids",
@@ -161,6 +167,33 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
 
 }  // namespace
 
+Request parse_request_line(const std::string& text, const std::string& where, int64_t ordinal,
+                           const TokenizerSource& tokenizer, const ChatSource& chat, OutputReading& reading,
+                           BatchLineFormat* format, nlohmann::json* continues) {
+  nlohmann::json line;
+  nlohmann::ordered_json ordered;
+  try {
+    line = nlohmann::json::parse(text);
+    // Chat requests' tool schemas and arguments, and response_format's schema, keep their key order.
+    if (line.is_object() && (line.contains("messages") || line.contains("response_format") ||
+                             line.contains("custom_id")))
+      ordered = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
+  }
+  BatchLineFormat own_format;
+  BatchLineFormat& f = format != nullptr ? *format : own_format;
+  f = BatchLineFormat{};
+  if (is_openai_batch_line(line)) {  // an OpenAI batch line: its body read as today's request line
+    ordered = openai_request_line(ordered, where, f);
+    line = nlohmann::json::parse(ordered.dump());
+  }
+  DI_INPUT_CHECK(!(f.endpoint != BatchEndpoint::kNone && line.contains("continues")),
+                 "{}: an OpenAI batch request cannot continue another ('continues')", where);
+  if (continues != nullptr) *continues = line.is_object() && line.contains("continues") ? line["continues"] : nlohmann::json();
+  return parse_request(line, ordered, where, ordinal, tokenizer, chat, reading);
+}
+
 std::unordered_map<std::string, std::vector<int32_t>> read_draft_reference(const std::filesystem::path& path,
                                                                            int64_t vocab_size) {
   std::ifstream in(path);
@@ -202,22 +235,13 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
     ++line_number;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are allowed
     const std::string where = fmt::format("{}:{}", path.string(), line_number);
-    nlohmann::json line;
-    nlohmann::ordered_json ordered;
-    try {
-      line = nlohmann::json::parse(text);
-      // Chat requests' tool schemas and arguments, and response_format's schema, keep their key order.
-      if (line.is_object() && (line.contains("messages") || line.contains("response_format")))
-        ordered = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
-    }
     OutputReading reading;
-    Request request =
-        parse_request(line, ordered, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading);
-    if (line.contains("continues")) {  // the earlier request of that id, the only one
+    nlohmann::json continues;
+    Request request = parse_request_line(text, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading,
+                                         nullptr, &continues);
+    if (!continues.is_null()) {  // the earlier request of that id, the only one
       DI_INPUT_CHECK(!reading.chat, "{}: a chat request carries its history in 'messages', not 'continues'", where);
-      const nlohmann::json& parent = line["continues"];
+      const nlohmann::json& parent = continues;
       int64_t found = -1;
       for (const Request& earlier : requests) {
         if (earlier.id != parent) continue;
@@ -235,22 +259,14 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
   return requests;
 }
 
-StreamWriter::StreamWriter(const std::filesystem::path& path, const std::vector<Request>& requests,
-                           const std::vector<OutputReading>& readings, const text::BpeTokenizer* tokenizer)
-    : requests_(requests), tokenizer_(tokenizer), finish_reasons_(requests.size()) {
+StreamWriter::StreamWriter(const std::filesystem::path& path, const text::BpeTokenizer* tokenizer)
+    : path_(path), tokenizer_(tokenizer) {
   if (path == "-") {
     out_ = stdout;
   } else {
     out_ = std::fopen(path.c_str(), "w");
-    DI_INPUT_CHECK(out_ != nullptr, "cannot write --stream '{}'", path.string());
+    DI_INPUT_CHECK(out_ != nullptr, "cannot write --stream '{}': {}", path.string(), std::strerror(errno));
     own_ = true;
-  }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const OutputReading reading = i < readings.size() ? readings[i] : OutputReading{};
-    parsers_.push_back(tokenizer == nullptr ? nullptr
-                                            : std::make_unique<text::ChatStreamParser>(
-                                                  *tokenizer, reading.reasoning_first, reading.stop,
-                                                  reading.tool_calls, reading.in_tool_calls));
   }
 }
 
@@ -258,10 +274,28 @@ StreamWriter::~StreamWriter() {
   if (own_) std::fclose(out_);
 }
 
+void StreamWriter::begin(const std::vector<Request>& requests, const std::vector<OutputReading>& readings) {
+  requests_ = &requests;
+  parsers_.clear();
+  finish_reasons_.assign(requests.size(), "");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const OutputReading reading = i < readings.size() ? readings[i] : OutputReading{};
+    parsers_.push_back(tokenizer_ == nullptr ? nullptr
+                                             : std::make_unique<text::ChatStreamParser>(
+                                                   *tokenizer_, reading.reasoning_first, reading.stop,
+                                                   reading.tool_calls, reading.in_tool_calls));
+  }
+}
+
 void StreamWriter::write(const nlohmann::json& line) {
+  if (reader_gone_) return;
   const std::string text = line.dump() + "\n";
-  DI_CHECK(std::fwrite(text.data(), 1, text.size(), out_) == text.size() && std::fflush(out_) == 0,
-           "writing the token stream failed");
+  if (std::fwrite(text.data(), 1, text.size(), out_) == text.size() && std::fflush(out_) == 0) return;
+  // A reader that went away (`| head`, a FIFO's reader exiting) ends the stream, not the job: the results still
+  // reach --output. (SIGPIPE is ignored: main.cpp.) Any other failure, a full disk, is the run's error.
+  DI_CHECK(errno == EPIPE, "writing --stream '{}' failed: {}", path_.string(), std::strerror(errno));
+  spdlog::warn("--stream '{}': its reader went away; streaming stops, generation goes on", path_.string());
+  reader_gone_ = true;
 }
 
 nlohmann::json StreamWriter::delta(const std::vector<text::StreamEvent>& events, std::string* finish_reason) const {
@@ -291,7 +325,7 @@ nlohmann::json StreamWriter::delta(const std::vector<text::StreamEvent>& events,
 }
 
 void StreamWriter::tokens(int64_t request_index, std::span<const int32_t> tokens) {
-  nlohmann::json line = {{"id", requests_.at(request_index).id},
+  nlohmann::json line = {{"id", requests_->at(request_index).id},
                          {"token_ids", std::vector<int32_t>(tokens.begin(), tokens.end())}};
   if (text::ChatStreamParser* parser = parsers_[request_index].get()) {
     const nlohmann::json d = delta(parser->push_output(tokens), &finish_reasons_[request_index]);
@@ -300,56 +334,61 @@ void StreamWriter::tokens(int64_t request_index, std::span<const int32_t> tokens
   write(line);
 }
 
-void StreamWriter::finish(const std::vector<RequestResult>& results) {
+void StreamWriter::end(const std::vector<RequestResult>& results) {
   for (const RequestResult& r : results) {
     nlohmann::json line = {{"id", r.id}};
     std::string reason = finish_reasons_.at(r.index);
+    const std::string engine_reason = finish_reason_name(r.finish_reason);
     text::ChatStreamParser* parser = parsers_.at(r.index).get();
     if (parser != nullptr && !parser->finished()) {
-      const nlohmann::json d = delta(parser->finish(result_to_json(r).at("finish_reason").get<std::string>()), &reason);
+      const nlohmann::json d = delta(parser->finish(engine_reason), &reason);
       if (!d.is_null()) line["delta"] = d;
     }
-    line["finish_reason"] = reason.empty() ? result_to_json(r).at("finish_reason").get<std::string>() : reason;
+    line["finish_reason"] = reason.empty() ? engine_reason : reason;
     write(line);
   }
-  write({{"done", true}});
+}
+
+void StreamWriter::close() { write({{"done", true}}); }
+
+nlohmann::json result_line(const RequestResult& r, const text::BpeTokenizer* tokenizer, const OutputReading& reading) {
+  nlohmann::json line = result_to_json(r);
+  line.erase("index");
+  if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
+  if (tokenizer != nullptr && reading.chat) {  // the output as a stream of events (special tokens left out)
+    text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop, reading.tool_calls,
+                                  reading.in_tool_calls);
+    std::string reasoning, content;
+    nlohmann::json calls = nlohmann::json::array();
+    const auto take = [&](const std::vector<text::StreamEvent>& events) {
+      for (const text::StreamEvent& e : events) {
+        if (e.channel == text::StreamEvent::Channel::kToolCall) {
+          if (e.call_start)
+            calls.push_back({{"id", fmt::format("call_{}", e.call_index)}, {"type", "function"},
+                             {"function", {{"name", e.text}, {"arguments", ""}}}});
+          else if (!calls.empty())
+            calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + e.text;
+          continue;
+        }
+        (e.channel == text::StreamEvent::Channel::kReasoning ? reasoning : content) += e.text;
+        if (e.finish_reason == "stop" || e.finish_reason == "tool_calls") line["finish_reason"] = e.finish_reason;
+      }
+    };
+    take(parser.push_output(r.output_token_ids));
+    if (!parser.finished()) take(parser.finish(line["finish_reason"].get<std::string>()));
+    line["reasoning_content"] = reading.reasoning_first ? nlohmann::json(reasoning) : nlohmann::json();
+    line["content"] = content;
+    if (reading.tool_calls) line["tool_calls"] = calls;
+  }
+  return line;
 }
 
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
                    const text::BpeTokenizer* tokenizer, const std::vector<OutputReading>* readings) {
   OutputFile out(path);
   for (size_t i = 0; i < results.size(); ++i) {
-    const RequestResult& r = results[i];
-    nlohmann::json line = result_to_json(r);
-    line.erase("index");
-    if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
     const OutputReading reading = readings != nullptr && i < readings->size() ? (*readings)[i] : OutputReading{};
-    if (tokenizer != nullptr && reading.chat) {  // the output as a stream of events (special tokens left out)
-      text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop, reading.tool_calls,
-                                    reading.in_tool_calls);
-      std::string reasoning, content;
-      nlohmann::json calls = nlohmann::json::array();
-      const auto take = [&](const std::vector<text::StreamEvent>& events) {
-        for (const text::StreamEvent& e : events) {
-          if (e.channel == text::StreamEvent::Channel::kToolCall) {
-            if (e.call_start)
-              calls.push_back({{"id", fmt::format("call_{}", e.call_index)}, {"type", "function"},
-                               {"function", {{"name", e.text}, {"arguments", ""}}}});
-            else if (!calls.empty())
-              calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + e.text;
-            continue;
-          }
-          (e.channel == text::StreamEvent::Channel::kReasoning ? reasoning : content) += e.text;
-          if (e.finish_reason == "stop" || e.finish_reason == "tool_calls") line["finish_reason"] = e.finish_reason;
-        }
-      };
-      take(parser.push_output(r.output_token_ids));
-      if (!parser.finished()) take(parser.finish(line["finish_reason"].get<std::string>()));
-      line["reasoning_content"] = reading.reasoning_first ? nlohmann::json(reasoning) : nlohmann::json();
-      line["content"] = content;
-      if (reading.tool_calls) line["tool_calls"] = calls;
-    }
-    out.write(line.dump());
+    out.write(result_line(results[i], tokenizer, reading).dump());
     out.write("\n");
   }
   out.commit();

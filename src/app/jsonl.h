@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "src/app/openai_batch.h"
 #include "src/engine/request.h"
 #include "src/text/bpe_tokenizer.h"
 #include "src/text/chat_template.h"
@@ -45,6 +46,14 @@ struct OutputReading {
 std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer = {},
                                    const ChatSource& chat = {}, std::vector<OutputReading>* readings = nullptr);
 
+// One input line (not blank) as a request: today's request line or an OpenAI batch line (openai_batch.h; `format`
+// gets its endpoint and custom_id when given). `where` (file:line) prefixes every error; `ordinal` is the request's
+// position among the input's requests (its default id and seed); `continues` (when given) gets the line's
+// "continues" value (null: none), which the caller resolves.
+Request parse_request_line(const std::string& text, const std::string& where, int64_t ordinal,
+                           const TokenizerSource& tokenizer, const ChatSource& chat, OutputReading& reading,
+                           BatchLineFormat* format = nullptr, nlohmann::json* continues = nullptr);
+
 // generate --draft-reference: the results of an earlier run (generate's --output), request id (its JSON text) ->
 // output_token_ids; the controlled drafter's knowledge of the target's continuation. Throws InputError naming the
 // file and line of a malformed line, a token outside [0, vocab_size) or an id given twice.
@@ -55,29 +64,35 @@ std::unordered_map<std::string, std::vector<int32_t>> read_draft_reference(const
 // {"id", "token_ids", "delta"} with delta's "content", "reasoning_content" and "tool_calls" (OpenAI's chunk form,
 // call ids call_0, ...) where a tokenizer reads the output (a chat request through the stream parser, a text
 // prompt's output as content), then per request {"id", "finish_reason"} once generation is over, and last
-// {"done": true}: a file without that line is not whole. PATH "-" is the standard output.
+// {"done": true}: a file without that line is not whole. PATH "-" is the standard output. A reader that goes away
+// stops the stream (one warning), not the job.
 class StreamWriter {
  public:
-  StreamWriter(const std::filesystem::path& path, const std::vector<Request>& requests,
-               const std::vector<OutputReading>& readings, const text::BpeTokenizer* tokenizer);
+  StreamWriter(const std::filesystem::path& path, const text::BpeTokenizer* tokenizer);
   ~StreamWriter();
   StreamWriter(const StreamWriter&) = delete;
   StreamWriter& operator=(const StreamWriter&) = delete;
 
+  // The requests whose tokens follow, by their index in `requests` (the whole input, or one window of it); they
+  // must outlive the calls up to end().
+  void begin(const std::vector<Request>& requests, const std::vector<OutputReading>& readings);
   void tokens(int64_t request_index, std::span<const int32_t> tokens);
-  void finish(const std::vector<RequestResult>& results);
+  void end(const std::vector<RequestResult>& results);  // each result's finish line
+  void close();                                          // the last line, {"done": true}
 
  private:
   void write(const nlohmann::json& line);
   // The events' delta (null: nothing to say); `finish_reason` gets a parser's own end (stop, tool_calls).
   nlohmann::json delta(const std::vector<text::StreamEvent>& events, std::string* finish_reason) const;
 
-  const std::vector<Request>& requests_;
+  std::filesystem::path path_;
   const text::BpeTokenizer* tokenizer_;
+  const std::vector<Request>* requests_ = nullptr;
   std::vector<std::unique_ptr<text::ChatStreamParser>> parsers_;
   std::vector<std::string> finish_reasons_;  // a parser's own end, where it had one
   std::FILE* out_ = nullptr;
   bool own_ = false;
+  bool reader_gone_ = false;
 };
 
 // Writes the results in order, whole or not at all (temporary file, then rename). With a tokenizer each result
@@ -87,5 +102,8 @@ class StreamWriter {
 // engine does not stop at stop sequences: the tokens after one were generated and are in the ids).
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
                    const text::BpeTokenizer* tokenizer = nullptr, const std::vector<OutputReading>* readings = nullptr);
+// One result as write_results writes it (today's result line, before any OpenAI wrapping).
+nlohmann::json result_line(const RequestResult& result, const text::BpeTokenizer* tokenizer,
+                           const OutputReading& reading);
 
 }  // namespace deepinfer::app

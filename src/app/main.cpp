@@ -120,7 +120,37 @@ int main(int argc, char** argv) {
   CLI::App* generate_cmd = cli.add_subcommand("generate", "Offline generation from a JSONL file of requests");
   add_model_options(generate_cmd, generate.model);
   generate_cmd->add_option("--input", generate.input_path, "JSONL: one request per line")->required();
-  generate_cmd->add_option("--output", generate.output_path, "JSONL results, in input order")->required();
+  generate_cmd->add_option("--output", generate.output_path,
+                           "JSONL results, each appended as its request finishes (completion order; '-': the "
+                           "standard output)")->required();
+  generate_cmd->add_flag("--ordered-output", generate.ordered_output,
+                         "Write the output once at the end, whole and in input order (holds every result in memory: "
+                         "small jobs; needed by requests that give 'continues')");
+  generate_cmd->add_flag("--resume", generate.resume,
+                         "Continue the job whose --output this is: skip the requests it holds (a torn last line is "
+                         "dropped), append the rest");
+  generate_cmd->add_option("--bad-requests", generate.bad_requests,
+                           "refuse: bad request lines stop the job before any work, each named; record: each gets an "
+                           "error record in the output and the rest run")
+      ->check(CLI::IsMember({"refuse", "record"}));
+  generate_cmd->add_option("--sync-interval", generate.sync_interval_s,
+                           "Seconds between syncs of the output to disk (a lost node loses at most this interval's "
+                           "lines)")
+      ->check(CLI::Range(0.0, 86400.0));
+  generate_cmd->add_option("--progress-interval", generate.progress_interval_s,
+                           "Seconds between progress lines and status-file updates (0: none until the end)")
+      ->check(CLI::Range(0.0, 86400.0));
+  generate_cmd->add_option("--status-file", generate.status_file,
+                           "JSON status (done, total, rates, time left, state), replaced atomically at each interval "
+                           "and at the end");
+  generate_cmd->add_option("--drain-timeout", generate.drain_timeout_s,
+                           "After SIGTERM or SIGUSR1: seconds the requests in flight may take before the job exits 75 "
+                           "(to be requeued) without them")
+      ->check(CLI::Range(0.0, 86400.0));
+  generate_cmd->add_option("--window", generate.window,
+                           "Requests read ahead and handed out together (default: 8 x the running capacity, within "
+                           "[256, 32768])")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   generate_cmd->add_option("--grammar-timeout", generate.grammar_timeout_s,
                            "Structured output: the longest a request's constraint (response_format, regex, ebnf) may "
                            "take to compile, in seconds; longer ones are refused")

@@ -180,6 +180,16 @@ void Engine::add_request(const Request& request) {
   sequences_.push_back(std::move(seq));
 }
 
+std::vector<int64_t> Engine::drop_unstarted() {
+  std::vector<int64_t> indices;
+  for (Sequence* seq : scheduler_.take_unstarted()) {
+    if (options_.structured != nullptr) options_.structured->forget(*seq);
+    seq->status = SequenceStatus::kFinished;
+    indices.push_back(seq->request->index);
+  }
+  return indices;
+}
+
 void Engine::step() {
   if (overlap_) {
     step_overlapped();

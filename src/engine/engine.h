@@ -104,6 +104,9 @@ class Engine {
   void validate(const Request& request) const { validate(model_.config(), options_, request); }
   static void validate(const ModelConfig& config, const EngineOptions& options, const Request& request);
   void add_request(const Request& request);  // the request must outlive the engine
+  // Drops the requests no step has started yet and returns their indices (Scheduler::take_unstarted): they will
+  // not finish here.
+  std::vector<int64_t> drop_unstarted();
   bool has_unfinished() const { return scheduler_.has_unfinished() || in_flight_.has_value(); }
   // Whether steps overlap (EngineOptions::overlap_schedule, where the engine's other options allow it).
   bool overlaps_steps() const { return overlap_ || chain_drafts_; }

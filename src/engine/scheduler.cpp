@@ -21,6 +21,16 @@ void Scheduler::add_running(Sequence* seq) {
   running_.push_back(seq);
 }
 
+std::vector<Sequence*> Scheduler::take_unstarted() {
+  std::vector<Sequence*> dropped;
+  std::erase_if(waiting_, [&](Sequence* seq) {
+    const bool unstarted = seq->num_cached == 0 && seq->block_table.empty() && seq->num_generated() == 0;
+    if (unstarted) dropped.push_back(seq);
+    return unstarted;
+  });
+  return dropped;
+}
+
 ScheduledBatch Scheduler::schedule() {
   ScheduledBatch batch;
   int64_t budget = limits_.chunk_tokens;

@@ -69,6 +69,9 @@ class Scheduler {
     return std::exchange(newly_registered_, {});
   }
 
+  // Drops the waiting sequences no step has started (no token cached, no block, nothing generated): a job told to
+  // stop admits no more work (generate's drain). Returns them; a part-prefilled or preempted one stays.
+  std::vector<Sequence*> take_unstarted();
   // Sequences that finished, and (prefill role) that were handed off, since the last call.
   std::vector<Sequence*> take_finished() { return std::exchange(newly_finished_, {}); }
   std::vector<Sequence*> take_handoffs() { return std::exchange(newly_handed_off_, {}); }

@@ -30,6 +30,8 @@ constexpr int kTagHandoffHashes = 104;  // uint64 (as int64) logits fingerprints
 constexpr int kTagResult = 201;         // JSON text of a RequestResult
 constexpr int kTagDone = 301;           // world rank 0 -> decode ranks: every result is in
 constexpr int kTagTokens = 401;         // int64 [request, first, count, tokens...]... of one step (streaming)
+constexpr int kTagDrain = 501;          // world rank 0 -> ranks that take requests: drop those not started
+constexpr int kTagDropped = 502;        // int64 request indices a rank dropped (possibly none) -> world rank 0
 
 using Clock = std::chrono::steady_clock;
 
@@ -41,9 +43,10 @@ void send_result(const RequestResult& result, Mailbox& mail) {
 // World rank 0's view of the results and of the decode ranks' load.
 class ResultCollector {
  public:
-  ResultCollector(Mailbox& mail, int64_t num_requests, int num_decode_ranks)
+  ResultCollector(Mailbox& mail, int64_t num_requests, int num_decode_ranks,
+                  std::function<void(const RequestResult&)> on_result)
       : mail_(mail), results_(num_requests), have_(num_requests, false), active_(num_decode_ranks, 0),
-        kv_(num_decode_ranks, 0) {}
+        kv_(num_decode_ranks, 0), on_result_(std::move(on_result)) {}
 
   void add(RequestResult result) {
     DI_CHECK(result.index >= 0 && result.index < static_cast<int64_t>(results_.size()) && !have_[result.index],
@@ -55,14 +58,29 @@ class ResultCollector {
     }
     have_[result.index] = true;
     ++num_done_;
+    if (on_result_) on_result_(result);
     results_[result.index] = std::move(result);
   }
-  // Receives every result message that has arrived.
+  // A request dropped by a drain: done, without a result.
+  void drop(int64_t index) {
+    DI_CHECK(index >= 0 && index < static_cast<int64_t>(results_.size()) && !have_[index],
+             "unexpected drop of request {}", index);
+    have_[index] = true;
+    dropped_[index] = true;
+    ++num_done_;
+  }
+  // Receives every result message, and every drain report, that has arrived.
   void poll() {
     while (const std::optional<Mailbox::Arrival> arrival = mail_.probe(kTagResult, DType::kU8)) {
       std::string text(arrival->count, '\0');
       mail_.receive(text.data(), arrival->count, DType::kU8, arrival->source, kTagResult, "a result");
       add(result_from_json(nlohmann::json::parse(text)));
+      last_progress_ = Clock::now();
+    }
+    while (const std::optional<Mailbox::Arrival> arrival = mail_.probe(kTagDropped, DType::kI64)) {
+      std::vector<int64_t> indices(arrival->count);
+      mail_.receive(indices.data(), arrival->count, DType::kI64, arrival->source, kTagDropped, "dropped requests");
+      for (int64_t index : indices) drop(index);
       last_progress_ = Clock::now();
     }
   }
@@ -77,10 +95,11 @@ class ResultCollector {
     return best;
   }
   bool complete() const { return num_done_ == static_cast<int64_t>(results_.size()); }
-  void wait_complete(double timeout_s) {
+  void wait_complete(double timeout_s, const std::function<void()>& tick) {
     last_progress_ = Clock::now();
     while (!complete()) {
       poll();
+      tick();
       if (std::chrono::duration<double>(Clock::now() - last_progress_).count() > timeout_s) {
         spdlog::error("world rank 0 waited {:.0f} s for the results of {} more requests; aborting", timeout_s,
                       results_.size() - num_done_);
@@ -89,17 +108,66 @@ class ResultCollector {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
-  std::vector<RequestResult> take() { return std::move(results_); }
+  // The results, in input order, less the requests dropped.
+  std::vector<RequestResult> take() {
+    std::vector<RequestResult> results;
+    for (size_t i = 0; i < results_.size(); ++i)
+      if (!dropped_.contains(static_cast<int64_t>(i))) results.push_back(std::move(results_[i]));
+    return results;
+  }
 
  private:
   Mailbox& mail_;
   std::vector<RequestResult> results_;
   std::vector<bool> have_;
+  std::map<int64_t, bool> dropped_;
   int64_t num_done_ = 0;
   std::vector<int64_t> active_;
   std::vector<int64_t> kv_;
   std::map<int64_t, std::pair<int, int64_t>> assigned_;
   Clock::time_point last_progress_ = Clock::now();
+  std::function<void(const RequestResult&)> on_result_;
+};
+
+// A drain, world rank 0's word that no more requests start: rank 0 sends it to every rank that takes requests
+// (prefill or colocated); each drops the requests it holds that no step has started and tells rank 0 which. Decode
+// ranks keep what was handed to them (started work), and the run ends when the rest has finished.
+class Drain {
+ public:
+  Drain(const Topology& topo, Mailbox& mail, std::function<bool()> on_tick)
+      : takes_requests_(topo.role() != Role::kDecode), mail_(mail), on_tick_(std::move(on_tick)) {
+    const RoleSpec& first = topo.deployment().roles[0];  // the prefill role, or the colocated one
+    num_request_ranks_ = first.role == Role::kDecode ? 0 : first.num_ranks;
+  }
+  // Every turn of a rank's loop, before it steps.
+  void poll(Engine& engine, bool is_root) {
+    bool now = false;
+    if (is_root) {
+      now = on_tick_ && on_tick_() && !done_;  // (the tick runs every turn: it also reports progress)
+      if (now)
+        for (int r = 1; r < num_request_ranks_; ++r) {
+          auto word = std::make_shared<int64_t>(1);
+          mail_.post(word, word.get(), 1, DType::kI64, r, kTagDrain);
+        }
+    } else if (!done_ && takes_requests_ && mail_.probe(kTagDrain, DType::kI64, 0)) {
+      int64_t word = 0;
+      mail_.receive(&word, 1, DType::kI64, 0, kTagDrain, "the drain signal");
+      now = true;
+    }
+    if (!now) return;
+    done_ = true;
+    if (!takes_requests_) return;
+    auto dropped = std::make_shared<std::vector<int64_t>>(engine.drop_unstarted());
+    spdlog::info("world rank {}: draining: {} requests not started are dropped", mail_.rank(), dropped->size());
+    mail_.post(dropped, dropped->data(), static_cast<int64_t>(dropped->size()), DType::kI64, 0, kTagDropped);
+  }
+
+ private:
+  bool takes_requests_;
+  Mailbox& mail_;
+  std::function<bool()> on_tick_;
+  int num_request_ranks_ = 0;
+  bool done_ = false;
 };
 
 // World rank 0's streaming: token updates from any rank, passed on in each request's order (a piece that
@@ -359,8 +427,10 @@ class ColocatedPolicy final : public RolePolicy {
 
 // The loop of every role: take in, agree, step (or idle), deliver what finished, hand out.
 void run_role_loop(Engine& engine, CausalLm& model, ExpertDispatcher& experts, RolePolicy& role,
-                   ResultCollector* collector, bool stream, TokenCollector* tokens, Mailbox& mail, RankReport& report) {
+                   ResultCollector* collector, bool stream, TokenCollector* tokens, Mailbox& mail, Drain& drain,
+                   RankReport& report) {
   for (;;) {
+    drain.poll(engine, collector != nullptr);
     role.take_in(engine);
     const RolePolicy::Turn turn = role.agree(engine);
     if (turn.done) break;
@@ -458,7 +528,7 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
   std::unique_ptr<TokenCollector> tokens;
   if (is_root) {
     collector = std::make_unique<ResultCollector>(mail, static_cast<int64_t>(requests.size()),
-                                                  decode ? decode->num_ranks : 1);
+                                                  decode ? decode->num_ranks : 1, options.on_result);
     if (options.stream_tokens)
       tokens = std::make_unique<TokenCollector>(mail, static_cast<int64_t>(requests.size()), options.on_tokens);
   }
@@ -485,13 +555,15 @@ std::vector<RequestResult> generate_spmd(Engine& engine, CausalLm& model, const 
       policy = std::make_unique<ColocatedPolicy>(ep_comm);
       break;
   }
-  run_role_loop(engine, model, experts, *policy, collector.get(), options.stream_tokens, tokens.get(), mail, report);
+  Drain drain(topo, mail, options.on_tick);
+  run_role_loop(engine, model, experts, *policy, collector.get(), options.stream_tokens, tokens.get(), mail, drain,
+                report);
   if (options.stream_tokens && !is_root) {  // the last of this rank's token messages
     auto end = std::make_shared<int64_t>(TokenCollector::kStreamEnd);
     mail.post(end, end.get(), 1, DType::kI64, 0, kTagTokens);
   }
   if (is_root) {
-    collector->wait_complete(options.timeout_s);
+    collector->wait_complete(options.timeout_s, [&] { drain.poll(engine, true); });
     if (decode != nullptr) {
       auto stop = std::make_shared<int64_t>(1);
       for (int d = 0; d < decode->num_ranks; ++d)

@@ -42,6 +42,13 @@ struct SpmdGenerationOptions {
   int64_t swa_replay_tokens = 128;  // EngineOptions::swa_replay_tokens
   SpeculationOptions speculation;    // decode and colocated ranks' (each rank's drafter its own)
   StructuredOutput* structured = nullptr;  // constrained requests' grammars (every role samples: prefill its first)
+  // World rank 0's: each result as it reaches rank 0 (before generate_spmd returns them all), so that a job can
+  // write it at once.
+  std::function<void(const RequestResult&)> on_result;
+  // World rank 0's, called every turn of its loop: true asks the run to drain — the ranks holding requests no
+  // step has started drop them (they are not among the results: generate_spmd's `dropped` lists them) and the run
+  // ends once the others have finished.
+  std::function<bool()> on_tick;
 };
 
 // What one rank did, for the summary world rank 0 prints.
@@ -75,7 +82,8 @@ struct RankReport {
 std::vector<int> assign_requests(const std::vector<Request>& requests, int num_ranks, int64_t prefix_block_size = 0);
 
 // Returns every result, in input order, on world rank 0; an empty vector elsewhere. `experts` is this rank's
-// expert-parallel dispatcher over its EP group. Fills `reports` (one per world rank) on world rank 0.
+// expert-parallel dispatcher over its EP group. Fills `reports` (one per world rank) on world rank 0. After a drain
+// (SpmdGenerationOptions::on_tick) the requests dropped have no result.
 std::vector<RequestResult> generate_spmd(CausalLm& model, const Topology& topo, Communicator& ep_comm,
                                          Communicator& role_comm, ExpertDispatcher& experts,
                                          const std::vector<Request>& requests, const SpmdGenerationOptions& options,

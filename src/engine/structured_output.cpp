@@ -111,6 +111,8 @@ int64_t StructuredOutput::num_compiled() const { return static_cast<int64_t>(imp
 
 bool StructuredOutput::constrains(const Sequence& seq) const { return impl_->matchers.contains(&seq); }
 
+void StructuredOutput::forget(const Sequence& seq) { impl_->matchers.erase(&seq); }
+
 void StructuredOutput::start(const Sequence& seq) {
   if (!seq.request->constraint) return;
   const xgrammar::CompiledGrammar& grammar =

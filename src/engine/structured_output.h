@@ -48,6 +48,8 @@ class StructuredOutput {
   // so far (a sequence handed off after its first token, or resumed). No-op for an unconstrained one.
   void start(const Sequence& seq);
   bool constrains(const Sequence& seq) const;
+  // Drops a sequence's matcher before its end (a request dropped unstarted).
+  void forget(const Sequence& seq);
   // Advances the sequence's matcher over the tokens it generated since the last call; when the sequence has
   // finished, records whether its output is a whole sentence and drops the matcher. Returns that record (nullopt
   // while the sequence runs or for an unconstrained one).

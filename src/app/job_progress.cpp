@@ -1,0 +1,79 @@
+#include "src/app/job_progress.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <ctime>
+
+#include "src/core/files.h"
+
+namespace deepinfer::app {
+
+namespace {
+
+std::string clock_text(double seconds) {
+  const auto s = static_cast<int64_t>(seconds);
+  return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+}
+
+}  // namespace
+
+JobProgress::JobProgress(int64_t total, int64_t done_before, double interval_s, std::filesystem::path status_file,
+                         std::string output)
+    : total_(total), done_before_(done_before), interval_s_(interval_s), status_file_(std::move(status_file)),
+      output_(std::move(output)), start_(std::chrono::steady_clock::now()), last_report_(start_) {}
+
+void JobProgress::finished(int64_t prompt_tokens, int64_t generated_tokens) {
+  ++done_;
+  prompt_tokens_ += prompt_tokens;
+  generated_tokens_ += generated_tokens;
+}
+
+void JobProgress::failed() {
+  ++done_;
+  ++failed_;
+}
+
+void JobProgress::tick() {
+  if (interval_s_ <= 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - last_report_).count() < interval_s_) return;
+  last_report_ = now;
+  report("running");
+}
+
+void JobProgress::end(const std::string& state) { report(state); }
+
+void JobProgress::report(const std::string& state) {
+  const double elapsed = std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  const int64_t done = done_before_ + done_;
+  const int64_t left = std::max<int64_t>(0, total_ - done);
+  const double rate = done_ / elapsed;
+  const double eta = rate > 0 ? left / rate : -1.0;
+  spdlog::info("progress: {} / {} requests ({:.1f}%), {} failed; {:.1f} requests/s, {:.1f} prompt tok/s, {:.1f} "
+               "generated tok/s; elapsed {}, {}{}", done, total_, total_ > 0 ? 100.0 * done / total_ : 100.0,
+               failed_, rate, prompt_tokens_ / elapsed, generated_tokens_ / elapsed, clock_text(elapsed),
+               eta < 0 ? "time left unknown" : "left ~" + clock_text(eta),
+               state == "running" ? "" : fmt::format(" ({})", state));
+  if (status_file_.empty()) return;
+  const nlohmann::json status = {{"state", state},
+                                 {"output", output_},
+                                 {"total", total_},
+                                 {"done", done},
+                                 {"remaining", left},
+                                 {"done_before_this_run", done_before_},
+                                 {"failed", failed_},
+                                 {"prompt_tokens", prompt_tokens_},
+                                 {"generated_tokens", generated_tokens_},
+                                 {"requests_per_s", rate},
+                                 {"prompt_tokens_per_s", prompt_tokens_ / elapsed},
+                                 {"generated_tokens_per_s", generated_tokens_ / elapsed},
+                                 {"elapsed_s", elapsed},
+                                 {"eta_s", eta < 0 ? nlohmann::json() : nlohmann::json(eta)},
+                                 {"updated_unix", static_cast<int64_t>(std::time(nullptr))}};
+  write_file_whole(status_file_, status.dump(2) + "\n");
+}
+
+}  // namespace deepinfer::app
