@@ -285,7 +285,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
   const auto all_inputs = [&] {
     return input_files(options.model.model_path, {options.input_path, options.deploy_path, options.expert_plan_path,
                                                   options.speculation.reference_path, options.tokenizer_path,
-                                                  options.chat_prose_path, options.status_file});
+                                                  options.chat_prose_path});
   };
   DurableJobOptions job;
   job.input = options.input_path;

@@ -150,4 +150,11 @@ struct EplbPlanOptions {
 };
 int run_eplb_plan(const EplbPlanOptions& options, const World& world);
 
+struct OrderResultsOptions {
+  std::string input_path;    // the requests, in the order wanted
+  std::string results_path;  // generate's durable output (completion order)
+  std::string output_path;
+};
+int run_order_results(const OrderResultsOptions& options, const World& world);
+
 }  // namespace deepinfer::app

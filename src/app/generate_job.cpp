@@ -6,12 +6,12 @@
 #include <array>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <unordered_set>
 
 #include "src/app/job_progress.h"
+#include "src/app/request_lines.h"
 #include "src/core/check.h"
 #include "src/core/stop_signal.h"
 #include "src/dist/mpi_util.h"
@@ -21,35 +21,6 @@ namespace deepinfer::app {
 namespace {
 
 constexpr int64_t kListedBadLines = 20;
-
-// The input's non-blank lines in order, with their line numbers and ordinals (the position among the requests).
-class InputLines {
- public:
-  explicit InputLines(const std::filesystem::path& path) : path_(path), in_(path) {
-    DI_INPUT_CHECK(in_.good(), "cannot open input '{}'", path.string());
-  }
-  struct Line {
-    std::string text;
-    int64_t number = 0;
-    int64_t ordinal = 0;
-  };
-  bool next(Line& line) {
-    while (std::getline(in_, line.text)) {
-      ++number_;
-      if (line.text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are allowed
-      line.number = number_;
-      line.ordinal = ordinal_++;
-      return true;
-    }
-    return false;
-  }
-  std::string where(const Line& line) const { return fmt::format("{}:{}", path_.string(), line.number); }
-
- private:
-  std::filesystem::path path_;
-  std::ifstream in_;
-  int64_t number_ = 0, ordinal_ = 0;
-};
 
 // The key of a line as far as its JSON gives one (a malformed line: its ordinal, the id it would get).
 uint64_t line_key(const std::string& text, int64_t ordinal) {
@@ -76,10 +47,10 @@ InputScan scan_input(const DurableJobOptions& options, const LineParser& parse) 
     scan.done = std::move(existing.done);
     if (existing.lines > 0) spdlog::info("--resume: {} holds {} results", options.output.string(), existing.lines);
   }
-  InputLines input(options.input);
+  RequestLines input(options.input);
   KeySet keys;
   std::vector<std::string> listed;
-  InputLines::Line line;
+  RequestLines::Line line;
   while (input.next(line)) {
     ++scan.requests;
     const uint64_t key = line_key(line.text, line.ordinal);
@@ -102,7 +73,7 @@ InputScan scan_input(const DurableJobOptions& options, const LineParser& parse) 
   keys.seal();
   scan.duplicates = keys.duplicates();
   if (!scan.duplicates.empty()) {  // named by a second reading: only now are they known
-    InputLines again(options.input);
+    RequestLines again(options.input);
     std::unordered_set<uint64_t> seen;
     const std::unordered_set<uint64_t> duplicated(scan.duplicates.begin(), scan.duplicates.end());
     while (again.next(line)) {
@@ -130,7 +101,7 @@ InputScan scan_input(const DurableJobOptions& options, const LineParser& parse) 
 int run_durable_job(const DurableJobOptions& options, const InputScan* scan, const LineParser& parse,
                     Communicator& world, const text::BpeTokenizer* tokenizer, const WindowRunner& run_window) {
   const bool root = world.rank() == 0;
-  std::optional<InputLines> input;
+  std::optional<RequestLines> input;
   std::optional<ResultLog> log;
   std::optional<JobProgress> progress;
   std::unordered_set<uint64_t> seen_duplicates;  // world rank 0: the duplicated keys met so far
@@ -181,7 +152,7 @@ int run_durable_job(const DurableJobOptions& options, const InputScan* scan, con
     std::array<int64_t, 3> header = {kMore, 0, 0};  // status, lines, bytes of text
     std::string text;
     if (root) {
-      InputLines::Line line;
+      RequestLines::Line line;
       bool more = true;
       while (static_cast<int64_t>(window.requests.size()) < options.window && !stop_asked() &&
              (more = input->next(line))) {

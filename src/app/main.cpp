@@ -324,6 +324,12 @@ int main(int argc, char** argv) {
       ->required();
   eplb_plan_cmd->add_option("--output", eplb.output_path, "Plan JSON {phy2log, log2phy, logcnt}")->required();
 
+  deepinfer::app::OrderResultsOptions order;
+  CLI::App* order_cmd = cli.add_subcommand("order-results", "A finished generate output rewritten in input order");
+  order_cmd->add_option("--input", order.input_path, "The requests (JSONL) the job read")->required();
+  order_cmd->add_option("--results", order.results_path, "The job's output (results in completion order)")->required();
+  order_cmd->add_option("--output", order.output_path, "The results in input order, written whole")->required();
+
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -343,6 +349,7 @@ int main(int argc, char** argv) {
   if (info_cmd->parsed()) code = deepinfer::app::run_info(info, world);
   else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, world);
   else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, world);
+  else if (order_cmd->parsed()) code = deepinfer::app::run_order_results(order, world);
   else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, world);
   else if (sweep_prefill_cmd->parsed() || sweep_decode_cmd->parsed()) {
     sweep.phase = sweep_prefill_cmd->parsed() ? "prefill" : "decode";

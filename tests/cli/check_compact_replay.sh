@@ -10,7 +10,7 @@ python3 -c "
 import json, random
 r = random.Random(5)
 print(json.dumps({'id': 'p', 'prompt_token_ids': [r.randrange(2, 256) for _ in range(1000)], 'max_new_tokens': 3}))" > "$dir/in.jsonl"
-run() { timeout 300 "$di" generate --model "$model" --load-format dummy --input "$dir/in.jsonl" --output "$dir/$1.jsonl" \
+run() { timeout 300 "$di" generate --ordered-output --model "$model" --load-format dummy --input "$dir/in.jsonl" --output "$dir/$1.jsonl" \
           --kv-cache-tokens 2048 --yoco-truncation "$1" --yoco-keep-tokens 140 2>&1; }
 run mask > "$dir/mask.log"
 run compact > "$dir/compact.log"

@@ -26,7 +26,8 @@ def main():
                                     "max_new_tokens": ref["max_new_tokens"]}) + "\n")
                 if i == 2:
                     f.write("\n")  # blank lines are skipped
-        subprocess.run(command + ["--input", inp, "--output", out], check=True, timeout=300)
+        # (the ids repeat, and the order is checked: the whole, in-order output)
+        subprocess.run(command + ["--ordered-output", "--input", inp, "--output", out], check=True, timeout=300)
         lines = [json.loads(line) for line in open(out)]
     assert len(lines) == len(ref["prompts"]), len(lines)
     for i, line in enumerate(lines):

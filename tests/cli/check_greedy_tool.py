@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from results_order import results_in_input_order
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tests", "gpu", "check_greedy_against_cpu.py")
@@ -29,8 +30,8 @@ def main():
         with open(os.path.join(ROOT, "launch", "examples", "prompts.jsonl")) as f:
             lines = f.readlines()[:6]
         open(prompts, "w").writelines(lines)
-        subprocess.run([deepinfer, "generate", "--model", model, "--device", "cpu", "--input", prompts, "--output", out],
-                       check=True, capture_output=True, timeout=300)
+        cmd = [deepinfer, "generate", "--model", model, "--device", "cpu", "--input", prompts, "--ordered-output"]
+        subprocess.run(cmd + ["--output", out], check=True, capture_output=True, timeout=300)
         assert check(deepinfer, model, prompts, out) == 0, "the CPU's own tokens must pass"
         assert check(deepinfer, model, prompts, out, "--baseline", out) == 0, "and against themselves as baseline"
         records = [json.loads(line) for line in open(out)]

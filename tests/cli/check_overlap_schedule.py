@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from results_order import results_in_input_order
 
 
 def run(cmd, tmp):
@@ -34,7 +35,7 @@ def run(cmd, tmp):
         event = json.loads(line)
         if "id" in event:  # (the last line says the stream is done)
             streamed.setdefault(event["id"], []).extend(event.get("token_ids", []))
-    return [json.loads(line) for line in open(out)], streamed
+    return results_in_input_order(out, cmd), streamed
 
 
 def main():

@@ -100,7 +100,7 @@ def main():
                     f.write(json.dumps(r) + "\n")
 
         reqs = [{"id": f"q{i}", "prompt_token_ids": p, "max_new_tokens": 6 + i % 4} for i, p in enumerate(prompts)]
-        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp]
+        base = [args.deepinfer, "generate", "--model", args.model, "--input", inp, "--ordered-output"]  # continues
         write(reqs)
         first, _ = run(base, os.path.join(tmp, "first.jsonl"))
         # Second turns: an earlier conversation (prompt + its output) followed by a new message, given whole; and

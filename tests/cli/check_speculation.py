@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from results_order import results_in_input_order
 
 SPEC_LINE = re.compile(r"speculative decoding: (\d+) sequence steps, per step ([\d.]+) drafted, ([\d.]+) verified, "
                        r"([\d.]+) accepted")
@@ -33,7 +34,7 @@ def run(cmd, out):
                           text=True)
     sys.stdout.write(done.stdout[-1500:])
     assert done.returncode == 0, f"exit {done.returncode}: {' '.join(cmd)}"
-    return [json.loads(line) for line in open(out)], done.stdout
+    return results_in_input_order(out, cmd), done.stdout
 
 
 def main():

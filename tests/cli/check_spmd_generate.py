@@ -15,6 +15,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from results_order import results_in_input_order
 
 
 def requests_for(model, vocab):
@@ -34,7 +35,7 @@ def run(cmd, out, expect_log=None):
     sys.stdout.write(done.stdout[-2000:])
     if expect_log is not None:
         assert re.search(expect_log, done.stdout), f"no line matching {expect_log!r} in the run's log"
-    return [json.loads(line) for line in open(out)]
+    return results_in_input_order(out, cmd)
 
 
 def main():

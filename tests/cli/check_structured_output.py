@@ -21,6 +21,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+from results_order import results_in_input_order
 
 try:
     import jsonschema
@@ -148,7 +149,7 @@ def run(cmd, out):
                           text=True)
     sys.stdout.write(done.stdout[-1200:])
     assert done.returncode == 0, f"exit {done.returncode}: {' '.join(cmd)}"
-    return [json.loads(line) for line in open(out)]
+    return results_in_input_order(out, cmd)
 
 
 def main():

@@ -11,8 +11,8 @@ if [ "$(id -u)" -ne 0 ] || ! mount -t tmpfs -o size=64k tmpfs "$dir" 2>/dev/null
   echo "skip: cannot mount a tmpfs here (needs root)"; exit 77
 fi
 dd if=/dev/zero of="$dir/filler" bs=4096 2>/dev/null  # until the disk is full
-"$di" generate --model "$model" --input "$input" --output "$out/plain.jsonl" > /dev/null 2>&1 || { echo "FAIL: plain run"; exit 1; }
-log=$(timeout 120 "$di" generate --model "$model" --input "$input" --kv-store "$dir" --output "$out/store.jsonl" 2>&1)
+"$di" generate --ordered-output --model "$model" --input "$input" --output "$out/plain.jsonl" > /dev/null 2>&1 || { echo "FAIL: plain run"; exit 1; }
+log=$(timeout 120 "$di" generate --ordered-output --model "$model" --input "$input" --kv-store "$dir" --output "$out/store.jsonl" 2>&1)
 rc=$?
 if [ $rc -ne 0 ]; then echo "FAIL: exit $rc with a full store"; echo "$log"; exit 1; fi
 count=$(grep -c -- "cannot write to" <<< "$log")

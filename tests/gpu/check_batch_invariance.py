@@ -64,7 +64,8 @@ def main():
         mixed = reqs + companions
         rng.shuffle(mixed)  # the 32 at random places among the companions
         plain, among = inputs("in.jsonl", reqs), inputs("mixed.jsonl", mixed)
-        base = [args.deepinfer, "generate", "--model", args.model, "--device", "cuda"] + shlex.split(args.args)
+        base = [args.deepinfer, "generate", "--model", args.model, "--device", "cuda", "--ordered-output"] + \
+            shlex.split(args.args)
         alone = run(base + ["--input", plain, "--max-running", "1"], os.path.join(tmp, "alone.jsonl"))
         mpirun = shlex.split(args.mpirun) + ["-np", "4"]
         ways = {"together (32 running)": base + ["--input", plain, "--max-running", "32"]}

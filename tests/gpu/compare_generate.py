@@ -13,6 +13,10 @@ must_match = "--identical" in sys.argv
 args = [a for a in sys.argv[1:] if a != "--identical"]
 ref = [json.loads(line) for line in open(args[0])]
 other = [json.loads(line) for line in open(args[1])]
+# generate's default output is in completion order: with unique ids, compare request by request.
+key = lambda r: json.dumps(r["id"], sort_keys=True)
+if len({key(r) for r in ref}) == len(ref) and len({key(r) for r in other}) == len(other):
+    ref, other = sorted(ref, key=key), sorted(other, key=key)
 label = args[2] if len(args) > 2 else args[1]
 if [r["id"] for r in ref] != [r["id"] for r in other]:
     print(f"{label}: the outputs describe different requests")
