@@ -1,6 +1,7 @@
 #include "src/app/result_log.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,6 +54,13 @@ ExistingOutput resume_output(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path, ec)) return existing;
   DI_INPUT_CHECK(std::filesystem::is_regular_file(path, ec), "--resume: --output '{}' is not a regular file",
                  path.string());
+  {  // (ResultLog holds the same lock while it writes)
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool free = fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (fd >= 0) ::close(fd);
+    DI_INPUT_CHECK(free, "--output '{}' is being written by another process (a job still running, or one not yet "
+                   "gone): stop it before resuming", path.string());
+  }
   std::ifstream in(path, std::ios::binary);
   DI_INPUT_CHECK(in.good(), "--resume: cannot read --output '{}'", path.string());
   std::string text;
@@ -89,6 +97,10 @@ ResultLog::ResultLog(const std::filesystem::path& path, bool append, double sync
   const int flags = O_WRONLY | O_CLOEXEC | (regular_ ? O_CREAT | (append ? O_APPEND : O_TRUNC) : 0);
   fd_ = ::open(path.c_str(), flags, 0644);
   DI_CHECK(fd_ >= 0, "cannot open --output '{}': {}", path.string(), std::strerror(errno));
+  // One writer at a time: a job resumed while a process of the killed one still runs would interleave its lines.
+  DI_INPUT_CHECK(!regular_ || ::flock(fd_, LOCK_EX | LOCK_NB) == 0,
+                 "--output '{}' is being written by another process (a job still running, or one not yet gone): "
+                 "stop it before resuming", path.string());
   if (const char* n = std::getenv("DEEPINFER_FAULT_TORN_WRITE")) torn_write_at_ = std::atoll(n);
 }
 

@@ -123,4 +123,50 @@ for f in files:
 print("sweeps:", ", ".join(f.split("/")[-1] for f in files))
 PY
 ls "$work"/out/curve-*-plots/decode.png "$work"/out/curve-*-plots/prefill.png >/dev/null || fail "no plots"
-echo "ok: generation, the 4P+64D curves (68 tasks) and 2 scaling sizes ran under Slurm"
+
+# A generate job signalled mid-run (as --signal=B:USR1 does before the time limit): it drains, exits 75, requeues
+# itself, and its next run resumes; the output then holds every request once, equal to an uninterrupted run's.
+big=$work/out/requeue-in.jsonl ref=$work/out/requeue-ref.jsonl
+$py - "$big" <<'PY'
+import json, random, sys
+rng = random.Random(3)
+with open(sys.argv[1], "w") as f:
+    for i in range(600):
+        f.write(json.dumps({"id": f"q{i}", "prompt_token_ids": [rng.randrange(3, 300) for _ in range(rng.randrange(2, 30))],
+                            "max_new_tokens": rng.randrange(4, 24), "temperature": 0.8 * (i % 2)}) + "\n")
+PY
+"$build/deepinfer" generate --model "$fixture" --device cpu --input "$big" --output "$ref" --ordered-output \
+  > "$work/out/requeue-ref.log" 2>&1 || fail "the reference run"
+job=$(EXTRA_ARGS="--device cpu --max-running 8 --sync-interval 0.2 --progress-interval 2" DRAIN_TIMEOUT=60 \
+  sbatch --parsable --ntasks=4 -o requeue-%j.log "$root/slurm/generate.sbatch" "$fixture" \
+  "$root/configs/deploy/2p2d.toml" "$big" "$work/out/requeue") || fail "sbatch requeue job"
+out=$work/out/requeue/generate-$job.jsonl
+for i in $(seq 300); do
+  [ "$(cat "$out" 2>/dev/null | wc -l)" -ge 60 ] && break
+  sleep 0.5
+  [ "$i" = 300 ] && fail "the requeue job wrote no results in 150 s"
+done
+scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1"
+echo "signalled job $job with $(wc -l < "$out") results written"
+for i in $(seq 600); do
+  info=$(scontrol show job "$job" 2>/dev/null)
+  state=$(grep -o "JobState=[A-Z_]*" <<< "$info" | cut -d= -f2)
+  restarts=$(grep -o "Restarts=[0-9]*" <<< "$info" | cut -d= -f2)
+  [ "$state" = COMPLETED ] && [ "${restarts:-0}" -ge 1 ] && break
+  # A requeued job waits for its begin time: let it start now.
+  [ "$state" = PENDING ] && scontrol update JobId="$job" StartTime=now >/dev/null 2>&1
+  case "$state" in FAILED|CANCELLED|TIMEOUT|NODE_FAIL) fail "the requeue job ended $state";; esac
+  sleep 1
+  [ "$i" = 600 ] && fail "the requeue job is $state (restarts ${restarts:-0}) after 600 s"
+done
+grep -q "requeueing job $job" "$work"/out/requeue-"$job".log || fail "the job did not requeue itself"
+grep -q '"state": "complete"' "$work/out/requeue/generate-$job.status.json" || fail "its status is not complete"
+$py - "$ref" "$out" <<'PY' || fail "the requeued job's output"
+import json, sys
+ref = {r["id"]: r["output_token_ids"] for r in map(json.loads, open(sys.argv[1]))}
+got = [json.loads(line) for line in open(sys.argv[2])]
+assert len(got) == len({r["id"] for r in got}) == len(ref), (len(got), len(ref))
+assert all(ref[r["id"]] == r["output_token_ids"] for r in got)
+print(f"requeue: {len(got)} results, each id once, equal to the uninterrupted run")
+PY
+echo "ok: generation, the 4P+64D curves (68 tasks), 2 scaling sizes, and a signalled generate job that requeued itself and resumed, under Slurm"
