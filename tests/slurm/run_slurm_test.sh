@@ -137,7 +137,7 @@ with open(sys.argv[1], "w") as f:
 PY
 "$build/deepinfer" generate --model "$fixture" --device cpu --input "$big" --output "$ref" --ordered-output \
   > "$work/out/requeue-ref.log" 2>&1 || fail "the reference run"
-job=$(EXTRA_ARGS="--device cpu --max-running 8 --sync-interval 0.2 --progress-interval 2" DRAIN_TIMEOUT=60 \
+job=$(EXTRA_ARGS="--device cpu --window 50 --sync-interval 0.2 --progress-interval 2" DRAIN_TIMEOUT=60 \
   sbatch --parsable --ntasks=4 -o requeue-%j.log "$root/slurm/generate.sbatch" "$fixture" \
   "$root/configs/deploy/2p2d.toml" "$big" "$work/out/requeue") || fail "sbatch requeue job"
 out=$work/out/requeue/generate-$job.jsonl
