@@ -261,6 +261,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
                      "requests have output constraints (response_format, regex, ebnf): structured output masks the "
                      "vocabulary through the tokenizer: pass --tokenizer tokenizer.json (the model has none beside it)");
       structured = make_structured_output(tokenizer_for_prompts(), *model_config, options.grammar_timeout_s);
+      engine_options.structured = structured.get();  // (Engine::validate admits constrained requests by it)
     }
     return *structured;
   };

@@ -65,6 +65,8 @@ InputScan scan_input(const DurableJobOptions& options, const LineParser& parse) 
       const Request request = parse(line.text, input.where(line), line.ordinal, reading, format);
       scan.constrained = scan.constrained || request.constraint.has_value();
     } catch (const InputError& e) {
+      // What is not about the line (a tokenizer or chat instructions that cannot be loaded) stops the job once.
+      if (!std::string_view(e.what()).starts_with(input.where(line))) throw;
       ++scan.bad;
       if (static_cast<int64_t>(listed.size()) < kListedBadLines) listed.push_back(e.what());
     }
@@ -215,16 +217,20 @@ int run_durable_job(const DurableJobOptions& options, const InputScan* scan, con
       const auto on_result = [&](const RequestResult& result) {
         const BatchLineFormat& format = window.formats[result.index];
         const int64_t ordinal = window.ordinals[result.index];
+        nlohmann::json line;
         try {
-          nlohmann::json line = result_line(result, tokenizer, window.readings[result.index]);
+          line = result_line(result, tokenizer, window.readings[result.index]);
           if (format.endpoint != BatchEndpoint::kNone)
             line = openai_result_line(line, format, ordinal, options.model_name, tokenizer != nullptr,
                                       static_cast<int64_t>(std::time(nullptr)));
-          log->append(line);
-          progress->finished(result.prompt_tokens, static_cast<int64_t>(result.output_token_ids.size()));
-        } catch (const InputError& e) {  // an output the tokenizer cannot read: that request alone fails
-          record_error(error_line(format, result.id, ordinal, "output_unreadable", e.what()));
+        } catch (const std::exception& e) {  // an output the tokenizer cannot read: that request alone fails
+          record_error(error_line(format, result.id, ordinal, "output_unreadable",
+                                  fmt::format("request id {}: its output cannot be written: {}", result.id.dump(),
+                                              e.what())));
+          return;
         }
+        log->append(line);
+        progress->finished(result.prompt_tokens, static_cast<int64_t>(result.output_token_ids.size()));
       };
       run_window(window.requests, window.readings, on_result, on_tick);
     }

@@ -294,7 +294,7 @@ void StreamWriter::write(const nlohmann::json& line) {
   // A reader that went away (`| head`, a FIFO's reader exiting) ends the stream, not the job: the results still
   // reach --output. (SIGPIPE is ignored: main.cpp.) Any other failure, a full disk, is the run's error.
   DI_CHECK(errno == EPIPE, "writing --stream '{}' failed: {}", path_.string(), std::strerror(errno));
-  spdlog::warn("--stream '{}': its reader went away; streaming stops, generation goes on", path_.string());
+  spdlog::warn("--stream '{}': its reader went away, streaming stops, generation goes on", path_.string());
   reader_gone_ = true;
 }
 
