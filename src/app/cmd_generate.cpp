@@ -24,6 +24,7 @@
 #include "src/dist/topology.h"
 #include "src/engine/engine.h"
 #include "src/engine/spmd_generation.h"
+#include "src/model/model_digest.h"
 #include "src/moe/expert_parallel.h"
 
 namespace deepinfer::app {
@@ -336,7 +337,8 @@ int run_generate(const GenerateOptions& options, const World& world) {
     // (The draft module's cache layers too: a block stored without them does not fit a cache that has them.)
     generation.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}|draft module {}",
-                    std::filesystem::weakly_canonical(options.model.model_path).string(), options.model.load_format,
+                    options.kv_store_dir.empty() ? "" : model_content_digest(options.model.model_path),
+                    options.model.load_format,
                     options.model.seed, model.config().num_hidden_layers, options.model.no_engram ? "off" : "on",
                     generation.speculation.model_drafter ? options.speculation.drafter : "none");
     std::unique_ptr<StreamWriter> stream;
