@@ -6,6 +6,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
 #include "src/model/engram_hash.h"
 #include "src/model/v41_config.h"
 
@@ -17,7 +18,9 @@ namespace {
 // weights), V2/V3 their first layers (a checkpoint's later layers are not read).
 ModelConfig config_at_depth(const std::filesystem::path& path, int64_t num_layers, bool dummy) {
   const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
-  nlohmann::json root = nlohmann::json::parse(read_text_file(file, "model config"), nullptr, false);
+  const std::string text = read_text_file(file, "model config");
+  check_json_file_depth(text, file.string());
+  nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
   DI_INPUT_CHECK(root.is_object(), "{}: not a JSON object", file.string());
   const std::string source = fmt::format("{} at --num-layers {}", file.string(), num_layers);
   if (root.value("model_type", "") == "deepseek_v41") {

@@ -9,6 +9,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
 #include "src/text/utf8.h"
 
 namespace deepinfer::text {
@@ -105,7 +106,9 @@ void reading(const std::string& source, std::string_view part, Read&& read) {
 
 BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
   const std::string source = tokenizer_json.string();
-  const nlohmann::json j = nlohmann::json::parse(read_text_file(tokenizer_json, "tokenizer"), nullptr, false);
+  const std::string text = read_text_file(tokenizer_json, "tokenizer");
+  check_json_file_depth(text, source);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   DI_INPUT_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   DI_INPUT_CHECK(j.contains("model") && j["model"].is_object(), "{}: 'model' must be an object (the BPE model)",
                  source);
