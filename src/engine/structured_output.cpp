@@ -1,5 +1,6 @@
 #include "src/engine/structured_output.h"
 
+#include <nlohmann/json.hpp>
 #include <xgrammar/xgrammar.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 
 #include "src/core/check.h"
+#include "src/engine/schema_check.h"
 
 namespace deepinfer {
 
@@ -50,6 +52,10 @@ struct StructuredOutput::Impl {
   const xgrammar::CompiledGrammar& get(const OutputConstraint& c, const std::string& who) {
     const auto key = std::pair{static_cast<int>(c.kind), c.text};
     if (auto it = compiled.find(key); it != compiled.end()) return it->second;
+    if (c.kind == OutputConstraint::Kind::kJsonSchema) {  // what the grammar would not enforce, refused first
+      const nlohmann::json schema = nlohmann::json::parse(c.text, nullptr, false);
+      if (!schema.is_discarded()) check_schema_enforceable(schema, who);
+    }
     auto pending = std::make_shared<PendingCompile>();
     std::thread([pending, compiler = compiler, c] {
       std::optional<xgrammar::CompiledGrammar> grammar;
