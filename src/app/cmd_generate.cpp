@@ -24,6 +24,7 @@
 #include "src/dist/topology.h"
 #include "src/engine/engine.h"
 #include "src/engine/spmd_generation.h"
+#include "src/model/architectures.h"
 #include "src/model/model_digest.h"
 #include "src/moe/expert_parallel.h"
 
@@ -250,7 +251,7 @@ int run_generate(const GenerateOptions& options, const World& world) {
                        options.swa_replay_tokens >= config.v41.sliding_window,
                    "--swa-replay-tokens {} is below the sliding window of {} tokens (0 keeps the window in the store)",
                    options.swa_replay_tokens, config.v41.sliding_window);
-    const ChatSource chat{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
+    const ChatSource chat{chat_format_of(config),
                           prose_for_chats};
     requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
     if (std::any_of(requests.begin(), requests.end(), [](const Request& r) { return r.constraint.has_value(); })) {
