@@ -113,6 +113,7 @@ BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
   DI_INPUT_CHECK(j.contains("model") && j["model"].is_object(), "{}: 'model' must be an object (the BPE model)",
                  source);
   BpeTokenizer t;
+  t.source_ = source;
   reading(source, "the normalizer, pre_tokenizer, model type, decoder or post_processor",
           [&] { t.read_pipeline(j, source); });
   t.read_byte_map();
@@ -288,9 +289,13 @@ std::vector<BpeTokenizer::Segment> BpeTokenizer::split_added(std::string_view te
 void BpeTokenizer::encode_piece(std::string_view byte_level, std::vector<int32_t>& out) const {
   std::vector<int32_t> symbols;
   for (size_t at = 0, n = 0; at < byte_level.size(); at += n) {
-    next_code_point(byte_level, at, &n);
+    const char32_t c = next_code_point(byte_level, at, &n);
     const int32_t id = token_to_id(std::string(byte_level.substr(at, n)));
-    DI_CHECK(id >= 0, "byte-level character outside the vocabulary");
+    // A vocabulary without some byte's token (a byte-level BPE should have all 256) cannot spell text holding it.
+    if (id < 0)
+      throw InputError(fmt::format("{} has no token for the byte 0x{:02x} of this text, so the text cannot be encoded: "
+                                   "remove that character or use a tokenizer with every byte", source_,
+                                   static_cast<int>(char_byte_.at(c))));
     symbols.push_back(id);
   }
   std::vector<int32_t> merged;

@@ -81,6 +81,7 @@ class BpeTokenizer {
   std::shared_ptr<const Trie> raw_added_, normalized_added_;  // `normalized: false` ones, and the others
   std::vector<Regex> splits_;                                 // the pre-tokenizer's Split patterns, in order
   std::string byte_char_[256];                                // byte -> its ByteLevel character (UTF-8)
+  std::string source_;                                        // the tokenizer.json it was loaded from
   std::unordered_map<char32_t, uint8_t> char_byte_;           // and back
 };
 
