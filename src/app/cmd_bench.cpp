@@ -71,8 +71,10 @@ int run_bench(const BenchOptions& options, const World& world) {
   auto prepare = [&] {
     require_single_rank(world, "bench");
     DI_INPUT_CHECK(options.steps > 0 && options.warmup >= 0, "--steps must be positive and --warmup not negative");
-    DI_INPUT_CHECK(options.rank_slice_deploy.empty() == (options.slice_rank < 0),
-                   "--rank-slice and --slice-rank go together");
+    const bool slice_rank_given = options.slice_rank != BenchOptions::kNoSliceRank;
+    DI_INPUT_CHECK(!slice_rank_given || options.slice_rank >= 0,
+                   "--slice-rank {}: a world rank of --rank-slice's deployment is 0 or more", options.slice_rank);
+    DI_INPUT_CHECK(options.rank_slice_deploy.empty() != slice_rank_given, "--rank-slice and --slice-rank go together");
     DI_INPUT_CHECK(!options.rank_slice_deploy.empty() || (options.routing.empty() && options.expert_plan_path.empty()),
                    "--routing and --expert-plan are for --rank-slice (sweep takes --routing too)");
     DI_INPUT_CHECK(options.rank_slice_deploy.empty() || !options.model.batch_invariant,

@@ -7,6 +7,7 @@
 #include "src/app/commands.h"
 #include "src/app/spmd_command.h"
 #include "src/core/check.h"
+#include "src/core/json_depth.h"
 #include "src/core/files.h"
 #include "src/moe/eplb.h"
 
@@ -18,6 +19,7 @@ int run_eplb_plan(const EplbPlanOptions& options, const World& world) {
   auto prepare = [&] {
     check_output_path(options.output_path, "--output", {options.weights_path});
     const std::string text = read_text_file(options.weights_path, "--weights");
+    check_json_file_depth(text, options.weights_path);
     try {
       weight = nlohmann::json::parse(text).at("weight").get<std::vector<std::vector<double>>>();
     } catch (const nlohmann::json::exception& e) {

@@ -26,6 +26,8 @@
 #include "src/dist/topology.h"
 #include "src/engine/engine.h"
 #include "src/engine/spmd_generation.h"
+#include "src/model/architectures.h"
+#include "src/model/model_digest.h"
 #include "src/moe/expert_parallel.h"
 
 namespace deepinfer::app {
@@ -332,8 +334,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
                        options.swa_replay_tokens >= config.v41.sliding_window,
                    "--swa-replay-tokens {} is below the sliding window of {} tokens (0 keeps the window in the store)",
                    options.swa_replay_tokens, config.v41.sliding_window);
-    chat = ChatSource{config.model_type == "deepseek_v41" ? text::ChatFormat::kV41 : text::ChatFormat::kV4,
-                      prose_for_chats};
+    chat = ChatSource{chat_format_of(config), prose_for_chats};
     if (!durable) {
       requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
       for (const Request& r : requests)
@@ -424,7 +425,8 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     // (The draft module's cache layers too: a block stored without them does not fit a cache that has them.)
     generation.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}|draft module {}",
-                    std::filesystem::weakly_canonical(options.model.model_path).string(), options.model.load_format,
+                    options.kv_store_dir.empty() ? "" : model_content_digest(options.model.model_path),
+                    options.model.load_format,
                     options.model.seed, model.config().num_hidden_layers, options.model.no_engram ? "off" : "on",
                     generation.speculation.model_drafter ? options.speculation.drafter : "none");
     std::unique_ptr<StreamWriter> stream;

@@ -29,7 +29,7 @@ std::unordered_map<std::string, std::string> results_by_key(const std::filesyste
   for (int64_t number = 1; std::getline(in, text); ++number) {
     DI_INPUT_CHECK(!in.eof(), "{}:{}: a torn last line (the job was killed inside a write): resume the job first",
                    path.string(), number);
-    const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json line = parse_line_quietly(text);
     DI_INPUT_CHECK(line.is_object() && (line.contains("id") || line.contains("custom_id")),
                    "{}:{}: not a result line (a JSON object with an id or custom_id)", path.string(), number);
     DI_INPUT_CHECK(lines.emplace(result_key(line), text).second, "{}:{}: a second result for id {}", path.string(),
@@ -54,7 +54,7 @@ int run_order_results(const OrderResultsOptions& options, const World& world) {
     int64_t written = 0, missing = 0;
     std::string first_missing;
     while (input.next(line)) {
-      const nlohmann::json request = nlohmann::json::parse(line.text, nullptr, /*allow_exceptions=*/false);
+      const nlohmann::json request = parse_line_quietly(line.text);
       const auto found = results.find(request_key(request.is_discarded() ? nlohmann::json() : request, line.ordinal));
       if (found == results.end()) {
         if (missing++ == 0) first_missing = input.where(line);

@@ -5,6 +5,7 @@
 #include "src/dist/world.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,9 @@ struct BenchOptions {
   // --rank-slice: run what world rank `slice_rank` of this deployment runs, alone (moe/rank_slice_dispatcher.h),
   // under the drawn routing (required there).
   std::string rank_slice_deploy;
-  int slice_rank = -1;
+  // kNoSliceRank when --slice-rank is not given, so that a given negative rank is told about the range.
+  static constexpr int kNoSliceRank = std::numeric_limits<int>::min();
+  int slice_rank = kNoSliceRank;
   std::string expert_plan_path;
   std::string routing;
   uint64_t routing_seed = 0;

@@ -11,6 +11,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
 #include "src/text/chat_request.h"
 #include "src/text/stream_parser.h"
 
@@ -172,6 +173,7 @@ Request parse_request_line(const std::string& text, const std::string& where, in
                            BatchLineFormat* format, nlohmann::json* continues) {
   nlohmann::json line;
   nlohmann::ordered_json ordered;
+  check_json_depth(text, where);
   try {
     line = nlohmann::json::parse(text);
     // Chat requests' tool schemas and arguments, and response_format's schema, keep their key order.
@@ -206,6 +208,7 @@ std::unordered_map<std::string, std::vector<int32_t>> read_draft_reference(const
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = fmt::format("{}:{}", path.string(), line_number);
     nlohmann::json line;
+    check_json_depth(text, where);
     try {
       line = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {

@@ -6,6 +6,8 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
+#include "src/model/architectures.h"
 #include "src/model/engram_hash.h"
 #include "src/model/v41_config.h"
 
@@ -13,22 +15,17 @@ namespace deepinfer::app {
 
 namespace {
 
-// The model's configuration at --num-layers: V4.1 through v41_at_depth (its layers renumbered, so only with dummy
-// weights), V2/V3 their first layers (a checkpoint's later layers are not read).
+// The model's configuration at --num-layers, cut as its architecture cuts it (architectures.h, config_at_depth: V2/V3
+// their first layers, V4.1 a layer of every kind renumbered, so only with dummy weights).
 ModelConfig config_at_depth(const std::filesystem::path& path, int64_t num_layers, bool dummy) {
   const auto file = std::filesystem::is_directory(path) ? path / "config.json" : path;
-  nlohmann::json root = nlohmann::json::parse(read_text_file(file, "model config"), nullptr, false);
+  const std::string text = read_text_file(file, "model config");
+  check_json_file_depth(text, file.string());
+  nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
   DI_INPUT_CHECK(root.is_object(), "{}: not a JSON object", file.string());
   const std::string source = fmt::format("{} at --num-layers {}", file.string(), num_layers);
-  if (root.value("model_type", "") == "deepseek_v41") {
-    DI_INPUT_CHECK(dummy, "--num-layers renumbers DeepSeek-V4.1's layers: use it with --load-format dummy");
-    root = v41_at_depth(std::move(root), num_layers, file.string());
-  } else {
-    const int64_t layers = root.value("num_hidden_layers", int64_t{0});
-    DI_INPUT_CHECK(num_layers <= layers, "--num-layers {}: {} has {} layers", num_layers, file.string(), layers);
-    root["num_hidden_layers"] = num_layers;
-  }
-  return parse_model_config(root.dump(), source);
+  return parse_model_config(deepinfer::config_at_depth(std::move(root), num_layers, file.string(), dummy).dump(),
+                            source);
 }
 
 }  // namespace

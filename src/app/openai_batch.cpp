@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "src/app/result_log.h"
 #include "src/core/check.h"
 
 namespace deepinfer::app {
@@ -161,7 +162,7 @@ nlohmann::json error_line(const BatchLineFormat& format, const nlohmann::json& i
 nlohmann::json bad_line_record(const std::string& text, int64_t ordinal, const std::string& message) {
   BatchLineFormat format;
   nlohmann::json id = ordinal;
-  const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json line = parse_line_quietly(text);
   if (line.is_object() && line.contains("custom_id") && line["custom_id"].is_string()) {
     format.endpoint = line.value("url", "") == endpoint_url(BatchEndpoint::kCompletions) ? BatchEndpoint::kCompletions
                                                                                          : BatchEndpoint::kChatCompletions;

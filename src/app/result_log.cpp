@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "src/core/check.h"
+#include "src/core/json_depth.h"
 
 namespace deepinfer::app {
 
@@ -35,6 +36,15 @@ uint64_t key_hash(std::string_view key) {
     h *= 1099511628211ull;
   }
   return h;
+}
+
+nlohmann::json parse_line_quietly(std::string_view text) {
+  try {
+    check_json_depth(text, "");
+  } catch (const InputError&) {
+    return nlohmann::json(nlohmann::json::value_t::discarded);
+  }
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
 }
 
 void KeySet::seal() { std::sort(hashes_.begin(), hashes_.end()); }
@@ -72,7 +82,7 @@ ExistingOutput resume_output(const std::filesystem::path& path) {
     }
     whole_bytes += static_cast<int64_t>(text.size()) + 1;
     ++existing.lines;
-    const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::json line = parse_line_quietly(text);
     DI_INPUT_CHECK(line.is_object() && (line.contains("id") || line.contains("custom_id")),
                    "--resume: {}:{} is not a result line (a JSON object with an id or custom_id): the file is "
                    "damaged, or not this job's output",

@@ -28,6 +28,9 @@ std::string request_key(const nlohmann::json& line, int64_t ordinal);
 // The key of a result line in the output (its custom_id, else its id).
 std::string result_key(const nlohmann::json& result);
 uint64_t key_hash(std::string_view key);  // 64-bit FNV-1a
+// A line parsed without exceptions: discarded (is_discarded()) when it is malformed or nested deeper than the
+// inputs' bound (core/json_depth.h), so that no reading of a hostile line recurses without end.
+nlohmann::json parse_line_quietly(std::string_view text);
 
 // A set of key hashes: add them all, seal, then look up (a sorted vector: 8 bytes a key).
 class KeySet {

@@ -77,23 +77,68 @@ void require_regular_file(const fs::path& path, std::string_view what) {
                  describe_kind(status));
 }
 
-std::string read_text_file(const fs::path& path, std::string_view what) {
-  require_regular_file(path, what);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  DI_INPUT_CHECK(fd >= 0, "cannot open {} '{}': {}", what, path.string(), errno_text());
-  std::string text;
+namespace {
+
+// A descriptor of `path` opened for reading, -1 when it cannot be opened or is not a regular file (`kind` then
+// says what it is). O_NONBLOCK keeps the open from blocking on a pipe nobody writes; it is cleared again, as
+// regular files ignore it anyway.
+int open_regular(const fs::path& path, std::string* kind) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *kind = errno_text();
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a named pipe" : "not a regular file";
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// Up to `max_bytes` + 1 bytes of `fd` (closed after); false on a read error, with errno kept in `read_errno`.
+bool read_all(int fd, size_t max_bytes, std::string& text, int* read_errno) {
   char buffer[1 << 16];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const int read_errno = errno;
+      *read_errno = errno;
       ::close(fd);
-      DI_INPUT_CHECK(n == 0, "cannot read {} '{}': {}", what, path.string(), std::strerror(read_errno));
-      return text;
+      return n == 0;
     }
     text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > max_bytes) {
+      ::close(fd);
+      return true;
+    }
   }
+}
+
+}  // namespace
+
+std::string read_text_file(const fs::path& path, std::string_view what) {
+  require_regular_file(path, what);
+  std::string kind;
+  const int fd = open_regular(path, &kind);
+  DI_INPUT_CHECK(fd >= 0, "cannot open {} '{}': {}", what, path.string(), kind);
+  std::string text;
+  int read_errno = 0;
+  DI_INPUT_CHECK(read_all(fd, std::string().max_size() - 1, text, &read_errno), "cannot read {} '{}': {}", what,
+                 path.string(), std::strerror(read_errno));
+  return text;
+}
+
+std::optional<std::string> read_regular_file_if_any(const fs::path& path, size_t max_bytes) {
+  std::string kind;
+  const int fd = open_regular(path, &kind);
+  if (fd < 0) return std::nullopt;
+  std::string bytes;
+  int read_errno = 0;
+  if (!read_all(fd, max_bytes, bytes, &read_errno) || bytes.size() > max_bytes) return std::nullopt;
+  return bytes;
 }
 
 std::vector<fs::path> input_files(const fs::path& model_path, std::initializer_list<std::string_view> others) {

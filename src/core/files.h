@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,12 @@ void require_regular_file(const std::filesystem::path& path, std::string_view wh
 
 // The whole file as text (a regular file only).
 std::string read_text_file(const std::filesystem::path& path, std::string_view what);
+
+// The contents of `path` when it is a regular file of at most `max_bytes`; nullopt when it is missing, of another
+// kind (a named pipe, a device, a directory), larger, or unreadable. Opened with O_NONBLOCK, so that a pipe never
+// blocks the open, and checked by fstat on the open descriptor (no race with a rename): for caches, whose bad
+// entries are misses rather than errors.
+std::optional<std::string> read_regular_file_if_any(const std::filesystem::path& path, size_t max_bytes);
 
 // Every regular file a command reads: those of the model path (the config file, or a checkpoint directory's
 // .json and .safetensors files) and the `others` that are not empty. For check_output_path's list of inputs.

@@ -35,9 +35,10 @@ class Communicator {
 };
 
 // Seconds a rank waits for one exchange before it aborts the job: DEEPINFER_COMM_TIMEOUT_S, default 600. The
-// value must be a finite number of seconds in (0, 1e7]; anything else ("abc", "", "nan", "-1") is an InputError
-// naming the variable, never a silent 0 or an endless wait.
+// value must be a finite number of seconds in [1, 1e7]; anything else ("abc", "", "nan", "-1", "1e-300") is an
+// InputError naming the variable, never a silent 0 or an endless wait.
 inline constexpr double kDefaultCommTimeoutS = 600.0;
+inline constexpr double kMinCommTimeoutS = 1.0, kMaxCommTimeoutS = 1e7;
 double default_comm_timeout_s();
 
 }  // namespace deepinfer

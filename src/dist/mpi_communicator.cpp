@@ -21,8 +21,11 @@ double default_comm_timeout_s() {
   errno = 0;
   const double value = std::strtod(text, &end);
   const bool whole = end != text && *end == '\0' && errno == 0;
-  DI_INPUT_CHECK(whole && std::isfinite(value) && value > 0.0 && value <= 1e7,
-                 "DEEPINFER_COMM_TIMEOUT_S='{}' is not a number of seconds in (0, 10000000]", text);
+  // Below a second the deadline is shorter than the ranks' own start-up and message latency: every wait would
+  // expire and each rank blame the others.
+  DI_INPUT_CHECK(whole && std::isfinite(value) && value >= kMinCommTimeoutS && value <= kMaxCommTimeoutS,
+                 "DEEPINFER_COMM_TIMEOUT_S='{}' is not a number of seconds in [{}, {}]: set it to the longest a rank "
+                 "may wait for another (default {})", text, kMinCommTimeoutS, kMaxCommTimeoutS, kDefaultCommTimeoutS);
   return value;
 }
 

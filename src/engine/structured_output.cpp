@@ -1,5 +1,6 @@
 #include "src/engine/structured_output.h"
 
+#include <nlohmann/json.hpp>
 #include <xgrammar/xgrammar.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 
 #include "src/core/check.h"
+#include "src/engine/schema_check.h"
 
 namespace deepinfer {
 
@@ -44,12 +46,17 @@ struct StructuredOutput::Impl {
   std::shared_ptr<xgrammar::GrammarCompiler> compiler;
   std::vector<int32_t> stop_ids;
   double timeout_s;
+  int64_t mask_words = 0;
   std::map<std::pair<int, std::string>, xgrammar::CompiledGrammar> compiled;  // by (kind, text)
   std::unordered_map<const Sequence*, Matcher> matchers;
 
   const xgrammar::CompiledGrammar& get(const OutputConstraint& c, const std::string& who) {
     const auto key = std::pair{static_cast<int>(c.kind), c.text};
     if (auto it = compiled.find(key); it != compiled.end()) return it->second;
+    if (c.kind == OutputConstraint::Kind::kJsonSchema) {  // what the grammar would not enforce, refused first
+      const nlohmann::json schema = nlohmann::json::parse(c.text, nullptr, false);
+      if (!schema.is_discarded()) check_schema_enforceable(schema, who);
+    }
     auto pending = std::make_shared<PendingCompile>();
     std::thread([pending, compiler = compiler, c] {
       std::optional<xgrammar::CompiledGrammar> grammar;
@@ -84,7 +91,22 @@ struct StructuredOutput::Impl {
                                                  [&] { return pending->finished; });
     DI_INPUT_CHECK(finished, "{}: its {} constraint did not compile within {} s", who, c.kind_name(), timeout_s);
     DI_INPUT_CHECK(pending->error.empty(), "{}: invalid {} constraint: {}", who, c.kind_name(), pending->error);
+    require_a_first_token(*pending->grammar, c, who);
     return compiled.emplace(key, std::move(*pending->grammar)).first->second;
+  }
+
+  // A grammar no token of the vocabulary can start (a regex of a character no token spells, an EBNF rule that only
+  // refers to itself) would leave its sequence nothing to sample: refused here, naming the request, rather than
+  // failing the whole run at its first step.
+  void require_a_first_token(const xgrammar::CompiledGrammar& grammar, const OutputConstraint& c,
+                             const std::string& who) const {
+    xgrammar::GrammarMatcher matcher(grammar, stop_ids);
+    std::vector<uint32_t> row(mask_words, 0);
+    fill_row(matcher, row.data(), mask_words);
+    DI_INPUT_CHECK(std::any_of(row.begin(), row.end(), [](uint32_t word) { return word != 0; }),
+                   "{}: its {} constraint admits no token of this vocabulary as its first (no token spells what it "
+                   "must start with, or its rules never reach a character): change the constraint", who,
+                   c.kind_name());
   }
 };
 
@@ -95,6 +117,7 @@ StructuredOutput::StructuredOutput(std::vector<std::string> token_bytes, int64_t
            token_bytes.size(), vocab_size);
   impl_->stop_ids = std::move(stop_ids);
   impl_->timeout_s = compile_timeout_s;
+  impl_->mask_words = mask_words();
   // RAW: the strings are the tokens' bytes; ids past the tokenizer's are padding (never admitted).
   const xgrammar::TokenizerInfo info(token_bytes, xgrammar::VocabType::RAW, static_cast<int>(vocab_size),
                                      impl_->stop_ids, /*add_prefix_space=*/false);

@@ -261,16 +261,32 @@ std::optional<std::pair<int64_t, int64_t>> v41_routed_expert(const std::string& 
   return routed_expert_in(name, "layers.%d.ffn.experts.%d.");
 }
 
+// V2/V3: the first `num_layers` layers (a checkpoint's later layers are not read).
+nlohmann::json deepseek_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source, bool) {
+  const int64_t layers = root.value("num_hidden_layers", int64_t{0});
+  DI_INPUT_CHECK(num_layers <= layers, "--num-layers {}: {} has {} layers", num_layers, source, layers);
+  root["num_hidden_layers"] = num_layers;
+  return root;
+}
+
+// V4.1: v41_at_depth keeps a layer of every kind and renumbers them, so only generated weights fit the cut.
+nlohmann::json v41_config_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source, bool dummy) {
+  DI_INPUT_CHECK(dummy, "--num-layers renumbers DeepSeek-V4.1's layers: use it with --load-format dummy");
+  return v41_at_depth(std::move(root), num_layers, source);
+}
+
 const std::map<std::string, Architecture>& registry() {
   static const std::map<std::string, Architecture> kRegistry = {
       {"deepseek_v2",
-       {"deepseek_v2", parse_deepseek_v2, deepseek_tensor_specs, nullptr, deepseek_routed_expert, build_deepseek_model}},
+       {"deepseek_v2", parse_deepseek_v2, deepseek_tensor_specs, nullptr, deepseek_routed_expert, build_deepseek_model,
+        deepseek_at_depth, text::ChatFormat::kV4}},
       {"deepseek_v3",
-       {"deepseek_v3", parse_deepseek_v3, deepseek_tensor_specs, nullptr, deepseek_routed_expert, build_deepseek_model}},
+       {"deepseek_v3", parse_deepseek_v3, deepseek_tensor_specs, nullptr, deepseek_routed_expert, build_deepseek_model,
+        deepseek_at_depth, text::ChatFormat::kV4}},
       {"deepseek_v41",
        {"deepseek_v41", parse_deepseek_v41, v41_tensor_specs,
         [](const std::string& name) { return name.starts_with("mtp."); }, v41_routed_expert,
-        build_deepseek_v41_model}},
+        build_deepseek_v41_model, v41_config_at_depth, text::ChatFormat::kV41}},
   };
   return kRegistry;
 }
@@ -286,6 +302,18 @@ std::vector<std::string> known_model_types() {
   std::vector<std::string> names;
   for (const auto& [name, arch] : registry()) names.push_back(name);
   return names;
+}
+
+nlohmann::json config_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source, bool dummy_weights) {
+  const Architecture* arch = find_architecture(root.value("model_type", ""));
+  DI_INPUT_CHECK(arch != nullptr, "{}: unknown model_type '{}'", source, root.value("model_type", ""));
+  return arch->at_depth(std::move(root), num_layers, source, dummy_weights);
+}
+
+text::ChatFormat chat_format_of(const ModelConfig& config) {
+  const Architecture* arch = find_architecture(config.model_type);
+  DI_CHECK(arch != nullptr, "no architecture '{}'", config.model_type);
+  return arch->chat_format;
 }
 
 }  // namespace deepinfer

@@ -14,6 +14,7 @@
 #include "src/core/tensor.h"
 #include "src/model/backend.h"
 #include "src/model/model_config.h"
+#include "src/text/chat_template.h"
 
 namespace deepinfer {
 
@@ -59,10 +60,23 @@ struct Architecture {
   std::function<std::optional<std::pair<int64_t, int64_t>>(const std::string& name)> routed_expert_of;
   // The model on the chosen backend (an InputError where that backend does not run this architecture).
   std::function<std::unique_ptr<CausalLm>(ModelConfig, WeightOrigin, Device, int gpu)> build;
+  // config.json's object cut to its first `num_layers` decoder layers (--num-layers); `dummy_weights` says whether
+  // the weights are generated (a cut that renumbers layers cannot read a checkpoint's).
+  std::function<nlohmann::json(nlohmann::json root, int64_t num_layers, const std::string& source, bool dummy_weights)>
+      at_depth;
+  // The chat template of the family (the prompt of chat requests).
+  text::ChatFormat chat_format = text::ChatFormat::kV4;
 };
 
 // nullptr for an unknown model_type.
 const Architecture* find_architecture(const std::string& model_type);
 std::vector<std::string> known_model_types();
+
+// config.json's object (`root`, read from `source`) at --num-layers, by its model_type's architecture. InputError for
+// an unknown model_type, a depth the model does not have, or a cut the weights cannot follow.
+nlohmann::json config_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source, bool dummy_weights);
+
+// The chat template of the model's family.
+text::ChatFormat chat_format_of(const ModelConfig& config);
 
 }  // namespace deepinfer

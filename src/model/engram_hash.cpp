@@ -9,6 +9,7 @@
 #include "kernels/engram_hash_row.h"
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
 #include "src/core/random.h"
 
 namespace deepinfer {
@@ -76,7 +77,9 @@ void read_engram_hash(const std::filesystem::path& file, V41TextConfig& v) {
                  "{} is missing: the engram layers hash compressed token ids; write it with "
                  "`python3 launch/engram_hash.py {}` (from the model's tokenizer.json), or pass --no-engram",
                  source, file.parent_path().string());
-  const nlohmann::json j = nlohmann::json::parse(read_text_file(file, "engram hash tables"), nullptr, false);
+  const std::string text = read_text_file(file, "engram hash tables");
+  check_json_file_depth(text, source);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   DI_INPUT_CHECK(!j.is_discarded() && j.value("format", "") == "deepinfer engram hash tables 1",
                  "{}: not an engram hash file of launch/engram_hash.py (format 'deepinfer engram hash tables 1')",
                  source);

@@ -6,6 +6,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
 #include "src/model/architectures.h"
 #include "src/model/engram_hash.h"
 
@@ -32,6 +33,7 @@ bool ModelConfig::is_moe_layer(int64_t layer_idx) const {
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
   nlohmann::json json;
+  check_json_file_depth(json_text, source);
   try {
     json = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::exception& e) {

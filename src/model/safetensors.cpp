@@ -12,6 +12,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
 
 namespace deepinfer {
 
@@ -97,6 +98,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path)
                  mapping_->size());
   data_offset_ = 8 + header_len;
   nlohmann::json header;
+  check_json_file_depth(std::string_view(reinterpret_cast<const char*>(mapping_->data()) + 8, header_len), where);
   try {
     header = nlohmann::json::parse(reinterpret_cast<const char*>(mapping_->data()) + 8,
                                    reinterpret_cast<const char*>(mapping_->data()) + 8 + header_len);
@@ -190,11 +192,11 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& dir) :
   const auto index_path = dir / "model.safetensors.index.json";
   std::vector<std::string> file_names;
   if (std::filesystem::exists(index_path)) {
-    require_regular_file(index_path, "the checkpoint index");
-    std::ifstream in(index_path);
+    const std::string text = read_text_file(index_path, "the checkpoint index");
+    check_json_file_depth(text, index_path.string());
     nlohmann::json index;
     try {
-      index = nlohmann::json::parse(in);
+      index = nlohmann::json::parse(text);
       for (const auto& [name, file] : index.at("weight_map").items()) {
         const std::string file_name = file.get<std::string>();
         if (std::find(file_names.begin(), file_names.end(), file_name) == file_names.end())

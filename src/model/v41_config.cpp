@@ -1,7 +1,10 @@
 #include "src/model/v41_config.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
+#include <string_view>
+#include <utility>
 
 #include "src/core/check.h"
 #include "src/model/architectures.h"
@@ -12,6 +15,18 @@ namespace deepinfer {
 namespace {
 
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
+// Bounds on the config's sizes, checked before any arithmetic with them, so that no product used for an
+// allocation or an offset can wrap int64 and an absurd size is refused by its key rather than met as a bare
+// bad_alloc, a zero-size table or a search that never ends.
+constexpr int64_t kMaxDim = int64_t{1} << 24;  // one dimension, as V2/V3's configs (the released ones: 129,280)
+constexpr int64_t kMaxTopk = int64_t{1} << 16;  // index_topk and the candidate blocks (rows x k stay in int32)
+constexpr int64_t kMaxPositions = int64_t{1} << 30;
+// One tensor: 2^38 values (1 TiB in fp32); the released engram tables hold 2^36.5 each.
+constexpr int64_t kMaxTensorValues = int64_t{1} << 38;
+// engram_vocab_size: the bucket primes above it are found by trial division up to their square roots.
+constexpr int64_t kMaxEngramVocab = int64_t{1} << 32;
+// Distinct bucket primes over all engram layers (the released config has 48).
+constexpr int64_t kMaxEngramPrimes = int64_t{1} << 16;
 
 bool contains(const std::vector<int64_t>& ids, int64_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
@@ -51,6 +66,77 @@ V41Quantization parse_quantization(const nlohmann::json& root, const std::string
   return q;
 }
 
+// A tensor of the product of `factors` (each named by its keys) values, refused above kMaxTensorValues. Division
+// keeps the check itself from wrapping.
+void check_tensor_values(const ConfigReader& r, std::string_view tensor,
+                         std::initializer_list<std::pair<std::string_view, int64_t>> factors) {
+  int64_t values = 1;
+  bool over = false;
+  std::string named;
+  for (const auto& [keys, size] : factors) {
+    named += fmt::format("{}{} ({})", named.empty() ? "" : " x ", keys, size);
+    if (over || size == 0) continue;
+    if (values > kMaxTensorValues / size) over = true;
+    else values *= size;
+  }
+  if (over)
+    throw InputError(fmt::format("{}: {} make the tensor {} hold more than the 2^38 = {} values one tensor may hold; "
+                                 "lower them", r.source(), named, tensor, kMaxTensorValues));
+}
+
+// Every tensor shaped by the config (v41_tensor_specs' shapes), as products of its keys.
+void check_tensor_sizes(const ConfigReader& r, const V41TextConfig& c) {
+  const int64_t hc = c.hc_mult, H = c.hidden_size;
+  check_tensor_values(r, "embed.weight", {{"vocab_size", c.vocab_size}, {"hidden_size", H}});
+  check_tensor_values(r, "attn.wq_b.weight", {{"num_attention_heads", c.num_attention_heads},
+                                              {"head_dim", c.head_dim}, {"q_lora_rank", c.q_lora_rank}});
+  check_tensor_values(r, "attn.wo_a.weight", {{"o_lora_rank", c.o_lora_rank},
+                                              {"num_attention_heads", c.num_attention_heads},
+                                              {"head_dim", c.head_dim}});
+  check_tensor_values(r, "attn.wo_b.weight", {{"hidden_size", H}, {"o_groups", c.o_groups},
+                                              {"o_lora_rank", c.o_lora_rank}});
+  check_tensor_values(r, "hc_attn_fn", {{"(2 + hc_mult) x hc_mult^2", (2 + hc) * hc * hc}, {"hidden_size", H}});
+  check_tensor_values(r, "ffn.experts.N.w1.weight", {{"moe_intermediate_size", c.moe_intermediate_size},
+                                                     {"hidden_size", H}});
+  check_tensor_values(r, "ffn.gate.weight", {{"n_routed_experts", c.n_routed_experts}, {"hidden_size", H}});
+  check_tensor_values(r, "attn.indexer.wq_b.weight", {{"index_n_heads", c.index_n_heads},
+                                                      {"index_head_dim", c.index_head_dim},
+                                                      {"q_lora_rank", c.q_lora_rank}});
+  check_tensor_values(r, "attn.wkv.weight", {{"head_dim", c.head_dim}, {"hidden_size", H}});
+  if (c.engram_layer_ids.empty()) return;
+  check_tensor_values(r, "engram.wkv.weight", {{"hc_mult + 1", hc + 1}, {"hidden_size", H},
+                                               {"(engram_max_ngram_size - 1) x engram_n_heads", v41_engram_columns(c)},
+                                               {"engram_head_dim", c.engram_head_dim}});
+}
+
+// The engram tables' sizes, before the bucket primes are searched for or any row offset is computed.
+void check_engram_sizes(const ConfigReader& r, const V41TextConfig& c) {
+  std::vector<int64_t> layers = c.engram_layer_ids;
+  std::sort(layers.begin(), layers.end());
+  if (const auto twice = std::adjacent_find(layers.begin(), layers.end()); twice != layers.end())
+    r.fail("engram_layer_ids", fmt::format("names layer {} twice", *twice));
+  const int64_t columns = v41_engram_columns(c);
+  const auto primes = static_cast<int64_t>(layers.size()) * columns;
+  if (primes > kMaxEngramPrimes)
+    r.fail("engram_layer_ids", fmt::format("has {} layers of {} bucket ranges ((engram_max_ngram_size - 1) x "
+                                           "engram_n_heads): {} distinct primes, more than the {} allowed",
+                                           layers.size(), columns, primes, kMaxEngramPrimes));
+  for (size_t e = 0; e < c.engram_layer_ids.size(); ++e) {
+    const int64_t rows = c.engram_num_embeddings[e];
+    if (rows > kMaxTensorValues / c.engram_head_dim)
+      r.fail("engram_num_embeddings", fmt::format("gives layer {} {} rows of engram_head_dim {} values: more than the "
+                                                  "2^38 = {} values one table may hold", c.engram_layer_ids[e], rows,
+                                                  c.engram_head_dim, kMaxTensorValues));
+    // Each bucket range is a prime of at least engram_vocab_size rows, so a table of fewer than columns x
+    // engram_vocab_size rows cannot hold them: refused before the prime search runs for nothing.
+    if (rows / columns < c.engram_vocab_size)
+      r.fail("engram_vocab_size", fmt::format("= {}: engram layer {}'s {} bucket ranges, each a prime of at least "
+                                              "engram_vocab_size rows, need more than the {} rows its table has "
+                                              "(engram_num_embeddings)", c.engram_vocab_size, c.engram_layer_ids[e],
+                                              columns, rows));
+  }
+}
+
 }  // namespace
 
 V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& source) {
@@ -58,19 +144,19 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
                  "{}: model_type deepseek_v41 needs a 'text_config' object", source);
   const ConfigReader r(root["text_config"], source + " text_config");
   V41TextConfig c;
-  c.vocab_size = r.get_int("vocab_size", 1, kMaxInt);
-  c.hidden_size = r.get_int("hidden_size", 1, kMaxInt);
+  c.vocab_size = r.get_int("vocab_size", 1, kMaxDim);
+  c.hidden_size = r.get_int("hidden_size", 1, kMaxDim);
   c.num_hidden_layers = r.get_int("num_hidden_layers", 1, 4096);
   c.num_nextn_predict_layers = r.get_int("num_nextn_predict_layers", 0, 64, 0);
   c.num_attention_heads = r.get_int("num_attention_heads", 1, 4096);
   c.head_dim = r.get_int("head_dim", 1, 65536);
   c.qk_rope_head_dim = r.get_int("qk_rope_head_dim", 0, c.head_dim);
   if (c.qk_rope_head_dim % 2 != 0) r.fail("qk_rope_head_dim", "must be even (RoPE rotates pairs)");
-  c.q_lora_rank = r.get_int("q_lora_rank", 1, kMaxInt);
-  c.o_lora_rank = r.get_int("o_lora_rank", 1, kMaxInt);
+  c.q_lora_rank = r.get_int("q_lora_rank", 1, kMaxDim);
+  c.o_lora_rank = r.get_int("o_lora_rank", 1, kMaxDim);
   c.o_groups = r.get_int("o_groups", 1, c.num_attention_heads);
   if (c.num_attention_heads % c.o_groups != 0) r.fail("o_groups", "must divide num_attention_heads");
-  c.sliding_window = r.get_int("sliding_window", 1, kMaxInt);
+  c.sliding_window = r.get_int("sliding_window", 1, kMaxDim);
 
   // Layer schedules, with transformers' defaults and checks (DeepseekV41TextConfig.__post_init__).
   const int64_t layers = c.num_hidden_layers, nextn = c.num_nextn_predict_layers;
@@ -119,11 +205,11 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
     r.fail("candidate_source_layer_id", fmt::format("= {} is not one of index_source_layer_ids",
                                                     c.candidate_source_layer_id));
   c.engram_layer_ids = r.get_int_list("engram_layer_ids", 0, layers - 1);
-  c.engram_num_embeddings = r.get_int_list("engram_num_embeddings", 0, std::numeric_limits<int64_t>::max());
+  c.engram_num_embeddings = r.get_int_list("engram_num_embeddings", 1, kMaxTensorValues);
   if (r.has("engram_num_embeddings") && c.engram_num_embeddings.size() != c.engram_layer_ids.size())
     r.fail("engram_num_embeddings", fmt::format("has {} entries for {} engram layers",
                                                 c.engram_num_embeddings.size(), c.engram_layer_ids.size()));
-  c.engram_vocab_size = r.get_int("engram_vocab_size", 2, std::numeric_limits<int64_t>::max() / 4, 16000000);
+  c.engram_vocab_size = r.get_int("engram_vocab_size", 2, kMaxEngramVocab, 16000000);
   c.engram_max_ngram_size = r.get_int("engram_max_ngram_size", 2, 16, 4);
   c.engram_n_heads = r.get_int("engram_n_heads", 1, 1024, 8);
   c.engram_head_dim = r.get_int("engram_head_dim", 1, 65536, 256);
@@ -137,12 +223,13 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
     if (c.engram_compressed_vocab_size > c.vocab_size)
       r.fail("engram_compressed_vocab_size", fmt::format("= {} exceeds vocab_size {}", c.engram_compressed_vocab_size,
                                                          c.vocab_size));
+    check_engram_sizes(r, c);
   }
-  c.candidate_topk_blocks = r.get_int("candidate_topk_blocks", 1, kMaxInt, 2048);
-  c.candidate_block_size = r.get_int("candidate_block_size", 1, kMaxInt, 8);
+  c.candidate_topk_blocks = r.get_int("candidate_topk_blocks", 1, kMaxTopk, 2048);
+  c.candidate_block_size = r.get_int("candidate_block_size", 1, kMaxTopk, 8);
   c.index_n_heads = r.get_int("index_n_heads", 1, 4096, 32);
   c.index_head_dim = r.get_int("index_head_dim", 1, 65536, 128);
-  c.index_topk = r.get_int("index_topk", 1, kMaxInt, 512);
+  c.index_topk = r.get_int("index_topk", 1, kMaxTopk, 512);
 
   // Absent keys take transformers' DeepseekV41TextConfig defaults (the released checkpoint's values).
   c.hc_mult = r.get_int("hc_mult", 1, 64, 4);
@@ -152,7 +239,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   c.n_routed_experts = r.get_int("n_routed_experts", 1, 65536);
   c.n_shared_experts = r.get_int("n_shared_experts", 0, 64, 1);
   c.num_experts_per_tok = r.get_int("num_experts_per_tok", 1, c.n_routed_experts);
-  c.moe_intermediate_size = r.get_int("moe_intermediate_size", 1, kMaxInt);
+  c.moe_intermediate_size = r.get_int("moe_intermediate_size", 1, kMaxDim);
   c.gate_temp = r.get_double("gate_temp", 1e-6, 1e6, 1.0);
   c.scoring_func = r.get_string("scoring_func", "sqrtsoftplus");
   if (c.scoring_func != "sqrtsoftplus" && c.scoring_func != "sigmoid" && c.scoring_func != "softmax")
@@ -164,7 +251,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
   c.rms_norm_eps = r.get_double("rms_norm_eps", 0.0, 1.0, 1e-20);
   c.rope_theta = r.get_double("rope_theta", 1.0, 1e12, 10000.0);
   c.compress_rope_theta = r.get_double("compress_rope_theta", 1.0, 1e12, 160000.0);
-  c.max_position_embeddings = r.get_int("max_position_embeddings", 1, std::numeric_limits<int64_t>::max(), 1048576);
+  c.max_position_embeddings = r.get_int("max_position_embeddings", 1, kMaxPositions, 1048576);
   if (r.has("rope_scaling")) {
     const ConfigReader y(r.json().at("rope_scaling"), source + " text_config.rope_scaling");
     const std::string type = y.get_string("rope_type", y.get_string("type", "default"));
@@ -174,7 +261,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
     c.yarn_beta_fast = y.get_double("beta_fast", 0.0, 1e6, 32.0);
     c.yarn_beta_slow = y.get_double("beta_slow", 0.0, 1e6, 1.0);
     c.yarn_original_max_position_embeddings =
-        y.get_int("original_max_position_embeddings", 1, std::numeric_limits<int64_t>::max(), c.max_position_embeddings);
+        y.get_int("original_max_position_embeddings", 1, kMaxPositions, c.max_position_embeddings);
   }
   if (r.has("eos_token_id")) {
     const nlohmann::json& eos = r.json().at("eos_token_id");
@@ -182,6 +269,7 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
                                      : std::vector<int64_t>{r.get_int("eos_token_id", 0, c.vocab_size - 1)};
   }
   c.quantization = parse_quantization(root, source);
+  check_tensor_sizes(r, c);
   // The drafter's keys matter to --draft dspark only: a config whose DSpark keys do not fit it (a depth cut,
   // v41_at_depth; a test config of fewer layers or a smaller vocabulary) loads without a drafter, and the reason is
   // kept for --draft dspark to give.
@@ -191,7 +279,9 @@ V41TextConfig parse_v41_config(const nlohmann::json& root, const std::string& so
       c.dspark.target_layer_ids = r.get_int_list("dspark_target_layer_ids", 0, layers - 1);
       if (c.dspark.target_layer_ids.empty()) r.fail("dspark_target_layer_ids", "is missing or empty");
       c.dspark.noise_token_id = r.get_int("dspark_noise_token_id", 0, c.vocab_size - 1);
-      c.dspark.markov_rank = r.get_int("dspark_markov_rank", 1, kMaxInt);
+      c.dspark.markov_rank = r.get_int("dspark_markov_rank", 1, kMaxDim);
+      check_tensor_values(r, "markov_head.markov_w1.weight", {{"vocab_size", c.vocab_size},
+                                                              {"dspark_markov_rank", c.dspark.markov_rank}});
       c.dspark.n_routed_experts = r.get_int("dspark_n_routed_experts", 1, 65536, c.n_routed_experts);
       c.dspark.num_experts_per_tok = r.get_int("dspark_num_experts_per_tok", 1, c.dspark.n_routed_experts,
                                                std::min(c.num_experts_per_tok, c.dspark.n_routed_experts));

@@ -67,15 +67,23 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
     if (shard.whole() || !is_engram_table(name)) return {0, shape.empty() ? 1 : shape[0]};
     return {shard.first(shape[0]), shard.count(shape[0])};
   };
-  // fp32 on the host: refuse what cannot fit rather than be killed half-way through.
-  double bytes = 0.0;
-  for (const TensorSpec& spec : specs)
-    bytes += 4.0 * static_cast<double>(shape_numel(spec.shape)) * held_rows(spec.name, spec.shape).second /
-             std::max<int64_t>(spec.shape.empty() ? 1 : spec.shape[0], 1);
+  // fp32 on the host: refuse what cannot fit rather than be killed half-way through (the largest tensor named, so
+  // that the config's sizes to lower are seen).
+  double bytes = 0.0, largest_bytes = 0.0;
+  const TensorSpec* largest = nullptr;
+  for (const TensorSpec& spec : specs) {
+    const double tensor_bytes = 4.0 * static_cast<double>(shape_numel(spec.shape)) *
+                                held_rows(spec.name, spec.shape).second /
+                                std::max<int64_t>(spec.shape.empty() ? 1 : spec.shape[0], 1);
+    bytes += tensor_bytes;
+    if (tensor_bytes > largest_bytes) largest_bytes = tensor_bytes, largest = &spec;
+  }
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   DI_INPUT_CHECK(bytes < 0.9 * memory,
                  "--model '{}': {:.1f} GiB of fp32 weights do not fit this host's {:.1f} GiB of memory (the CPU "
-                 "reference keeps every weight in fp32)", model_path.string(), bytes / (1 << 30), memory / (1 << 30));
+                 "reference keeps every weight in fp32; the largest tensor, {} {}, takes {:.1f} GiB): lower the "
+                 "config's sizes or use a larger host", model_path.string(), bytes / (1 << 30), memory / (1 << 30),
+                 largest ? largest->name : "", largest ? shape_str(largest->shape) : "", largest_bytes / (1 << 30));
 
   WeightStore store;
   if (format == LoadFormat::kDummy) {

@@ -12,7 +12,8 @@ namespace {
 using Matrix = std::vector<std::vector<double>>;
 using IndexMatrix = std::vector<std::vector<int32_t>>;
 
-// Per row: pack[i] and rank_in_pack[i] of each item, num_packs packs of n / num_packs items each.
+// Per row: pack[i] and rank_in_pack[i] of each item, num_packs packs of n / num_packs items each. One item a pack:
+// item i in pack i, as DeepSeek's eplb.py does (groups_per_pack == 1 keeps the order), not by weight.
 void balanced_packing(const Matrix& weight, int64_t num_packs, IndexMatrix& pack, IndexMatrix& rank_in_pack) {
   pack.assign(weight.size(), {});
   rank_in_pack.assign(weight.size(), {});
@@ -22,6 +23,11 @@ void balanced_packing(const Matrix& weight, int64_t num_packs, IndexMatrix& pack
     const int64_t per_pack = n / num_packs;
     pack[row].assign(n, -1);
     rank_in_pack[row].assign(n, -1);
+    if (per_pack == 1) {
+      std::iota(pack[row].begin(), pack[row].end(), 0);
+      std::fill(rank_in_pack[row].begin(), rank_in_pack[row].end(), 0);
+      continue;
+    }
     std::vector<int32_t> order(n);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return w[a] > w[b]; });

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "src/core/check.h"
+#include "src/core/json_depth.h"
 #include "src/core/files.h"
 #include "src/model/architectures.h"
 
@@ -63,6 +64,7 @@ std::function<bool(const std::string& name)> weights_held_by(const ExpertPlaceme
 ExpertPlacement ExpertPlacement::from_plan_file(const std::filesystem::path& path, int64_t num_layers,
                                                 int64_t num_experts, int64_t ep_size) {
   const std::string text = read_text_file(path, "placement plan");
+  check_json_file_depth(text, path.string());
   std::vector<std::vector<int32_t>> phy2log;
   try {
     phy2log = nlohmann::json::parse(text).at("phy2log").get<std::vector<std::vector<int32_t>>>();

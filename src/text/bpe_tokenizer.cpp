@@ -9,6 +9,7 @@
 
 #include "src/core/check.h"
 #include "src/core/files.h"
+#include "src/core/json_depth.h"
 #include "src/text/utf8.h"
 
 namespace deepinfer::text {
@@ -63,18 +64,73 @@ std::string quoted(const std::string& literal) {
   return out;
 }
 
+// Token ids up to 2^24 - 1, as the model configs' vocabularies: an id sizes the id -> token table, so a wild one
+// must be refused before it allocates.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
+// A token in a message: JSON-quoted (control characters visible), long ones cut.
+std::string token_label(const std::string& token) {
+  const std::string quoted = nlohmann::json(token).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return quoted.size() <= 80 ? quoted : quoted.substr(0, 80) + "...";
+}
+
+// An id of tokenizer.json: an integer in [0, kMaxTokenId]. Read exactly, so that 2^32 + 5 or 5.5 is not taken
+// for 5 (overwriting token 5) and -1 does not index a table.
+int32_t token_id(const nlohmann::json& id, const std::string& source, std::string_view part,
+                 const std::string& token) {
+  const bool in_range = (id.is_number_unsigned() && id.get<uint64_t>() <= static_cast<uint64_t>(kMaxTokenId)) ||
+                        (id.is_number_integer() && !id.is_number_unsigned() && id.get<int64_t>() >= 0 &&
+                         id.get<int64_t>() <= kMaxTokenId);
+  DI_INPUT_CHECK(in_range, "{}: {} gives token {} the id {}: an id must be an integer in [0, {}]; fix or regenerate "
+                 "the file", source, part, token_label(token), id.dump().substr(0, 40), kMaxTokenId);
+  return static_cast<int32_t>(id.get<int64_t>());
+}
+
+// A part of the file without the layout of Hugging Face's tokenizer.json (a string where an object belongs, a
+// missing key): named, with the library's reason.
+[[noreturn]] void damaged(const std::string& source, std::string_view part, const std::exception& e) {
+  throw InputError(fmt::format("{}: {} is damaged: {} (expected the layout of a Hugging Face tokenizer.json)", source,
+                               part, e.what()));
+}
+
+template <class Read>
+void reading(const std::string& source, std::string_view part, Read&& read) {
+  try {
+    read();
+  } catch (const nlohmann::json::exception& e) {
+    damaged(source, part, e);
+  }
+}
+
 }  // namespace
 
 BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
   const std::string source = tokenizer_json.string();
-  const nlohmann::json j = nlohmann::json::parse(read_text_file(tokenizer_json, "tokenizer"), nullptr, false);
+  const std::string text = read_text_file(tokenizer_json, "tokenizer");
+  check_json_file_depth(text, source);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   DI_INPUT_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
+  DI_INPUT_CHECK(j.contains("model") && j["model"].is_object(), "{}: 'model' must be an object (the BPE model)",
+                 source);
+  BpeTokenizer t;
+  t.source_ = source;
+  reading(source, "the normalizer, pre_tokenizer, model type, decoder or post_processor",
+          [&] { t.read_pipeline(j, source); });
+  t.read_byte_map();
+  t.read_vocab(j["model"], source);
+  t.read_merges(j["model"], source);
+  t.read_added_tokens(j, source);
+  t.is_added_.assign(t.id_to_token_.size(), false);
+  t.is_special_.assign(t.id_to_token_.size(), false);
+  for (const AddedToken& a : t.added_) t.is_added_[a.id] = true, t.is_special_[a.id] = a.special;
+  return t;
+}
+
+void BpeTokenizer::read_pipeline(const nlohmann::json& j, const std::string& source) {
   auto refuse = [&](const std::string& key, const nlohmann::json& value) {
     throw InputError(fmt::format("{}: {} = {} is not supported (a byte-level BPE of the DeepSeek kind is)", source,
                                  key, value.dump().substr(0, 200)));
   };
-  BpeTokenizer t;
-
   const nlohmann::json normalizer = j.value("normalizer", nlohmann::json());
   if (!normalizer.is_null() &&
       !(normalizer.value("type", "") == "Sequence" && normalizer.value("normalizers", nlohmann::json::array()).empty()))
@@ -88,8 +144,9 @@ BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
     const std::string type = step.value("type", "");
     if (type == "Split" && step.value("behavior", "") == "Isolated" && !step.value("invert", false) && !byte_level) {
       const nlohmann::json& pattern = step.at("pattern");
-      t.splits_.emplace_back(pattern.contains("Regex") ? pattern["Regex"].get<std::string>()
-                                                       : quoted(pattern.at("String").get<std::string>()));
+      splits_.emplace_back(pattern.contains("Regex") ? pattern["Regex"].get<std::string>()
+                                                     : quoted(pattern.at("String").get<std::string>()),
+                           fmt::format("{}: the pre-tokenizer's Split regex {}", source, splits_.size()));
     } else if (type == "ByteLevel" && !step.value("add_prefix_space", false) && !step.value("use_regex", true)) {
       byte_level = true;
     } else {
@@ -108,55 +165,90 @@ BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
   if (decoder.value("type", "") != "ByteLevel") refuse("decoder", decoder);
   const nlohmann::json post = j.value("post_processor", nlohmann::json());
   if (!post.is_null() && post.value("type", "") != "ByteLevel") refuse("post_processor", post);
+}
 
+void BpeTokenizer::read_byte_map() {
   // GPT-2's byte map: printable bytes stand for themselves, the others for 256 + n in byte order.
   int next = 0;
   for (int b = 0; b < 256; ++b) {
     const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
     const char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + next++);
-    append_utf8(t.byte_char_[b], c);
-    t.char_byte_[c] = static_cast<uint8_t>(b);
+    append_utf8(byte_char_[b], c);
+    char_byte_[c] = static_cast<uint8_t>(b);
   }
+}
 
-  for (const auto& [token, id] : model.at("vocab").items()) {
-    const int32_t i = id.get<int32_t>();
-    t.vocab_.emplace(token, i);
-    if (static_cast<size_t>(i) >= t.id_to_token_.size()) t.id_to_token_.resize(i + 1);
-    t.id_to_token_[i] = token;
+void BpeTokenizer::set_token(int32_t id, const std::string& token) {
+  if (static_cast<size_t>(id) >= id_to_token_.size()) id_to_token_.resize(id + 1);
+  id_to_token_[id] = token;
+}
+
+void BpeTokenizer::read_vocab(const nlohmann::json& model, const std::string& source) {
+  const auto vocab = model.find("vocab");
+  DI_INPUT_CHECK(vocab != model.end() && vocab->is_object(), "{}: model.vocab must be an object of token: id", source);
+  std::vector<bool> taken;
+  for (const auto& [token, id] : vocab->items()) {
+    const int32_t i = token_id(id, source, "model.vocab", token);
+    if (static_cast<size_t>(i) >= taken.size()) taken.resize(i + 1, false);
+    // Two tokens of one id would make decoding ambiguous: the file is damaged.
+    DI_INPUT_CHECK(!taken[i], "{}: model.vocab gives the id {} to {} and to {}; ids must be distinct", source, i,
+                   token_label(id_to_token_[i]), token_label(token));
+    taken[i] = true;
+    vocab_.emplace(token, i);
+    set_token(i, token);
   }
+}
+
+void BpeTokenizer::read_merges(const nlohmann::json& model, const std::string& source) {
+  const auto merges = model.find("merges");
+  DI_INPUT_CHECK(merges != model.end() && merges->is_array(), "{}: model.merges must be a list", source);
   int32_t rank = 0;
-  for (const nlohmann::json& merge : model.at("merges")) {
-    std::string left, right;
-    if (merge.is_string()) {
-      const std::string m = merge.get<std::string>();
-      const size_t space = m.find(' ');
-      DI_INPUT_CHECK(space != std::string::npos, "{}: merge '{}' has no space", source, m);
-      left = m.substr(0, space), right = m.substr(space + 1);
-    } else {
-      left = merge.at(0).get<std::string>(), right = merge.at(1).get<std::string>();
+  try {
+    for (const nlohmann::json& merge : *merges) {
+      std::string left, right;
+      if (merge.is_string()) {
+        const std::string m = merge.get<std::string>();
+        const size_t space = m.find(' ');
+        DI_INPUT_CHECK(space != std::string::npos, "{}: merge '{}' has no space", source, m);
+        left = m.substr(0, space), right = m.substr(space + 1);
+      } else {
+        DI_INPUT_CHECK(merge.is_array() && merge.size() == 2,
+                       "{}: model.merges[{}] is neither \"left right\" nor a pair of tokens", source, rank);
+        left = merge.at(0).get<std::string>(), right = merge.at(1).get<std::string>();
+      }
+      const int32_t a = token_to_id(left), b = token_to_id(right), merged = token_to_id(left + right);
+      DI_INPUT_CHECK(a >= 0 && b >= 0 && merged >= 0, "{}: merge {} names a token outside the vocabulary", source,
+                     rank);
+      merges_.emplace(pair_key(a, b), std::pair{rank++, merged});
     }
-    const int32_t a = t.token_to_id(left), b = t.token_to_id(right), merged = t.token_to_id(left + right);
-    DI_INPUT_CHECK(a >= 0 && b >= 0 && merged >= 0, "{}: merge {} names a token outside the vocabulary", source,
-                   rank);
-    t.merges_.emplace(pair_key(a, b), std::pair{rank++, merged});
+  } catch (const nlohmann::json::exception& e) {
+    damaged(source, fmt::format("model.merges[{}]", rank), e);
   }
+}
 
+void BpeTokenizer::read_added_tokens(const nlohmann::json& j, const std::string& source) {
   auto raw = std::make_shared<Trie>(), normalized = std::make_shared<Trie>();
-  for (const nlohmann::json& a : j.value("added_tokens", nlohmann::json::array())) {
-    if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
-      refuse("added token (lstrip, rstrip or single_word)", a);
-    AddedToken added{a.at("content").get<std::string>(), a.at("id").get<int32_t>(), a.value("special", false)};
-    if (static_cast<size_t>(added.id) >= t.id_to_token_.size()) t.id_to_token_.resize(added.id + 1);
-    t.id_to_token_[added.id] = added.content;
-    (a.value("normalized", true) ? *normalized : *raw).insert(added.content, added.id);
-    t.added_.push_back(std::move(added));
+  const auto list = j.find("added_tokens");
+  DI_INPUT_CHECK(list == j.end() || list->is_array(), "{}: added_tokens must be a list", source);
+  size_t at = 0;
+  try {
+    for (; list != j.end() && at < list->size(); ++at) {
+      const nlohmann::json& a = (*list)[at];
+      const std::string part = fmt::format("added_tokens[{}]", at);
+      if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
+        throw InputError(fmt::format("{}: {} has lstrip, rstrip or single_word, which are not supported", source,
+                                     part));
+      const std::string content = a.at("content").get<std::string>();
+      AddedToken added{content, token_id(a.at("id"), source, part, content), a.value("special", false)};
+      set_token(added.id, added.content);
+      (a.value("normalized", true) ? *normalized : *raw).insert(added.content, added.id);
+      added_.push_back(std::move(added));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    damaged(source, fmt::format("added_tokens[{}]", at), e);
   }
-  t.raw_added_ = raw;
-  t.normalized_added_ = normalized;
-  t.is_added_.assign(t.id_to_token_.size(), false);
-  t.is_special_.assign(t.id_to_token_.size(), false);
-  for (const AddedToken& a : t.added_) t.is_added_[a.id] = true, t.is_special_[a.id] = a.special;
-  return t;
+  raw_added_ = raw;
+  normalized_added_ = normalized;
 }
 
 int32_t BpeTokenizer::token_to_id(const std::string& token) const {
@@ -197,9 +289,13 @@ std::vector<BpeTokenizer::Segment> BpeTokenizer::split_added(std::string_view te
 void BpeTokenizer::encode_piece(std::string_view byte_level, std::vector<int32_t>& out) const {
   std::vector<int32_t> symbols;
   for (size_t at = 0, n = 0; at < byte_level.size(); at += n) {
-    next_code_point(byte_level, at, &n);
+    const char32_t c = next_code_point(byte_level, at, &n);
     const int32_t id = token_to_id(std::string(byte_level.substr(at, n)));
-    DI_CHECK(id >= 0, "byte-level character outside the vocabulary");
+    // A vocabulary without some byte's token (a byte-level BPE should have all 256) cannot spell text holding it.
+    if (id < 0)
+      throw InputError(fmt::format("{} has no token for the byte 0x{:02x} of this text, so the text cannot be encoded: "
+                                   "remove that character or use a tokenizer with every byte", source_,
+                                   static_cast<int>(char_byte_.at(c))));
     symbols.push_back(id);
   }
   std::vector<int32_t> merged;

@@ -21,6 +21,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "src/text/regex.h"
 
 namespace deepinfer::text {
@@ -60,6 +62,13 @@ class BpeTokenizer {
   struct Trie;  // byte trie over added tokens' contents, for the longest match at a position
 
   BpeTokenizer() = default;
+  // load()'s parts, each an InputError naming the file and the part of it that is wrong.
+  void read_pipeline(const nlohmann::json& j, const std::string& source);
+  void read_byte_map();
+  void read_vocab(const nlohmann::json& model, const std::string& source);
+  void read_merges(const nlohmann::json& model, const std::string& source);
+  void read_added_tokens(const nlohmann::json& j, const std::string& source);
+  void set_token(int32_t id, const std::string& token);
   std::vector<Segment> split_added(std::string_view text) const;
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view byte_level, std::vector<int32_t>& out) const;
@@ -72,6 +81,7 @@ class BpeTokenizer {
   std::shared_ptr<const Trie> raw_added_, normalized_added_;  // `normalized: false` ones, and the others
   std::vector<Regex> splits_;                                 // the pre-tokenizer's Split patterns, in order
   std::string byte_char_[256];                                // byte -> its ByteLevel character (UTF-8)
+  std::string source_;                                        // the tokenizer.json it was loaded from
   std::unordered_map<char32_t, uint8_t> char_byte_;           // and back
 };
 

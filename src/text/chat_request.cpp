@@ -6,6 +6,7 @@
 #include <set>
 
 #include "src/core/check.h"
+#include "src/core/json_depth.h"
 
 namespace deepinfer::text {
 
@@ -130,8 +131,9 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
                              call["function"].contains("arguments") && call["function"]["arguments"].is_string(),
                          "{}: a tool call is {{\"function\": {{\"name\", \"arguments\"}}}} (arguments a JSON "
                          "string)", at);
-          nlohmann::ordered_json arguments =
-              nlohmann::ordered_json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+          const std::string text = call["function"]["arguments"].get<std::string>();
+          check_json_depth(text, at + ".function.arguments");
+          nlohmann::ordered_json arguments = nlohmann::ordered_json::parse(text, nullptr, false);
           DI_INPUT_CHECK(!arguments.is_discarded() && arguments.is_object(),
                          "{}.function.arguments is not a JSON object", at);
           message.tool_calls.push_back({call["function"]["name"].get<std::string>(), std::move(arguments)});

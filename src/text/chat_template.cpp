@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/check.h"
+#include "src/core/json_depth.h"
 #include "src/core/files.h"
 #include "src/text/json_text.h"
 
@@ -216,9 +217,9 @@ void write_assistant(PromptWriter& w, const AssistantStyle& style, const ChatMes
 
 ChatProse ChatProse::load(const std::filesystem::path& chat_prose_json) {
   const std::string source = chat_prose_json.string();
-  const nlohmann::json j =
-      nlohmann::json::parse(read_text_file(chat_prose_json, "chat prose (launch/chat_prose.py writes it)"), nullptr,
-                            false);
+  const std::string text = read_text_file(chat_prose_json, "chat prose (launch/chat_prose.py writes it)");
+  check_json_file_depth(text, source);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   DI_INPUT_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   ChatProse prose;
   for (auto [key, format] : {std::pair{"v4", &prose.v4}, std::pair{"v41", &prose.v41}}) {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
+#include <limits>
 
 #include "src/core/error.h"
 #include "src/model/model_config.h"
@@ -131,6 +133,73 @@ TEST(V41Config, NamesTheBadKey) {
   root = public_v41();
   root.erase("text_config");
   EXPECT_NE(error_of(root).find("needs a 'text_config' object"), std::string::npos);
+}
+
+// Every size is bounded before any arithmetic with it (issue #52): rows x width that would wrap int64, a vocabulary
+// whose prime search would run for minutes, dimensions whose tensors no machine holds; each refused by its key.
+TEST(V41Config, BoundsEverySizeBeforeArithmetic) {
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* expected;
+  };
+  const int64_t two_59 = int64_t{1} << 59, two_62 = int64_t{1} << 62;
+  const Case cases[] = {
+      {"engram_num_embeddings", {two_59, 384016682},
+       "'engram_num_embeddings' holds 576460752303423488, out of range [1, 274877906944]"},
+      {"engram_num_embeddings", {two_62, two_62}, "out of range [1, 274877906944]"},
+      {"engram_num_embeddings", {std::numeric_limits<int64_t>::max(), 1}, "out of range [1, 274877906944]"},
+      {"engram_num_embeddings", {int64_t{1} << 31, 384016682},
+       "'engram_num_embeddings' gives layer 1 2147483648 rows of engram_head_dim 256"},
+      {"engram_num_embeddings", {0, 384016682}, "holds 0, out of range"},
+      {"engram_vocab_size", 1000000000000000, "'engram_vocab_size' = 1000000000000000 is out of range [2, 4294967296]"},
+      {"engram_vocab_size", (int64_t{1} << 61) - 1, "is out of range [2, 4294967296]"},
+      {"engram_vocab_size", int64_t{1} << 32, "'engram_vocab_size' = 4294967296: engram layer 1's 24 bucket ranges"},
+      {"engram_vocab_size", 16000258, "need more than the 384006168 rows its table has"},
+      {"engram_layer_ids", {14, 14}, "'engram_layer_ids' names layer 14 twice"},
+      {"engram_n_heads", 1024, "'engram_vocab_size' = 16000000: engram layer 1's 3072 bucket ranges"},
+      {"hidden_size", int64_t{1} << 31, "'hidden_size' = 2147483648 is out of range [1, 16777216]"},
+      {"vocab_size", std::numeric_limits<int32_t>::max(), "'vocab_size' = 2147483647 is out of range [1, 16777216]"},
+      {"hidden_size", int64_t{1} << 24,
+       "vocab_size (129280) x hidden_size (16777216) make the tensor embed.weight hold more than the 2^38"},
+      {"q_lora_rank", int64_t{1} << 24,
+       "num_attention_heads (64) x head_dim (512) x q_lora_rank (16777216) make the tensor attn.wq_b.weight"},
+      {"o_lora_rank", int64_t{1} << 24,
+       "o_lora_rank (16777216) x num_attention_heads (64) x head_dim (512) make the tensor attn.wo_a.weight"},
+      {"index_topk", int64_t{1} << 20, "'index_topk' = 1048576 is out of range [1, 65536]"},
+      {"max_position_embeddings", int64_t{1} << 40, "'max_position_embeddings' = 1099511627776 is out of range"},
+  };
+  for (const Case& test : cases) {
+    nlohmann::json root = public_v41();
+    root["text_config"][test.key] = test.value;
+    const auto start = std::chrono::steady_clock::now();
+    const std::string error = error_of(root);
+    EXPECT_NE(error.find(test.expected), std::string::npos) << test.key << " = " << test.value << ": " << error;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1)) << test.key;  // no long search
+  }
+  // More distinct primes than allowed: 5 engram layers of 15 orders x 1024 heads.
+  nlohmann::json root = public_v41();
+  auto& text = root["text_config"];
+  text["engram_layer_ids"] = {1, 2, 3, 4, 5};
+  text["engram_num_embeddings"] = {1, 1, 1, 1, 1};
+  text["engram_max_ngram_size"] = 16;
+  text["engram_n_heads"] = 1024;
+  EXPECT_NE(error_of(root).find("15360 bucket ranges ((engram_max_ngram_size - 1) x engram_n_heads): 76800 distinct "
+                                "primes, more than the 65536 allowed"), std::string::npos)
+      << error_of(root);
+  // Both sides of the bounds: at 2^38 values a table is read (not allocated here), one row more is refused.
+  root = public_v41();
+  root["text_config"]["engram_num_embeddings"] = {int64_t{1} << 30, 384016682};
+  EXPECT_EQ(error_of(root), "");
+  root["text_config"]["engram_num_embeddings"] = {(int64_t{1} << 30) + 1, 384016682};
+  EXPECT_NE(error_of(root).find("gives layer 1 1073741825 rows"), std::string::npos);
+  root = public_v41();
+  root["text_config"]["vocab_size"] = int64_t{1} << 24;
+  root["text_config"]["hidden_size"] = int64_t{1} << 14;
+  EXPECT_EQ(error_of(root), "");  // 2^38 values exactly
+  root["text_config"]["hidden_size"] = (int64_t{1} << 14) + 1;
+  EXPECT_NE(error_of(root).find("vocab_size (16777216) x hidden_size (16385) make the tensor embed.weight"),
+            std::string::npos);
 }
 
 TEST(V41Config, RegistryFillsTheEngineFields) {
