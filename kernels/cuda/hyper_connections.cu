@@ -144,12 +144,9 @@ __global__ void __launch_bounds__(kThreads) hc_post_kernel(float* streams, const
 // eager). Why one launch: at decode the chain of five kernels was latency, not bytes (~100 us a site at 8 tokens for
 // ~2 MB), and the collapse reads the *previous* site's weights, so it needs nothing the mixes produce.
 constexpr int kSiteParts = 4;        // lanes an oct's mixes are split over (a power of 2: the shuffles below)
-// Blocks a token group's columns are split over: Hopper's largest cluster (past the portable 8, allowed per kernel
-// below). At V4.1-Flash's width a block then takes 320 columns with 160 threads, which leaves each lane the registers
-// to hold its 96 words of fn across the group's tokens, and spreads fn's reads over twice the SMs.
-constexpr int kSiteCluster = 16;
+constexpr int kSiteCluster = 8;      // the portable cluster size
 constexpr int kSiteMaxTokens = 8;    // tokens a cluster takes at most
-constexpr int kSiteMaxThreads = 256;  // up to 255 registers a lane
+constexpr int kSiteMaxThreads = 320;  // V4.1-Flash: 80 octs x 4 parts; up to 168 registers a lane
 constexpr int kSiteSharedBytes = 48 * 1024;  // without the opt-in for more
 
 template <int HC>
@@ -232,15 +229,11 @@ __global__ void __launch_bounds__(kSiteMaxThreads)
   const int64_t D = static_cast<int64_t>(HC) * hidden;
   const int part = static_cast<int>(threadIdx.x) % kSiteParts, lane = static_cast<int>(threadIdx.x) % 32;
   const int warp = static_cast<int>(threadIdx.x) / 32, warps = static_cast<int>(blockDim.x) / 32;
-  // The block's octs in passes of blockDim / kSiteParts (the same count on every rank: the slice's), each pass's
-  // warps summing into slots of their own.
-  const int per_pass = static_cast<int>(blockDim.x) / kSiteParts, passes = (slice / 8 + per_pass - 1) / per_pass;
-  const int slots = passes * warps;
 
   extern __shared__ float shared[];
   float* collapsed = shared;                         // [group][slice]
-  float* warp_sums = collapsed + group * slice;      // [group][slots][W]
-  float* block_sums = warp_sums + group * slots * W;  // [group][W], read by the whole cluster
+  float* warp_sums = collapsed + group * slice;      // [group][warps][W]
+  float* block_sums = warp_sums + group * warps * W;  // [group][W], read by the whole cluster
   float* totals = block_sums + group * W;             // [group][W], the cluster's
 
   // The block's rows of fn are weights resident since start-up (no kernel writes them): fetching them into L2
@@ -253,102 +246,91 @@ __global__ void __launch_bounds__(kSiteMaxThreads)
     }
   begin_dependent_kernel();
 
-  for (int pass = 0; pass < passes; ++pass) {
-    const int o = pass * per_pass + static_cast<int>(threadIdx.x) / kSiteParts;
-    const bool active = o < octs;
-    const int col = col0 + 8 * o;
-    // The lane's fn pieces, loaded once for all the group's tokens (the group then costs one read of fn).
-    uint4 f[MP][HC];
+  for (int g = 0; g < count; ++g) {
+    const int64_t t = t0 + g;
+    float weights[HC], mix_post[HC], mix_comb[HC * HC];
 #pragma unroll
-    for (int mi = 0; mi < MP; ++mi)
+    for (int j = 0; j < HC; ++j) weights[j] = pre[t * HC + j];
+    if (out != nullptr) {  // the previous sublayer's post and comb, read before this launch writes its own
 #pragma unroll
-      for (int j = 0; j < HC; ++j) {
-        const int m = part * MP + mi;
-        f[mi][j] = active && m < M
-                       ? __ldg(reinterpret_cast<const uint4*>(w.fn + m * D + static_cast<int64_t>(j) * hidden + col))
-                       : make_uint4(0, 0, 0, 0);
-      }
-    for (int g = 0; g < count; ++g) {
-      const int64_t t = t0 + g;
-      float acc[V];
+      for (int j = 0; j < HC; ++j) mix_post[j] = post[t * HC + j];
 #pragma unroll
-      for (int i = 0; i < V; ++i) acc[i] = 0.0f;
-      if (active) {
-        float* row = streams + t * HC * hidden + col;
-        float x[HC][8];
+      for (int i = 0; i < HC * HC; ++i) mix_comb[i] = comb[t * HC * HC + i];
+    }
+    float acc[V];
 #pragma unroll
-        for (int j = 0; j < HC; ++j) load8(row + static_cast<int64_t>(j) * hidden, x[j]);
-        if (out != nullptr) {  // hc_post_kernel's sums, in its order, with the previous sublayer's post and comb
-          float o8[8], mix_post[HC], mix_comb[HC * HC];
-          load8(out + t * hidden + col, o8);
+    for (int i = 0; i < V; ++i) acc[i] = 0.0f;
+    for (int o = static_cast<int>(threadIdx.x) / kSiteParts; o < octs; o += static_cast<int>(blockDim.x) / kSiteParts) {
+      const int col = col0 + 8 * o;
+      float* row = streams + t * HC * hidden + col;
+      float x[HC][8];
 #pragma unroll
-          for (int k = 0; k < HC; ++k) mix_post[k] = post[t * HC + k];
+      for (int j = 0; j < HC; ++j) load8(row + static_cast<int64_t>(j) * hidden, x[j]);
+      if (out != nullptr) {  // hc_post_kernel's sums, in its order
+        float o8[8];
+        load8(out + t * hidden + col, o8);
+        float mixed[HC][8];
 #pragma unroll
-          for (int i = 0; i < HC * HC; ++i) mix_comb[i] = comb[t * HC * HC + i];
-#pragma unroll
-          for (int c = 0; c < 8; ++c) {  // column by column, in place
-            float old[HC];
-#pragma unroll
-            for (int j = 0; j < HC; ++j) old[j] = x[j][c];
-#pragma unroll
-            for (int k = 0; k < HC; ++k) {
-              float v = 0.0f;
-#pragma unroll
-              for (int j = 0; j < HC; ++j) v += mix_comb[j * HC + k] * old[j];
-              x[k][c] = v + mix_post[k] * o8[c];
-            }
-          }
-          // Every part of the oct (4 lanes side by side, all active or none) has read the streams before part 0
-          // writes them back.
-          __syncwarp(((1u << kSiteParts) - 1) << (lane & ~(kSiteParts - 1)));
-          if (part == 0) {
-#pragma unroll
-            for (int k = 0; k < HC; ++k) store8(row + static_cast<int64_t>(k) * hidden, x[k]);
-          }
-        }
-#pragma unroll
-        for (int mi = 0; mi < MP; ++mi)
-#pragma unroll
-          for (int j = 0; j < HC; ++j) {
-            const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&f[mi][j]);
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const float2 v = __bfloat1622float2(pairs[i]);
-              acc[mi] += x[j][2 * i] * v.x;
-              acc[mi] += x[j][2 * i + 1] * v.y;
-            }
-          }
-        if (part == 0) {
-#pragma unroll
-          for (int j = 0; j < HC; ++j)
-#pragma unroll
-            for (int c = 0; c < 8; ++c) acc[MP] += x[j][c] * x[j][c];
+        for (int k = 0; k < HC; ++k)
 #pragma unroll
           for (int c = 0; c < 8; ++c) {
             float v = 0.0f;
 #pragma unroll
-            for (int j = 0; j < HC; ++j) v += pre[t * HC + j] * x[j][c];
-            collapsed[g * slice + 8 * o + c] = v;
-            acc[MP + 1] += v * v;
+            for (int j = 0; j < HC; ++j) v += mix_comb[j * HC + k] * x[j][c];
+            mixed[k][c] = v + mix_post[k] * o8[c];
           }
+        // Every part of the oct (4 lanes side by side, all in this iteration) has read the streams before part 0
+        // writes them back.
+        __syncwarp(((1u << kSiteParts) - 1) << (lane & ~(kSiteParts - 1)));
+#pragma unroll
+        for (int k = 0; k < HC; ++k) {
+          if (part == 0) store8(row + static_cast<int64_t>(k) * hidden, mixed[k]);
+#pragma unroll
+          for (int c = 0; c < 8; ++c) x[k][c] = mixed[k][c];
         }
       }
 #pragma unroll
-      for (int i = 0; i < V; ++i)
+      for (int mi = 0; mi < MP; ++mi) {
+        // Past the last mix a part reads the last row again (its sums are never used): no branch, so the compiler
+        // can issue every load of the oct's fn rows before the products.
+        const int m = min(part * MP + mi, M - 1);
 #pragma unroll
-        for (int offset = 16; offset >= kSiteParts; offset /= 2)
-          acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], offset);
-      if (lane < kSiteParts) {
+        for (int j = 0; j < HC; ++j) {
+          float f[8];
+          load8(w.fn + m * D + static_cast<int64_t>(j) * hidden + col, f);
 #pragma unroll
-        for (int i = 0; i < V; ++i) warp_sums[(g * slots + pass * warps + warp) * W + lane * V + i] = acc[i];
+          for (int c = 0; c < 8; ++c) acc[mi] += x[j][c] * f[c];
+        }
       }
+      if (part == 0) {
+#pragma unroll
+        for (int j = 0; j < HC; ++j)
+#pragma unroll
+          for (int c = 0; c < 8; ++c) acc[MP] += x[j][c] * x[j][c];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          float v = 0.0f;
+#pragma unroll
+          for (int j = 0; j < HC; ++j) v += weights[j] * x[j][c];
+          collapsed[g * slice + 8 * o + c] = v;
+          acc[MP + 1] += v * v;
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+#pragma unroll
+      for (int offset = 16; offset >= kSiteParts; offset /= 2) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], offset);
+    if (lane < kSiteParts) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) warp_sums[(g * warps + warp) * W + lane * V + i] = acc[i];
     }
   }
   __syncthreads();
   for (int i = static_cast<int>(threadIdx.x); i < count * W; i += blockDim.x) {
     const int g = i / W, v = i % W;
     float sum = 0.0f;
-    for (int k = 0; k < slots; ++k) sum += warp_sums[(g * slots + k) * W + v];
+    for (int k = 0; k < warps; ++k) sum += warp_sums[(g * warps + k) * W + v];
     block_sums[i] = sum;
   }
   cluster.sync();  // every block's sums written and visible across the cluster
@@ -439,16 +421,14 @@ void launch_hc_site(float* streams, const __nv_bfloat16* out, const float* pre, 
   using S = SiteShape<HC>;
   const int64_t slice = (hidden / 8 + kSiteCluster - 1) / kSiteCluster * 8;  // columns a block takes, whole octs
   const int64_t threads = std::clamp<int64_t>((slice / 8 * kSiteParts + 31) / 32 * 32, 32, kSiteMaxThreads);
-  const int64_t per_pass = threads / kSiteParts, passes = (slice / 8 + per_pass - 1) / per_pass;
-  const int64_t slots = passes * (threads / 32);  // as the kernel counts them
+  const int64_t warps = threads / 32;
   // A cluster per 8 tokens at most, and at least ~32 clusters' worth of tokens a group: up to 32 tokens the grid is
   // a cluster a token (fn read by more SMs), beyond it each block reads its fn rows once for several tokens.
   int64_t group = std::clamp<int64_t>((tokens + 31) / 32, 1, kSiteMaxTokens);
   const auto shared_bytes = [&](int64_t g) {
-    return static_cast<size_t>(g * slice + g * slots * S::W + 2 * g * S::W) * sizeof(float);
+    return static_cast<size_t>(g * slice + g * warps * S::W + 2 * g * S::W) * sizeof(float);
   };
   while (group > 1 && shared_bytes(group) > kSiteSharedBytes) --group;
-  (void)cudaFuncSetAttribute(hc_site_kernel<HC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
   const dim3 grid(static_cast<unsigned>((tokens + group - 1) / group), kSiteCluster);
   launch_dependent_clustered(hc_site_kernel<HC>, grid, static_cast<unsigned>(threads), shared_bytes(group), stream,
                              kSiteCluster, streams, out, pre, w, tokens, static_cast<int>(hidden),

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Issue #56, one launch a hyper-connection site (cuda::hc_site): in one H200 call, the new kernel's op rows, the V4.1
-# op table, model and graph tests, compute-sanitizer memcheck and racecheck on the new rows, the kernel alone
+# Issue #56, one launch a hyper-connection site (cuda::hc_site): in one H200 call, the new kernel's op rows, the
+# whole GPU suite, compute-sanitizer memcheck and racecheck on the new rows, the kernel alone
 # (benchmarks/hc_site_bench: the old chain against the one launch), and the decode-rank slice of 4P+64D (EP 64,
 # 40 layers, context 4096, 8 / 64 / 256 requests) with the old chain (DEEPINFER_HC_SITE_CHAIN=1) and the new site,
-# then the per-step profiles at 8 and 64 requests, old and new. Run from the repository root with the pack
-# (build-gpu/deepinfer, build-gpu/tests, build-gpu/benchmarks/hc_site_bench, build-gpu/source_dir.txt) at $PACK.
+# then the per-step profiles at 8 and 64 requests and the prefill rank (4,096 tokens), old and new. Run from the
+# repository root with the pack at $PACK (../shared/device/pack.sh of build-gpu/deepinfer, build-gpu/tests/gpu_tests,
+# build-gpu/benchmarks/hc_site_bench, build-gpu/source_dir.txt and build-gpu/commit.txt; see below).
 set -u
 pack=${PACK:-.device/pack.tar.xz}
 rm -rf /tmp/b /tmp/w; mkdir -p /tmp/b /tmp/w && tar -C /tmp/b -xJf "$pack" || exit 1
@@ -47,8 +48,8 @@ for batch in 8 64; do
 done
 unset DEEPINFER_HC_SITE_CHAIN
 
-echo "== op table, V4.1 model and graph tests"
-timeout 170 $t --gtest_filter='Table/CudaOp.*:CudaV41.*:CudaGraphs.*' --gtest_color=no > $w/gpu-tests.log 2>&1; echo "rc=$?"
+echo "== the whole GPU suite (op table, V4.1 model, DSpark, graphs == eager, overlap, MTP)"
+timeout 240 $t --gtest_color=no > $w/gpu-tests.log 2>&1; echo "rc=$?"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran" $w/gpu-tests.log | head -20; save
 echo "== compute-sanitizer on the hc_site rows"
 for tool in memcheck racecheck; do
@@ -56,3 +57,13 @@ for tool in memcheck racecheck; do
     --gtest_color=no > $w/$tool.log 2>&1; echo "$tool rc=$?"; grep -E "FAILED|PASSED|SUMMARY" $w/$tool.log | head -4
 done
 save
+
+# The prefill rank of 4P+64D (EP 4), one 4,096-token chunk: the sites at prefill size, old and new.
+p="--model $m --load-format dummy --device cuda --no-engram --routing uniform"
+p+=" --rank-slice configs/deploy/4p64d.toml --slice-rank 0 --chunk 4096 --prompt-len 4096 --warmup 1 --steps 3"
+for side in chain site; do
+  [[ $side == chain ]] && export DEEPINFER_HC_SITE_CHAIN=1 || unset DEEPINFER_HC_SITE_CHAIN
+  echo "== prefill-rank slice, $side"
+  timeout 150 $di bench prefill $p --output $w/prefill-$side.jsonl > $w/prefill-$side.log 2>&1
+  echo "rc=$?"; grep -hE "ms/step" $w/prefill-$side.log | cut -c30-150; save
+done

@@ -334,7 +334,7 @@ void CudaV41Model::hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, 
   const V41TextConfig& v = config_.v41;
   const int64_t hc = v.hc_mult, H = config_.hidden_size, D = hc * H, M = (2 + hc) * hc;
   const float eps = config_.rms_norm_eps;
-  if (hc_site_fused_) {
+  if (fuses_hc_sites(T)) {
     cuda::hc_site(streams, out, pre, {mix.fn, mix.base, mix.scale, norm}, T, hc, H, eps, static_cast<float>(v.hc_eps),
                   v.hc_sinkhorn_iters, next_pre, post, comb, h, nullptr);
     std::swap(pre, next_pre);
@@ -365,7 +365,7 @@ struct CudaV41Model::CudaBlocks {
   // [T, targets, H] (in the step's published pool); null otherwise.
   Bf16* features = nullptr;
   ScratchPool::Mark sublayer{};
-  // A sublayer's hc_post left for the next site to run in its launch (fuses_hc_sites()); whatever reads the streams
+  // A sublayer's hc_post left for the next site to run in its launch (fuses_hc_sites(T)); whatever reads the streams
   // before that site runs it alone first (run_pending_post).
   bool post_pending = false;
   // Bounded replay's compact form: the kept rows' batch, plan and state from its first layer on.
@@ -459,7 +459,7 @@ struct CudaV41Model::CudaBlocks {
     model.profiler_.mark("moe");
   }
   void hc_post() {
-    if (model.fuses_hc_sites()) {
+    if (model.fuses_hc_sites(T)) {
       post_pending = true;
       return;
     }

@@ -157,10 +157,14 @@ class CudaV41Model final : public CausalLm {
   // One hyper-connection site on the streams [T, hc, hidden]: the site's mixes (post, comb, and the next site's
   // collapse weights into next_pre, then swapped into pre), and h = rms_norm(the streams collapsed by pre) * norm.
   // With `out` non-null the previous sublayer's hc_post (out, post, comb) runs first, in the same launch where the
-  // site is one launch (fuses_hc_sites()).
+  // site is one launch (fuses_hc_sites(T)).
   void hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, float* streams, float*& pre, float*& next_pre,
                   float* post, float* comb, Bf16* h, const Bf16* out = nullptr) const;
-  bool fuses_hc_sites() const { return hc_site_fused_; }
+  // One launch a site up to kHcSiteMaxTokens tokens: decode and verify steps. Above, the chain: cuda::hc_site reads
+  // fn again for each group of 8 tokens (from L2) and lost to the chain's GEMM from 1,024 tokens on
+  // (results/h200/v41/README.md, "One launch a hyper-connection site").
+  static constexpr int64_t kHcSiteMaxTokens = 256;
+  bool fuses_hc_sites(int64_t T) const { return hc_site_fused_ && T <= kHcSiteMaxTokens; }
   // A layer's queries and window K=V from h [T, hidden] (in scratch): the query's low-rank residual [T, q_lora] (the
   // indexer reads it), the rotated queries [T, heads * head_dim], and K=V normalised and rotated, rows of q_lora_rank +
   // head_dim apart.
