@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) hc_post_kernel(float* streams, const
 constexpr int kSiteParts = 4;        // lanes an oct's mixes are split over (a power of 2: the shuffles below)
 constexpr int kSiteCluster = 8;      // the portable cluster size
 constexpr int kSiteMaxTokens = 8;    // tokens a cluster takes at most
-constexpr int kSiteMaxThreads = 320;  // V4.1-Flash: 80 octs x 4 parts; up to 168 registers a lane
+constexpr int kSiteMaxThreads = 512;
 constexpr int kSiteSharedBytes = 48 * 1024;  // without the opt-in for more
 
 template <int HC>
@@ -291,9 +291,8 @@ __global__ void __launch_bounds__(kSiteMaxThreads)
       }
 #pragma unroll
       for (int mi = 0; mi < MP; ++mi) {
-        // Past the last mix a part reads the last row again (its sums are never used): no branch, so the compiler
-        // can issue every load of the oct's fn rows before the products.
-        const int m = min(part * MP + mi, M - 1);
+        const int m = part * MP + mi;
+        if (m >= M) break;
 #pragma unroll
         for (int j = 0; j < HC; ++j) {
           float f[8];

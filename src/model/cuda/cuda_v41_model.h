@@ -160,9 +160,10 @@ class CudaV41Model final : public CausalLm {
   // site is one launch (fuses_hc_sites(T)).
   void hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, float* streams, float*& pre, float*& next_pre,
                   float* post, float* comb, Bf16* h, const Bf16* out = nullptr) const;
-  // One launch a site up to kHcSiteMaxTokens tokens: decode and verify steps. Above, the chain: cuda::hc_site reads
-  // fn again for each group of 8 tokens (from L2) and lost to the chain's GEMM from 1,024 tokens on
-  // (results/h200/v41/README.md, "One launch a hyper-connection site").
+  // One launch a site up to kHcSiteMaxTokens tokens (decode and verify steps); above, the chain, whose GEMM reads fn
+  // once where cuda::hc_site reads it again for every token: at V4.1-Flash's width the launch took 98.6 us a site
+  // against the chain's 121.4 at 256 tokens and 1,213 against 913 at 4,096 (results/h200/v41/README.md, "One
+  // launch a hyper-connection site").
   static constexpr int64_t kHcSiteMaxTokens = 256;
   bool fuses_hc_sites(int64_t T) const { return hc_site_fused_ && T <= kHcSiteMaxTokens; }
   // A layer's queries and window K=V from h [T, hidden] (in scratch): the query's low-rank residual [T, q_lora] (the
