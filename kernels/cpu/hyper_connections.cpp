@@ -104,4 +104,16 @@ void hc_post(float* streams, const float* out, const float* post, const float* c
   }
 }
 
+void hc_site(float* streams, const float* out, const float* pre, const float* fn, const float* base,
+             const float* scale, const float* norm, int64_t tokens, int64_t hc, int64_t hidden, float eps,
+             float hc_eps, int64_t sinkhorn_iters, float* next_pre, float* post, float* comb, float* h) {
+  const int64_t D = hc * hidden, M = (2 + hc) * hc;
+  if (out != nullptr) hc_post(streams, out, post, comb, tokens, hc, hidden);
+  std::vector<float> flat(tokens * D), mixes(tokens * M);
+  hc_flat_rms_norm(streams, tokens, D, eps, flat.data());
+  linear(flat.data(), fn, nullptr, mixes.data(), tokens, M, D);
+  hc_mixes(mixes.data(), base, scale, tokens, hc, hc_eps, sinkhorn_iters, next_pre, post, comb);
+  hc_collapse_rms_norm(streams, pre, norm, tokens, hc, hidden, eps, h);
+}
+
 }  // namespace deepinfer::cpu

@@ -44,4 +44,12 @@ void hc_collapse_rms_norm(const float* streams, const float* pre, const float* w
 void hc_post(float* streams, const float* out, const float* post, const float* comb, int64_t tokens, int64_t hc,
              int64_t hidden);
 
+// One site, steps 5 (of the previous sublayer) and 1-4 (the CUDA form runs them in one launch): with out non-null
+// first hc_post(streams, out, post, comb) with post and comb as they come in; then the mixes of fn [(2 + hc) * hc,
+// hc * hidden], base and scale into next_pre, post and comb (overwritten), and h = hc_collapse_rms_norm(streams, pre,
+// norm).
+void hc_site(float* streams, const float* out, const float* pre, const float* fn, const float* base,
+             const float* scale, const float* norm, int64_t tokens, int64_t hc, int64_t hidden, float eps,
+             float hc_eps, int64_t sinkhorn_iters, float* next_pre, float* post, float* comb, float* h);
+
 }  // namespace deepinfer::cpu

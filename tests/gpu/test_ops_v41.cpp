@@ -81,6 +81,67 @@ void hc_collapse_rms_norm(OpRun& r) {
   r.close("sublayer inputs", to_float(h.to_host()), want);
 }
 
+// One site in one launch (hc_post of the previous sublayer first where "post_in") against the CPU chain. The CPU
+// chain does not round the flat streams to bf16 and neither does the launch, so every output is held at fp32's
+// bound (h against the CPU's rounded to bf16); a second launch on the same inputs must give the same bits (graphs
+// replay what eager steps run).
+void hc_site(OpRun& r) {
+  const int64_t tokens = r["tokens"], hc = r["hc"], hidden = r["hidden"], iters = r["sinkhorn_iters"];
+  const int64_t D = hc * hidden, M = (2 + hc) * hc;
+  const bool post_in = r["post_in"] != 0;
+  std::normal_distribution<float> normal;
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<float> streams(tokens * D), pre(tokens * hc), base(M), scale(3), post(tokens * hc),
+      comb(tokens * hc * hc);
+  for (float& v : streams) v = normal(r.rng());
+  for (float& v : pre) v = unit(r.rng());
+  for (float& v : base) v = 0.5f * normal(r.rng());
+  for (float& v : scale) v = 0.5f + std::abs(normal(r.rng()));
+  for (float& v : post) v = 2.0f * unit(r.rng());
+  for (float& v : comb) v = unit(r.rng()) / static_cast<float>(hc);
+  std::vector<float> fn_f, norm_f, out_f;
+  const auto fn = DeviceArray<Bf16>::from_host(r.random_bf16(M * D, fn_f, 1.0f / std::sqrt(static_cast<float>(D))));
+  const auto norm = DeviceArray<Bf16>::from_host(r.random_bf16(hidden, norm_f));
+  const auto out = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, out_f));
+  const auto d_pre = DeviceArray<float>::from_host(pre), d_base = DeviceArray<float>::from_host(base);
+  const auto d_scale = DeviceArray<float>::from_host(scale);
+  struct Outputs {
+    std::vector<float> streams, next_pre, post, comb;
+    std::vector<Bf16> h;
+  };
+  const auto launch = [&] {
+    auto d_streams = DeviceArray<float>::from_host(streams);
+    auto d_post = DeviceArray<float>::from_host(post), d_comb = DeviceArray<float>::from_host(comb);
+    if (!post_in) {
+      d_post.poison();
+      d_comb.poison();
+    }
+    DeviceArray<float> next_pre(tokens * hc);
+    DeviceArray<Bf16> h(tokens * hidden);
+    next_pre.poison();
+    h.poison();
+    cuda::hc_site(d_streams.data(), post_in ? bf(out) : nullptr, d_pre.data(),
+                  {bf(fn), d_base.data(), d_scale.data(), bf(norm)}, tokens, hc, hidden, 1e-6f, 1e-6f, iters,
+                  next_pre.data(), d_post.data(), d_comb.data(), bf(h), nullptr);
+    sync();
+    return Outputs{d_streams.to_host(), next_pre.to_host(), d_post.to_host(), d_comb.to_host(), h.to_host()};
+  };
+  const Outputs got = launch(), again = launch();
+  std::vector<float> want_next_pre(tokens * hc), want_h(tokens * hidden);
+  cpu::hc_site(streams.data(), post_in ? out_f.data() : nullptr, pre.data(), fn_f.data(), base.data(), scale.data(),
+               norm_f.data(), tokens, hc, hidden, 1e-6f, 1e-6f, iters, want_next_pre.data(), post.data(), comb.data(),
+               want_h.data());
+  r.close("streams", got.streams, streams);
+  r.close("next collapse weights", got.next_pre, want_next_pre);
+  r.close("post", got.post, post);
+  r.close("comb", got.comb, comb);
+  r.close("sublayer inputs", to_float(got.h), round_bf16(want_h));
+  r.exact("streams, second launch", again.streams, got.streams);
+  r.exact("next collapse weights, second launch", again.next_pre, got.next_pre);
+  r.exact("comb, second launch", again.comb, got.comb);
+  r.exact("sublayer inputs, second launch", again.h, got.h);
+}
+
 // The plain collapse (DSpark's head) and, with no weights, the streams' mean (its target features), into rows of a
 // wider array (the features of several target layers side by side).
 void hc_collapse(OpRun& r) {
@@ -650,6 +711,17 @@ void add_v41_rows(OpTable& t) {
     t.add("hc_head_weights", "f32", {{"tokens", tokens}, {"hc", 4}}, kF32, hc_head_weights);
   }
   t.add("hc_collapse", "bf16", {{"tokens", 5}, {"hc", 3}, {"hidden", 200}, {"padding", 0}}, kBf16, hc_collapse);
+  // The site in one launch: V4.1-Flash's width and an odd one, decode and prefill-sized token counts (one cluster a
+  // token up to 32, then groups of up to 8), with and without the previous sublayer's post; the other stream counts.
+  for (int64_t tokens : {1, 7, 64, 300})
+    for (int64_t hidden : {5120, 200})
+      for (int64_t post_in : {0, 1})
+        t.add("hc_site", "f32",
+              {{"tokens", tokens}, {"hc", 4}, {"hidden", hidden}, {"sinkhorn_iters", 20}, {"post_in", post_in}}, kF32,
+              hc_site);
+  for (int64_t hc : {1, 2, 3})
+    t.add("hc_site", "f32", {{"tokens", 7}, {"hc", hc}, {"hidden", 200}, {"sinkhorn_iters", 1}, {"post_in", 1}}, kF32,
+          hc_site);
   for (int64_t iters : {1, 20})
     for (int64_t hc : {4, 2})
       t.add("hc_mixes", "f32", {{"tokens", 300}, {"hc", hc}, {"sinkhorn_iters", iters}}, kF32, hc_mixes);

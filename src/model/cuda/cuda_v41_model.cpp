@@ -3,9 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "kernels/cuda/embedding.cuh"
@@ -49,6 +51,8 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
   DI_INPUT_CHECK(hc <= cuda::kHcMaxStreams && H <= cuda::kHcMaxHidden,
                  "the CUDA hyper-connections hold hc_mult <= {} and hidden_size <= {}; the model has {} and {}",
                  cuda::kHcMaxStreams, cuda::kHcMaxHidden, hc, H);
+  const char* chain = std::getenv("DEEPINFER_HC_SITE_CHAIN");
+  hc_site_fused_ = cuda::hc_site_supports(hc, H) && !(chain != nullptr && std::string(chain) == "1");
   DI_INPUT_CHECK(hd <= cuda::kSparseMaxHeadDim, "the CUDA V4.1 attention holds head_dim <= {}; the model has {}",
                  cuda::kSparseMaxHeadDim, hd);
   DI_INPUT_CHECK(v.index_head_dim <= cuda::kIndexerMaxDim &&
@@ -325,11 +329,18 @@ void CudaV41Model::rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* 
              nullptr);
 }
 
-void CudaV41Model::hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, const float* streams, float*& pre,
-                              float*& next_pre, float* post, float* comb, Bf16* h) const {
+void CudaV41Model::hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, float* streams, float*& pre,
+                              float*& next_pre, float* post, float* comb, Bf16* h, const Bf16* out) const {
   const V41TextConfig& v = config_.v41;
   const int64_t hc = v.hc_mult, H = config_.hidden_size, D = hc * H, M = (2 + hc) * hc;
   const float eps = config_.rms_norm_eps;
+  if (fuses_hc_sites(T)) {
+    cuda::hc_site(streams, out, pre, {mix.fn, mix.base, mix.scale, norm}, T, hc, H, eps, static_cast<float>(v.hc_eps),
+                  v.hc_sinkhorn_iters, next_pre, post, comb, h, nullptr);
+    std::swap(pre, next_pre);
+    return;
+  }
+  if (out != nullptr) cuda::hc_post(streams, out, post, comb, T, hc, H, nullptr);
   auto* flat = scratch_.alloc<Bf16>(T * D);
   auto* mixes = scratch_.alloc<float>(T * M);
   cuda::hc_flat_rms_norm(streams, T, D, eps, flat, nullptr);
@@ -354,6 +365,9 @@ struct CudaV41Model::CudaBlocks {
   // [T, targets, H] (in the step's published pool); null otherwise.
   Bf16* features = nullptr;
   ScratchPool::Mark sublayer{};
+  // A sublayer's hc_post left for the next site to run in its launch (fuses_hc_sites(T)); whatever reads the streams
+  // before that site runs it alone first (run_pending_post).
+  bool post_pending = false;
   // Bounded replay's compact form: the kept rows' batch, plan and state from its first layer on.
   const int64_t compact_layer = v41_first_compact_layer(model.config_.v41);
   ForwardBatch kept_batch{};
@@ -364,9 +378,15 @@ struct CudaV41Model::CudaBlocks {
   void begin_layer(int64_t l) {
     if (batch.compact_replay && l == compact_layer) compact();
   }
+  void run_pending_post() {
+    if (!post_pending) return;
+    cuda::hc_post(state->streams, state->out, state->post, state->comb, T, hc, H, nullptr);
+    post_pending = false;
+  }
   // Keeps each sequence's rows at or above its replay floor (at least its last row), as the CPU model does: the
   // remaining layers (past every KV source and the candidate source) compute only those.
   void compact() {
+    run_pending_post();
     DI_CHECK(!batch.all_logits, "bounded replay's compact form gives the logits of each sequence's last row only");
     const std::vector<int64_t> kept = batch.keep_replay_rows(kept_batch);
     if (static_cast<int64_t>(kept.size()) == T) return;  // nothing below a floor (a decode-shaped step)
@@ -393,6 +413,7 @@ struct CudaV41Model::CudaBlocks {
   void engram(int64_t l) {
     const Layer& layer = model.layers_[l];
     if (layer.engram_index < 0) return;
+    run_pending_post();
     scratch.rewind(sublayer);
     const V41TextConfig& v = model.config_.v41;
     const int64_t cols = v41_engram_columns(v), ed = v.engram_head_dim;
@@ -419,11 +440,15 @@ struct CudaV41Model::CudaBlocks {
     if (attn && features != nullptr) {
       const std::vector<int64_t>& targets = v().dspark.target_layer_ids;
       const auto j = std::find(targets.begin(), targets.end(), l) - targets.begin();
-      if (j < std::ssize(targets))
+      if (j < std::ssize(targets)) {
+        run_pending_post();
         cuda::hc_collapse(state->streams, nullptr, T, hc, H, features + j * H, std::ssize(targets) * H, nullptr);
+      }
     }
     model.hyper_site(attn ? layer.hc_attn : layer.hc_ffn, attn ? layer.attn_norm : layer.ffn_norm, T, state->streams,
-                     state->pre, state->next_pre, state->post, state->comb, state->h);
+                     state->pre, state->next_pre, state->post, state->comb, state->h,
+                     post_pending ? state->out : nullptr);
+    post_pending = false;
     model.profiler_.mark("hyper-connections pre");
   }
   void attention(int64_t l) {
@@ -434,10 +459,15 @@ struct CudaV41Model::CudaBlocks {
     model.profiler_.mark("moe");
   }
   void hc_post() {
+    if (model.fuses_hc_sites(T)) {
+      post_pending = true;
+      return;
+    }
     cuda::hc_post(state->streams, state->out, state->post, state->comb, T, hc, H, nullptr);
     model.profiler_.mark("hyper-connections post");
   }
   float* head() {
+    run_pending_post();
     scratch.rewind(sublayer);
     if (features != nullptr) model.write_draft_keys(*plan, features, cache);
     const int64_t R = plan->num_rows, vocab = model.config_.vocab_size;

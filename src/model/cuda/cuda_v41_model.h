@@ -156,8 +156,16 @@ class CudaV41Model final : public CausalLm {
                  const Bf16* h, Bf16* out) const;
   // One hyper-connection site on the streams [T, hc, hidden]: the site's mixes (post, comb, and the next site's
   // collapse weights into next_pre, then swapped into pre), and h = rms_norm(the streams collapsed by pre) * norm.
-  void hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, const float* streams, float*& pre,
-                  float*& next_pre, float* post, float* comb, Bf16* h) const;
+  // With `out` non-null the previous sublayer's hc_post (out, post, comb) runs first, in the same launch where the
+  // site is one launch (fuses_hc_sites(T)).
+  void hyper_site(const HyperMix& mix, const Bf16* norm, int64_t T, float* streams, float*& pre, float*& next_pre,
+                  float* post, float* comb, Bf16* h, const Bf16* out = nullptr) const;
+  // One launch a site up to kHcSiteMaxTokens tokens (decode and verify steps); above, the chain, whose GEMM reads fn
+  // once where cuda::hc_site reads it again for every token: at V4.1-Flash's width the launch took 98.6 us a site
+  // against the chain's 121.4 at 256 tokens and 1,213 against 913 at 4,096 (results/h200/v41/README.md, "One
+  // launch a hyper-connection site").
+  static constexpr int64_t kHcSiteMaxTokens = 256;
+  bool fuses_hc_sites(int64_t T) const { return hc_site_fused_ && T <= kHcSiteMaxTokens; }
   // A layer's queries and window K=V from h [T, hidden] (in scratch): the query's low-rank residual [T, q_lora] (the
   // indexer reads it), the rotated queries [T, heads * head_dim], and K=V normalised and rotated, rows of q_lora_rank +
   // head_dim apart.
@@ -241,6 +249,9 @@ class CudaV41Model final : public CausalLm {
   mutable ScratchPool scratch_;    // one sublayer's temporaries (rewound at every sublayer)
   mutable DecodeGraphs graphs_;
   bool graphs_enabled_ = true;
+  // A site in one launch (cuda::hc_site), the hc_post before it included; DEEPINFER_HC_SITE_CHAIN=1 keeps the chain
+  // of five kernels and the separate hc_post (the A side of results/h200/v41's hyper-connection measurements).
+  bool hc_site_fused_ = true;
   mutable DeviceIdleMeter idle_;  // the device's idle time between steps
   mutable DeviceSampler sampler_;  // overlapped scheduling's started steps
   struct Dspark {
