@@ -318,6 +318,13 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
       DI_INPUT_CHECK(options.status_file != options.output_path, "--status-file and --output name the same file");
       check_output_path(options.status_file, "--status-file", all_inputs(), /*allow_special=*/false);
     }
+    if (!options.kv_store_dir.empty()) {  // (before any output is opened; the store's own open says the same)
+      std::error_code error;
+      std::filesystem::create_directories(options.kv_store_dir, error);
+      DI_INPUT_CHECK(std::filesystem::is_directory(options.kv_store_dir),
+                     "--kv-store '{}' is not a directory and cannot be made one{}", options.kv_store_dir,
+                     error ? ": " + error.message() : "");
+    }
     if (!options.stream_path.empty() && options.stream_path != "-") {
       DI_INPUT_CHECK(options.stream_path != options.output_path, "--stream and --output name the same file");
       check_output_path(options.stream_path, "--stream", all_inputs());

@@ -15,6 +15,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
+from results_order import results_in_input_order
 
 
 def run(cmd, out):
@@ -22,7 +23,7 @@ def run(cmd, out):
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}"
     text = proc.stdout + proc.stderr
     from_store = sum(int(n) for n in re.findall(r"prefix cache hits \d+ prompt tokens \((\d+) from --kv-store", text))
-    return [json.loads(line) for line in open(out)], from_store
+    return results_in_input_order(out, cmd), from_store
 
 
 def negate_tensor(shard, name):

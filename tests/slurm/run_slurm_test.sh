@@ -155,7 +155,9 @@ for i in $(seq 600); do
   [ "$state" = COMPLETED ] && [ "${restarts:-0}" -ge 1 ] && break
   # A requeued job waits for its begin time: let it start now.
   [ "$state" = PENDING ] && scontrol update JobId="$job" StartTime=now >/dev/null 2>&1
-  case "$state" in FAILED|CANCELLED|TIMEOUT|NODE_FAIL) fail "the requeue job ended $state";; esac
+  # (a job being requeued passes through a terminal state for a moment: only one that stays is an end)
+  case "$state" in FAILED|CANCELLED|TIMEOUT|NODE_FAIL) ended=$((${ended:-0} + 1));; *) ended=0;; esac
+  [ "${ended:-0}" -gt 15 ] && fail "the requeue job ended $state (restarts ${restarts:-0})"
   sleep 1
   [ "$i" = 600 ] && fail "the requeue job is $state (restarts ${restarts:-0}) after 600 s"
 done
