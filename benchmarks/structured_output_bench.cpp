@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
     if (!tokenizer.is_special(id) && !tokenizer.is_added(id)) bytes[id] = tokenizer.token_bytes(id);
   const std::vector<int32_t> eos = {1};
-  StructuredOutput so(bytes, kVocab, eos, 600.0);
+  StructuredOutput so(bytes, kVocab, eos, GrammarLimits{.compile_timeout_s = 600.0, .total_compile_s = 1e9});
 
   const std::string schema = R"({"type": "object", "properties": {
       "name": {"type": "string"}, "age": {"type": "integer"}, "email": {"type": "string", "pattern": "^[a-z]+@[a-z]+\\.com$"},

@@ -4,6 +4,7 @@
 # 1-rank run at a random moment, what the output held against the results rank 0 had counted (its last progress
 # line), and the --resume that finishes it.
 #   launch/lab/durable_generate_bench.sh OUTDIR [N...]      (default N: 10000 1000000)
+# Environment: DEPLOYS (default "1rank 2p2d"), KILL_TEST (default 1: the kill at a random moment at the largest N).
 # Writes OUTDIR/durable-bench.jsonl (one line a run) and the logs beside it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,7 +24,7 @@ with open(sys.argv[1], "w") as f:
     for i in range(int(sys.argv[2])):
         f.write(json.dumps({"id": i, "prompt_token_ids": [rng.randrange(3, 500) for _ in range(4)], "max_new_tokens": 2}) + "\n")
 PY
-  for deploy in 1rank 2p2d; do
+  for deploy in ${DEPLOYS:-1rank 2p2d}; do
     rm -f "$out"/rss.* "$out/out-$n-$deploy.jsonl"
     if [ $deploy = 1rank ]; then launch=(); dep=(); else launch=(mpirun -np 4); dep=(--deploy "$root/configs/deploy/2p2d.toml"); fi
     start=$(date +%s.%N)
@@ -38,6 +39,7 @@ PY
   done
 done
 # A kill -9 at a random moment of a 1-rank run of the largest size, then --resume.
+[ "${KILL_TEST:-1}" = 1 ] || exit 0
 n=${sizes[-1]}; n=${n##* }; kout=$out/kill-$n.jsonl; rm -f "$kout"
 setsid "$di" generate --model "$model" --load-format dummy --input "$out/in-$n.jsonl" --output "$kout" \
   --progress-interval 0.05 --sync-interval 1 > "$out/kill-log.txt" 2>&1 &

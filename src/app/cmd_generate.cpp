@@ -35,11 +35,14 @@ namespace deepinfer::app {
 namespace {
 
 void log_summary(const std::vector<RequestResult>& results, double seconds) {
-  int64_t generated = 0, prefill_tokens = 0;
+  int64_t generated = 0, prefill_tokens = 0, failed = 0;
   for (const RequestResult& r : results) {
     generated += static_cast<int64_t>(r.output_token_ids.size());
     prefill_tokens += r.prompt_tokens;
+    failed += r.failure ? 1 : 0;
   }
+  if (failed > 0) spdlog::warn("{} of {} requests failed after they started: their lines are error records", failed,
+                               results.size());
   spdlog::info("{} requests: {} prompt tokens, {} generated tokens in {:.3f} s ({:.1f} generated tok/s, "
                "{:.1f} total tok/s)", results.size(), prefill_tokens, generated, seconds, generated / seconds,
                (prefill_tokens + generated) / seconds);
@@ -138,6 +141,15 @@ std::vector<RequestResult> generate_in_waves(
     if (requests[i].continues >= 0) depth[i] = depth[requests[i].continues] + 1;
   std::vector<std::vector<int32_t>> conversation(n);  // prompt + output, once a request has run
   std::vector<RequestResult> results(n);
+  // A request that cannot run (its whole prompt too long, known only when its wave starts; or the one it continues
+  // failed) fails alone: an error record, and every rank skips it alike (the checks are the same everywhere).
+  std::vector<bool> failed(n, false);
+  const auto fail = [&](int64_t i, std::string code, std::string message) {
+    failed[i] = true;
+    results[i].index = i;
+    results[i].id = requests[i].id;
+    results[i].failure = RequestFailure{std::move(code), std::move(message)};
+  };
   const int64_t deepest = *std::max_element(depth.begin(), depth.end());
   for (int64_t wave_depth = 0; wave_depth <= deepest; ++wave_depth) {
     std::vector<Request>& wave = waves.emplace_back();
@@ -146,37 +158,57 @@ std::vector<RequestResult> generate_in_waves(
       if (depth[i] != wave_depth) continue;
       Request r = requests[i];
       if (r.continues >= 0) {
+        if (failed[r.continues]) {
+          fail(i, "continues_a_failed_request", fmt::format("request id {}: the request it continues (id {}) failed",
+                                                            r.id.dump(), requests[r.continues].id.dump()));
+          continue;
+        }
         std::vector<int32_t> prompt = conversation[r.continues];
         prompt.insert(prompt.end(), r.prompt_token_ids.begin(), r.prompt_token_ids.end());
         r.prompt_token_ids = std::move(prompt);
-        Engine::validate(config, engine_options, r);  // its whole prompt is known only now
+        try {
+          Engine::validate(config, engine_options, r);  // its whole prompt is known only now
+        } catch (const InputError& e) {
+          fail(i, "invalid_request", e.what());
+          continue;
+        }
       }
       r.index = static_cast<int64_t>(wave.size());
       wave.push_back(std::move(r));
       original.push_back(i);
     }
-    std::vector<RequestResult> wave_results = run_wave(wave, original);
-    // Every rank needs the outputs for the next wave's prompts: their lengths, then the tokens, from rank 0.
+    std::vector<RequestResult> wave_results = wave.empty() ? std::vector<RequestResult>() : run_wave(wave, original);
+    // Every rank needs the outputs for the next wave's prompts: their lengths (-1: it failed), then the tokens, from
+    // rank 0.
     std::vector<int64_t> lengths(wave.size(), 0);
     if (world_comm.rank() == 0)
-      for (size_t k = 0; k < wave.size(); ++k) lengths[k] = static_cast<int64_t>(wave_results[k].output_token_ids.size());
+      for (size_t k = 0; k < wave.size(); ++k)
+        lengths[k] = wave_results[k].failure ? -1 : static_cast<int64_t>(wave_results[k].output_token_ids.size());
     world_comm.broadcast(lengths.data(), static_cast<int64_t>(lengths.size()), DType::kI64, 0, "the wave's output lengths");
     std::vector<int32_t> tokens;
-    for (size_t k = 0; k < wave.size(); ++k)
+    int64_t total = 0;
+    for (size_t k = 0; k < wave.size(); ++k) {
+      if (lengths[k] < 0) continue;
+      total += lengths[k];
       if (world_comm.rank() == 0)
         tokens.insert(tokens.end(), wave_results[k].output_token_ids.begin(), wave_results[k].output_token_ids.end());
-    tokens.resize(std::accumulate(lengths.begin(), lengths.end(), int64_t{0}));
+    }
+    tokens.resize(total);
     world_comm.broadcast(tokens.data(), static_cast<int64_t>(tokens.size()), DType::kI32, 0, "the wave's outputs");
     int64_t at = 0;
     for (size_t k = 0; k < wave.size(); ++k) {
-      std::vector<int32_t>& c = conversation[original[k]];
-      c = wave[k].prompt_token_ids;
-      c.insert(c.end(), tokens.begin() + at, tokens.begin() + at + lengths[k]);
-      at += lengths[k];
       if (world_comm.rank() == 0) {
         results[original[k]] = std::move(wave_results[k]);
         results[original[k]].index = original[k];
       }
+      if (lengths[k] < 0) {
+        failed[original[k]] = true;
+        continue;
+      }
+      std::vector<int32_t>& c = conversation[original[k]];
+      c = wave[k].prompt_token_ids;
+      c.insert(c.end(), tokens.begin() + at, tokens.begin() + at + lengths[k]);
+      at += lengths[k];
     }
   }
   if (world_comm.rank() != 0) results.clear();
@@ -202,14 +234,25 @@ namespace {
 // Structured output over the tokenizer's vocabulary: each token's bytes (special and added tokens none: never
 // admitted), the model's vocabulary size and EOS tokens.
 std::unique_ptr<StructuredOutput> make_structured_output(const text::BpeTokenizer& tokenizer, const ModelConfig& config,
-                                                         double timeout_s) {
-  DI_INPUT_CHECK(tokenizer.vocab_size() <= config.vocab_size, "the tokenizer has {} tokens, more than the model's "
-                 "vocabulary of {}", tokenizer.vocab_size(), config.vocab_size);
+                                                         const GrammarLimits& limits) {
   std::vector<std::string> bytes(tokenizer.vocab_size());
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
     if (!tokenizer.is_special(id) && !tokenizer.is_added(id)) bytes[id] = tokenizer.token_bytes(id);
   std::vector<int32_t> stops(config.eos_token_ids.begin(), config.eos_token_ids.end());
-  return std::make_unique<StructuredOutput>(std::move(bytes), config.vocab_size, std::move(stops), timeout_s);
+  return std::make_unique<StructuredOutput>(std::move(bytes), config.vocab_size, std::move(stops), limits);
+}
+
+// A tokenizer with more tokens than the model's vocabulary is another model's; one with fewer is usual (the model
+// pads its vocabulary): said once at the start, since a padding id in an output has no text (it decodes to nothing,
+// as in the tokenizers library; the result's token ids keep it).
+void check_tokenizer_fits(const text::BpeTokenizer& tokenizer, const std::filesystem::path& tokenizer_file,
+                          const ModelConfig& config, const std::string& model_path) {
+  DI_INPUT_CHECK(tokenizer.vocab_size() <= config.vocab_size, "{}: {} tokens, more than the {} of the model's "
+                 "vocabulary ({}): it is not this model's tokenizer", tokenizer_file.string(), tokenizer.vocab_size(),
+                 config.vocab_size, model_path);
+  if (tokenizer.vocab_size() < config.vocab_size)
+    spdlog::info("{} spells ids below {} of the model's {}: a higher (padding) id in an output has no text",
+                 tokenizer_file.string(), tokenizer.vocab_size(), config.vocab_size);
 }
 
 }  // namespace
@@ -241,6 +284,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
                      "requests give 'prompt' text or 'messages': pass --tokenizer tokenizer.json (the model has "
                      "none beside it)");
       tokenizer.emplace(text::BpeTokenizer::load(tokenizer_file));
+      check_tokenizer_fits(*tokenizer, tokenizer_file, *model_config, options.model.model_path);
     }
     return *tokenizer;
   };
@@ -253,6 +297,9 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
                      "chat requests need DeepSeek's effort instructions: run launch/chat_prose.py {} (pip install "
                      "deepseek-recipe==0.2.0), or pass --chat-prose FILE", file.string());
       chat_prose.emplace(text::ChatProse::load(file));
+      // A chat request needs the tokenizer anyway: its tokens are checked once, blaming the files, not a request.
+      text::check_chat_tokens(chat_format_of(*model_config), *chat_prose, file.string(), tokenizer_for_prompts(),
+                              tokenizer_file.string());
     }
     return *chat_prose;
   };
@@ -262,7 +309,9 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
       DI_INPUT_CHECK(tokenizer || (!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file)),
                      "requests have output constraints (response_format, regex, ebnf): structured output masks the "
                      "vocabulary through the tokenizer: pass --tokenizer tokenizer.json (the model has none beside it)");
-      structured = make_structured_output(tokenizer_for_prompts(), *model_config, options.grammar_timeout_s);
+      structured = make_structured_output(tokenizer_for_prompts(), *model_config,
+                                          GrammarLimits{options.grammar_timeout_s, options.grammar_total_s,
+                                                        options.grammar_cache_mb << 20});
       engine_options.structured = structured.get();  // (Engine::validate admits constrained requests by it)
     }
     return *structured;
@@ -276,8 +325,11 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
         parse_request_line(text, where, ordinal, tokenizer_for_prompts, chat, reading, &format, &continues);
     DI_INPUT_CHECK(continues.is_null(), "{}: 'continues' runs conversations in waves over the whole input: pass "
                    "--ordered-output", where);
-    if (request.constraint) structured_output().compile(*request.constraint, fmt::format("{}: request id {}", where,
-                                                                                         request.id.dump()));
+    // Checked by world rank 0 alone (the scan); the other ranks compile a constraint when they run its request.
+    if (request.constraint && world.rank() == 0)
+      structured_output().compile(*request.constraint, fmt::format("{}: request id {}", where, request.id.dump()));
+    else if (request.constraint)
+      structured_output();
     try {
       Engine::validate(*model_config, engine_options, request);
     } catch (const InputError& e) {
@@ -332,8 +384,8 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     tokenizer_file = !options.tokenizer_path.empty()             ? std::filesystem::path(options.tokenizer_path)
                      : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
                                                                  : std::filesystem::path();
-    if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
     model_config = load_model_config(model_path);
+    if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
     const ModelConfig& config = *model_config;
     replay = replay_options(config, options.yoco_truncation, options.yoco_keep_tokens);
     // SWA replay: the window a hit replays must at least cover the sliding window (0: the store keeps it).
@@ -344,8 +396,11 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     chat = ChatSource{chat_format_of(config), prose_for_chats};
     if (!durable) {
       requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
-      for (const Request& r : requests)
-        if (r.constraint) structured_output().compile(*r.constraint, fmt::format("request id {}", r.id.dump()));
+      for (const Request& r : requests)  // checked by world rank 0 (the vote tells the others)
+        if (r.constraint && world.rank() == 0)
+          structured_output().compile(*r.constraint, fmt::format("request id {}", r.id.dump()));
+        else if (r.constraint)
+          structured_output();
       for (const Request& request : requests) Engine::validate(config, engine_options, request);
     } else if (world.rank() == 0) {  // only world rank 0 reads the input (again, a window at a time, in execute)
       scan = scan_input(job, parse_line);

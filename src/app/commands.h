@@ -68,7 +68,10 @@ struct GenerateOptions {
   std::string deploy_path;       // empty: one rank does everything
   std::string expert_plan_path;  // optional placement plan (phy2log per MoE layer)
   std::string tokenizer_path;    // tokenizer.json: "prompt" text in, "text" out (default: the model directory's)
-  double grammar_timeout_s = 30.0;  // structured output: the longest a constraint may take to compile
+  // Structured output (GrammarLimits): one compile's limit, the input's compiles together, the compiled grammars kept.
+  double grammar_timeout_s = 30.0;
+  double grammar_total_s = 600.0;
+  int64_t grammar_cache_mb = 1024;
   std::string chat_prose_path;   // chat requests: launch/chat_prose.py's file (default: beside the tokenizer)
   std::string stream_path;       // --stream: events as tokens arrive (jsonl.h StreamWriter); "-" standard output
   // The output (generate_job.h): results appended as they finish, unless ordered_output (whole, in input order, at

@@ -217,6 +217,10 @@ int run_durable_job(const DurableJobOptions& options, const InputScan* scan, con
       const auto on_result = [&](const RequestResult& result) {
         const BatchLineFormat& format = window.formats[result.index];
         const int64_t ordinal = window.ordinals[result.index];
+        if (result.failure) {  // it failed after its start (its constraint dead-ended): alone
+          record_error(error_line(format, result.id, ordinal, result.failure->code, result.failure->message));
+          return;
+        }
         nlohmann::json line;
         try {
           line = result_line(result, tokenizer, window.readings[result.index]);

@@ -139,7 +139,8 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
   }
   const char* max_key = is_chat && line.contains("max_tokens") ? "max_tokens" : "max_new_tokens";
   DI_INPUT_CHECK(line.contains(max_key) && line[max_key].is_number_integer(), "{}: '{}' must be an integer >= 1",
-                 where, max_key);
+                 where, is_chat && !line.contains(max_key) ? "max_tokens' (a chat request's name for it; or "
+                                                             "'max_new_tokens" : max_key);
   r.max_new_tokens = integer_in_range(line[max_key], 1, std::numeric_limits<int64_t>::max(), where, max_key);
   auto number = [&](const char* key, double min, double max, double fallback) {
     if (!line.contains(key) || line[key].is_null()) return fallback;
@@ -340,6 +341,12 @@ void StreamWriter::tokens(int64_t request_index, std::span<const int32_t> tokens
 void StreamWriter::end(const std::vector<RequestResult>& results) {
   for (const RequestResult& r : results) {
     nlohmann::json line = {{"id", r.id}};
+    if (r.failure) {  // it ended on an error: the stream says so where it would say how it finished
+      line["finish_reason"] = "error";
+      line["error"] = {{"code", r.failure->code}, {"message", r.failure->message}};
+      write(line);
+      continue;
+    }
     std::string reason = finish_reasons_.at(r.index);
     const std::string engine_reason = finish_reason_name(r.finish_reason);
     text::ChatStreamParser* parser = parsers_.at(r.index).get();
@@ -355,6 +362,7 @@ void StreamWriter::end(const std::vector<RequestResult>& results) {
 void StreamWriter::close() { write({{"done", true}}); }
 
 nlohmann::json result_line(const RequestResult& r, const text::BpeTokenizer* tokenizer, const OutputReading& reading) {
+  if (r.failure) return {{"id", r.id}, {"error", {{"code", r.failure->code}, {"message", r.failure->message}}}};
   nlohmann::json line = result_to_json(r);
   line.erase("index");
   if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
@@ -391,7 +399,16 @@ void write_results(const std::filesystem::path& path, const std::vector<RequestR
   OutputFile out(path);
   for (size_t i = 0; i < results.size(); ++i) {
     const OutputReading reading = readings != nullptr && i < readings->size() ? (*readings)[i] : OutputReading{};
-    out.write(result_line(results[i], tokenizer, reading).dump());
+    nlohmann::json line;
+    try {
+      line = result_line(results[i], tokenizer, reading);
+    } catch (const std::exception& e) {  // an output the tokenizer cannot read: that request alone fails
+      line = {{"id", results[i].id},
+              {"error", {{"code", "output_unreadable"},
+                         {"message", fmt::format("request id {}: its output cannot be written: {}",
+                                                 results[i].id.dump(), e.what())}}}};
+    }
+    out.write(line.dump());
     out.write("\n");
   }
   out.commit();

@@ -156,6 +156,16 @@ int main(int argc, char** argv) {
                            "take to compile, in seconds; longer ones are refused")
       ->check(CLI::Range(0.001, 3600.0))
       ->capture_default_str();
+  generate_cmd->add_option("--grammar-total-timeout", generate.grammar_total_s,
+                           "Structured output: the longest the input's distinct constraints may take to compile "
+                           "together, checked before the work, in seconds")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str();
+  generate_cmd->add_option("--grammar-cache-mb", generate.grammar_cache_mb,
+                           "Structured output: the memory compiled grammars are kept in, in MB (the least recently "
+                           "used are evicted and compiled again when needed; a larger one alone is refused)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
   generate_cmd->add_option("--tokenizer", generate.tokenizer_path,
                            "A Hugging Face tokenizer.json (byte-level BPE): requests may give 'prompt' text and the "
                            "results carry 'text' (default: the model directory's tokenizer.json, loaded when a "

@@ -452,8 +452,23 @@ TokenMasks Engine::token_masks(const ScheduledBatch& batch, const StepDrafts& dr
 
 void Engine::advance_constraints(const ScheduledBatch& batch) {
   if (options_.structured == nullptr) return;
-  for (const ScheduledSequence& item : batch.items)
-    if (const std::optional<bool> whole = options_.structured->advance(*item.seq)) item.seq->constraint_satisfied = whole;
+  for (const ScheduledSequence& item : batch.items) {
+    Sequence& seq = *item.seq;
+    const StructuredOutput::Progress progress = options_.structured->advance(seq);
+    if (progress.satisfied) seq.constraint_satisfied = progress.satisfied;
+    if (!progress.dead_end) continue;
+    // That request alone ends, on an error; what it generated before the dead end is kept for the record.
+    seq.failure = RequestFailure{
+        "constraint_dead_end",
+        fmt::format("request id {}: its {} constraint reached a state that no token of this vocabulary continues "
+                    "after {} output tokens (no token spells what must come next): change the constraint",
+                    seq.request->id.dump(), seq.request->constraint->kind_name(), *progress.dead_end)};
+    seq.tokens.resize(seq.num_prompt_tokens + *progress.dead_end);
+    seq.num_cached = std::min(seq.num_cached, seq.num_tokens());
+    seq.num_streamed = std::min(seq.num_streamed, *progress.dead_end);
+    seq.logits_hashes.resize(std::min<size_t>(seq.logits_hashes.size(), *progress.dead_end));
+    if (seq.status != SequenceStatus::kFinished) scheduler_.end_early(&seq);
+  }
 }
 
 std::vector<SamplingRow> Engine::sampling_rows(const ScheduledBatch& batch, const StepDrafts& drafts) const {
@@ -624,6 +639,7 @@ RequestResult Engine::result_of(const Sequence& seq) {
   result.finish_reason = seq.finish_reason;
   result.prompt_tokens = seq.num_prompt_tokens;
   result.constraint_satisfied = seq.constraint_satisfied;
+  result.failure = seq.failure;
   result.logits_hashes = seq.logits_hashes;
   return result;
 }

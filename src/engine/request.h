@@ -48,6 +48,13 @@ inline const char* finish_reason_name(FinishReason reason) {
   return reason == FinishReason::kStop ? "stop" : reason == FinishReason::kLength ? "length" : "none";
 }
 
+// A request that failed after it started, alone (the job goes on): a code for scripts and a message naming the
+// request and what happened. Its output so far is not a result.
+struct RequestFailure {
+  std::string code;
+  std::string message;
+};
+
 struct RequestResult {
   int64_t index = 0;
   nlohmann::json id;
@@ -59,6 +66,7 @@ struct RequestResult {
   std::optional<bool> constraint_satisfied;
   // With --logits-hashes: per output token, the fingerprint of its logits row (cpu::logits_row_hashes).
   std::vector<uint64_t> logits_hashes;
+  std::optional<RequestFailure> failure;
 };
 
 nlohmann::json result_to_json(const RequestResult& result);

@@ -72,6 +72,9 @@ class Scheduler {
   // Drops the waiting sequences no step has started (no token cached, no block, nothing generated): a job told to
   // stop admits no more work (generate's drain). Returns them; a part-prefilled or preempted one stays.
   std::vector<Sequence*> take_unstarted();
+  // Ends a running sequence early (it failed alone: its constraint dead-ended): out of the running set, its blocks
+  // freed, among the finished.
+  void end_early(Sequence* seq) { finish(seq); }
   // Sequences that finished, and (prefill role) that were handed off, since the last call.
   std::vector<Sequence*> take_finished() { return std::exchange(newly_finished_, {}); }
   std::vector<Sequence*> take_handoffs() { return std::exchange(newly_handed_off_, {}); }

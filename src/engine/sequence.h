@@ -36,6 +36,7 @@ struct Sequence {
   int64_t num_pending = 0;
   bool awaiting_last = false;
   std::optional<bool> constraint_satisfied;  // structured output: set when a constrained sequence finishes
+  std::optional<RequestFailure> failure;     // it ended alone on an error (its constraint reached a dead end)
   // With EngineOptions::logits_hashes: per generated token, the fingerprint of the logits row it was drawn from.
   std::vector<uint64_t> logits_hashes;
 

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
+#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -43,16 +44,34 @@ struct StructuredOutput::Impl {
     int64_t accepted = 0;  // generated tokens accepted so far
   };
 
+  using Key = std::pair<int, std::string>;  // (kind, text)
+  struct Cached {
+    Key key;
+    xgrammar::CompiledGrammar grammar;
+    int64_t bytes;
+  };
+
   std::shared_ptr<xgrammar::GrammarCompiler> compiler;
   std::vector<int32_t> stop_ids;
-  double timeout_s;
+  GrammarLimits limits;
   int64_t mask_words = 0;
-  std::map<std::pair<int, std::string>, xgrammar::CompiledGrammar> compiled;  // by (kind, text)
+  // Least recently used last. A matcher holds its own reference to its grammar, so evicting one in use frees it
+  // only when its sequences end.
+  std::list<Cached> lru;
+  std::map<Key, std::list<Cached>::iterator> cached;
+  int64_t cached_bytes = 0;
+  int64_t num_compiled = 0;
+  double checked_s = 0;  // compile()'s compiles so far, together
   std::unordered_map<const Sequence*, Matcher> matchers;
 
-  const xgrammar::CompiledGrammar& get(const OutputConstraint& c, const std::string& who) {
-    const auto key = std::pair{static_cast<int>(c.kind), c.text};
-    if (auto it = compiled.find(key); it != compiled.end()) return it->second;
+  // The constraint's grammar, from the cache or compiled now (then cached, evicting past the limit).
+  xgrammar::CompiledGrammar get(const OutputConstraint& c, const std::string& who, double* seconds = nullptr) {
+    const auto key = Key{static_cast<int>(c.kind), c.text};
+    if (auto it = cached.find(key); it != cached.end()) {
+      lru.splice(lru.begin(), lru, it->second);
+      return it->second->grammar;
+    }
+    const auto start = std::chrono::steady_clock::now();
     if (c.kind == OutputConstraint::Kind::kJsonSchema) {  // what the grammar would not enforce, refused first
       const nlohmann::json schema = nlohmann::json::parse(c.text, nullptr, false);
       if (!schema.is_discarded()) check_schema_enforceable(schema, who);
@@ -87,12 +106,29 @@ struct StructuredOutput::Impl {
       pending->done.notify_all();
     }).detach();
     std::unique_lock lock(pending->mutex);
-    const bool finished = pending->done.wait_for(lock, std::chrono::duration<double>(timeout_s),
+    const bool finished = pending->done.wait_for(lock, std::chrono::duration<double>(limits.compile_timeout_s),
                                                  [&] { return pending->finished; });
-    DI_INPUT_CHECK(finished, "{}: its {} constraint did not compile within {} s", who, c.kind_name(), timeout_s);
+    DI_INPUT_CHECK(finished, "{}: its {} constraint did not compile within {} s (--grammar-timeout)", who,
+                   c.kind_name(), limits.compile_timeout_s);
     DI_INPUT_CHECK(pending->error.empty(), "{}: invalid {} constraint: {}", who, c.kind_name(), pending->error);
-    require_a_first_token(*pending->grammar, c, who);
-    return compiled.emplace(key, std::move(*pending->grammar)).first->second;
+    if (seconds != nullptr) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++num_compiled;
+    xgrammar::CompiledGrammar grammar = std::move(*pending->grammar);
+    lock.unlock();
+    require_a_first_token(grammar, c, who);
+    const auto bytes = static_cast<int64_t>(grammar.MemorySizeBytes());
+    DI_INPUT_CHECK(bytes <= limits.cache_bytes, "{}: its {} constraint compiles to {:.2f} MB of grammar, more than "
+                   "the {:.2f} MB all compiled grammars may take (--grammar-cache-mb): simplify it, or raise the "
+                   "limit", who, c.kind_name(), bytes / 1e6, limits.cache_bytes / 1e6);
+    lru.push_front({key, grammar, bytes});
+    cached[key] = lru.begin();
+    cached_bytes += bytes;
+    while (cached_bytes > limits.cache_bytes) {  // (the newest fits alone: it stays)
+      cached_bytes -= lru.back().bytes;
+      cached.erase(lru.back().key);
+      lru.pop_back();
+    }
+    return grammar;
   }
 
   // A grammar no token of the vocabulary can start (a regex of a character no token spells, an EBNF rule that only
@@ -111,26 +147,35 @@ struct StructuredOutput::Impl {
 };
 
 StructuredOutput::StructuredOutput(std::vector<std::string> token_bytes, int64_t vocab_size,
-                                   std::vector<int32_t> stop_ids, double compile_timeout_s)
+                                   std::vector<int32_t> stop_ids, GrammarLimits limits)
     : impl_(std::make_unique<Impl>()), vocab_size_(vocab_size) {
   DI_CHECK(static_cast<int64_t>(token_bytes.size()) <= vocab_size, "a tokenizer of {} tokens for a vocabulary of {}",
            token_bytes.size(), vocab_size);
   impl_->stop_ids = std::move(stop_ids);
-  impl_->timeout_s = compile_timeout_s;
+  impl_->limits = limits;
   impl_->mask_words = mask_words();
   // RAW: the strings are the tokens' bytes; ids past the tokenizer's are padding (never admitted).
   const xgrammar::TokenizerInfo info(token_bytes, xgrammar::VocabType::RAW, static_cast<int>(vocab_size),
                                      impl_->stop_ids, /*add_prefix_space=*/false);
-  impl_->compiler = std::make_shared<xgrammar::GrammarCompiler>(info, /*max_threads=*/8, /*cache_enabled=*/true);
+  // xgrammar's own cache stays off: the one here is bounded and evicts.
+  impl_->compiler = std::make_shared<xgrammar::GrammarCompiler>(info, /*max_threads=*/8, /*cache_enabled=*/false);
 }
 
 StructuredOutput::~StructuredOutput() = default;
 
 void StructuredOutput::compile(const OutputConstraint& constraint, const std::string& who) {
-  impl_->get(constraint, who);
+  double seconds = 0;
+  impl_->get(constraint, who, &seconds);
+  impl_->checked_s += seconds;
+  DI_INPUT_CHECK(impl_->checked_s <= impl_->limits.total_compile_s,
+                 "{}: compiling the input's constraints has taken {:.1f} s in all ({} distinct ones so far), more "
+                 "than the {} s allowed (--grammar-total-timeout): use fewer distinct constraints, or raise the limit",
+                 who, impl_->checked_s, impl_->num_compiled, impl_->limits.total_compile_s);
 }
 
-int64_t StructuredOutput::num_compiled() const { return static_cast<int64_t>(impl_->compiled.size()); }
+int64_t StructuredOutput::num_compiled() const { return impl_->num_compiled; }
+
+int64_t StructuredOutput::cached_bytes() const { return impl_->cached_bytes; }
 
 bool StructuredOutput::constrains(const Sequence& seq) const { return impl_->matchers.contains(&seq); }
 
@@ -138,24 +183,29 @@ void StructuredOutput::forget(const Sequence& seq) { impl_->matchers.erase(&seq)
 
 void StructuredOutput::start(const Sequence& seq) {
   if (!seq.request->constraint) return;
-  const xgrammar::CompiledGrammar& grammar =
+  const xgrammar::CompiledGrammar grammar =
       impl_->get(*seq.request->constraint, fmt::format("request id {}", seq.request->id.dump()));
   impl_->matchers.insert_or_assign(&seq, Impl::Matcher{xgrammar::GrammarMatcher(grammar, impl_->stop_ids), 0});
   advance(seq);
 }
 
-std::optional<bool> StructuredOutput::advance(const Sequence& seq) {
+StructuredOutput::Progress StructuredOutput::advance(const Sequence& seq) {
   auto it = impl_->matchers.find(&seq);
-  if (it == impl_->matchers.end()) return std::nullopt;
+  if (it == impl_->matchers.end()) return {};
   Impl::Matcher& m = it->second;
-  for (int64_t i = seq.num_prompt_tokens + m.accepted; i < seq.num_tokens(); ++i, ++m.accepted)
-    DI_CHECK(m.matcher.AcceptToken(seq.tokens[i]), "request id {}: its grammar refused token {} at output position {} "
-             "(sampled under its mask)", seq.request->id.dump(), seq.tokens[i], m.accepted);
+  for (int64_t i = seq.num_prompt_tokens + m.accepted; i < seq.num_tokens(); ++i, ++m.accepted) {
+    // Every token is sampled under its mask, so a refusal means the mask admitted none: a dead end.
+    if (!m.matcher.AcceptToken(seq.tokens[i])) {
+      const int64_t position = m.accepted;
+      impl_->matchers.erase(it);
+      return {std::nullopt, position};
+    }
+  }
   if (seq.status == SequenceStatus::kHandedOff) impl_->matchers.erase(it);  // its decode rank goes on
-  if (seq.status != SequenceStatus::kFinished) return std::nullopt;
+  if (seq.status != SequenceStatus::kFinished) return {};
   const bool whole = m.matcher.IsTerminated() || m.matcher.IsCompleted();
   impl_->matchers.erase(it);
-  return whole;
+  return {whole, std::nullopt};
 }
 
 int64_t StructuredOutput::fill_masks(const Sequence& seq, std::span<const int32_t> drafts, uint32_t* masks) {

@@ -24,21 +24,32 @@
 
 namespace deepinfer {
 
+// What compiling constraints may cost. A grammar compiled over a large vocabulary can take seconds and hundreds
+// of MB (its token-mask cache), so one compile, all the compiles a job's input asks for before the work, and the
+// compiled grammars kept for reuse are each bounded.
+struct GrammarLimits {
+  double compile_timeout_s = 30.0;      // one compile (longer: the constraint is refused)
+  double total_compile_s = 600.0;       // the compiles of compile() together (the input's check before the work)
+  int64_t cache_bytes = int64_t{1} << 30;  // compiled grammars kept; least recently used evicted past it
+};
+
 class StructuredOutput {
  public:
   // token_bytes: the tokenizer's tokens as bytes, by id (empty for special and added tokens); vocab_size: the
-  // model's (the logits' width, at least the tokenizer's); stop_ids: the model's EOS tokens. A compile that takes
-  // longer than compile_timeout_s is refused.
+  // model's (the logits' width, at least the tokenizer's); stop_ids: the model's EOS tokens.
   StructuredOutput(std::vector<std::string> token_bytes, int64_t vocab_size, std::vector<int32_t> stop_ids,
-                   double compile_timeout_s);
+                   GrammarLimits limits);
   ~StructuredOutput();
   StructuredOutput(const StructuredOutput&) = delete;
   StructuredOutput& operator=(const StructuredOutput&) = delete;
 
-  // Compiles the constraint (once per distinct one; later calls hit the cache). InputError naming `who` for an
-  // invalid or unsupported schema, regex or grammar, or one that does not compile within the time limit.
+  // Compiles the constraint (once per distinct one while it stays cached): the input's check before the work.
+  // InputError naming `who` for an invalid or unsupported schema, regex or grammar, one that does not compile
+  // within the time limit, one whose compiled grammar alone is larger than the cache, or once these compiles
+  // together have taken longer than the total limit.
   void compile(const OutputConstraint& constraint, const std::string& who);
-  int64_t num_compiled() const;
+  int64_t num_compiled() const;  // distinct constraints compiled so far (evicted or not)
+  int64_t cached_bytes() const;  // compiled grammars held by the cache now
 
   // 32-bit words of one row's bitmask (bit v % 32 of word v / 32: token v admitted).
   int64_t mask_words() const { return (vocab_size_ + 31) / 32; }
@@ -50,10 +61,18 @@ class StructuredOutput {
   bool constrains(const Sequence& seq) const;
   // Drops a sequence's matcher before its end (a request dropped unstarted).
   void forget(const Sequence& seq);
+  // What advance found.
+  struct Progress {
+    std::optional<bool> satisfied;  // the sequence has finished: whether its output is a whole sentence
+    // The grammar refused the token at this output position: it was sampled under a mask that admitted nothing,
+    // the grammar having reached a state no token of the vocabulary continues (a regex `a\t` over a vocabulary
+    // without a tab, past its `a`). The sequence cannot go on; its matcher is dropped.
+    std::optional<int64_t> dead_end;
+  };
   // Advances the sequence's matcher over the tokens it generated since the last call; when the sequence has
-  // finished, records whether its output is a whole sentence and drops the matcher. Returns that record (nullopt
-  // while the sequence runs or for an unconstrained one).
-  std::optional<bool> advance(const Sequence& seq);
+  // finished (or dead-ends), records it and drops the matcher. Nothing to record while the sequence runs, or for
+  // an unconstrained one.
+  Progress advance(const Sequence& seq);
   // The masks of a sampling step's rows for the sequence (which must be constrained): row 0 after its tokens, row j
   // after drafts[0, j) too. Returns how many drafts the grammar admits (a prefix); masks of rows 0..that are written
   // to masks[row * mask_words()].

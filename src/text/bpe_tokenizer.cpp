@@ -4,6 +4,7 @@
 #include <climits>
 #include <future>
 #include <map>
+#include <queue>
 
 #include <nlohmann/json.hpp>
 
@@ -298,28 +299,38 @@ void BpeTokenizer::encode_piece(std::string_view byte_level, std::vector<int32_t
                                    static_cast<int>(char_byte_.at(c))));
     symbols.push_back(id);
   }
-  std::vector<int32_t> merged;
-  while (symbols.size() > 1) {
-    int32_t best_rank = INT_MAX, best = -1;
-    uint64_t best_pair = 0;
-    for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = merges_.find(pair_key(symbols[i], symbols[i + 1]));
-      if (it != merges_.end() && it->second.first < best_rank)
-        best_rank = it->second.first, best = it->second.second, best_pair = it->first;
-    }
-    if (best < 0) break;
-    merged.clear();
-    for (size_t i = 0; i < symbols.size();) {
-      if (i + 1 < symbols.size() && pair_key(symbols[i], symbols[i + 1]) == best_pair) {
-        merged.push_back(best);
-        i += 2;
-      } else {
-        merged.push_back(symbols[i++]);
-      }
-    }
-    symbols.swap(merged);
+  // The lowest-ranked adjacent pair is merged first, the leftmost of equal ones first, as the tokenizers library
+  // does: the candidate pairs wait in a heap by (rank, position) and the symbols form a linked list, so a piece of
+  // n symbols takes O(n log n) (rescanning the piece for each merge would take O(n^2): a long run of CJK text is
+  // one piece). A heap entry is stale once either of its symbols has been merged away or changed.
+  const auto n = static_cast<int32_t>(symbols.size());
+  std::vector<int32_t> next(n), prev(n);
+  for (int32_t i = 0; i < n; ++i) next[i] = i + 1, prev[i] = i - 1;  // next == n: the end
+  struct Candidate {
+    int32_t rank, left, left_id, right_id;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+  const auto offer = [&](int32_t left) {
+    if (left < 0 || next[left] >= n) return;
+    const auto it = merges_.find(pair_key(symbols[left], symbols[next[left]]));
+    if (it != merges_.end()) heap.push({it->second.first, left, symbols[left], symbols[next[left]]});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) offer(i);
+  std::vector<bool> alive(n, true);
+  while (!heap.empty()) {
+    const Candidate c = heap.top();
+    heap.pop();
+    const int32_t right = next[c.left];
+    if (!alive[c.left] || right >= n || symbols[c.left] != c.left_id || symbols[right] != c.right_id) continue;
+    symbols[c.left] = merges_.at(pair_key(c.left_id, c.right_id)).second;
+    alive[right] = false;
+    next[c.left] = next[right];
+    if (next[right] < n) prev[next[right]] = c.left;
+    offer(prev[c.left]);
+    offer(c.left);
   }
-  out.insert(out.end(), symbols.begin(), symbols.end());
+  for (int32_t i = 0; i < n; i = next[i]) out.push_back(symbols[i]);
 }
 
 void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
@@ -403,7 +414,8 @@ std::string BpeTokenizer::token_bytes(int32_t id) const {
 std::string BpeTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   std::string bytes;
   for (int32_t id : ids) {
-    DI_INPUT_CHECK(id >= 0 && id < vocab_size(), "token id {} outside the vocabulary of {}", id, vocab_size());
+    DI_INPUT_CHECK(id >= 0, "token id {} is negative", id);
+    if (id >= vocab_size()) continue;  // a model's padding id: no text (as the tokenizers library decodes it)
     if (skip_special_tokens && is_special_[id]) continue;
     bytes += token_bytes(id);
   }

@@ -223,7 +223,11 @@ ChatProse ChatProse::load(const std::filesystem::path& chat_prose_json) {
   DI_INPUT_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
   ChatProse prose;
   for (auto [key, format] : {std::pair{"v4", &prose.v4}, std::pair{"v41", &prose.v41}}) {
-    const nlohmann::json section = j.value(key, nlohmann::json());
+    DI_INPUT_CHECK(j.contains(key) && j[key].is_object(), "{}: '{}' is missing or not an object", source, key);
+    const nlohmann::json& section = j[key];
+    for (const char* part : {"effort", "response", "tools"})
+      DI_INPUT_CHECK(section.contains(part) && section[part].is_object(), "{}: {}.{} is missing or not an object",
+                     source, key, part);
     const nlohmann::json effort = section.value("effort", nlohmann::json());
     for (const char* e : {"low", "high", "xhigh", "max", "default"}) {
       DI_INPUT_CHECK(effort.is_object() && effort.contains(e) && effort[e].is_string(),
@@ -328,6 +332,23 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
   return w.take();
 }
 
+void check_chat_tokens(ChatFormat format, const ChatProse& prose, const std::string& prose_source,
+                       const BpeTokenizer& tokenizer, const std::string& tokenizer_source) {
+  const bool v41 = format == ChatFormat::kV41;
+  std::vector<const char*> own = {kBos, kEos, kUser, kAssistant, kThinkStart, kThinkEnd};
+  if (v41) own.insert(own.end(), {kSystem, kReminder});
+  for (const char* token : own)
+    DI_INPUT_CHECK(tokenizer.token_to_id(token) >= 0, "{}: has no token {}, which a DeepSeek-{} chat prompt holds: "
+                   "pass the model's own tokenizer.json", tokenizer_source, token, v41 ? "V4.1" : "V4");
+  const ChatProse::Format& f = v41 ? prose.v41 : prose.v4;
+  for (auto [part, segments] : {std::pair{"before", &f.tools_before}, std::pair{"after", &f.tools_after}})
+    for (size_t i = 0; i < segments->size(); ++i)
+      DI_INPUT_CHECK(!(*segments)[i].special || tokenizer.token_to_id((*segments)[i].text) >= 0,
+                     "{}: {}.tools.{}[{}] is the special token {}, which {} does not have (is the file damaged? "
+                     "launch/chat_prose.py writes it)", prose_source, v41 ? "v41" : "v4", part, i,
+                     (*segments)[i].text, tokenizer_source);
+}
+
 std::vector<int32_t> encode_chat(const BpeTokenizer& tokenizer, const RenderedChat& prompt) {
   std::vector<int32_t> ids;
   size_t at = 0;
@@ -341,8 +362,8 @@ std::vector<int32_t> encode_chat(const BpeTokenizer& tokenizer, const RenderedCh
     plain(start);
     const std::string token = prompt.text.substr(start, end - start);
     const int32_t id = tokenizer.token_to_id(token);
-    DI_INPUT_CHECK(id >= 0, "the tokenizer has no token {} (a DeepSeek-V4.1 prompt needs its <｜System｜> token)",
-                   token);
+    DI_INPUT_CHECK(id >= 0, "the tokenizer has no special token {} that this chat prompt holds (a chat model's own "
+                   "tokenizer.json has it)", token);
     ids.push_back(id);
     at = end;
   }

@@ -105,4 +105,10 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
 // The prompt's ids: each special range as its token, the text between them as plain text.
 std::vector<int32_t> encode_chat(const BpeTokenizer& tokenizer, const RenderedChat& prompt);
 
+// Before any request: every special token a `format` prompt can hold (the template's own, and the prose's
+// {"special"} segments) is a token of `tokenizer`. InputError naming the prose file's key or the tokenizer file
+// and the token, so that a wrong or damaged file is blamed, not the first request that meets it.
+void check_chat_tokens(ChatFormat format, const ChatProse& prose, const std::string& prose_source,
+                       const BpeTokenizer& tokenizer, const std::string& tokenizer_source);
+
 }  // namespace deepinfer::text

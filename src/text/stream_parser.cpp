@@ -136,7 +136,7 @@ std::vector<StreamEvent> ChatStreamParser::push_output(std::span<const int32_t> 
   std::vector<StreamEvent> out;
   for (const int32_t id : tokens) {
     if (finished_) break;
-    if (tokenizer_.is_special(id)) continue;
+    if (id >= tokenizer_.vocab_size() || tokenizer_.is_special(id)) continue;  // (past it: a padding id, no text)
     for (StreamEvent& e : push(id)) out.push_back(std::move(e));
   }
   return out;

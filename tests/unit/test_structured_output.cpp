@@ -35,10 +35,10 @@ std::vector<std::string> admitted(const StructuredOutput& so, const uint32_t* ma
 }
 
 struct Fixture {
-  StructuredOutput so{kTokens, kVocab, {kEos}, 30.0};
+  StructuredOutput so;
   Request request;
   Sequence seq;
-  explicit Fixture(OutputConstraint c) {
+  explicit Fixture(OutputConstraint c, GrammarLimits limits = {}) : so(kTokens, kVocab, {kEos}, limits) {
     request.id = "t";
     request.prompt_token_ids = {5, 6};
     request.constraint = std::move(c);
@@ -55,7 +55,9 @@ struct Fixture {
   }
   void emit(const std::string& token) {
     seq.tokens.push_back(token == "<eos>" ? kEos : id(token));
-    EXPECT_EQ(so.advance(seq), std::nullopt);
+    const StructuredOutput::Progress progress = so.advance(seq);
+    EXPECT_EQ(progress.satisfied, std::nullopt);
+    EXPECT_EQ(progress.dead_end, std::nullopt);
   }
 };
 
@@ -71,7 +73,7 @@ TEST(StructuredOutput, RegexMasksByTokenStrings) {
   EXPECT_EQ(f.next(), (Tokens{"<eos>", "0", "1", "2", "12"}));
   f.emit("<eos>");
   f.seq.status = SequenceStatus::kFinished;
-  EXPECT_EQ(f.so.advance(f.seq), std::optional<bool>(true));
+  EXPECT_EQ(f.so.advance(f.seq).satisfied, std::optional<bool>(true));
   EXPECT_FALSE(f.so.constrains(f.seq)) << "a finished sequence's matcher is dropped";
 }
 
@@ -79,7 +81,26 @@ TEST(StructuredOutput, CutShortIsNotWhole) {
   Fixture f({OutputConstraint::Kind::kRegex, "ab+"});
   f.emit("a");
   f.seq.status = SequenceStatus::kFinished;  // max_new_tokens reached
-  EXPECT_EQ(f.so.advance(f.seq), std::optional<bool>(false));
+  EXPECT_EQ(f.so.advance(f.seq).satisfied, std::optional<bool>(false));
+}
+
+// A grammar that can start but reaches a state no token continues ("a" then a tab, with no tab token): the mask
+// there admits nothing, so whatever is sampled under it is refused, and advance says where, once, dropping the
+// matcher (the engine then ends that request alone on an error). Whether the sequence has finished (a stop token
+// drawn) or not makes no difference.
+TEST(StructuredOutput, DeadEndAfterTheFirstTokenIsReported) {
+  for (const bool finished : {false, true}) {
+    Fixture f({OutputConstraint::Kind::kRegex, "a\\t"});
+    EXPECT_EQ(f.next(), (Tokens{"a"}));
+    f.emit("a");
+    EXPECT_EQ(f.next(), Tokens{}) << "no token spells a tab";
+    f.seq.tokens.push_back(finished ? kEos : id("0"));  // what sampling under an empty mask gives
+    if (finished) f.seq.status = SequenceStatus::kFinished;
+    const StructuredOutput::Progress progress = f.so.advance(f.seq);
+    EXPECT_EQ(progress.dead_end, std::optional<int64_t>(1));
+    EXPECT_EQ(progress.satisfied, std::nullopt);
+    EXPECT_FALSE(f.so.constrains(f.seq));
+  }
 }
 
 TEST(StructuredOutput, JsonSchemaAndEbnf) {
@@ -115,7 +136,7 @@ TEST(StructuredOutput, DraftsCutAtTheGrammar) {
 }
 
 TEST(StructuredOutput, CompilesOncePerConstraintAndRefusesBadOnes) {
-  StructuredOutput so(kTokens, kVocab, {kEos}, 30.0);
+  StructuredOutput so(kTokens, kVocab, {kEos}, GrammarLimits{});
   so.compile({OutputConstraint::Kind::kRegex, "[ab]+"}, "request 1");
   so.compile({OutputConstraint::Kind::kRegex, "[ab]+"}, "request 2");
   EXPECT_EQ(so.num_compiled(), 1);
@@ -141,13 +162,71 @@ TEST(StructuredOutput, CompileTimeLimit) {
   std::string schema = R"({"type": "object", "properties": {)";
   for (int i = 0; i < 200; ++i) schema += fmt::format("{}\"p{}\": {{\"type\": \"string\"}}", i ? "," : "", i);
   schema += "}}";
-  StructuredOutput so(kTokens, kVocab, {kEos}, 1e-6);
+  StructuredOutput so(kTokens, kVocab, {kEos}, GrammarLimits{.compile_timeout_s = 1e-6});
   try {
     so.compile({OutputConstraint::Kind::kJsonSchema, schema}, "request 5");
     ADD_FAILURE() << "compiled within a microsecond";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("request 5: its json_schema constraint did not compile within"),
               std::string::npos) << e.what();
+  }
+}
+
+// The cache holds what its limit allows, the least recently used evicted first (and compiled again when asked for
+// again); a grammar larger than the whole cache is refused naming the request; the input's compiles together are
+// bounded. A matcher keeps its own grammar: evicting it under a running sequence changes nothing for that sequence.
+TEST(StructuredOutput, CacheEvictsAndLimitsBound) {
+  const OutputConstraint a{OutputConstraint::Kind::kRegex, "[ab]+"}, b{OutputConstraint::Kind::kRegex, "[0-9]+"},
+      c{OutputConstraint::Kind::kRegex, "x+"};
+  StructuredOutput probe(kTokens, kVocab, {kEos}, GrammarLimits{});
+  probe.compile(a, "probe");
+  const int64_t one = probe.cached_bytes();
+  ASSERT_GT(one, 0);
+  {
+    StructuredOutput so(kTokens, kVocab, {kEos}, GrammarLimits{.cache_bytes = 2 * one + one / 2});
+    so.compile(a, "r1");
+    so.compile(b, "r2");
+    so.compile(a, "r3");  // a is now the most recent
+    EXPECT_EQ(so.num_compiled(), 2);
+    so.compile(c, "r4");  // evicts b
+    EXPECT_LE(so.cached_bytes(), 2 * one + one / 2);
+    so.compile(a, "r5");
+    EXPECT_EQ(so.num_compiled(), 3) << "a stayed";
+    so.compile(b, "r6");
+    EXPECT_EQ(so.num_compiled(), 4) << "b was evicted and compiled again";
+  }
+  {
+    StructuredOutput so(kTokens, kVocab, {kEos}, GrammarLimits{.cache_bytes = one / 2});
+    try {
+      so.compile(a, "request 7");
+      ADD_FAILURE() << "a grammar larger than the cache was kept";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("request 7: its regex constraint compiles to"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("--grammar-cache-mb"), std::string::npos) << e.what();
+    }
+  }
+  {
+    StructuredOutput so(kTokens, kVocab, {kEos}, GrammarLimits{.total_compile_s = 1e-9});
+    try {
+      so.compile(a, "request 8");
+      ADD_FAILURE() << "the total compile time was not bounded";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("request 8: compiling the input's constraints has taken"),
+                std::string::npos) << e.what();
+    }
+  }
+  {  // eviction under a running sequence (a cache of about one grammar)
+    const OutputConstraint running{OutputConstraint::Kind::kRegex, "-?[0-9]+"};
+    StructuredOutput sized(kTokens, kVocab, {kEos}, GrammarLimits{});
+    sized.compile(running, "probe");
+    Fixture f(running, GrammarLimits{.cache_bytes = sized.cached_bytes() + 2 * one});
+    EXPECT_EQ(f.next(), (Tokens{"0", "1", "2", "12", "-"}));
+    for (const char* other : {"a", "b", "x", "ab", "[ab]", "[12]", "0", "1", "12", "2"})
+      f.so.compile({OutputConstraint::Kind::kRegex, other}, "other");
+    EXPECT_GT(f.so.num_compiled(), 10);
+    f.emit("-");
+    EXPECT_EQ(f.next(), (Tokens{"0", "1", "2", "12"}));
   }
 }
 
