@@ -168,7 +168,7 @@ void StructuredOutput::compile(const OutputConstraint& constraint, const std::st
   impl_->get(constraint, who, &seconds);
   impl_->checked_s += seconds;
   DI_INPUT_CHECK(impl_->checked_s <= impl_->limits.total_compile_s,
-                 "{}: compiling the input's constraints has taken {:.1f} s in all ({} distinct ones so far), more "
+                 "{}: compiling the input's constraints has taken {:.3f} s in all ({} distinct ones so far), more "
                  "than the {} s allowed (--grammar-total-timeout): use fewer distinct constraints, or raise the limit",
                  who, impl_->checked_s, impl_->num_compiled, impl_->limits.total_compile_s);
 }
