@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "kernels/cpu/host_threads.h"
 #include "src/app/commands.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
@@ -355,6 +356,10 @@ int main(int argc, char** argv) {
   deepinfer::init_logging(mpi.world_rank(), log_options);
 
   const deepinfer::World world = mpi.world();
+  const deepinfer::World::HostRanks host = world.host_ranks();
+  const int threads = deepinfer::cpu::share_host_threads(host.size);
+  if (host.size > 1)
+    spdlog::debug("CPU ops: {} threads a rank ({} ranks share this host; OMP_NUM_THREADS overrides)", threads, host.size);
   int code = 0;
   if (info_cmd->parsed()) code = deepinfer::app::run_info(info, world);
   else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, world);
