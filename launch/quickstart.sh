@@ -19,3 +19,13 @@ echo "== offline generation: $ranks ranks, $(wc -l < "$input") requests"
 mpirun -np "$ranks" "$root/build/deepinfer" generate --model "$model" --deploy "$deploy" --input "$input" --output "$output"
 echo "== first outputs ($output)"
 head -n 3 "$output"
+# What a user's job gives: OpenAI batch lines of text in, text out through a tokenizer (the fixtures' byte-level
+# one). The model's weights are random, so the text is random too; a real checkpoint gives real text.
+batch=$root/launch/examples/batch.jsonl
+echo "== an OpenAI batch file of text completions through the tokenizer (random weights: random text)"
+mpirun -np "$ranks" "$root/build/deepinfer" generate --model "$model" --deploy "$deploy" \
+    --tokenizer "$root/tests/fixtures/tokenizer-bytes/tokenizer.json" --input "$batch" --output "$output.batch"
+python3 -c "import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r['custom_id'], repr(r['response']['body']['choices'][0]['text']))" "$output.batch"

@@ -44,7 +44,19 @@ void JobProgress::tick() {
   report("running");
 }
 
-void JobProgress::end(const std::string& state) { report(state); }
+void JobProgress::end(const std::string& state) {
+  ended_ = true;
+  report(state);
+}
+
+JobProgress::~JobProgress() {
+  if (ended_) return;
+  try {  // the job is failing (an error unwinds through it): the file must not go on saying "running"
+    report("failed");
+  } catch (const std::exception& e) {
+    spdlog::warn("the status file could not be marked failed: {}", e.what());
+  }
+}
 
 void JobProgress::report(const std::string& state) {
   const double elapsed = std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());

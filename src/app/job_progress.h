@@ -21,6 +21,11 @@ class JobProgress {
   void failed();                                                     // a request's error record was written
   void tick();  // the line and the file, when the interval has passed
   void end(const std::string& state);  // the last line and file
+  // Never ended (an error on world rank 0 unwinds the job): the last line and file say "failed". A process killed
+  // outright, or one a peer's failure aborts, leaves "running": a script tells those by the job's exit.
+  ~JobProgress();
+  JobProgress(const JobProgress&) = delete;
+  JobProgress& operator=(const JobProgress&) = delete;
 
  private:
   void report(const std::string& state);
@@ -31,6 +36,7 @@ class JobProgress {
   std::filesystem::path status_file_;
   std::string output_;
   std::chrono::steady_clock::time_point start_, last_report_;
+  bool ended_ = false;
 };
 
 }  // namespace deepinfer::app
