@@ -12,6 +12,7 @@
 #include "src/app/generate_job.h"
 #include "src/app/jsonl.h"
 #include "src/app/model_loading.h"
+#include "src/app/prompt_sources.h"
 #include "src/app/replay_options.h"
 #include "src/engine/controlled_drafter.h"
 #include "src/engine/structured_output.h"
@@ -242,19 +243,6 @@ std::unique_ptr<StructuredOutput> make_structured_output(const text::BpeTokenize
   return std::make_unique<StructuredOutput>(std::move(bytes), config.vocab_size, std::move(stops), limits);
 }
 
-// A tokenizer with more tokens than the model's vocabulary is another model's; one with fewer is usual (the model
-// pads its vocabulary): said once at the start, since a padding id in an output has no text (it decodes to nothing,
-// as in the tokenizers library; the result's token ids keep it).
-void check_tokenizer_fits(const text::BpeTokenizer& tokenizer, const std::filesystem::path& tokenizer_file,
-                          const ModelConfig& config, const std::string& model_path) {
-  DI_INPUT_CHECK(tokenizer.vocab_size() <= config.vocab_size, "{}: {} tokens, more than the {} of the model's "
-                 "vocabulary ({}): it is not this model's tokenizer", tokenizer_file.string(), tokenizer.vocab_size(),
-                 config.vocab_size, model_path);
-  if (tokenizer.vocab_size() < config.vocab_size)
-    spdlog::info("{} spells ids below {} of the model's {}: a higher (padding) id in an output has no text",
-                 tokenizer_file.string(), tokenizer.vocab_size(), config.vocab_size);
-}
-
 }  // namespace
 
 int run_generate(const GenerateOptions& options_in, const World& world) {
@@ -264,10 +252,10 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
   const bool durable = !options.ordered_output;
   std::vector<Request> requests;                // --ordered-output: the whole input, on every rank
   std::optional<InputScan> scan;                // durable: world rank 0's first reading of the input
-  std::optional<text::BpeTokenizer> tokenizer;  // where requests give text or --tokenizer names one
-  std::optional<text::ChatProse> chat_prose;    // where requests are chat requests
   std::optional<ModelConfig> model_config;
+  std::optional<PromptSources> prompts;  // the tokenizer and the chat instructions, loaded as lines need them
   std::vector<OutputReading> readings;
+  std::vector<BatchLineFormat> formats;  // --ordered-output: each request's line form (OpenAI batch or not)
   ReplayOptions replay;  // V4.1's bounded decoder replay (off unless asked)
   std::unique_ptr<ControlledDrafter> drafter;  // with --nextn
   std::unique_ptr<StructuredOutput> structured;  // where requests have constraints
@@ -276,40 +264,13 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
   engine_options.limits.max_running = options.max_running;
   engine_options.limits.chunk_tokens = options.chunk_tokens;
-  std::filesystem::path tokenizer_file;
-
-  const auto tokenizer_for_prompts = [&]() -> const text::BpeTokenizer& {
-    if (!tokenizer) {
-      DI_INPUT_CHECK(!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file),
-                     "requests give 'prompt' text or 'messages': pass --tokenizer tokenizer.json (the model has "
-                     "none beside it)");
-      tokenizer.emplace(text::BpeTokenizer::load(tokenizer_file));
-      check_tokenizer_fits(*tokenizer, tokenizer_file, *model_config, options.model.model_path);
-    }
-    return *tokenizer;
-  };
-  const auto prose_for_chats = [&]() -> const text::ChatProse& {
-    if (!chat_prose) {
-      const std::filesystem::path file = !options.chat_prose_path.empty()
-                                             ? std::filesystem::path(options.chat_prose_path)
-                                             : tokenizer_file.parent_path() / "chat_prose.json";
-      DI_INPUT_CHECK(std::filesystem::exists(file),
-                     "chat requests need DeepSeek's effort instructions: run launch/chat_prose.py {} (pip install "
-                     "deepseek-recipe==0.2.0), or pass --chat-prose FILE", file.string());
-      chat_prose.emplace(text::ChatProse::load(file));
-      // A chat request needs the tokenizer anyway: its tokens are checked once, blaming the files, not a request.
-      text::check_chat_tokens(chat_format_of(*model_config), *chat_prose, file.string(), tokenizer_for_prompts(),
-                              tokenizer_file.string());
-    }
-    return *chat_prose;
-  };
   // Structured output over the tokenizer, made when the first constrained request is read.
   const auto structured_output = [&]() -> StructuredOutput& {
     if (!structured) {
-      DI_INPUT_CHECK(tokenizer || (!tokenizer_file.empty() && std::filesystem::exists(tokenizer_file)),
+      DI_INPUT_CHECK(prompts->loaded() || prompts->has_tokenizer_file(),
                      "requests have output constraints (response_format, regex, ebnf): structured output masks the "
                      "vocabulary through the tokenizer: pass --tokenizer tokenizer.json (the model has none beside it)");
-      structured = make_structured_output(tokenizer_for_prompts(), *model_config,
+      structured = make_structured_output(prompts->tokenizer(), *model_config,
                                           GrammarLimits{options.grammar_timeout_s, options.grammar_total_s,
                                                         options.grammar_cache_mb << 20});
       engine_options.structured = structured.get();  // (Engine::validate admits constrained requests by it)
@@ -322,7 +283,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
                                     OutputReading& reading, BatchLineFormat& format) {
     nlohmann::json continues;
     Request request =
-        parse_request_line(text, where, ordinal, tokenizer_for_prompts, chat, reading, &format, &continues);
+        parse_request_line(text, where, ordinal, prompts->tokenizer_source(), chat, reading, &format, &continues);
     DI_INPUT_CHECK(continues.is_null(), "{}: 'continues' runs conversations in waves over the whole input: pass "
                    "--ordered-output", where);
     // Checked by world rank 0 alone (the scan); the other ranks compile a constraint when they run its request.
@@ -381,11 +342,9 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
       DI_INPUT_CHECK(options.stream_path != options.output_path, "--stream and --output name the same file");
       check_output_path(options.stream_path, "--stream", all_inputs());
     }
-    tokenizer_file = !options.tokenizer_path.empty()             ? std::filesystem::path(options.tokenizer_path)
-                     : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
-                                                                 : std::filesystem::path();
     model_config = load_model_config(model_path);
-    if (!options.tokenizer_path.empty()) tokenizer_for_prompts();
+    prompts.emplace(*model_config, model_path, options.tokenizer_path, options.chat_prose_path);
+    if (!options.tokenizer_path.empty()) prompts->tokenizer();
     const ModelConfig& config = *model_config;
     replay = replay_options(config, options.yoco_truncation, options.yoco_keep_tokens);
     // SWA replay: the window a hit replays must at least cover the sliding window (0: the store keeps it).
@@ -393,9 +352,9 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
                        options.swa_replay_tokens >= config.v41.sliding_window,
                    "--swa-replay-tokens {} is below the sliding window of {} tokens (0 keeps the window in the store)",
                    options.swa_replay_tokens, config.v41.sliding_window);
-    chat = ChatSource{chat_format_of(config), prose_for_chats};
+    chat = prompts->chat_source();
     if (!durable) {
-      requests = read_requests(options.input_path, tokenizer_for_prompts, chat, &readings);
+      requests = read_requests(options.input_path, prompts->tokenizer_source(), chat, &readings, &formats);
       for (const Request& r : requests)  // checked by world rank 0 (the vote tells the others)
         if (r.constraint && world.rank() == 0)
           structured_output().compile(*r.constraint, fmt::format("request id {}", r.id.dump()));
@@ -471,6 +430,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     generation.timeout_s = default_comm_timeout_s();
     generation.prefix_cache = options.prefix_cache;
     generation.logits_hashes = options.logits_hashes;
+    generation.echo_prompt = options.echo_prompt;
     generation.overlap_schedule = options.overlap_schedule;
     generation.replay = replay;
     generation.kv_store_dir = options.kv_store_dir;
@@ -496,7 +456,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     if (!options.stream_path.empty()) {
       generation.stream_tokens = true;  // every rank sends; world rank 0 writes
       if (topo.world_rank() == 0) {
-        stream = std::make_unique<StreamWriter>(options.stream_path, tokenizer ? &*tokenizer : nullptr);
+        stream = std::make_unique<StreamWriter>(options.stream_path, prompts->loaded_tokenizer());
         generation.on_tokens = [&](int64_t request, int64_t, std::span<const int32_t> tokens) {
           stream->tokens(wave_original != nullptr ? (*wave_original)[request] : request, tokens);
         };
@@ -518,7 +478,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
         return results;
       };
       exit_code = run_durable_job(job, scan ? &*scan : nullptr, parse_line, world_comm,
-                                  tokenizer ? &*tokenizer : nullptr, run_window);
+                                  prompts->loaded_tokenizer(), run_window);
       spmd.finalize();
       if (world.rank() != 0) return;
       if (stream && exit_code == 0) stream->close();
@@ -556,7 +516,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
       stream->end(results);
       stream->close();
     }
-    write_results(options.output_path, results, tokenizer ? &*tokenizer : nullptr, &readings);
+    write_results(options.output_path, results, prompts->loaded_tokenizer(), &readings, &formats, job.model_name);
     log_summary(results, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::info("wrote {}", options.output_path);
   };

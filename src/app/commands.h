@@ -59,6 +59,7 @@ struct GenerateOptions {
   int64_t chunk_tokens = 4096;
   bool prefix_cache = false;
   bool logits_hashes = false;  // results carry each output token's logits-row fingerprint (EngineOptions)
+  bool echo_prompt = false;    // results carry the prompt's ids (and text, with a tokenizer) as the model saw them
   bool overlap_schedule = true;  // EngineOptions::overlap_schedule (--no-overlap-schedule: in order)
   std::string kv_store_dir;  // the prefix cache's directory tier (implies prefix_cache)
   int64_t swa_replay_tokens = 128;  // GenerationOptions::swa_replay_tokens
@@ -162,5 +163,16 @@ struct OrderResultsOptions {
   std::string output_path;
 };
 int run_order_results(const OrderResultsOptions& options, const World& world);
+
+// deepinfer render (cmd_render.cpp): each request's prompt as the model would see it, without the weights.
+struct RenderOptions {
+  std::string model_path;  // a model directory or config.json (only the config is read)
+  std::string input_path;
+  std::string output_path;
+  std::string tokenizer_path;   // default: tokenizer.json beside the model
+  std::string chat_prose_path;  // default: chat_prose.json beside the tokenizer
+  int64_t kv_cache_tokens = 16384;  // generate's: a prompt past it is refused as generate would
+};
+int run_render(const RenderOptions& options, const World& world);
 
 }  // namespace deepinfer::app

@@ -45,6 +45,7 @@ InputScan scan_input(const DurableJobOptions& options, const LineParser& parse) 
   if (options.resume) {
     ExistingOutput existing = resume_output(options.output);
     scan.done = std::move(existing.done);
+    scan.already_failed = existing.failed;
     if (existing.lines > 0) spdlog::info("--resume: {} holds {} results", options.output.string(), existing.lines);
   }
   RequestLines input(options.input);
@@ -113,8 +114,8 @@ int run_durable_job(const DurableJobOptions& options, const InputScan* scan, con
   if (root) {
     input.emplace(options.input);
     log.emplace(options.output, options.resume, options.sync_interval_s);
-    progress.emplace(scan->requests, scan->already_done, options.progress_interval_s, options.status_file,
-                     options.output.string());
+    progress.emplace(scan->requests, scan->already_done, scan->already_failed, options.progress_interval_s,
+                     options.status_file, options.output.string());
     if (scan->already_done > 0)
       spdlog::info("--resume: {} of {} requests are done; running the other {}", scan->already_done, scan->requests,
                    scan->requests - scan->already_done);

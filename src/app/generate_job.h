@@ -49,6 +49,7 @@ struct InputScan {
   int64_t requests = 0;           // non-blank lines
   int64_t bad = 0;                // lines that are not a valid request (record mode: each gets an error record)
   int64_t already_done = 0;       // lines whose result the output holds (--resume)
+  int64_t already_failed = 0;     // of the output's lines, error records (--resume)
   bool constrained = false;       // some request has an output constraint
   KeySet done;                    // the output's keys (--resume)
   std::vector<uint64_t> duplicates;  // keys given to more than one line: the later ones are bad

@@ -20,10 +20,13 @@ std::string clock_text(double seconds) {
 
 }  // namespace
 
-JobProgress::JobProgress(int64_t total, int64_t done_before, double interval_s, std::filesystem::path status_file,
-                         std::string output)
-    : total_(total), done_before_(done_before), interval_s_(interval_s), status_file_(std::move(status_file)),
-      output_(std::move(output)), start_(std::chrono::steady_clock::now()), last_report_(start_) {}
+JobProgress::JobProgress(int64_t total, int64_t done_before, int64_t failed_before, double interval_s,
+                         std::filesystem::path status_file, std::string output)
+    : total_(total), done_before_(done_before), failed_before_(failed_before), interval_s_(interval_s),
+      status_file_(std::move(status_file)), output_(std::move(output)), start_(std::chrono::steady_clock::now()),
+      last_report_(start_) {
+  write_status("running");  // from the start: a script finds the job's state before its first interval
+}
 
 void JobProgress::finished(int64_t prompt_tokens, int64_t generated_tokens) {
   ++done_;
@@ -66,17 +69,26 @@ void JobProgress::report(const std::string& state) {
   const double eta = rate > 0 ? left / rate : -1.0;
   spdlog::info("progress: {} / {} requests ({:.1f}%), {} failed; {:.1f} requests/s, {:.1f} prompt tok/s, {:.1f} "
                "generated tok/s; elapsed {}, {}{}", done, total_, total_ > 0 ? 100.0 * done / total_ : 100.0,
-               failed_, rate, prompt_tokens_ / elapsed, generated_tokens_ / elapsed, clock_text(elapsed),
-               eta < 0 ? "time left unknown" : "left ~" + clock_text(eta),
+               failed_before_ + failed_, rate, prompt_tokens_ / elapsed, generated_tokens_ / elapsed,
+               clock_text(elapsed), eta < 0 ? "time left unknown" : "left ~" + clock_text(eta),
                state == "running" ? "" : fmt::format(" ({})", state));
+  write_status(state);
+}
+
+void JobProgress::write_status(const std::string& state) {
   if (status_file_.empty()) return;
+  const double elapsed = std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  const int64_t done = done_before_ + done_;
+  const int64_t left = std::max<int64_t>(0, total_ - done);
+  const double rate = done_ / elapsed;
+  const double eta = rate > 0 ? left / rate : -1.0;
   const nlohmann::json status = {{"state", state},
                                  {"output", output_},
                                  {"total", total_},
                                  {"done", done},
                                  {"remaining", left},
                                  {"done_before_this_run", done_before_},
-                                 {"failed", failed_},
+                                 {"failed", failed_before_ + failed_},  // (in the whole output)
                                  {"prompt_tokens", prompt_tokens_},
                                  {"generated_tokens", generated_tokens_},
                                  {"requests_per_s", rate},

@@ -13,9 +13,10 @@ namespace deepinfer::app {
 
 class JobProgress {
  public:
-  // total: requests in the input; done_before: of them, those the output already held (--resume).
-  JobProgress(int64_t total, int64_t done_before, double interval_s, std::filesystem::path status_file,
-              std::string output);
+  // total: requests in the input; done_before: of them, those the output already held (--resume), failed_before
+  // of those as error records. The status file is written at once ("running"), then every interval.
+  JobProgress(int64_t total, int64_t done_before, int64_t failed_before, double interval_s,
+              std::filesystem::path status_file, std::string output);
 
   void finished(int64_t prompt_tokens, int64_t generated_tokens);  // a request's result was written
   void failed();                                                     // a request's error record was written
@@ -28,9 +29,10 @@ class JobProgress {
   JobProgress& operator=(const JobProgress&) = delete;
 
  private:
-  void report(const std::string& state);
+  void report(const std::string& state);        // the line and the file
+  void write_status(const std::string& state);  // the file
 
-  int64_t total_, done_before_;
+  int64_t total_, done_before_, failed_before_;
   int64_t done_ = 0, failed_ = 0, prompt_tokens_ = 0, generated_tokens_ = 0;  // this run's
   double interval_s_;
   std::filesystem::path status_file_;

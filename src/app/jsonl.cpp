@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -215,6 +216,9 @@ std::unordered_map<std::string, std::vector<int32_t>> read_draft_reference(const
     } catch (const nlohmann::json::exception& e) {
       throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
     }
+    // An error record (a request that failed alone) has no continuation to know: the drafter drafts nothing there.
+    if (line.is_object() && line.contains("error") && !line["error"].is_null() && !line.contains("output_token_ids"))
+      continue;
     DI_INPUT_CHECK(line.is_object() && line.contains("id") && line.contains("output_token_ids") &&
                        line["output_token_ids"].is_array(),
                    "{}: a reference result needs 'id' and an 'output_token_ids' array (generate's --output)", where);
@@ -229,7 +233,8 @@ std::unordered_map<std::string, std::vector<int32_t>> read_draft_reference(const
 }
 
 std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer,
-                                   const ChatSource& chat, std::vector<OutputReading>* readings) {
+                                   const ChatSource& chat, std::vector<OutputReading>* readings,
+                                   std::vector<BatchLineFormat>* formats) {
   std::ifstream in(path);
   DI_INPUT_CHECK(in.good(), "cannot open input '{}'", path.string());
   std::vector<Request> requests;
@@ -240,9 +245,10 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are allowed
     const std::string where = fmt::format("{}:{}", path.string(), line_number);
     OutputReading reading;
+    BatchLineFormat format;
     nlohmann::json continues;
     Request request = parse_request_line(text, where, static_cast<int64_t>(requests.size()), tokenizer, chat, reading,
-                                         nullptr, &continues);
+                                         &format, &continues);
     if (!continues.is_null()) {  // the earlier request of that id, the only one
       DI_INPUT_CHECK(!reading.chat, "{}: a chat request carries its history in 'messages', not 'continues'", where);
       const nlohmann::json& parent = continues;
@@ -258,6 +264,7 @@ std::vector<Request> read_requests(const std::filesystem::path& path, const Toke
     }
     requests.push_back(std::move(request));
     if (readings != nullptr) readings->push_back(reading);
+    if (formats != nullptr) formats->push_back(format);
   }
   DI_INPUT_CHECK(!requests.empty(), "{}: no requests", path.string());
   return requests;
@@ -297,7 +304,7 @@ void StreamWriter::write(const nlohmann::json& line) {
   if (std::fwrite(text.data(), 1, text.size(), out_) == text.size() && std::fflush(out_) == 0) return;
   // A reader that went away (`| head`, a FIFO's reader exiting) ends the stream, not the job: the results still
   // reach --output. (SIGPIPE is ignored: main.cpp.) Any other failure, a full disk, is the run's error.
-  DI_CHECK(errno == EPIPE, "writing --stream '{}' failed: {}", path_.string(), std::strerror(errno));
+  if (errno != EPIPE) throw Error(fmt::format("writing --stream '{}' failed: {}", path_.string(), std::strerror(errno)));
   spdlog::warn("--stream '{}': its reader went away, streaming stops, generation goes on", path_.string());
   reader_gone_ = true;
 }
@@ -366,6 +373,8 @@ nlohmann::json result_line(const RequestResult& r, const text::BpeTokenizer* tok
   nlohmann::json line = result_to_json(r);
   line.erase("index");
   if (tokenizer != nullptr) line["text"] = tokenizer->decode(r.output_token_ids, /*skip_special_tokens=*/true);
+  if (tokenizer != nullptr && !r.prompt_token_ids.empty())
+    line["prompt_text"] = tokenizer->decode(r.prompt_token_ids, /*skip_special_tokens=*/false);
   if (tokenizer != nullptr && reading.chat) {  // the output as a stream of events (special tokens left out)
     text::ChatStreamParser parser(*tokenizer, reading.reasoning_first, reading.stop, reading.tool_calls,
                                   reading.in_tool_calls);
@@ -395,18 +404,27 @@ nlohmann::json result_line(const RequestResult& r, const text::BpeTokenizer* tok
 }
 
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
-                   const text::BpeTokenizer* tokenizer, const std::vector<OutputReading>* readings) {
+                   const text::BpeTokenizer* tokenizer, const std::vector<OutputReading>* readings,
+                   const std::vector<BatchLineFormat>* formats, const std::string& model_name) {
   OutputFile out(path);
+  const auto created = static_cast<int64_t>(std::time(nullptr));
   for (size_t i = 0; i < results.size(); ++i) {
+    const RequestResult& r = results[i];
     const OutputReading reading = readings != nullptr && i < readings->size() ? (*readings)[i] : OutputReading{};
+    const BatchLineFormat format = formats != nullptr && i < formats->size() ? (*formats)[i] : BatchLineFormat{};
+    const auto ordinal = static_cast<int64_t>(i);
     nlohmann::json line;
     try {
-      line = result_line(results[i], tokenizer, reading);
+      if (r.failure) {
+        line = error_line(format, r.id, ordinal, r.failure->code, r.failure->message);
+      } else {
+        line = result_line(r, tokenizer, reading);
+        if (format.endpoint != BatchEndpoint::kNone)
+          line = openai_result_line(line, format, ordinal, model_name, tokenizer != nullptr, created);
+      }
     } catch (const std::exception& e) {  // an output the tokenizer cannot read: that request alone fails
-      line = {{"id", results[i].id},
-              {"error", {{"code", "output_unreadable"},
-                         {"message", fmt::format("request id {}: its output cannot be written: {}",
-                                                 results[i].id.dump(), e.what())}}}};
+      line = error_line(format, r.id, ordinal, "output_unreadable",
+                        fmt::format("request id {}: its output cannot be written: {}", r.id.dump(), e.what()));
     }
     out.write(line.dump());
     out.write("\n");

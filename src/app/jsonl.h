@@ -44,7 +44,8 @@ struct OutputReading {
 // "max_tokens" stands for "max_new_tokens"; "stop" holds stop sequences, which end its content in the result).
 // `readings` (optional) gets one entry per request.
 std::vector<Request> read_requests(const std::filesystem::path& path, const TokenizerSource& tokenizer = {},
-                                   const ChatSource& chat = {}, std::vector<OutputReading>* readings = nullptr);
+                                   const ChatSource& chat = {}, std::vector<OutputReading>* readings = nullptr,
+                                   std::vector<BatchLineFormat>* formats = nullptr);
 
 // One input line (not blank) as a request: today's request line or an OpenAI batch line (openai_batch.h; `format`
 // gets its endpoint and custom_id when given). `where` (file:line) prefixes every error; `ordinal` is the request's
@@ -100,8 +101,11 @@ class StreamWriter {
 // "reasoning_content" (null outside thinking mode), "content" and, where it had tools, "tool_calls" (OpenAI's
 // form, ids call_0, call_1, ...) as the stream parser (text/stream_parser.h) reads the output token by token; a stop sequence met ends the content there and makes the finish reason "stop" (the
 // engine does not stop at stop sequences: the tokens after one were generated and are in the ids).
+// An OpenAI batch line's result (`formats`, by request) takes the Batch API's form (openai_batch.h), `model_name`
+// where its request names none; a request that failed alone is an error record in its line's form.
 void write_results(const std::filesystem::path& path, const std::vector<RequestResult>& results,
-                   const text::BpeTokenizer* tokenizer = nullptr, const std::vector<OutputReading>* readings = nullptr);
+                   const text::BpeTokenizer* tokenizer = nullptr, const std::vector<OutputReading>* readings = nullptr,
+                   const std::vector<BatchLineFormat>* formats = nullptr, const std::string& model_name = "");
 // One result as write_results writes it (today's result line, before any OpenAI wrapping).
 nlohmann::json result_line(const RequestResult& result, const text::BpeTokenizer* tokenizer,
                            const OutputReading& reading);

@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str();
   generate_cmd->add_option("--grammar-cache-mb", generate.grammar_cache_mb,
-                           "Structured output: the memory compiled grammars are kept in, in MB (the least recently "
+                           "Structured output: the memory compiled grammars are kept in, in MiB (the least recently "
                            "used are evicted and compiled again when needed; a larger one alone is refused)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
@@ -199,6 +199,10 @@ int main(int argc, char** argv) {
                          "between steps runs while the GPU computes. Not with speculation, structured output or on "
                          "prefill ranks (they run in order); the outputs are the same either way")
       ->capture_default_str();
+  generate_cmd->add_flag("--echo-prompt", generate.echo_prompt,
+                         "Each result carries prompt_token_ids, the prompt as the model saw it (a chat request's "
+                         "rendered template, a continuation's whole conversation), and with a tokenizer prompt_text "
+                         "(special tokens spelled out); an OpenAI line carries them in its response body");
   generate_cmd->add_flag("--logits-hashes", generate.logits_hashes,
                          "Each result carries logits_hashes: per output token, a 64-bit fingerprint (16 hex digits) "
                          "of the fp32 logits row it was drawn from, before any mask: equal bits, equal hashes, to "
@@ -336,6 +340,25 @@ int main(int argc, char** argv) {
   eplb_plan_cmd->add_option("--output", eplb.output_path, "Plan JSON {phy2log, log2phy, logcnt}")->required();
 
   deepinfer::app::OrderResultsOptions order;
+  deepinfer::app::RenderOptions render;
+  CLI::App* render_cmd = cli.add_subcommand(
+      "render", "Each request's prompt as the model would see it (template rendered, text encoded, limits checked), "
+                "without loading the weights: a batch file checked before a long job");
+  render_cmd->add_option("--model", render.model_path, "The model directory or config.json (only the config is read)")
+      ->required();
+  render_cmd->add_option("--input", render.input_path, "The requests (JSONL: generate's lines or OpenAI batch lines)")
+      ->required();
+  render_cmd->add_option("--output", render.output_path,
+                         "One line a request: id or custom_id, prompt_token_ids, prompt_text, prompt_tokens, "
+                         "max_new_tokens; an error record for a bad line (exit 2 once all are written)")
+      ->required();
+  render_cmd->add_option("--tokenizer", render.tokenizer_path, "A tokenizer.json (default: beside the model)");
+  render_cmd->add_option("--chat-prose", render.chat_prose_path,
+                         "DeepSeek's chat instructions (default: chat_prose.json beside the tokenizer)");
+  render_cmd->add_option("--kv-cache-tokens", render.kv_cache_tokens,
+                         "The KV cache generate will run with: a request that cannot fit it is refused")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   CLI::App* order_cmd = cli.add_subcommand("order-results", "A finished generate output rewritten in input order");
   order_cmd->add_option("--input", order.input_path, "The requests (JSONL) the job read")->required();
   order_cmd->add_option("--results", order.results_path, "The job's output (results in completion order)")->required();
@@ -365,6 +388,7 @@ int main(int argc, char** argv) {
   else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, world);
   else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, world);
   else if (order_cmd->parsed()) code = deepinfer::app::run_order_results(order, world);
+  else if (render_cmd->parsed()) code = deepinfer::app::run_render(render, world);
   else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, world);
   else if (sweep_prefill_cmd->parsed() || sweep_decode_cmd->parsed()) {
     sweep.phase = sweep_prefill_cmd->parsed() ? "prefill" : "decode";

@@ -134,7 +134,7 @@ nlohmann::json openai_result_line(const nlohmann::json& result, const BatchLineF
   if (!with_tokenizer) choice["token_ids"] = result.at("output_token_ids");
   for (const char* extension : {"constraint_satisfied", "logits_hashes"})
     if (result.contains(extension)) choice[extension] = result[extension];
-  const nlohmann::json body = {
+  nlohmann::json body = {
       {"id", fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", ordinal)},
       {"object", chat ? "chat.completion" : "text_completion"},
       {"created", created},
@@ -143,6 +143,8 @@ nlohmann::json openai_result_line(const nlohmann::json& result, const BatchLineF
       {"usage", {{"prompt_tokens", prompt_tokens},
                  {"completion_tokens", completion_tokens},
                  {"total_tokens", prompt_tokens + completion_tokens}}}};
+  for (const char* extension : {"prompt_token_ids", "prompt_text"})  // --echo-prompt
+    if (result.contains(extension)) body[extension] = result[extension];
   return {{"id", fmt::format("batch_req_{}", ordinal)},
           {"custom_id", format.custom_id},
           {"response", {{"status_code", 200}, {"request_id", fmt::format("req_{}", ordinal)}, {"body", body}}},

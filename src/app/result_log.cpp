@@ -88,6 +88,7 @@ ExistingOutput resume_output(const std::filesystem::path& path) {
                    "damaged, or not this job's output",
                    path.string(), existing.lines);
     existing.done.add(key_hash(result_key(line)));
+    if (line.contains("error") && !line["error"].is_null()) ++existing.failed;
   }
   in.close();
   if (existing.torn_bytes > 0) {

@@ -49,6 +49,7 @@ class KeySet {
 struct ExistingOutput {
   KeySet done;              // the keys of its results (error records too: those requests are done)
   int64_t lines = 0;
+  int64_t failed = 0;      // of them, error records
   int64_t torn_bytes = 0;  // the torn last line cut off (0: none)
 };
 // Reads `path` (missing or empty: nothing yet) and cuts a torn last line off it. InputError naming the file and

@@ -62,7 +62,8 @@ void write_all(int fd, std::string_view bytes, const fs::path& path) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    DI_CHECK(n > 0, "writing '{}' failed: {}", path.string(), n < 0 ? errno_text() : "no progress");
+    if (n <= 0)  // (a full disk is the user's to fix: the path and the reason, no source position)
+      throw Error(fmt::format("writing '{}' failed: {}", path.string(), n < 0 ? errno_text() : "no progress"));
     bytes.remove_prefix(static_cast<size_t>(n));
   }
 }

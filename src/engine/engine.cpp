@@ -631,7 +631,7 @@ ForwardBatch Engine::build_forward_batch(const ScheduledBatch& batch, const Step
   return forward;
 }
 
-RequestResult Engine::result_of(const Sequence& seq) {
+RequestResult Engine::result_of(const Sequence& seq) const {
   RequestResult result;
   result.index = seq.request->index;
   result.id = seq.request->id;
@@ -640,6 +640,7 @@ RequestResult Engine::result_of(const Sequence& seq) {
   result.prompt_tokens = seq.num_prompt_tokens;
   result.constraint_satisfied = seq.constraint_satisfied;
   result.failure = seq.failure;
+  if (options_.echo_prompt) result.prompt_token_ids.assign(seq.tokens.begin(), seq.tokens.begin() + seq.num_prompt_tokens);
   result.logits_hashes = seq.logits_hashes;
   return result;
 }

@@ -51,6 +51,9 @@ struct EngineOptions {
   // Every result carries, per output token, the fingerprint of the logits row it was drawn from (before masks):
   // a bit-level check of batch invariance (--logits-hashes).
   bool logits_hashes = false;
+  // Every result carries its prompt's token ids as the model saw them (a continuation's whole conversation, a chat
+  // request's rendered template): what was sent, for the user to check (generate --echo-prompt).
+  bool echo_prompt = false;
   // Overlapped scheduling: step N + 1 is scheduled and started before step N's tokens are postprocessed, its inputs
   // naming them by placeholder (Scheduler::launched / completed). Not with structured output or the prefill role's
   // handoffs (the engine runs in order there). With speculative decoding: where the model's own drafter drafts (MTP
@@ -130,7 +133,7 @@ class Engine {
 
   // Results in the order requests were added.
   std::vector<RequestResult> results() const;
-  static RequestResult result_of(const Sequence& seq);
+  RequestResult result_of(const Sequence& seq) const;
   const EngineStats& stats() const { return stats_; }
   int64_t num_preemptions() const { return scheduler_.num_preemptions(); }
   // Prompt tokens that came from the prefix cache instead of being computed; of them, those read from --kv-store.

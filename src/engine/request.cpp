@@ -30,6 +30,7 @@ nlohmann::json result_to_json(const RequestResult& r) {
                          {"output_tokens", r.output_token_ids.size()}};
   if (r.constraint_satisfied) json["constraint_satisfied"] = *r.constraint_satisfied;
   if (r.failure) json["error"] = {{"code", r.failure->code}, {"message", r.failure->message}};
+  if (!r.prompt_token_ids.empty()) json["prompt_token_ids"] = r.prompt_token_ids;
   if (!r.logits_hashes.empty()) {  // as 16 hex digits (JSON numbers lose 64-bit integers in most readers)
     std::vector<std::string> hex;
     for (uint64_t h : r.logits_hashes) hex.push_back(fmt::format("{:016x}", h));
@@ -46,6 +47,7 @@ RequestResult result_from_json(const nlohmann::json& json) {
   r.finish_reason = parse_finish_reason(json.at("finish_reason").get<std::string>());
   r.prompt_tokens = json.at("prompt_tokens").get<int64_t>();
   if (json.contains("constraint_satisfied")) r.constraint_satisfied = json.at("constraint_satisfied").get<bool>();
+  if (json.contains("prompt_token_ids")) r.prompt_token_ids = json.at("prompt_token_ids").get<std::vector<int32_t>>();
   if (json.contains("error"))
     r.failure = RequestFailure{json.at("error").at("code").get<std::string>(),
                                json.at("error").at("message").get<std::string>()};

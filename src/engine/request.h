@@ -67,6 +67,8 @@ struct RequestResult {
   // With --logits-hashes: per output token, the fingerprint of its logits row (cpu::logits_row_hashes).
   std::vector<uint64_t> logits_hashes;
   std::optional<RequestFailure> failure;
+  // With EngineOptions::echo_prompt: the prompt's token ids as the model saw them.
+  std::vector<int32_t> prompt_token_ids;
 };
 
 nlohmann::json result_to_json(const RequestResult& result);

@@ -494,6 +494,7 @@ EngineOptions rank_engine_options(const CausalLm& model, const Topology& topo, E
   engine_options.experts = spec.ep_size > 1 ? &experts : nullptr;
   engine_options.prefix_cache = options.prefix_cache;
   engine_options.logits_hashes = options.logits_hashes;
+  engine_options.echo_prompt = options.echo_prompt;
   engine_options.overlap_schedule = options.overlap_schedule;
   engine_options.kv_store_dir = options.kv_store_dir;
   engine_options.kv_store_model_key = options.kv_store_model_key;

@@ -35,6 +35,7 @@ struct SpmdGenerationOptions {
   TokenStream on_tokens;  // world rank 0's
   bool prefix_cache = false;  // every rank's engine shares the blocks of common prompt prefixes
   bool logits_hashes = false;  // EngineOptions::logits_hashes
+  bool echo_prompt = false;    // EngineOptions::echo_prompt
   bool overlap_schedule = false;  // EngineOptions::overlap_schedule (decode ranks and colocated ones)
   std::string kv_store_dir;   // and the directory tier every rank reads and writes (EngineOptions)
   std::string kv_store_model_key;

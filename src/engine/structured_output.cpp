@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "src/core/check.h"
 #include "src/engine/schema_check.h"
@@ -61,7 +62,11 @@ struct StructuredOutput::Impl {
   std::map<Key, std::list<Cached>::iterator> cached;
   int64_t cached_bytes = 0;
   int64_t num_compiled = 0;
-  double checked_s = 0;  // compile()'s compiles so far, together
+  // compile()'s first compiles of each distinct constraint, together: a recompile after an eviction (the window a
+  // job reads later, a rank running the request) is work the check already paid for, so it does not count.
+  double checked_s = 0;
+  std::unordered_set<uint64_t> checked;  // the constraints compile() has seen (hashes of kind and text)
+  std::vector<bool> no_text;  // ids xgrammar treats as special (no bytes, padding): never sampled under a mask
   std::unordered_map<const Sequence*, Matcher> matchers;
 
   // The constraint's grammar, from the cache or compiled now (then cached, evicting past the limit).
@@ -117,9 +122,9 @@ struct StructuredOutput::Impl {
     lock.unlock();
     require_a_first_token(grammar, c, who);
     const auto bytes = static_cast<int64_t>(grammar.MemorySizeBytes());
-    DI_INPUT_CHECK(bytes <= limits.cache_bytes, "{}: its {} constraint compiles to {:.2f} MB of grammar, more than "
-                   "the {:.2f} MB all compiled grammars may take (--grammar-cache-mb): simplify it, or raise the "
-                   "limit", who, c.kind_name(), bytes / 1e6, limits.cache_bytes / 1e6);
+    DI_INPUT_CHECK(bytes <= limits.cache_bytes, "{}: its {} constraint compiles to {:.2f} MiB of grammar, more than "
+                   "the {:.2f} MiB all compiled grammars may take (--grammar-cache-mb): simplify it, or raise the "
+                   "limit", who, c.kind_name(), bytes / 1048576.0, limits.cache_bytes / 1048576.0);
     lru.push_front({key, grammar, bytes});
     cached[key] = lru.begin();
     cached_bytes += bytes;
@@ -153,6 +158,10 @@ StructuredOutput::StructuredOutput(std::vector<std::string> token_bytes, int64_t
            token_bytes.size(), vocab_size);
   impl_->stop_ids = std::move(stop_ids);
   impl_->limits = limits;
+  impl_->no_text.assign(vocab_size, true);
+  for (size_t id = 0; id < token_bytes.size(); ++id) impl_->no_text[id] = token_bytes[id].empty();
+  for (int32_t stop : impl_->stop_ids)
+    if (stop >= 0 && stop < vocab_size) impl_->no_text[stop] = false;
   impl_->mask_words = mask_words();
   // RAW: the strings are the tokens' bytes; ids past the tokenizer's are padding (never admitted).
   const xgrammar::TokenizerInfo info(token_bytes, xgrammar::VocabType::RAW, static_cast<int>(vocab_size),
@@ -166,6 +175,8 @@ StructuredOutput::~StructuredOutput() = default;
 void StructuredOutput::compile(const OutputConstraint& constraint, const std::string& who) {
   double seconds = 0;
   impl_->get(constraint, who, &seconds);
+  const uint64_t key = std::hash<std::string>()(constraint.text) * 31 + static_cast<uint64_t>(constraint.kind);
+  if (!impl_->checked.insert(key).second) return;
   impl_->checked_s += seconds;
   DI_INPUT_CHECK(impl_->checked_s <= impl_->limits.total_compile_s,
                  "{}: compiling the input's constraints has taken {:.3f} s in all ({} distinct ones so far), more "
@@ -176,6 +187,8 @@ void StructuredOutput::compile(const OutputConstraint& constraint, const std::st
 int64_t StructuredOutput::num_compiled() const { return impl_->num_compiled; }
 
 int64_t StructuredOutput::cached_bytes() const { return impl_->cached_bytes; }
+
+double StructuredOutput::checked_seconds() const { return impl_->checked_s; }
 
 bool StructuredOutput::constrains(const Sequence& seq) const { return impl_->matchers.contains(&seq); }
 
@@ -194,8 +207,11 @@ StructuredOutput::Progress StructuredOutput::advance(const Sequence& seq) {
   if (it == impl_->matchers.end()) return {};
   Impl::Matcher& m = it->second;
   for (int64_t i = seq.num_prompt_tokens + m.accepted; i < seq.num_tokens(); ++i, ++m.accepted) {
-    // Every token is sampled under its mask, so a refusal means the mask admitted none: a dead end.
-    if (!m.matcher.AcceptToken(seq.tokens[i])) {
+    // Every token is sampled under its mask, so a refusal means the mask admitted none: a dead end. (A token of
+    // no text is refused without asking xgrammar, which would print a warning for each.)
+    const int32_t token = seq.tokens[i];
+    const bool textless = token < 0 || token >= vocab_size_ || impl_->no_text[token];
+    if (textless || !m.matcher.AcceptToken(token)) {
       const int64_t position = m.accepted;
       impl_->matchers.erase(it);
       return {std::nullopt, position};

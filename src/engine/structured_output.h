@@ -50,6 +50,9 @@ class StructuredOutput {
   void compile(const OutputConstraint& constraint, const std::string& who);
   int64_t num_compiled() const;  // distinct constraints compiled so far (evicted or not)
   int64_t cached_bytes() const;  // compiled grammars held by the cache now
+  // compile()'s first compiles of each distinct constraint, together (what --grammar-total-timeout bounds; a
+  // recompile after an eviction does not count).
+  double checked_seconds() const;
 
   // 32-bit words of one row's bitmask (bit v % 32 of word v / 32: token v admitted).
   int64_t mask_words() const { return (vocab_size_ + 31) / 32; }

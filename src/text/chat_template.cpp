@@ -219,8 +219,14 @@ ChatProse ChatProse::load(const std::filesystem::path& chat_prose_json) {
   const std::string source = chat_prose_json.string();
   const std::string text = read_text_file(chat_prose_json, "chat prose (launch/chat_prose.py writes it)");
   check_json_file_depth(text, source);
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  DI_INPUT_CHECK(!j.is_discarded() && j.is_object(), "{}: not a JSON object", source);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {  // (its text names the byte where the JSON breaks)
+    throw InputError(fmt::format("{}: not valid JSON (damaged, or cut short? launch/chat_prose.py writes it): {}",
+                                 source, e.what()));
+  }
+  DI_INPUT_CHECK(j.is_object(), "{}: not a JSON object", source);
   ChatProse prose;
   for (auto [key, format] : {std::pair{"v4", &prose.v4}, std::pair{"v41", &prose.v41}}) {
     DI_INPUT_CHECK(j.contains(key) && j[key].is_object(), "{}: '{}' is missing or not an object", source, key);
@@ -245,11 +251,13 @@ ChatProse ChatProse::load(const std::filesystem::path& chat_prose_json) {
     for (auto [part, segments] : {std::pair{"before", &format->tools_before}, std::pair{"after", &format->tools_after}}) {
       DI_INPUT_CHECK(tools.is_object() && tools.contains(part) && tools[part].is_array(),
                      "{}: {}.tools.{} is missing or not a list", source, key, part);
-      for (const nlohmann::json& segment : tools[part]) {
+      for (size_t i = 0; i < tools[part].size(); ++i) {
+        const nlohmann::json& segment = tools[part][i];
         const bool special = segment.contains("special");
         DI_INPUT_CHECK(segment.is_object() && (special || segment.contains("text")) &&
                            segment[special ? "special" : "text"].is_string(),
-                       "{}: {}.tools.{}: a segment is {{\"text\"}} or {{\"special\"}}", source, key, part);
+                       "{}: {}.tools.{}[{}]: a segment is {{\"text\": string}} or {{\"special\": string}}", source,
+                       key, part, i);
         segments->push_back({segment[special ? "special" : "text"].get<std::string>(), special});
       }
     }

@@ -192,8 +192,10 @@ TEST(StructuredOutput, CacheEvictsAndLimitsBound) {
     EXPECT_LE(so.cached_bytes(), 2 * one + one / 2);
     so.compile(a, "r5");
     EXPECT_EQ(so.num_compiled(), 3) << "a stayed";
+    const double checked = so.checked_seconds();
     so.compile(b, "r6");
     EXPECT_EQ(so.num_compiled(), 4) << "b was evicted and compiled again";
+    EXPECT_EQ(so.checked_seconds(), checked) << "a recompile is not the input's check: it does not count";
   }
   {
     StructuredOutput so(kTokens, kVocab, {kEos}, GrammarLimits{.cache_bytes = one / 2});
