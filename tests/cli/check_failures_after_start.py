@@ -84,6 +84,20 @@ def main():
         print(f"durable: {len(DEAD)} dead-end constraints are error records, the other {len(FINE)} results equal a "
               f"run without them; status failed {st['failed']}; the stream ends them with 'error'")
 
+        # --resume of an output cut after its first lines (and a torn one): the error records already there count.
+        cut = os.path.join(tmp, "mixed.out.jsonl")
+        kept = open(cut, "rb").read().split(b"\n")[:3]
+        open(cut, "wb").write(b"\n".join(kept) + b"\n" + b'{"id": "torn')
+        generate("mixed", mixed, "--status-file", status, "--resume")
+        st = json.load(open(status))
+        assert st["state"] == "complete" and st["failed"] == len(DEAD) and st["done"] == len(mixed), st
+        assert by_id(cut)[1] == got, "the resumed output differs from the uninterrupted one"
+        print(f"--resume after a cut: status failed {st['failed']} (the earlier error records counted)")
+
+        # An output with error records is a draft reference as it is (their requests are drafted nothing).
+        generate("drafted", mixed, "--nextn", "2", "--draft-reference", cut)
+        print("an output with error records serves as --draft-reference")
+
         _, ordered_out = generate("ordered", mixed, "--ordered-output")
         lines, ordered = by_id(ordered_out)
         assert [r["id"] for r in lines] == [r["id"] for r in mixed], lines

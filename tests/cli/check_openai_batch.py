@@ -8,7 +8,7 @@ The OpenAI batch format in and out, against today's request lines:
  - /v1/completions with "prompt" text (tokenizer) or token ids: text_completion bodies, text equal to today's;
  - /v1/completions with token ids and no tokenizer: each choice carries the generated "token_ids" (text null), equal
    to today's output_token_ids;
- - today's lines mixed with OpenAI lines in one file each come back in their own form.
+ - today's lines mixed with OpenAI lines in one file each come back in their own form, under --ordered-output too.
 """
 import argparse
 import json
@@ -109,6 +109,17 @@ def main():
                 assert body["object"] == "text_completion" and choice["text"] == w["text"], (choice, w)
         print(f"OpenAI chat and text completions: {len(got) - 1} results equal today's lines; a today's line "
               "among them keeps its form")
+        # --ordered-output writes the same lines (in input order), the Batch API's form included.
+        ordered = run(text_base + ["--ordered-output"], path("openai.jsonl"), path("ordered.out"))
+        assert [r.get("custom_id", r.get("id")) for r in ordered] == [r.get("custom_id", r.get("id")) for r in openai]
+        for r in ordered:
+            g = dict(got[r.get("custom_id", r.get("id"))])
+            if "response" in r:
+                r["response"]["body"].pop("created")
+                g["response"] = dict(g["response"], body={k: v for k, v in g["response"]["body"].items()
+                                                          if k != "created"})
+            assert r == g, (r, g)
+        print("--ordered-output: the same lines in input order, the Batch API's form kept")
 
         # Completions of token ids without a tokenizer: the choices carry the token ids.
         ids_base = launch + ["--model", args.ids_model] + deploy
