@@ -4,7 +4,8 @@
 # 1-rank run at a random moment, what the output held against the results rank 0 had counted (its last progress
 # line), and the --resume that finishes it.
 #   launch/lab/durable_generate_bench.sh OUTDIR [N...]      (default N: 10000 1000000)
-# Environment: DEPLOYS (default "1rank 2p2d"), KILL_TEST (default 1: the kill at a random moment at the largest N).
+# Environment: DEPLOYS (default "1rank 2p2d"; "none": no scale runs), KILL_TEST (default 1: the kill at a random
+# moment of the work, at the largest N).
 # Writes OUTDIR/durable-bench.jsonl (one line a run) and the logs beside it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -13,7 +14,7 @@ out=$(mkdir -p "$1" && cd "$1" && pwd); shift
 sizes=("${@:-10000 1000000}")
 di=${DEEPINFER_BIN:-$root/build/deepinfer}
 model=$root/configs/models/tiny.json
-commit=$(git -C "$root" rev-parse --short HEAD)
+commit=${COMMIT:-$(git -C "$root" rev-parse --short HEAD)}  # COMMIT: the binary's, when it is a copy
 record() { echo "$1" >> "$out/durable-bench.jsonl"; echo "$1"; }
 for n in ${sizes[@]}; do
   inp=$out/in-$n.jsonl
@@ -25,6 +26,7 @@ with open(sys.argv[1], "w") as f:
         f.write(json.dumps({"id": i, "prompt_token_ids": [rng.randrange(3, 500) for _ in range(4)], "max_new_tokens": 2}) + "\n")
 PY
   for deploy in ${DEPLOYS:-1rank 2p2d}; do
+    [ "$deploy" = none ] && continue
     rm -f "$out"/rss.* "$out/out-$n-$deploy.jsonl"
     if [ $deploy = 1rank ]; then launch=(); dep=(); else launch=(mpirun -np 4); dep=(--deploy "$root/configs/deploy/2p2d.toml"); fi
     start=$(date +%s.%N)
@@ -44,7 +46,9 @@ n=${sizes[-1]}; n=${n##* }; kout=$out/kill-$n.jsonl; rm -f "$kout"
 setsid "$di" generate --model "$model" --load-format dummy --input "$out/in-$n.jsonl" --output "$kout" \
   --progress-interval 0.05 --sync-interval 1 > "$out/kill-log.txt" 2>&1 &
 pid=$!
-sleep "$(python3 -c 'import random; print(round(random.uniform(3, 8), 2))')"
+# A random moment of the work: once the first results are on disk (the input's scan comes first), 1-6 s more.
+for _ in $(seq 600); do [ -s "$kout" ] && break; sleep 0.1; done
+sleep "$(python3 -c 'import random; print(round(random.uniform(1, 6), 2))')"
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true
 held=$(python3 -c "import sys; d=open(sys.argv[1],'rb').read(); print(d.count(b'\n'))" "$kout")
 counted=$(grep -o "progress: [0-9]*" "$out/kill-log.txt" | tail -1 | grep -o "[0-9]*$")
