@@ -32,6 +32,7 @@ const text::BpeTokenizer& PromptSources::tokenizer() {
   DI_INPUT_CHECK(tokenizer_->vocab_size() <= config_.vocab_size, "{}: {} tokens, more than the {} of the model's "
                  "vocabulary ({}): it is not this model's tokenizer", tokenizer_file_.string(),
                  tokenizer_->vocab_size(), config_.vocab_size, model_path_);
+  tokenizer_->limit_text(config_.max_position_embeddings);  // a prompt longer than the model's length is refused
   if (tokenizer_->vocab_size() < config_.vocab_size)
     spdlog::info("{} spells ids below {} of the model's {}: a higher (padding) id in an output has no text",
                  tokenizer_file_.string(), tokenizer_->vocab_size(), config_.vocab_size);

@@ -124,6 +124,8 @@ BpeTokenizer BpeTokenizer::load(const std::filesystem::path& tokenizer_json) {
   t.is_added_.assign(t.id_to_token_.size(), false);
   t.is_special_.assign(t.id_to_token_.size(), false);
   for (const AddedToken& a : t.added_) t.is_added_[a.id] = true, t.is_special_[a.id] = a.special;
+  for (int32_t id = 0; id < t.vocab_size(); ++id)
+    t.max_token_bytes_ = std::max<int64_t>(t.max_token_bytes_, static_cast<int64_t>(t.token_bytes(id).size()));
   return t;
 }
 
@@ -358,7 +360,15 @@ void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out)
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const { return encode_parallel(text, 1); }
 
+void BpeTokenizer::check_text_length(std::string_view text) const {
+  DI_INPUT_CHECK(max_text_bytes_ == 0 || static_cast<int64_t>(text.size()) <= max_text_bytes_,
+                 "text of {} bytes is too long: it cannot encode to the at most {} tokens allowed (no token of {} "
+                 "spells more than {} bytes)", text.size(), max_text_bytes_ / max_token_bytes_, source_,
+                 max_token_bytes_);
+}
+
 std::vector<int32_t> BpeTokenizer::encode_plain(std::string_view text) const {
+  check_text_length(text);
   DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");
   std::vector<int32_t> ids;
   encode_text(text, ids);
@@ -366,6 +376,7 @@ std::vector<int32_t> BpeTokenizer::encode_plain(std::string_view text) const {
 }
 
 std::vector<int32_t> BpeTokenizer::encode_parallel(std::string_view text, int threads) const {
+  check_text_length(text);
   DI_INPUT_CHECK(is_valid_utf8(text), "text to encode is not valid UTF-8");
   const std::vector<Segment> segments = split_added(text);
   auto encode_segments = [&](size_t first, size_t last) {

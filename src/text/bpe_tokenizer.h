@@ -45,6 +45,12 @@ class BpeTokenizer {
   bool is_added(int32_t id) const { return is_added_.at(id); }
 
   int64_t vocab_size() const { return static_cast<int64_t>(id_to_token_.size()); }
+  // Text that must encode to at most `max_tokens` ids is refused by its length in bytes before any work where it
+  // cannot (every token spells at most max_token_bytes() bytes): a prompt far past the model's length costs
+  // nothing to refuse. 0: no limit.
+  void limit_text(int64_t max_tokens) { max_text_bytes_ = max_tokens > 0 ? max_tokens * max_token_bytes_ : 0; }
+  int64_t max_token_bytes() const { return max_token_bytes_; }
+  void check_text_length(std::string_view text) const;  // InputError past limit_text's bound
   const std::string& id_to_token(int32_t id) const { return id_to_token_.at(id); }
   // An added token's id, else the vocabulary's (byte-level spelling); -1 when the string is no token.
   int32_t token_to_id(const std::string& token) const;
@@ -82,6 +88,8 @@ class BpeTokenizer {
   std::vector<Regex> splits_;                                 // the pre-tokenizer's Split patterns, in order
   std::string byte_char_[256];                                // byte -> its ByteLevel character (UTF-8)
   std::string source_;                                        // the tokenizer.json it was loaded from
+  int64_t max_token_bytes_ = 1;  // the longest token's bytes
+  int64_t max_text_bytes_ = 0;   // limit_text's bound (0: none)
   std::unordered_map<char32_t, uint8_t> char_byte_;           // and back
 };
 

@@ -358,6 +358,7 @@ void check_chat_tokens(ChatFormat format, const ChatProse& prose, const std::str
 }
 
 std::vector<int32_t> encode_chat(const BpeTokenizer& tokenizer, const RenderedChat& prompt) {
+  tokenizer.check_text_length(prompt.text);  // the whole prompt first (each piece below is checked on its own too)
   std::vector<int32_t> ids;
   size_t at = 0;
   auto plain = [&](size_t end) {
