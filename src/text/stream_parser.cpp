@@ -101,6 +101,10 @@ void ChatStreamParser::take(std::vector<StreamEvent>& out, std::vector<DsmlPiece
 std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
   DI_CHECK(!finished_, "the stream has finished");
   std::vector<StreamEvent> out;
+  if (!reasoning_ && token == think_end_) {  // a stray </think> outside the reasoning: no text, as recipe; but the
+    at_channel_start_ = false;               // content has begun (its line breaks after it are sent)
+    return out;
+  }
   if (reasoning_ && token == think_end_) {  // the reasoning ends: its last line breaks are not sent
     if (!bytes_.empty()) {  // what is incomplete is invalid now, and the reasoning's last text
       for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
@@ -149,7 +153,7 @@ std::vector<StreamEvent> ChatStreamParser::finish(const std::string& reason) {
   if (tool_calls_) take(out, dsml_.finish());
   for (std::string& t : std::exchange(held_, {})) emit(out, std::move(t));  // no stop sequence came
   if (finished_) return out;
-  if (dsml_.calls_started() > 0) {
+  if (dsml_.calls_started() > 0 && reason != "length") {  // (cut short by the length: it says so, as recipe does)
     out.push_back({StreamEvent::Channel::kContent, {}, "tool_calls"});
     finished_ = true;
     return out;
