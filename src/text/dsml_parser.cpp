@@ -1,5 +1,6 @@
 #include "src/text/dsml_parser.h"
 
+#include <array>
 #include <utility>
 
 #include "src/text/held_tokens.h"
@@ -11,16 +12,35 @@ namespace {
 
 // The DSML token stands in the parser's text as kDsmlToken (a spelling no decoded text has), so that the token's
 // text typed out in pieces is no markup.
+// Both spellings of the tags are read, V4's and V4.1's (a space, and "calls" for "tool_calls": what the V4.1
+// template renders in prompts), as deepseek-recipe reads both.
 #define DSML "\x01DSML\x01"
-constexpr std::string_view kOpen = "<" DSML "tool_calls>";
+using Spellings = std::array<std::string_view, 2>;
+constexpr Spellings kOpen = {"<" DSML "tool_calls>", "<" DSML " calls>"};
 constexpr std::string_view kTagStart = "<" DSML;
-constexpr std::string_view kInvoke = "<" DSML "invoke name=\"";
-constexpr std::string_view kParameter = "<" DSML "parameter name=";  // then the key's quote
+constexpr Spellings kInvoke = {"<" DSML "invoke name=\"", "<" DSML " invoke name=\""};
+constexpr Spellings kParameter = {"<" DSML "parameter name=", "<" DSML " parameter name="};  // then the key's quote
 constexpr std::string_view kClose = "</" DSML;
 #undef DSML
 
 // `s` is a (proper or whole) beginning of `pattern`.
 bool begins(std::string_view pattern, std::string_view s) { return pattern.substr(0, s.size()) == s; }
+// ... of one of the spellings.
+bool begins(const Spellings& patterns, std::string_view s) {
+  return begins(patterns[0], s) || begins(patterns[1], s);
+}
+// The length of the spelling `s` starts with (0: none).
+size_t starts_with(std::string_view s, const Spellings& patterns) {
+  for (std::string_view p : patterns)
+    if (s.starts_with(p)) return p.size();
+  return 0;
+}
+// `s` is a proper beginning of one of the spellings: what completes it is still to come.
+bool unfinished(const Spellings& patterns, std::string_view s) {
+  for (std::string_view p : patterns)
+    if (s.size() < p.size() && begins(p, s)) return true;
+  return false;
+}
 
 // Content as the model wrote it: the DSML token's own spelling back.
 std::string as_content(std::string s) {
@@ -97,12 +117,13 @@ void DsmlParser::text_mode(std::vector<DsmlPiece>& out) {
     std::string before = without_trailing_line_breaks(joined.substr(0, tag));
     if (!before.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(before)), 0});
     const std::string rest = joined.substr(tag);
-    if (rest.size() < kOpen.size() && begins(kOpen, rest)) {  // the block's name still to come
+    const size_t open = starts_with(rest, kOpen);
+    if (open == 0 && unfinished(kOpen, rest)) {  // the block's name still to come
       held_ = {rest};
     } else {  // the block, or another DSML tag: what follows it is not content either way
       held_.clear();
-      buf_ = rest.starts_with(kOpen) ? rest.substr(kOpen.size()) : std::string();
-      mode_ = rest.starts_with(kOpen) ? Mode::kBlock : Mode::kDone;
+      buf_ = open > 0 ? rest.substr(open) : std::string();
+      mode_ = open > 0 ? Mode::kBlock : Mode::kDone;
     }
     return;
   }
@@ -138,8 +159,8 @@ void DsmlParser::parse(std::vector<DsmlPiece>& out) {
         return;
       case Mode::kBlock: {  // between invokes
         buf_.erase(0, std::min(buf_.size(), buf_.find_first_not_of(" \n")));
-        if (buf_.starts_with(kInvoke)) {
-          buf_.erase(0, kInvoke.size());
+        if (const size_t invoke = starts_with(buf_, kInvoke)) {
+          buf_.erase(0, invoke);
           attrs_.clear();
           mode_ = Mode::kInvokeName;
         } else if (buf_.starts_with(kClose)) {
@@ -180,8 +201,8 @@ void DsmlParser::parse(std::vector<DsmlPiece>& out) {
       }
       case Mode::kInvokeBody: {  // between parameters
         buf_.erase(0, std::min(buf_.size(), buf_.find_first_not_of(" \n")));
-        if (buf_.starts_with(kParameter)) {
-          buf_.erase(0, kParameter.size());
+        if (const size_t parameter = starts_with(buf_, kParameter)) {
+          buf_.erase(0, parameter);
           arguments(out, has_params_ ? ", " : "{");
           key_separator_sent_ = false;
           mode_ = Mode::kParamQuote;

@@ -4,7 +4,8 @@
 // a time; the line breaks right before the block are not sent); in the block each invoke becomes a call — its
 // name as soon as it is read, then its arguments as a JSON object written piece by piece (`{`, each key as a
 // JSON string, `: `, a string parameter's value JSON-escaped between quotes or another value as it stands, `, `
-// between parameters, `}`); text after the block is dropped. V4 tag spelling (what the V4.1 stream parses too).
+// between parameters, `}`); text after the block is dropped. Both tag spellings, V4's (`<｜DSML｜tool_calls>`,
+// `invoke`, `parameter`) and V4.1's (`<｜DSML｜ calls>`, ` invoke`, ` parameter`), whatever the model.
 #pragma once
 
 #include <cstdint>
