@@ -65,22 +65,55 @@ void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string 
 }
 
 void ChatStreamParser::deliver(std::vector<StreamEvent>& out, std::string text) {
-  if (reasoning_) {
-    // The reasoning's last line break waits for what follows it: a token that ends a line is held, and line
-    // breaks alone after it join it; anything else lets the held tokens go.
-    if (!line_ends_.empty() && text.find_first_not_of('\n') == std::string::npos)
-      return line_ends_.push_back(std::move(text));
-    for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
-    if (text.ends_with('\n')) line_ends_.push_back(std::move(text));
-    else emit(out, std::move(text));
-    return;
-  }
+  if (reasoning_) return reasoning(out, std::move(text), false);
   content(out, std::move(text), false);
 }
 
+void ChatStreamParser::reasoning_line(std::vector<StreamEvent>& out, std::string text) {
+  // The reasoning's last line break waits for what follows it: a token that ends a line is held, and line
+  // breaks alone after it join it; anything else lets the held tokens go.
+  if (!line_ends_.empty() && text.find_first_not_of('\n') == std::string::npos)
+    return line_ends_.push_back(std::move(text));
+  for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
+  if (text.ends_with('\n')) line_ends_.push_back(std::move(text));
+  else emit(out, std::move(text));
+}
+
+void ChatStreamParser::reasoning(std::vector<StreamEvent>& out, std::string text, bool added_token) {
+  if (!tool_calls_) return reasoning_line(out, std::move(text));
+  // With tools, a DSML tool-call block may begin inside the reasoning (no </think> before it): the reasoning ends
+  // there (its last line breaks not sent) and the calls follow, as deepseek-recipe reads it.
+  for (DsmlPiece& p : reasoning_dsml_.feed(dsml_text(std::move(text), added_token))) {
+    if (p.kind == DsmlPiece::Kind::kContent && reasoning_) {
+      reasoning_line(out, std::move(p.text));
+      continue;
+    }
+    if (reasoning_) {
+      std::string last;
+      for (const std::string& held : std::exchange(line_ends_, {})) last += held;
+      while (last.ends_with('\n')) last.pop_back();
+      emit(out, std::move(last));
+      reasoning_ = false;
+      at_channel_start_ = true;
+      dsml_ = std::move(reasoning_dsml_);  // in the block now: the content's parser from here on
+    }
+    take(out, {std::move(p)});
+  }
+}
+
+std::string ChatStreamParser::dsml_text(std::string text, bool added_token) {
+  return added_token && text == "｜DSML｜" ? std::string(DsmlParser::kDsmlToken) : std::move(text);
+}
+
+void ChatStreamParser::flush_reasoning_dsml(std::vector<StreamEvent>& out) {
+  if (!tool_calls_ || !reasoning_) return;
+  for (DsmlPiece& p : reasoning_dsml_.finish())
+    if (p.kind == DsmlPiece::Kind::kContent) reasoning_line(out, std::move(p.text));
+  reasoning_dsml_ = DsmlParser();
+}
+
 void ChatStreamParser::content(std::vector<StreamEvent>& out, std::string text, bool added_token) {
-  if (tool_calls_)
-    return take(out, dsml_.feed(added_token && text == "｜DSML｜" ? std::string(DsmlParser::kDsmlToken) : text));
+  if (tool_calls_) return take(out, dsml_.feed(dsml_text(std::move(text), added_token)));
   if (!added_token) return through_stops(out, std::move(text));
   for (std::string& held : std::exchange(held_, {})) emit(out, std::move(held));  // not searched for stops
   emit(out, std::move(text));
@@ -106,6 +139,7 @@ std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
     return out;
   }
   if (reasoning_ && token == think_end_) {  // the reasoning ends: its last line breaks are not sent
+    flush_reasoning_dsml(out);
     if (!bytes_.empty()) {  // what is incomplete is invalid now, and the reasoning's last text
       for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
       emit(out, utf8_lossy(std::exchange(bytes_, std::string())));
@@ -123,7 +157,7 @@ std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
     if (!bytes_.empty()) deliver(out, utf8_lossy(std::exchange(bytes_, std::string())));
     if (finished_) return out;
     std::string text = tokenizer_.token_bytes(token);
-    if (reasoning_) deliver(out, std::move(text));
+    if (reasoning_) reasoning(out, std::move(text), true);
     else content(out, std::move(text), true);
     return out;
   }
@@ -149,6 +183,7 @@ std::vector<StreamEvent> ChatStreamParser::push_output(std::span<const int32_t> 
 std::vector<StreamEvent> ChatStreamParser::finish(const std::string& reason) {
   DI_CHECK(!finished_, "the stream has finished");
   std::vector<StreamEvent> out;
+  flush_reasoning_dsml(out);
   for (std::string& t : std::exchange(line_ends_, {})) emit(out, std::move(t));
   if (tool_calls_) take(out, dsml_.finish());
   for (std::string& t : std::exchange(held_, {})) emit(out, std::move(t));  // no stop sequence came

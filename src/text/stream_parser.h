@@ -53,6 +53,12 @@ class ChatStreamParser {
   // Content text through the DSML parser (where tool calls are parsed): its pieces out as events.
   void content(std::vector<StreamEvent>& out, std::string text, bool added_token);
   void take(std::vector<StreamEvent>& out, std::vector<DsmlPiece> pieces);
+  // Reasoning text: through the DSML parser where there are tools (a block may begin in the reasoning), then
+  // reasoning_line (a line end waits a token).
+  void reasoning(std::vector<StreamEvent>& out, std::string text, bool added_token);
+  void reasoning_line(std::vector<StreamEvent>& out, std::string text);
+  void flush_reasoning_dsml(std::vector<StreamEvent>& out);  // the reasoning ends: what its parser holds goes out
+  static std::string dsml_text(std::string text, bool added_token);  // the DSML token as the parser reads it
 
   const BpeTokenizer& tokenizer_;
   int32_t think_end_ = -1;
@@ -63,7 +69,8 @@ class ChatStreamParser {
   std::vector<std::string> line_ends_;  // reasoning token texts that end a line, waiting for what follows
   bool at_channel_start_ = true;        // nothing sent in the current channel yet
   bool tool_calls_ = false;
-  DsmlParser dsml_;
+  DsmlParser dsml_;            // the content's
+  DsmlParser reasoning_dsml_;  // the reasoning's, where there are tools
   bool finished_ = false;
 };
 
