@@ -1,5 +1,6 @@
 #include "src/text/stream_parser.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "src/core/check.h"
@@ -36,6 +37,18 @@ void ChatStreamParser::emit(std::vector<StreamEvent>& out, std::string text) {
 
 void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string text) {
   if (stops_.empty() || reasoning_) return emit(out, std::move(text));  // stop sequences end the content only
+  if (at_channel_start_ && held_.empty()) {
+    // The content's leading line breaks are dropped before the stop sequences are looked for in it, except by a
+    // stop of one character, which meets the text as it came (deepseek-recipe 0.2.0 does both).
+    const bool single_char_stop_met = std::any_of(stops_.begin(), stops_.end(), [&](const std::string& stop) {
+      return stop.size() == 1 && text.find(stop) != std::string::npos;
+    });
+    if (!single_char_stop_met) {
+      text.erase(0, text.find_first_not_of('\n'));
+      if (text.empty()) return;
+      at_channel_start_ = false;
+    }
+  }
   held_.push_back(std::move(text));
   std::string joined;
   for (const std::string& t : held_) joined += t;

@@ -6,7 +6,6 @@
 
 #include <fstream>
 #include <map>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -100,13 +99,13 @@ TEST(ChatStreamParser, ParsesToolCallsAsDeepseekRecipe) {
 }
 
 // The streams where this parser and deepseek-recipe were found to differ (issue #53;
-// tests/fixtures/make_nasty_stream_fixtures.py: 200 of each class), counted by class. The classes fixed must agree
-// event for event; the others are measured (their counts printed) until they are fixed.
+// tests/fixtures/make_nasty_stream_fixtures.py: 200 of each class: a stray </think>, a tool-call stream cut by the
+// length, a stop sequence the content starts with, a DSML block inside unclosed reasoning, V4.1's DSML spelling),
+// counted by class: each must agree event for event.
 TEST(ChatStreamParser, NastyStreamsByClass) {
   const BpeTokenizer tokenizer = BpeTokenizer::load(kTokenizer);
   std::ifstream in(kChat / "streams_nasty.jsonl");
   std::map<std::string, std::pair<int64_t, int64_t>> by_class;  // class -> (streams, differing)
-  const std::set<std::string> fixed = {"stray_think_end", "tools_length", "v41_spelling", "calls_in_reasoning"};
   int64_t reported = 0;
   for (std::string text; std::getline(in, text);) {
     const nlohmann::json line = nlohmann::json::parse(text);
@@ -127,18 +126,15 @@ TEST(ChatStreamParser, NastyStreamsByClass) {
     ++streams;
     if (got == line["events"]) continue;
     ++differing;
-    if (fixed.contains(kind) && ++reported <= 5)
+    if (++reported <= 5)
       ADD_FAILURE() << kind << " " << body.dump() << " tokens " << line["tokens"].dump() << "\n got: " << got.dump()
                     << "\nwant: " << line["events"].dump();
   }
   for (const auto& [kind, counts] : by_class) {
-    std::printf("[ stream ] %s: %lld of %lld streams differ from deepseek-recipe%s\n", kind.c_str(),
-                static_cast<long long>(counts.second), static_cast<long long>(counts.first),
-                fixed.contains(kind) ? "" : " (not fixed yet: measured)");
+    std::printf("[ stream ] %s: %lld of %lld streams differ from deepseek-recipe\n", kind.c_str(),
+                static_cast<long long>(counts.second), static_cast<long long>(counts.first));
     EXPECT_EQ(counts.first, 200) << kind;
-    if (fixed.contains(kind)) {
-      EXPECT_EQ(counts.second, 0) << kind;
-    }
+    EXPECT_EQ(counts.second, 0) << kind;
   }
 }
 
