@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
+#include <cstdlib>
+
 namespace deepinfer::text {
 
 std::string json_escaped(std::string_view s) {
@@ -24,6 +27,38 @@ std::string json_escaped(std::string_view s) {
 }
 
 namespace {
+
+// A float as deepseek-recipe 0.2.0 writes it (found by probing it): the shortest digits that read back as the same
+// double; plain decimal when the decimal exponent is in [-5, 16) (an integral value keeps ".0"), else one digit,
+// the rest after a point, and "e" with the exponent's sign and no padding: 1e-7, 0.00001, 1000000000000000.0, 1e+16.
+std::string recipe_float(double x) {
+  char buffer[64];
+  const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof buffer, x, std::chars_format::scientific);
+  const std::string scientific(buffer, r.ptr);  // "-d.ddde+XX"
+  const size_t e = scientific.find('e');
+  const int exponent = std::stoi(scientific.substr(e + 1));
+  const bool negative = scientific[0] == '-';
+  std::string digits;
+  for (char c : scientific.substr(negative ? 1 : 0, e - (negative ? 1 : 0)))
+    if (c != '.') digits += c;
+  // (appends, not operator+: GCC 12 warns falsely of overlapping copies in the latter)
+  std::string out = negative ? "-" : "";
+  if (exponent >= -5 && exponent < 16) {
+    const int point = exponent + 1;  // digits before the decimal point
+    if (point <= 0) {
+      out.append("0.").append(static_cast<size_t>(-point), '0').append(digits);
+    } else if (point >= static_cast<int>(digits.size())) {
+      out.append(digits).append(static_cast<size_t>(point) - digits.size(), '0').append(".0");
+    } else {
+      out.append(digits, 0, static_cast<size_t>(point)).append(1, '.').append(digits, static_cast<size_t>(point));
+    }
+    return out;
+  }
+  out.append(digits, 0, 1);
+  if (digits.size() > 1) out.append(1, '.').append(digits, 1);
+  out.append(fmt::format("e{}{}", exponent < 0 ? '-' : '+', std::abs(exponent)));
+  return out;
+}
 
 void write(const nlohmann::ordered_json& v, std::string& out) {
   switch (v.type()) {
@@ -50,8 +85,11 @@ void write(const nlohmann::ordered_json& v, std::string& out) {
     case nlohmann::ordered_json::value_t::string:
       out += '"' + json_escaped(v.get_ref<const std::string&>()) + '"';
       return;
+    case nlohmann::ordered_json::value_t::number_float:
+      out += recipe_float(v.get<double>());
+      return;
     default:
-      out += v.dump();  // numbers, booleans, null
+      out += v.dump();  // integers, booleans, null
   }
 }
 

@@ -1,6 +1,7 @@
 // JSON text as DeepSeek's chat side writes it: strings escaped as JSON (non-ASCII kept), and whole values as
-// Python's json.dumps(value, ensure_ascii=False) prints them (", " and ": " between items; numbers in
-// nlohmann's shortest form), which the chat templates use for tool schemas and DSML values.
+// Python's json.dumps(value, ensure_ascii=False) prints them (", " and ": " between items; integers as they are, floats
+// as deepseek-recipe writes them: 1e-7, 0.00001, 3.0, 1e+16), which the chat templates use for tool schemas and DSML
+// values.
 #pragma once
 
 #include <string>

@@ -141,9 +141,12 @@ def main():
         durable = ["--output", out, "--resume", "--sync-interval", "0.2", "--window", "64", "--status-file", status]
         kills = 0
         for target in (args.requests // 10, args.requests // 2, None):
+            if target is None:  # a random moment of what is left (by results written: a time could come after the end)
+                now = count_lines(out)
+                target = rng.randint(now + 1, max(now + 1, args.requests - 10))
             proc = start(base + durable, log)
-            deadline = time.time() + (rng.uniform(0.05, 0.3) * whole if target is None else 300)
-            while proc.poll() is None and time.time() < deadline and (target is None or count_lines(out) < target):
+            deadline = time.time() + 300
+            while proc.poll() is None and time.time() < deadline and count_lines(out) < target:
                 time.sleep(0.02)
             if proc.poll() is not None:
                 assert proc.returncode == 0, f"the run to be killed ended {proc.returncode}"

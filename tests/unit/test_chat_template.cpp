@@ -17,6 +17,7 @@
 #include "src/core/files.h"
 #include "src/text/chat_request.h"
 #include "src/text/chat_template.h"
+#include "src/text/json_text.h"
 
 namespace deepinfer::text {
 namespace {
@@ -84,6 +85,24 @@ TEST(ChatTemplate, RendersAndEncodesAsDeepseekRecipe) {
               static_cast<long long>(refused));
   EXPECT_EQ(mismatches, 0);
   EXPECT_GE(refused, 100);
+}
+
+// Numbers in tool schemas and DSML values as deepseek-recipe 0.2.0 renders them (each expected string read from its
+// rendering of a V4 tool schema holding the value; issue #53): floats in the shortest digits, decimal for exponents
+// in [-5, 16), else "e" with a sign and no padding; integers as they are; an integer past 64 bits a float.
+TEST(ChatTemplate, NumbersAsDeepseekRecipeWritesThem) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"1e-7", "1e-7"}, {"1e23", "1e+23"}, {"0.1", "0.1"}, {"1.5", "1.5"}, {"-0.0", "-0.0"}, {"1e300", "1e+300"},
+      {"123456789012345678", "123456789012345678"}, {"2.5e-5", "0.000025"}, {"1e16", "1e+16"},
+      {"1e15", "1000000000000000.0"}, {"12345.678", "12345.678"}, {"3.0", "3.0"}, {"1e21", "1e+21"},
+      {"5e-324", "5e-324"}, {"1e-6", "1e-6"}, {"1.5e-6", "1.5e-6"}, {"9.99e-7", "9.99e-7"}, {"1e-5", "0.00001"},
+      {"0.0001", "0.0001"}, {"123456789.123", "123456789.123"}, {"1000000000000000.5", "1000000000000000.5"},
+      {"9007199254740993.0", "9007199254740992.0"}, {"0.0", "0.0"}, {"1152921504606846976.0", "1.152921504606847e+18"},
+      {"1.7976931348623157e308", "1.7976931348623157e+308"}, {"100000000000000000000000", "1e+23"}, {"-7", "-7"}};
+  for (const auto& [json, want] : cases)
+    EXPECT_EQ(python_json(nlohmann::ordered_json::parse(json)), want) << json;
+  EXPECT_EQ(python_json(nlohmann::ordered_json::parse(R"({"a": [1e-7, 2, "x"], "b": 0.5})")),
+            R"({"a": [1e-7, 2, "x"], "b": 0.5})");
 }
 
 TEST(ChatTemplate, NamesTheFieldOfABadRequest) {
