@@ -1,5 +1,8 @@
 #include "src/text/chat_template.h"
 
+#include <array>
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "src/core/check.h"
@@ -29,6 +32,25 @@ class PromptWriter {
     const size_t start = out_.text.size();
     out_.text += token;
     out_.special_ranges.emplace_back(start, out_.text.size());
+  }
+  // An assistant's own text: the grounding tokens' spellings in it are the tokens (the model wrote them so), as
+  // deepseek-recipe renders them; elsewhere (system, user text) they stay text.
+  void assistant_text(const std::string& s) {
+    static constexpr std::array<const char*, 8> kGrounding = {"<｜ref｜>", "<｜/ref｜>", "<｜box｜>", "<｜/box｜>",
+                                                              "<｜point｜>", "<｜/point｜>", "<｜polygon｜>",
+                                                              "<｜/polygon｜>"};
+    size_t at = 0;
+    while (at < s.size()) {
+      size_t next = std::string::npos;
+      const char* token = nullptr;
+      for (const char* g : kGrounding)
+        if (const size_t found = s.find(g, at); found < next) next = found, token = g;
+      if (token == nullptr) break;
+      text(s.substr(at, next - at));
+      special(token);
+      at = next + std::strlen(token);
+    }
+    text(s.substr(at));
   }
   void prose(const std::vector<ChatProse::Segment>& segments) {
     for (const ChatProse::Segment& s : segments) {
@@ -207,7 +229,7 @@ void write_assistant(PromptWriter& w, const AssistantStyle& style, const ChatMes
     w.text(*m.reasoning);
   }
   w.special(kThinkEnd);  // without tools, earlier turns' reasoning is dropped
-  w.text(m.content);
+  w.assistant_text(m.content);
   if (!m.tool_calls.empty()) write_tool_calls(w, style.format, m.tool_calls);
   // V4.1 leaves a prefix message open wherever it stands; V4 only the last one.
   if (!continued && !(style.format == ChatFormat::kV41 && m.prefix)) w.special(kEos);

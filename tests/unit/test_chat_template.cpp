@@ -26,8 +26,8 @@ const std::filesystem::path kChat = DEEPINFER_CHAT_FIXTURE;
 const std::filesystem::path kTokenizer = std::filesystem::path(DEEPINFER_TOKENIZER_FIXTURE) / "tokenizer.json";
 const std::filesystem::path kProse = std::filesystem::path(DEEPINFER_SOURCE_DIR) / "tests/fixtures/chat/chat_prose.json";
 
-std::vector<nlohmann::ordered_json> fixture() {  // key order kept: the request bodies' schemas show it
-  std::ifstream in(kChat / "conversations.jsonl");
+std::vector<nlohmann::ordered_json> fixture(const char* name = "conversations.jsonl") {  // key order kept: the
+  std::ifstream in(kChat / name);                                                      // bodies' schemas show it
   std::vector<nlohmann::ordered_json> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::ordered_json::parse(line));
   return lines;
@@ -43,9 +43,9 @@ BpeTokenizer v41_tokenizer(int32_t id) {
   return BpeTokenizer::load(path);
 }
 
-TEST(ChatTemplate, RendersAndEncodesAsDeepseekRecipe) {
-  const std::vector<nlohmann::ordered_json> lines = fixture();
-  ASSERT_GT(lines.size(), 1200u);
+// Renders and encodes every request of a fixture written by deepseek-recipe (make_chat_fixtures.py and
+// make_grounding_fixtures.py) and compares; returns (renderings, mismatches, refused).
+std::tuple<int64_t, int64_t, int64_t> compare_with_recipe(const std::vector<nlohmann::ordered_json>& lines) {
   const ChatProse prose = ChatProse::load(kProse);
   const BpeTokenizer v4 = BpeTokenizer::load(kTokenizer);
   const BpeTokenizer v41 = v41_tokenizer(lines[0].at("v41_system_token_id").get<int32_t>());
@@ -80,11 +80,29 @@ TEST(ChatTemplate, RendersAndEncodesAsDeepseekRecipe) {
       ++rendered;
     }
   }
+  return {rendered, mismatches, refused};
+}
+
+TEST(ChatTemplate, RendersAndEncodesAsDeepseekRecipe) {
+  const std::vector<nlohmann::ordered_json> lines = fixture();
+  ASSERT_GT(lines.size(), 1200u);
+  const auto [rendered, mismatches, refused] = compare_with_recipe(lines);
   std::printf("[ chat ] %lld renderings (V4 and V4.1) equal to deepseek-recipe's: %lld; %lld bad requests refused\n",
               static_cast<long long>(rendered), static_cast<long long>(rendered - mismatches),
               static_cast<long long>(refused));
   EXPECT_EQ(mismatches, 0);
   EXPECT_GE(refused, 100);
+}
+
+// The grounding tokens' spellings (<｜ref｜>, <｜box｜>, ...): special tokens in assistant text, text elsewhere (issue #53).
+TEST(ChatTemplate, GroundingTokensAsDeepseekRecipe) {
+  const std::vector<nlohmann::ordered_json> lines = fixture("conversations_grounding.jsonl");
+  ASSERT_EQ(lines.size(), 121u);
+  const auto [rendered, mismatches, refused] = compare_with_recipe(lines);
+  std::printf("[ chat ] grounding: %lld renderings, %lld differ from deepseek-recipe's\n",
+              static_cast<long long>(rendered), static_cast<long long>(mismatches));
+  EXPECT_EQ(rendered, 240);
+  EXPECT_EQ(mismatches, 0);
 }
 
 // Numbers in tool schemas and DSML values as deepseek-recipe 0.2.0 renders them (each expected string read from its
