@@ -62,7 +62,15 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
                      }), "{}.function.name '{}' is not of the letters, digits, _ and - a tool name allows", field, t.name);
       if (present(f, "description")) t.description = f["description"].get<std::string>();
       // The schema as written, key order kept (the prompt shows it so); none is an empty object, as the API has it.
+      // It describes the arguments, which are an object (deepseek-recipe refuses any other schema).
       t.parameters = present(f, "parameters") ? f["parameters"] : Json::object();
+      DI_INPUT_CHECK(!present(f, "parameters") || (t.parameters.is_object() && t.parameters.contains("type") &&
+                                                    t.parameters["type"] == "object"),
+                     "{}.function.parameters must be a JSON Schema of type \"object\" (a function's arguments are an "
+                     "object), not {}", field, t.parameters.dump().substr(0, 80));
+      for (const ChatTool& earlier : c.tools)
+        DI_INPUT_CHECK(earlier.name != t.name, "{}.function.name '{}' is an earlier tool's too: tool names must be "
+                       "unique", field, t.name);
       c.tools.push_back(std::move(t));
     }
   }
@@ -123,6 +131,8 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
       message.role = ChatMessage::Role::kAssistant;
       if (present(m, "tool_calls")) {
         DI_INPUT_CHECK(m["tool_calls"].is_array(), "{}.tool_calls should be a list", field);
+        DI_INPUT_CHECK(!m["tool_calls"].empty(), "{}.tool_calls is an empty list: give at least one call, or leave "
+                       "it out", field);
         for (size_t k = 0; k < m["tool_calls"].size(); ++k) {
           const Json& call = m["tool_calls"][k];
           const std::string at = fmt::format("{}.tool_calls[{}]", field, k);
@@ -136,6 +146,8 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
           nlohmann::ordered_json arguments = nlohmann::ordered_json::parse(text, nullptr, false);
           DI_INPUT_CHECK(!arguments.is_discarded() && arguments.is_object(),
                          "{}.function.arguments is not a JSON object", at);
+          DI_INPUT_CHECK(call.contains("id") && call["id"].is_string(), "{}: a tool call needs its 'id' (a string: the "
+                         "tool message that answers it names it)", at);
           message.tool_calls.push_back({call["function"]["name"].get<std::string>(), std::move(arguments)});
           call_ids.push_back(call.value("id", ""));
         }

@@ -123,6 +123,44 @@ TEST(ChatTemplate, NumbersAsDeepseekRecipeWritesThem) {
             R"({"a": [1e-7, 2, "x"], "b": 0.5})");
 }
 
+// What deepseek-recipe 0.2.0 refuses (each probed there), refused here too, naming the field (issue #53).
+TEST(ChatTemplate, RefusesWhatDeepseekRecipeRefuses) {
+  const auto body = [](const char* extra) {
+    return nlohmann::ordered_json::parse(fmt::format(R"({{"messages": [{{"role": "user", "content": "Hi"}}]{}}})", extra));
+  };
+  const auto tools = [&](const char* parameters) {
+    return body(fmt::format(R"(, "tools": [{{"type": "function", "function": {{"name": "f", "parameters": {}}}}}])",
+                            parameters).c_str());
+  };
+  const std::vector<std::pair<nlohmann::ordered_json, std::string>> refused = {
+      {body(R"(, "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])"),
+       "tools[1].function.name 'f' is an earlier tool's too"},
+      {tools(R"({"type": "string"})"), "tools[0].function.parameters must be a JSON Schema of type \"object\""},
+      {tools(R"({"properties": {"a": {"type": "string"}}})"), "must be a JSON Schema of type \"object\""},
+      {tools("{}"), "must be a JSON Schema of type \"object\""},
+      {tools(R"("{}")"), "must be a JSON Schema of type \"object\""},
+      {tools("[]"), "must be a JSON Schema of type \"object\""},
+      {tools(R"({"type": ["object", "null"]})"), "must be a JSON Schema of type \"object\""},
+      {nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "Hi"},
+          {"role": "assistant", "content": "x", "tool_calls": []}, {"role": "user", "content": "Hi"}]})"),
+       "messages[1].tool_calls is an empty list"},
+      {nlohmann::ordered_json::parse(R"({"tools": [{"type": "function", "function": {"name": "f"}}],
+          "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "",
+          "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+          {"role": "tool", "content": "r", "tool_call_id": "x"}]})"),
+       "messages[1].tool_calls[0]: a tool call needs its 'id'"}};
+  for (const auto& [request, message] : refused) {
+    try {
+      parse_chat_request(request, "request");
+      ADD_FAILURE() << "accepted: " << request.dump();
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(parse_chat_request(tools(R"({"type": "object"})"), "request"));
+  EXPECT_NO_THROW(parse_chat_request(body(R"(, "tools": [{"type": "function", "function": {"name": "f"}}])"), "request"));
+}
+
 TEST(ChatTemplate, NamesTheFieldOfABadRequest) {
   const auto error_of = [](const std::string& body) {
     try {
