@@ -40,6 +40,8 @@ int run_render(const RenderOptions& options, const World& world) {
     EngineOptions limits;  // the engine's checks of a request, at generate's defaults (no constraint compiled)
     limits.kv_cache_tokens = options.kv_cache_tokens;
     int64_t lines = 0;
+    const TokenizerSource tokenizer = prompts->tokenizer_source();
+    const ChatSource chat = prompts->chat_source();
     RequestLines::Line line;
     while (input.next(line)) {
       ++lines;
@@ -47,8 +49,8 @@ int run_render(const RenderOptions& options, const World& world) {
       try {
         OutputReading reading;
         BatchLineFormat format;
-        Request request = parse_request_line(line.text, input.where(line), line.ordinal, prompts->tokenizer_source(),
-                                             prompts->chat_source(), reading, &format);
+        Request request = parse_request_line(line.text, input.where(line), line.ordinal, tokenizer, chat, reading,
+                                             &format);
         request.constraint.reset();  // (compiled by generate; here only the prompt is rendered)
         try {
           Engine::validate(*config, limits, request);

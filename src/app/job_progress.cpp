@@ -61,41 +61,43 @@ JobProgress::~JobProgress() {
   }
 }
 
+JobProgress::Figures JobProgress::figures() const {
+  Figures f;
+  f.elapsed = std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  f.done = done_before_ + done_;
+  f.left = std::max<int64_t>(0, total_ - f.done);
+  f.rate = done_ / f.elapsed;
+  f.eta = f.rate > 0 ? f.left / f.rate : -1.0;
+  return f;
+}
+
 void JobProgress::report(const std::string& state) {
-  const double elapsed = std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-  const int64_t done = done_before_ + done_;
-  const int64_t left = std::max<int64_t>(0, total_ - done);
-  const double rate = done_ / elapsed;
-  const double eta = rate > 0 ? left / rate : -1.0;
+  const Figures f = figures();
   spdlog::info("progress: {} / {} requests ({:.1f}%), {} failed; {:.1f} requests/s, {:.1f} prompt tok/s, {:.1f} "
-               "generated tok/s; elapsed {}, {}{}", done, total_, total_ > 0 ? 100.0 * done / total_ : 100.0,
-               failed_before_ + failed_, rate, prompt_tokens_ / elapsed, generated_tokens_ / elapsed,
-               clock_text(elapsed), eta < 0 ? "time left unknown" : "left ~" + clock_text(eta),
+               "generated tok/s; elapsed {}, {}{}", f.done, total_, total_ > 0 ? 100.0 * f.done / total_ : 100.0,
+               failed_before_ + failed_, f.rate, prompt_tokens_ / f.elapsed, generated_tokens_ / f.elapsed,
+               clock_text(f.elapsed), f.eta < 0 ? "time left unknown" : "left ~" + clock_text(f.eta),
                state == "running" ? "" : fmt::format(" ({})", state));
   write_status(state);
 }
 
 void JobProgress::write_status(const std::string& state) {
   if (status_file_.empty()) return;
-  const double elapsed = std::max(1e-9, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-  const int64_t done = done_before_ + done_;
-  const int64_t left = std::max<int64_t>(0, total_ - done);
-  const double rate = done_ / elapsed;
-  const double eta = rate > 0 ? left / rate : -1.0;
+  const Figures f = figures();
   const nlohmann::json status = {{"state", state},
                                  {"output", output_},
                                  {"total", total_},
-                                 {"done", done},
-                                 {"remaining", left},
+                                 {"done", f.done},
+                                 {"remaining", f.left},
                                  {"done_before_this_run", done_before_},
                                  {"failed", failed_before_ + failed_},  // (in the whole output)
                                  {"prompt_tokens", prompt_tokens_},
                                  {"generated_tokens", generated_tokens_},
-                                 {"requests_per_s", rate},
-                                 {"prompt_tokens_per_s", prompt_tokens_ / elapsed},
-                                 {"generated_tokens_per_s", generated_tokens_ / elapsed},
-                                 {"elapsed_s", elapsed},
-                                 {"eta_s", eta < 0 ? nlohmann::json() : nlohmann::json(eta)},
+                                 {"requests_per_s", f.rate},
+                                 {"prompt_tokens_per_s", prompt_tokens_ / f.elapsed},
+                                 {"generated_tokens_per_s", generated_tokens_ / f.elapsed},
+                                 {"elapsed_s", f.elapsed},
+                                 {"eta_s", f.eta < 0 ? nlohmann::json() : nlohmann::json(f.eta)},
                                  {"updated_unix", static_cast<int64_t>(std::time(nullptr))}};
   write_file_whole(status_file_, status.dump(2) + "\n");
 }

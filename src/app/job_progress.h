@@ -29,6 +29,11 @@ class JobProgress {
   JobProgress& operator=(const JobProgress&) = delete;
 
  private:
+  struct Figures {
+    double elapsed, rate, eta;  // eta < 0: unknown
+    int64_t done, left;
+  };
+  Figures figures() const;
   void report(const std::string& state);        // the line and the file
   void write_status(const std::string& state);  // the file
 

@@ -102,16 +102,20 @@ void ChatStreamParser::reasoning(std::vector<StreamEvent>& out, std::string text
       continue;
     }
     if (reasoning_) {
-      std::string last;
-      for (const std::string& held : std::exchange(line_ends_, {})) last += held;
-      while (last.ends_with('\n')) last.pop_back();
-      emit(out, std::move(last));
-      reasoning_ = false;
-      at_channel_start_ = true;
+      end_reasoning(out);
       dsml_ = std::move(reasoning_dsml_);  // in the block now: the content's parser from here on
     }
     take(out, {std::move(p)});
   }
+}
+
+void ChatStreamParser::end_reasoning(std::vector<StreamEvent>& out) {
+  std::string last;
+  for (const std::string& held : std::exchange(line_ends_, {})) last += held;
+  while (last.ends_with('\n')) last.pop_back();
+  emit(out, std::move(last));
+  reasoning_ = false;
+  at_channel_start_ = true;
 }
 
 std::string ChatStreamParser::dsml_text(std::string text, bool added_token) {
@@ -156,14 +160,11 @@ std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
     if (!bytes_.empty()) {  // what is incomplete is invalid now, and the reasoning's last text
       for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
       emit(out, utf8_lossy(std::exchange(bytes_, std::string())));
+      reasoning_ = false;
+      at_channel_start_ = true;
     } else {
-      std::string last;
-      for (const std::string& held : std::exchange(line_ends_, {})) last += held;
-      while (last.ends_with('\n')) last.pop_back();
-      emit(out, std::move(last));
+      end_reasoning(out);
     }
-    reasoning_ = false;
-    at_channel_start_ = true;
     return out;
   }
   if (tokenizer_.is_added(token)) {  // its own text: what came before it is complete (or invalid) now

@@ -57,7 +57,9 @@ class ChatStreamParser {
   // reasoning_line (a line end waits a token).
   void reasoning(std::vector<StreamEvent>& out, std::string text, bool added_token);
   void reasoning_line(std::vector<StreamEvent>& out, std::string text);
-  void flush_reasoning_dsml(std::vector<StreamEvent>& out);  // the reasoning ends: what its parser holds goes out
+  void flush_reasoning_dsml(std::vector<StreamEvent>& out);
+  // The reasoning ends (</think>, or a tool-call block begins): its held last line goes out without its line breaks.
+  void end_reasoning(std::vector<StreamEvent>& out);  // the reasoning ends: what its parser holds goes out
   static std::string dsml_text(std::string text, bool added_token);  // the DSML token as the parser reads it
 
   const BpeTokenizer& tokenizer_;

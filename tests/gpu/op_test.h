@@ -158,5 +158,6 @@ void add_dense_rows(OpTable& t);
 void add_moe_rows(OpTable& t);
 void add_attention_rows(OpTable& t);
 void add_v41_rows(OpTable& t);
+void add_v41_hc_rows(OpTable& t);  // test_ops_v41_hc.cpp
 
 }  // namespace deepinfer::op_test

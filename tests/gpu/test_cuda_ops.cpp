@@ -12,6 +12,7 @@ const std::vector<OpCase>& table() {
     add_moe_rows(t);
     add_attention_rows(t);
     add_v41_rows(t);
+    add_v41_hc_rows(t);
     return t.cases();
   }();
   return cases;
