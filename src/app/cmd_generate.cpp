@@ -312,7 +312,6 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
   job.sync_interval_s = options.sync_interval_s;
   job.progress_interval_s = options.progress_interval_s;
   job.drain_timeout_s = options.drain_timeout_s;
-  job.model_name = std::filesystem::path(options.model.model_path).filename().string();
 
   auto prepare = [&] {
     DI_INPUT_CHECK(options.kv_cache_tokens > 0 && options.max_running > 0 && options.chunk_tokens > 0,
@@ -343,8 +342,10 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
       check_output_path(options.stream_path, "--stream", all_inputs());
     }
     model_config = load_model_config(model_path);
-    prompts.emplace(*model_config, model_path, options.tokenizer_path, options.chat_prose_path);
+    prompts.emplace(*model_config, model_path, options.tokenizer_path, options.chat_prose_path,
+                    options.served_model_name);
     if (!options.tokenizer_path.empty()) prompts->tokenizer();
+    job.model_name = prompts->served_model_name();  // what OpenAI results name where a request names none
     const ModelConfig& config = *model_config;
     replay = replay_options(config, options.yoco_truncation, options.yoco_keep_tokens);
     // SWA replay: the window a hit replays must at least cover the sliding window (0: the store keeps it).

@@ -31,7 +31,8 @@ int run_render(const RenderOptions& options, const World& world) {
                       input_files(options.model_path, {options.input_path, options.tokenizer_path,
                                                        options.chat_prose_path}));
     config = load_model_config(options.model_path);
-    prompts.emplace(*config, options.model_path, options.tokenizer_path, options.chat_prose_path);
+    prompts.emplace(*config, options.model_path, options.tokenizer_path, options.chat_prose_path,
+                    options.served_model_name);
     if (!options.tokenizer_path.empty()) prompts->tokenizer();
   };
   auto execute = [&] {

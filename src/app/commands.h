@@ -74,6 +74,7 @@ struct GenerateOptions {
   double grammar_total_s = 600.0;
   int64_t grammar_cache_mb = 1024;
   std::string chat_prose_path;   // chat requests: launch/chat_prose.py's file (default: beside the tokenizer)
+  std::string served_model_name;  // what a request's "model" may name (default: the model directory's name)
   std::string stream_path;       // --stream: events as tokens arrive (jsonl.h StreamWriter); "-" standard output
   // The output (generate_job.h): results appended as they finish, unless ordered_output (whole, in input order, at
   // the end: for small jobs, and inputs with "continues").
@@ -171,6 +172,7 @@ struct RenderOptions {
   std::string output_path;
   std::string tokenizer_path;   // default: tokenizer.json beside the model
   std::string chat_prose_path;  // default: chat_prose.json beside the tokenizer
+  std::string served_model_name;  // generate's
   int64_t kv_cache_tokens = 16384;  // generate's: a prompt past it is refused as generate would
 };
 int run_render(const RenderOptions& options, const World& world);

@@ -13,6 +13,7 @@
 #include "src/core/check.h"
 #include "src/core/files.h"
 #include "src/core/json_depth.h"
+#include "src/core/json_integers.h"
 #include "src/text/chat_request.h"
 #include "src/text/stream_parser.h"
 
@@ -33,6 +34,17 @@ int64_t integer_in_range(const nlohmann::json& value, int64_t min, int64_t max, 
 }
 
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxChatTokens = 393216;  // the DeepSeek API's bound on a chat request's max_tokens
+
+// A request's "model": the served model's name, or one of the DeepSeek API's (the names its chat formats answer to).
+void check_model_name(const nlohmann::json& model, const std::string& served, const std::string& where) {
+  static const char* const kApiNames[] = {"DeepSeek-V4-Pro", "DeepSeek-V4.1-Flash"};
+  DI_INPUT_CHECK(model.is_string(), "{}: 'model' should be a string (the served model's name)", where);
+  const std::string name = model.get<std::string>();
+  if ((!name.empty() && name == served) || std::find(std::begin(kApiNames), std::end(kApiNames), name) != std::end(kApiNames)) return;
+  throw InputError(fmt::format("{}: 'model' is '{}', but this job serves '{}' (--served-model-name; also answered to: "
+                               "{}, {})", where, name, served, kApiNames[0], kApiNames[1]));
+}
 
 // The output constraint of a request (structured output): 'response_format' (json_schema with its schema, json_object,
 // regex with its 'regex'; text: none), 'regex' or 'ebnf', at most one of them. `ordered`: the same line in its key
@@ -66,8 +78,9 @@ std::optional<OutputConstraint> parse_constraint(const nlohmann::json& line, con
                      rf["json_schema"]["schema"].is_object(),
                  "{}: response_format json_schema needs json_schema.schema, an object", where);
   const nlohmann::json& spec = rf["json_schema"];
-  DI_INPUT_CHECK(!spec.contains("strict") || (spec["strict"].is_boolean() && spec["strict"].get<bool>()),
-                 "{}: response_format json_schema is enforced strictly: 'strict' may only be true", where);
+  DI_INPUT_CHECK(!spec.contains("strict") || spec["strict"].is_null() || spec["strict"].is_boolean(),
+                 "{}: response_format json_schema.strict should be true or false", where);
+  // (A schema is always enforced whole, strict or not: an output that satisfies it satisfies a best effort too.)
   // The schema as written (its properties' order is the order the output gives them in).
   return OutputConstraint{OutputConstraint::Kind::kJsonSchema,
                           ordered.at("response_format").at("json_schema").at("schema").dump()};
@@ -81,14 +94,15 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
   // which skips the requests already done, draws what an uninterrupted one draws).
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
-                                              "top_p", "top_k", "seed", "stop_token_ids",
+                                              "top_p", "top_k", "seed", "stop_token_ids", "model",
                                               "ignore_eos", "continues", "response_format", "regex", "ebnf"};
-  // A chat request's own keys (text/chat_request.h reads them); "model" names the API model and is not used.
-  static const std::set<std::string> kChatKeys = {"messages", "thinking", "reasoning_effort", "model", "tools",
+  // A chat request's own keys (text/chat_request.h reads them).
+  static const std::set<std::string> kChatKeys = {"messages", "thinking", "reasoning_effort", "tools",
                                                   "tool_choice", "response_format", "max_tokens", "stop"};
   const bool is_chat = line.contains("messages");
   for (const auto& [key, value] : line.items())
     DI_INPUT_CHECK(kKeys.contains(key) || (is_chat && kChatKeys.contains(key)), "{}: unknown key '{}'", where, key);
+  if (line.contains("model")) check_model_name(line["model"], chat.served_model_name, where);
   Request r;
   r.index = line_idx;
   r.id = line.contains("id") ? line["id"] : nlohmann::json(line_idx);
@@ -105,6 +119,12 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
       throw InputError(fmt::format("{}: {}", where, e.what()));
     }
     reading.chat = true;
+    // The DeepSeek API's bounds on a chat request's own fields (its sampling fields are read below).
+    if (line.contains("max_tokens") && !line["max_tokens"].is_null())
+      integer_in_range(line["max_tokens"], 1, kMaxChatTokens, where, "max_tokens");
+    if (line.contains("temperature") && line["temperature"].is_number())
+      DI_INPUT_CHECK(line["temperature"].get<double>() >= 0 && line["temperature"].get<double>() <= 2,
+                     "{}: 'temperature' = {} is out of range [0, 2]", where, line["temperature"].dump());
     reading.tool_calls = !conversation.tools.empty() && conversation.tool_choice != "none";
     reading.in_tool_calls = reading.tool_calls && conversation.tool_choice == "required";
     reading.reasoning_first = prompt.reasoning_open;
@@ -121,6 +141,8 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
       DI_INPUT_CHECK(strings, "{}: 'stop' must be a string or a list of strings", where);
       if (stop.is_string()) reading.stop.push_back(stop.get<std::string>());
       else reading.stop = stop.get<std::vector<std::string>>();
+      DI_INPUT_CHECK(std::none_of(reading.stop.begin(), reading.stop.end(), [](const std::string& s) { return s.empty(); }),
+                     "{}: 'stop' holds an empty string (a stop sequence is at least one character)", where);
     }
   } else if (line.contains("prompt")) {
     DI_INPUT_CHECK(line["prompt"].is_string() && !line["prompt"].get<std::string>().empty(),
@@ -154,7 +176,10 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
   r.sampling.temperature = static_cast<float>(number("temperature", 0.0, 100.0, 0.0));
   r.sampling.top_p = static_cast<float>(number("top_p", 1e-6, 1.0, 1.0));
   r.sampling.top_k = static_cast<int64_t>(number("top_k", 0, 1e9, 0));
-  r.sampling.seed = static_cast<uint64_t>(number("seed", 0, 9.0e15, static_cast<double>(line_idx)));
+  r.sampling.seed = line.contains("seed") && !line["seed"].is_null()
+                        ? static_cast<uint64_t>(integer_in_range(line["seed"], 0, std::numeric_limits<int64_t>::max(),
+                                                                 where, "seed"))
+                        : static_cast<uint64_t>(line_idx);
   if (line.contains("ignore_eos") && !line["ignore_eos"].is_null()) {
     DI_INPUT_CHECK(line["ignore_eos"].is_boolean(), "{}: 'ignore_eos' must be true or false", where);
     r.sampling.ignore_eos = line["ignore_eos"].get<bool>();
@@ -185,6 +210,11 @@ Request parse_request_line(const std::string& text, const std::string& where, in
   } catch (const nlohmann::json::exception& e) {
     throw InputError(fmt::format("{}: malformed JSON: {}", where, e.what()));
   }
+  // A chat request's integers must each fit 64 bits, as the API has it (parsed, a wider one is a float).
+  if (line.is_object() && (line.contains("messages") || line.contains("custom_id")))
+    if (const std::string wide = json_integer_beyond_64_bits(text); !wide.empty())
+      throw InputError(fmt::format("{}: the integer {} is beyond 64 bits (the JSON numbers a request may hold "
+                                   "exactly)", where, wide.size() > 40 ? wide.substr(0, 40) + "..." : wide));
   BatchLineFormat own_format;
   BatchLineFormat& f = format != nullptr ? *format : own_format;
   f = BatchLineFormat{};

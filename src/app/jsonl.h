@@ -26,6 +26,9 @@ using TokenizerSource = std::function<const text::BpeTokenizer&()>;
 struct ChatSource {
   text::ChatFormat format = text::ChatFormat::kV4;
   std::function<const text::ChatProse&()> prose;
+  // The name a request's "model" may give besides the DeepSeek API's own (DeepSeek-V4-Pro, DeepSeek-V4.1-Flash):
+  // --served-model-name, by default the model directory's name. (Every request's "model" is checked, chat or not.)
+  std::string served_model_name;
 };
 
 // How a request's output reads as text: a chat request whose prompt opened the reasoning (thinking mode) has its

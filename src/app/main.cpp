@@ -174,6 +174,9 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--chat-prose", generate.chat_prose_path,
                            "Chat requests ('messages'): the effort instructions launch/chat_prose.py writes from "
                            "deepseek-recipe (default: chat_prose.json beside the tokenizer)");
+  generate_cmd->add_option("--served-model-name", generate.served_model_name,
+                           "The name a request's 'model' may give, besides the DeepSeek API's (DeepSeek-V4-Pro, "
+                           "DeepSeek-V4.1-Flash); OpenAI results name it (default: the model directory's name)");
   generate_cmd->add_option("--stream", generate.stream_path,
                            "Also write each request's tokens, text and tool calls as they are generated (JSONL, "
                            "flushed as they arrive on rank 0; '-': standard output)");
@@ -355,6 +358,8 @@ int main(int argc, char** argv) {
   render_cmd->add_option("--tokenizer", render.tokenizer_path, "A tokenizer.json (default: beside the model)");
   render_cmd->add_option("--chat-prose", render.chat_prose_path,
                          "DeepSeek's chat instructions (default: chat_prose.json beside the tokenizer)");
+  render_cmd->add_option("--served-model-name", render.served_model_name,
+                         "The name a request's 'model' may give besides the DeepSeek API's (as generate)");
   render_cmd->add_option("--kv-cache-tokens", render.kv_cache_tokens,
                          "The KV cache generate will run with: a request that cannot fit it is refused")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))

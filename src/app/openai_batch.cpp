@@ -73,19 +73,17 @@ nlohmann::ordered_json openai_request_line(const nlohmann::ordered_json& line, c
     const std::string what = fmt::format("{}: body.{}", where, key);
     if (key == "model") {
       format.model = nlohmann::json::parse(value.dump());
+      request["model"] = value;  // checked against the served model by the request line's reader
     } else if (bookkeeping_keys().contains(key)) {
       continue;
     } else if (defaulted_keys().contains(key)) {
       DI_INPUT_CHECK(at_default(value, key), "{} = {} is not supported (this engine returns one choice, whole, "
                      "without log probabilities or penalties)", what, value.dump());
-    } else if (key == "max_completion_tokens" || (key == "max_tokens" && !chat)) {
-      DI_INPUT_CHECK(!request.contains(chat ? "max_tokens" : "max_new_tokens"),
+    } else if (key == "max_completion_tokens" || key == "max_tokens") {
+      // A chat body's max_tokens keeps its name (the API bounds it); max_completion_tokens is the engine's own.
+      DI_INPUT_CHECK(!request.contains("max_tokens") && !request.contains("max_new_tokens"),
                      "{}: give 'max_tokens' or 'max_completion_tokens', not both", where);
-      request[chat ? "max_tokens" : "max_new_tokens"] = value;
-    } else if (key == "max_tokens") {
-      DI_INPUT_CHECK(!request.contains("max_tokens"), "{}: give 'max_tokens' or 'max_completion_tokens', not both",
-                     where);
-      request["max_tokens"] = value;
+      request[chat && key == "max_tokens" ? "max_tokens" : "max_new_tokens"] = value;
     } else if (!chat && key == "prompt") {
       if (value.is_string()) {
         request["prompt"] = value;
@@ -106,10 +104,13 @@ nlohmann::ordered_json openai_request_line(const nlohmann::ordered_json& line, c
       request[key] = value;  // the request line's own checks name what they refuse
     }
   }
-  const char* max_key = chat ? "max_tokens" : "max_new_tokens";
   // OpenAI's defaults: a completion 16 tokens, a chat completion up to the model's length.
-  if (!request.contains(max_key) || request[max_key].is_null())
-    request[max_key] = chat ? std::numeric_limits<int64_t>::max() : int64_t{16};
+  const bool given = (request.contains("max_tokens") && !request["max_tokens"].is_null()) ||
+                     (request.contains("max_new_tokens") && !request["max_new_tokens"].is_null());
+  if (!given) {
+    request.erase("max_tokens");
+    request["max_new_tokens"] = chat ? std::numeric_limits<int64_t>::max() : int64_t{16};
+  }
   DI_INPUT_CHECK(chat || request.contains("prompt") || request.contains("prompt_token_ids"),
                  "{}: a /v1/completions body needs 'prompt'", where);
   return request;

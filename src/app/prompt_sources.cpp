@@ -8,8 +8,15 @@
 namespace deepinfer::app {
 
 PromptSources::PromptSources(const ModelConfig& config, const std::filesystem::path& model_path,
-                             std::string tokenizer_path, std::string chat_prose_path)
-    : config_(config), model_path_(model_path.string()) {
+                             std::string tokenizer_path, std::string chat_prose_path, std::string served_model_name)
+    : config_(config), model_path_(model_path.string()), served_model_name_(std::move(served_model_name)) {
+  if (served_model_name_.empty()) {  // a directory's name; a config.json's directory's; another file's stem
+    const std::filesystem::path path = std::filesystem::absolute(model_path).lexically_normal();
+    const std::filesystem::path named = path.has_filename() ? path : path.parent_path();
+    served_model_name_ = std::filesystem::is_directory(named) ? named.filename().string()
+                         : named.filename() == "config.json" ? named.parent_path().filename().string()
+                                                             : named.stem().string();
+  }
   tokenizer_file_ = !tokenizer_path.empty()                    ? std::filesystem::path(tokenizer_path)
                     : std::filesystem::is_directory(model_path) ? model_path / "tokenizer.json"
                                                                 : std::filesystem::path();
@@ -52,7 +59,8 @@ const text::ChatProse& PromptSources::chat_prose() {
 }
 
 ChatSource PromptSources::chat_source() {
-  return ChatSource{chat_format_of(config_), [this]() -> const text::ChatProse& { return chat_prose(); }};
+  return ChatSource{chat_format_of(config_), [this]() -> const text::ChatProse& { return chat_prose(); },
+                    served_model_name_};
 }
 
 }  // namespace deepinfer::app

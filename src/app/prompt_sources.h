@@ -18,9 +18,10 @@ namespace deepinfer::app {
 
 class PromptSources {
  public:
-  // `config` (the model's) must outlive this. Empty paths: the defaults beside the model and the tokenizer.
+  // `config` (the model's) must outlive this. Empty paths: the defaults beside the model and the tokenizer; an
+  // empty served name: the model directory's name.
   PromptSources(const ModelConfig& config, const std::filesystem::path& model_path, std::string tokenizer_path,
-                std::string chat_prose_path);
+                std::string chat_prose_path, std::string served_model_name = "");
 
   bool has_tokenizer_file() const;       // given, or beside the model
   bool loaded() const { return tokenizer_.has_value(); }
@@ -30,10 +31,12 @@ class PromptSources {
 
   TokenizerSource tokenizer_source() { return [this]() -> const text::BpeTokenizer& { return tokenizer(); }; }
   ChatSource chat_source();
+  const std::string& served_model_name() const { return served_model_name_; }
 
  private:
   const ModelConfig& config_;
   std::string model_path_;
+  std::string served_model_name_;
   std::filesystem::path tokenizer_file_, chat_prose_file_;
   std::optional<text::BpeTokenizer> tokenizer_;
   std::optional<text::ChatProse> chat_prose_;

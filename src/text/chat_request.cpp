@@ -7,6 +7,7 @@
 
 #include "src/core/check.h"
 #include "src/core/json_depth.h"
+#include "src/text/api_schema_rules.h"
 
 namespace deepinfer::text {
 
@@ -33,6 +34,30 @@ std::string content_of(const Json& content, const std::string& field) {
 }
 
 bool present(const Json& body, const char* key) { return body.contains(key) && !body[key].is_null(); }
+
+// What the API checks of the tools it offers (none of it under tool_choice none, which offers none): unique names,
+// and each `parameters` a JSON Schema of type object that keeps the API's schema rules (api_schema_rules.h); a
+// strict tool's parameters are rewritten as the API shows them.
+void check_tools(std::vector<ChatTool>& tools, const std::string& what) {
+  for (size_t i = 0; i < tools.size(); ++i) {
+    ChatTool& t = tools[i];
+    const std::string field = fmt::format("{}: tools[{}]", what, i);
+    for (size_t k = 0; k < i; ++k)
+      DI_INPUT_CHECK(tools[k].name != t.name, "{}.function.name '{}' is an earlier tool's too: tool names must be "
+                     "unique", field, t.name);
+    if (!t.has_parameters) {
+      if (t.strict) t.parameters = strict_tool_form(Json{{"type", "object"}});  // as the API shows it
+      continue;
+    }
+    // It describes the arguments, which are an object (deepseek-recipe refuses any other schema).
+    DI_INPUT_CHECK(t.parameters.is_object() && t.parameters.contains("type") && t.parameters["type"] == "object",
+                   "{}.function.parameters must be a JSON Schema of type \"object\" (a function's arguments are an "
+                   "object), not {}", field, t.parameters.dump().substr(0, 80));
+    check_api_schema(t.parameters, t.strict ? SchemaUse::kStrictToolParameters : SchemaUse::kSchema,
+                     field + ".function.parameters");
+    if (t.strict) t.parameters = strict_tool_form(t.parameters);  // as the API shows it
+  }
+}
 
 }  // namespace
 
@@ -64,13 +89,10 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
       // The schema as written, key order kept (the prompt shows it so); none is an empty object, as the API has it.
       // It describes the arguments, which are an object (deepseek-recipe refuses any other schema).
       t.parameters = present(f, "parameters") ? f["parameters"] : Json::object();
-      DI_INPUT_CHECK(!present(f, "parameters") || (t.parameters.is_object() && t.parameters.contains("type") &&
-                                                    t.parameters["type"] == "object"),
-                     "{}.function.parameters must be a JSON Schema of type \"object\" (a function's arguments are an "
-                     "object), not {}", field, t.parameters.dump().substr(0, 80));
-      for (const ChatTool& earlier : c.tools)
-        DI_INPUT_CHECK(earlier.name != t.name, "{}.function.name '{}' is an earlier tool's too: tool names must be "
-                       "unique", field, t.name);
+      DI_INPUT_CHECK(!present(f, "strict") || f["strict"].is_boolean(), "{}.function.strict should be true or false",
+                     field);
+      t.strict = present(f, "strict") && f["strict"].get<bool>();
+      t.has_parameters = present(f, "parameters");
       c.tools.push_back(std::move(t));
     }
   }
@@ -83,6 +105,7 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
                      "{}: tool_choice is none, auto, required or {{\"type\": \"function\", \"function\": "
                      "{{\"name\"}}}}", what);
       const std::string name = choice["function"]["name"].get<std::string>();
+      check_tools(c.tools, what);
       std::erase_if(c.tools, [&](const ChatTool& t) { return t.name != name; });
       DI_INPUT_CHECK(!c.tools.empty(), "{}: tool_choice names '{}', which is none of the tools", what, name);
       c.tool_choice = "required";
@@ -93,6 +116,12 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
                      "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
     }
   }
+  if (c.tool_choice != "none") check_tools(c.tools, what);  // (a function's choice checked them all above)
+  // Strict and non-strict tools are not mixed among the tools offered (tool_choice none offers none).
+  if (c.tool_choice != "none")
+    DI_INPUT_CHECK(std::all_of(c.tools.begin(), c.tools.end(), [&](const ChatTool& t) { return t.strict == c.tools[0].strict; }),
+                   "{}: strict and non-strict tools cannot be used in the same request (set 'strict' alike on every "
+                   "tool)", what);
   if (present(body, "response_format")) {
     const Json& rf = body["response_format"];
     DI_INPUT_CHECK(rf.is_object() && rf.contains("type") && rf["type"].is_string(),
@@ -105,7 +134,13 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
     if (c.response_format == "json_schema") {
       DI_INPUT_CHECK(rf.contains("json_schema") && rf["json_schema"].is_object() && rf["json_schema"].contains("schema"),
                      "{}: response_format json_schema needs json_schema.schema", what);
-      c.response_schema = rf["json_schema"]["schema"];
+      const Json& spec = rf["json_schema"];
+      DI_INPUT_CHECK(!present(spec, "strict") || spec["strict"].is_boolean(),
+                     "{}: response_format json_schema.strict should be true or false", what);
+      const bool strict = present(spec, "strict") && spec["strict"].get<bool>();
+      c.response_schema = spec["schema"];
+      check_api_schema(c.response_schema, strict ? SchemaUse::kStrictResponse : SchemaUse::kSchema,
+                       what + ": response_format json_schema.schema");
     }
     if (c.response_format == "regex")
       DI_INPUT_CHECK(rf.contains("regex") && rf["regex"].is_string(), "{}: response_format regex needs 'regex'", what);
@@ -144,8 +179,9 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
           const std::string text = call["function"]["arguments"].get<std::string>();
           check_json_depth(text, at + ".function.arguments");
           nlohmann::ordered_json arguments = nlohmann::ordered_json::parse(text, nullptr, false);
-          DI_INPUT_CHECK(!arguments.is_discarded() && arguments.is_object(),
-                         "{}.function.arguments is not a JSON object", at);
+          // Arguments that are not a JSON object's text (a list, a string, broken JSON) are shown as they are, as one
+          // string parameter named "arguments" (the API's rendering).
+          if (arguments.is_discarded() || !arguments.is_object()) arguments = Json{{"arguments", text}};
           DI_INPUT_CHECK(call.contains("id") && call["id"].is_string(), "{}: a tool call needs its 'id' (a string: the "
                          "tool message that answers it names it)", at);
           message.tool_calls.push_back({call["function"]["name"].get<std::string>(), std::move(arguments)});
@@ -173,6 +209,8 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
                      field);
     } else if (role == "latest_reminder") {
       message.role = ChatMessage::Role::kReminder;
+      DI_INPUT_CHECK(m.contains("content") && m["content"].is_string(), "{}: a latest_reminder's content is a string",
+                     field);
     } else {
       throw InputError(fmt::format("{}: unknown role '{}' (system, user, assistant, tool or latest_reminder)", field,
                                    role));
@@ -245,6 +283,8 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
       says_json |= lower.find("json") != std::string::npos;
     }
     DI_INPUT_CHECK(says_json, "{}: a json_object response format needs the word 'json' in the messages", what);
+    DI_INPUT_CHECK(c.messages.empty() || !c.messages.back().prefix,
+                   "{}: a json_object response format cannot continue a prefix message", what);
   }
   if (c.tools.empty()) c.tool_choice = "auto";  // nothing to require (the API's reading)
   DI_INPUT_CHECK(!(c.thinking && c.tool_choice == "required"),

@@ -33,7 +33,7 @@ class PromptWriter {
     out_.text += token;
     out_.special_ranges.emplace_back(start, out_.text.size());
   }
-  // An assistant's own text: the grounding tokens' spellings in it are the tokens (the model wrote them so), as
+  // An assistant's own text and reasoning: the grounding tokens' spellings in it are the tokens (the model wrote them so), as
   // deepseek-recipe renders them; elsewhere (system, user text) they stay text.
   void assistant_text(const std::string& s) {
     static constexpr std::array<const char*, 8> kGrounding = {"<｜ref｜>", "<｜/ref｜>", "<｜box｜>", "<｜/box｜>",
@@ -99,6 +99,8 @@ Dsml dsml_of(ChatFormat format) {
 }
 constexpr const char* kDsml = "｜DSML｜";
 
+JsonFloats floats_of(ChatFormat format) { return format == ChatFormat::kV4 ? JsonFloats::kV4 : JsonFloats::kV41; }
+
 void write_tool_calls(PromptWriter& w, ChatFormat format, const std::vector<ChatToolCall>& calls) {
   const Dsml d = dsml_of(format);
   const auto tag = [&](const char* open, const char* name, const std::string& rest) {
@@ -115,7 +117,7 @@ void write_tool_calls(PromptWriter& w, ChatFormat format, const std::vector<Chat
       if (p++ > 0 && !d.newline_per_parameter) w.text("\n");
       const bool is_string = value.is_string();
       tag("<", d.parameter, fmt::format(" name=\"{}\" string=\"{}\">{}", key, is_string ? "true" : "false",
-                                        is_string ? value.get<std::string>() : python_json(value)));
+                                        is_string ? value.get<std::string>() : python_json(value, floats_of(format))));
       tag("</", d.parameter, d.newline_per_parameter ? ">\n" : ">");
     }
     tag(d.newline_per_parameter ? "</" : "\n</", d.invoke, ">");
@@ -123,7 +125,7 @@ void write_tool_calls(PromptWriter& w, ChatFormat format, const std::vector<Chat
   tag("\n</", d.calls, ">");
 }
 
-void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vector<ChatTool>& tools) {
+void write_tools(PromptWriter& w, ChatFormat format, const ChatProse::Format& prose, const std::vector<ChatTool>& tools) {
   w.prose(prose.tools_before);
   for (size_t i = 0; i < tools.size(); ++i) {
     if (i > 0) w.text("\n");
@@ -131,7 +133,7 @@ void write_tools(PromptWriter& w, const ChatProse::Format& prose, const std::vec
     schema["name"] = tools[i].name;
     schema["description"] = tools[i].description;
     schema["parameters"] = tools[i].parameters;
-    w.text(python_json(schema));
+    w.text(python_json(schema, floats_of(format)));
   }
   w.prose(prose.tools_after);
 }
@@ -145,10 +147,11 @@ bool has_system_extras(const ChatConversation& c) {
          c.response_format == "json_schema";
 }
 
-void write_system_extras(PromptWriter& w, const ChatProse::Format& prose, const ChatConversation& c) {
-  if (tools_shown(c)) write_tools(w, prose, c.tools);
+void write_system_extras(PromptWriter& w, ChatFormat format, const ChatProse::Format& prose, const ChatConversation& c) {
+  if (tools_shown(c)) write_tools(w, format, prose, c.tools);
   if (c.response_format == "json_object") w.text(prose.response_json_object);
-  if (c.response_format == "json_schema") w.text(prose.response_schema_before + python_json(c.response_schema));
+  if (c.response_format == "json_schema")
+    w.text(prose.response_schema_before + python_json(c.response_schema, floats_of(format)));
 }
 
 // The messages after V4 hoists its system texts: a run of user messages and tool results is one user turn.
@@ -222,11 +225,11 @@ void write_assistant(PromptWriter& w, const AssistantStyle& style, const ChatMes
   // The continued message's reasoning is written in thinking mode (V4.1: unless the message opens the conversation).
   if (continued && style.thinking && m.reasoning && !(style.format == ChatFormat::kV41 && first)) {
     w.special(kThinkStart);
-    w.text(*m.reasoning);
+    w.assistant_text(*m.reasoning);
     if (m.content.empty() && m.tool_calls.empty()) return;  // the reasoning is what continues
   } else if (!continued && style.keep_reasoning && m.reasoning) {
     w.special(kThinkStart);
-    w.text(*m.reasoning);
+    w.assistant_text(*m.reasoning);
   }
   w.special(kThinkEnd);  // without tools, earlier turns' reasoning is dropped
   w.assistant_text(m.content);
@@ -306,7 +309,7 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
       if (m.role == ChatMessage::Role::kSystem) system.push_back(m.content);
       else conversation.push_back(&m);
     w.text((c.thinking ? effort_text(text.effort, c.reasoning_effort, what) : std::string()) + join_nonempty(system));
-    write_system_extras(w, text, c);
+    write_system_extras(w, format, text, c);
   } else {
     for (const ChatMessage& m : c.messages) conversation.push_back(&m);
   }
@@ -320,7 +323,7 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
     system_open = true;
     extras_pending = has_system_extras(c);
     if (extras_pending && !first_is_system) {
-      write_system_extras(w, text, c);
+      write_system_extras(w, format, text, c);
       extras_pending = false;
     }
   }
@@ -335,7 +338,7 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
       case ChatMessage::Role::kSystem:  // V4.1 only: V4's moved to the top
         if (!system_open) w.special(kSystem);
         w.text(turn.text);
-        if (extras_pending) write_system_extras(w, text, c);
+        if (extras_pending) write_system_extras(w, format, text, c);
         extras_pending = false;
         break;
       case ChatMessage::Role::kReminder:

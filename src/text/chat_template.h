@@ -61,7 +61,9 @@ struct ChatMessage {
 struct ChatTool {
   std::string name;
   std::string description;
-  nlohmann::ordered_json parameters;  // its JSON Schema (null: none)
+  nlohmann::ordered_json parameters;  // its JSON Schema (an empty object where none was given)
+  bool has_parameters = false;        // given (and so checked)
+  bool strict = false;                // its schema is held to the API's strict subset
 };
 
 struct ChatConversation {

@@ -29,9 +29,10 @@ std::string json_escaped(std::string_view s) {
 namespace {
 
 // A float as deepseek-recipe 0.2.0 writes it (found by probing it): the shortest digits that read back as the same
-// double; plain decimal when the decimal exponent is in [-5, 16) (an integral value keeps ".0"), else one digit,
-// the rest after a point, and "e" with the exponent's sign and no padding: 1e-7, 0.00001, 1000000000000000.0, 1e+16.
-std::string recipe_float(double x) {
+// double; plain decimal when the decimal exponent is in the style's range (an integral value keeps ".0"), else one
+// digit, the rest after a point, and "e" with the exponent's sign, padded to the style's width. V4's encoding: [-5,
+// 16), no padding (1e-7, 0.00001, 1e+16); V4.1's, Python's repr: [-4, 16), two digits (1e-07, 1e-05, 1e+16).
+std::string recipe_float(double x, JsonFloats style) {
   char buffer[64];
   const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof buffer, x, std::chars_format::scientific);
   const std::string scientific(buffer, r.ptr);  // "-d.ddde+XX"
@@ -43,7 +44,8 @@ std::string recipe_float(double x) {
     if (c != '.') digits += c;
   // (appends, not operator+: GCC 12 warns falsely of overlapping copies in the latter)
   std::string out = negative ? "-" : "";
-  if (exponent >= -5 && exponent < 16) {
+  const int lowest_decimal = style == JsonFloats::kV4 ? -5 : -4;
+  if (exponent >= lowest_decimal && exponent < 16) {
     const int point = exponent + 1;  // digits before the decimal point
     if (point <= 0) {
       out.append("0.").append(static_cast<size_t>(-point), '0').append(digits);
@@ -56,11 +58,13 @@ std::string recipe_float(double x) {
   }
   out.append(digits, 0, 1);
   if (digits.size() > 1) out.append(1, '.').append(digits, 1);
-  out.append(fmt::format("e{}{}", exponent < 0 ? '-' : '+', std::abs(exponent)));
+  const int magnitude = std::abs(exponent);
+  out.append(style == JsonFloats::kV4 ? fmt::format("e{}{}", exponent < 0 ? '-' : '+', magnitude)
+                                      : fmt::format("e{}{:02}", exponent < 0 ? '-' : '+', magnitude));
   return out;
 }
 
-void write(const nlohmann::ordered_json& v, std::string& out) {
+void write(const nlohmann::ordered_json& v, JsonFloats style, std::string& out) {
   switch (v.type()) {
     case nlohmann::ordered_json::value_t::object: {
       out += '{';
@@ -69,7 +73,7 @@ void write(const nlohmann::ordered_json& v, std::string& out) {
         if (!first) out += ", ";
         first = false;
         out += '"' + json_escaped(key) + "\": ";
-        write(value, out);
+        write(value, style, out);
       }
       out += '}';
       return;
@@ -78,7 +82,7 @@ void write(const nlohmann::ordered_json& v, std::string& out) {
       out += '[';
       for (size_t i = 0; i < v.size(); ++i) {
         if (i > 0) out += ", ";
-        write(v[i], out);
+        write(v[i], style, out);
       }
       out += ']';
       return;
@@ -86,7 +90,7 @@ void write(const nlohmann::ordered_json& v, std::string& out) {
       out += '"' + json_escaped(v.get_ref<const std::string&>()) + '"';
       return;
     case nlohmann::ordered_json::value_t::number_float:
-      out += recipe_float(v.get<double>());
+      out += recipe_float(v.get<double>(), style);
       return;
     default:
       out += v.dump();  // integers, booleans, null
@@ -95,9 +99,9 @@ void write(const nlohmann::ordered_json& v, std::string& out) {
 
 }  // namespace
 
-std::string python_json(const nlohmann::ordered_json& value) {
+std::string python_json(const nlohmann::ordered_json& value, JsonFloats floats) {
   std::string out;
-  write(value, out);
+  write(value, floats, out);
   return out;
 }
 
