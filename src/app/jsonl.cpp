@@ -128,9 +128,6 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
     reading.tool_calls = !conversation.tools.empty() && conversation.tool_choice != "none";
     reading.in_tool_calls = reading.tool_calls && conversation.tool_choice == "required";
     reading.reasoning_first = prompt.reasoning_open;
-    DI_INPUT_CHECK(!prompt.reasoning_open || !parse_constraint(line, ordered, where),
-                   "{}: a constrained response in thinking mode (the output starts with reasoning) is not supported: "
-                   "turn thinking off", where);
     DI_INPUT_CHECK(!(line.contains("max_tokens") && line.contains("max_new_tokens")),
                    "{}: give 'max_tokens' or 'max_new_tokens', not both", where);
     if (line.contains("stop") && !line["stop"].is_null()) {
@@ -173,6 +170,11 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
     return v;
   };
   r.constraint = parse_constraint(line, ordered, where);
+  // In thinking mode the answer is constrained, after the reasoning it starts with.
+  if (r.constraint && reading.reasoning_first) {
+    r.constraint->after_token = tokenizer().token_to_id("</think>");
+    DI_INPUT_CHECK(r.constraint->after_token >= 0, "{}: the tokenizer has no </think> token to end the reasoning by", where);
+  }
   r.sampling.temperature = static_cast<float>(number("temperature", 0.0, 100.0, 0.0));
   r.sampling.top_p = static_cast<float>(number("top_p", 1e-6, 1.0, 1.0));
   r.sampling.top_k = static_cast<int64_t>(number("top_k", 0, 1e9, 0));

@@ -354,6 +354,12 @@ Engine::StepDrafts Engine::propose_drafts(const ScheduledBatch& batch) {
              "the drafter proposed {} drafts ({} confidences) for at most {}", proposal.size(),
              proposal.confidence.size(), k);
     std::vector<uint32_t> masks;
+    if (options_.structured != nullptr) {  // drafts stop before a waiting constraint's start token
+      const int64_t before = options_.structured->drafts_before_start(seq, proposal.tokens);
+      proposal.tokens.resize(before);
+      proposal.confidence.resize(before);
+      if (!proposal.drawn_correct.empty()) proposal.drawn_correct.resize(before);
+    }
     if (options_.structured != nullptr && options_.structured->constrains(seq)) {
       // Drafts outside the grammar are not verified: the proposal ends before the first one.
       masks.resize((proposal.size() + 1) * options_.structured->mask_words());

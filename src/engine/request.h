@@ -25,6 +25,9 @@ struct OutputConstraint {
   enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf };
   Kind kind = Kind::kJsonObject;
   std::string text;  // the schema (JSON text), the regex or the grammar; empty for any JSON object
+  // -1: the whole output is constrained. Else the output is free up to and including this token, and constrained
+  // after it: a thinking-mode chat request's answer after its reasoning's end (</think>).
+  int32_t after_token = -1;
   // "json_schema", "json_object", "regex" or "ebnf".
   const char* kind_name() const;
   bool operator==(const OutputConstraint&) const = default;

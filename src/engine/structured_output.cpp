@@ -42,7 +42,8 @@ struct StructuredOutput::Impl {
   };
   struct Matcher {
     xgrammar::GrammarMatcher matcher;
-    int64_t accepted = 0;  // generated tokens accepted so far
+    int64_t accepted = 0;  // generated tokens read so far (fed to the grammar once it has started)
+    bool waiting = false;  // for the constraint's start token (OutputConstraint::after_token)
   };
 
   using Key = std::pair<int, std::string>;  // (kind, text)
@@ -190,7 +191,17 @@ int64_t StructuredOutput::cached_bytes() const { return impl_->cached_bytes; }
 
 double StructuredOutput::checked_seconds() const { return impl_->checked_s; }
 
-bool StructuredOutput::constrains(const Sequence& seq) const { return impl_->matchers.contains(&seq); }
+bool StructuredOutput::constrains(const Sequence& seq) const {
+  const auto it = impl_->matchers.find(&seq);
+  return it != impl_->matchers.end() && !it->second.waiting;
+}
+
+int64_t StructuredOutput::drafts_before_start(const Sequence& seq, std::span<const int32_t> drafts) const {
+  const auto it = impl_->matchers.find(&seq);
+  if (it == impl_->matchers.end() || !it->second.waiting) return static_cast<int64_t>(drafts.size());
+  const int32_t start = seq.request->constraint->after_token;
+  return std::find(drafts.begin(), drafts.end(), start) - drafts.begin();
+}
 
 void StructuredOutput::forget(const Sequence& seq) { impl_->matchers.erase(&seq); }
 
@@ -198,7 +209,8 @@ void StructuredOutput::start(const Sequence& seq) {
   if (!seq.request->constraint) return;
   const xgrammar::CompiledGrammar grammar =
       impl_->get(*seq.request->constraint, fmt::format("request id {}", seq.request->id.dump()));
-  impl_->matchers.insert_or_assign(&seq, Impl::Matcher{xgrammar::GrammarMatcher(grammar, impl_->stop_ids), 0});
+  impl_->matchers.insert_or_assign(&seq, Impl::Matcher{xgrammar::GrammarMatcher(grammar, impl_->stop_ids), 0,
+                                                       seq.request->constraint->after_token >= 0});
   advance(seq);
 }
 
@@ -207,9 +219,13 @@ StructuredOutput::Progress StructuredOutput::advance(const Sequence& seq) {
   if (it == impl_->matchers.end()) return {};
   Impl::Matcher& m = it->second;
   for (int64_t i = seq.num_prompt_tokens + m.accepted; i < seq.num_tokens(); ++i, ++m.accepted) {
+    const int32_t token = seq.tokens[i];
+    if (m.waiting) {  // free text up to and including the start token
+      m.waiting = token != seq.request->constraint->after_token;
+      continue;
+    }
     // Every token is sampled under its mask, so a refusal means the mask admitted none: a dead end. (A token of
     // no text is refused without asking xgrammar, which would print a warning for each.)
-    const int32_t token = seq.tokens[i];
     const bool textless = token < 0 || token >= vocab_size_ || impl_->no_text[token];
     if (textless || !m.matcher.AcceptToken(token)) {
       const int64_t position = m.accepted;
@@ -219,7 +235,7 @@ StructuredOutput::Progress StructuredOutput::advance(const Sequence& seq) {
   }
   if (seq.status == SequenceStatus::kHandedOff) impl_->matchers.erase(it);  // its decode rank goes on
   if (seq.status != SequenceStatus::kFinished) return {};
-  const bool whole = m.matcher.IsTerminated() || m.matcher.IsCompleted();
+  const bool whole = !m.waiting && (m.matcher.IsTerminated() || m.matcher.IsCompleted());
   impl_->matchers.erase(it);
   return {whole, std::nullopt};
 }

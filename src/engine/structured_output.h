@@ -10,6 +10,9 @@
 //    the tokenizer's (the model's padding of its vocabulary) are never admitted.
 //  - A constrained request ends at its grammar's end (its EOS is admitted only there and always stops it), or is cut
 //    short by its max_new_tokens; its result says which (RequestResult::constraint_satisfied).
+//  - A constraint that starts after a token (OutputConstraint::after_token: a thinking-mode answer after </think>)
+//    leaves the output free until that token is emitted: the sequence is not constrained (no masks) until then, and
+//    drafts stop before that token, so that it is always the last token of its step and the grammar masks the next.
 // xgrammar is held behind this class (its headers stay in structured_output.cpp).
 #pragma once
 
@@ -61,7 +64,11 @@ class StructuredOutput {
   // A constrained sequence's matcher (its request's constraint compiled), advanced over the tokens it has generated
   // so far (a sequence handed off after its first token, or resumed). No-op for an unconstrained one.
   void start(const Sequence& seq);
+  // Whether the sequence's next tokens are masked (a constraint that waits for its start token masks nothing yet).
   bool constrains(const Sequence& seq) const;
+  // Of a sequence whose constraint waits for its start token: how many of the drafts may be verified (those before
+  // that token); all of them otherwise.
+  int64_t drafts_before_start(const Sequence& seq, std::span<const int32_t> drafts) const;
   // Drops a sequence's matcher before its end (a request dropped unstarted).
   void forget(const Sequence& seq);
   // What advance found.

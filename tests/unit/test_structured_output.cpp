@@ -77,6 +77,33 @@ TEST(StructuredOutput, RegexMasksByTokenStrings) {
   EXPECT_FALSE(f.so.constrains(f.seq)) << "a finished sequence's matcher is dropped";
 }
 
+// A thinking-mode answer: free text up to the reasoning's end (here the token "x"), the grammar after it; drafts stop
+// before that token, so that it ends its step and the grammar masks the next.
+TEST(StructuredOutput, ConstraintAfterTheReasoningsEnd) {
+  OutputConstraint c{OutputConstraint::Kind::kRegex, "-?[0-9]+"};
+  c.after_token = id("x");
+  Fixture f(c);
+  EXPECT_FALSE(f.so.constrains(f.seq)) << "the reasoning is free";
+  const std::vector<int32_t> drafts = {id("a"), id("b"), id("x"), id("1")};
+  EXPECT_EQ(f.so.drafts_before_start(f.seq, drafts), 2);
+  f.emit("a");
+  f.emit("b");
+  EXPECT_FALSE(f.so.constrains(f.seq));
+  f.emit("x");
+  ASSERT_TRUE(f.so.constrains(f.seq)) << "after the reasoning's end the answer is masked";
+  EXPECT_EQ(f.so.drafts_before_start(f.seq, drafts), 4);
+  EXPECT_EQ(f.next(), (Tokens{"0", "1", "2", "12", "-"}));
+  f.emit("12");
+  f.emit("<eos>");
+  f.seq.status = SequenceStatus::kFinished;
+  EXPECT_EQ(f.so.advance(f.seq).satisfied, std::optional<bool>(true));
+
+  Fixture unfinished(c);  // the reasoning never ended: the answer is not whole
+  unfinished.emit("a");
+  unfinished.seq.status = SequenceStatus::kFinished;
+  EXPECT_EQ(unfinished.so.advance(unfinished.seq).satisfied, std::optional<bool>(false));
+}
+
 TEST(StructuredOutput, CutShortIsNotWhole) {
   Fixture f({OutputConstraint::Kind::kRegex, "ab+"});
   f.emit("a");
