@@ -21,6 +21,7 @@ constexpr std::string_view kTagStart = "<" DSML;
 constexpr Spellings kInvoke = {"<" DSML "invoke name=\"", "<" DSML " invoke name=\""};
 constexpr Spellings kParameter = {"<" DSML "parameter name=", "<" DSML " parameter name="};  // then the key's quote
 constexpr std::string_view kClose = "</" DSML;
+constexpr Spellings kBlockClose = {"</" DSML "tool_calls>", "</" DSML " calls>"};  // only this ends the block
 #undef DSML
 
 // `s` is a (proper or whole) beginning of `pattern`.
@@ -42,7 +43,7 @@ bool unfinished(const Spellings& patterns, std::string_view s) {
   return false;
 }
 
-// Content as the model wrote it: the DSML token's own spelling back.
+// Content (or a value) as the model wrote it: the DSML token's own spelling back.
 std::string as_content(std::string s) {
   for (size_t at = 0; (at = s.find(DsmlParser::kDsmlToken, at)) != std::string::npos;)
     s.replace(at, DsmlParser::kDsmlToken.size(), "｜DSML｜");
@@ -93,7 +94,7 @@ void DsmlParser::value(std::vector<DsmlPiece>& out, std::string text) {
   for (const std::string& t : held_) {
     const bool whole = end + t.size() <= until;
     if (!whole && close == std::string::npos) break;
-    const std::string part = whole ? t : t.substr(0, until - end);
+    const std::string part = as_content(whole ? t : t.substr(0, until - end));  // (the DSML token typed in a value)
     arguments(out, string_value_ ? json_escaped(part) : part);
     end += t.size();
     ++taken;
@@ -127,13 +128,6 @@ void DsmlParser::text_mode(std::vector<DsmlPiece>& out) {
     }
     return;
   }
-  // A '<' that cannot begin the tag: every held token goes out.
-  const size_t lt = joined.rfind('<');
-  if (lt != std::string::npos && !begins(kOpen, std::string_view(joined).substr(lt))) {
-    for (std::string& t : std::exchange(held_, {}))
-      if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
-    return;
-  }
   // The earliest place the block may begin (line breaks, then a beginning of its tag); the tokens wholly before
   // it go out, each as its own piece.
   size_t may_begin = joined.size();
@@ -163,12 +157,13 @@ void DsmlParser::parse(std::vector<DsmlPiece>& out) {
           buf_.erase(0, invoke);
           attrs_.clear();
           mode_ = Mode::kInvokeName;
-        } else if (buf_.starts_with(kClose)) {
+        } else if (const size_t end = starts_with(buf_, kBlockClose)) {
+          buf_.erase(0, end);
           mode_ = Mode::kDone;
-        } else if (buf_.empty() || begins(kInvoke, buf_) || begins(kClose, buf_)) {
+        } else if (buf_.empty() || begins(kInvoke, buf_) || begins(kBlockClose, buf_)) {
           return;
         } else {
-          buf_.erase(0, 1);  // not markup: passed over
+          buf_.erase(0, 1);  // not markup (another closing tag too): passed over
         }
         break;
       }
@@ -227,19 +222,15 @@ void DsmlParser::parse(std::vector<DsmlPiece>& out) {
         mode_ = Mode::kParamName;
         break;
       }
-      case Mode::kParamName: {  // the key as it stands; it ends at its quote, or at a space (the attributes)
-        const size_t end = buf_.find_first_of("\" ");
+      case Mode::kParamName: {  // the key as it stands, its closing quote and anything else up to a space (the
+                                // attributes), as deepseek-recipe reads it
+        const size_t end = buf_.find(' ');
         arguments(out, buf_.substr(0, end));
         if (end == std::string::npos) {
           buf_.clear();
           return;
         }
-        if (buf_[end] == '"') {
-          arguments(out, "\"");
-          buf_.erase(0, end + 1);
-        } else {
-          buf_.erase(0, end);
-        }
+        buf_.erase(0, end);
         attrs_.clear();
         mode_ = Mode::kParamAttrs;
         break;
@@ -278,7 +269,8 @@ std::vector<DsmlPiece> DsmlParser::finish() {
     for (std::string& t : std::exchange(held_, {}))
       if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
   if (mode_ == Mode::kValue)  // a value cut short: what waited for its closing tag goes out
-    for (std::string& t : std::exchange(held_, {})) arguments(out, string_value_ ? json_escaped(t) : t);
+    for (std::string& t : std::exchange(held_, {}))
+      arguments(out, string_value_ ? json_escaped(as_content(std::move(t))) : as_content(std::move(t)));
   return out;
 }
 

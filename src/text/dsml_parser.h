@@ -34,6 +34,9 @@ class DsmlParser {
   // The end of the output: held content goes out.
   std::vector<DsmlPiece> finish();
   int64_t calls_started() const { return started_; }
+  // Inside a tool-call block (its text is markup and values, not content).
+  bool in_block() const { return mode_ != Mode::kText && mode_ != Mode::kDone; }
+  bool in_text() const { return mode_ == Mode::kText; }  // no block begun yet: text is content
 
  private:
   enum class Mode { kText, kBlock, kInvokeName, kInvokeOpen, kInvokeBody, kParamQuote, kParamName, kParamAttrs,

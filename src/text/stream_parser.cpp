@@ -22,7 +22,8 @@ ChatStreamParser::ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning
       reasoning_(reasoning_first),
       stops_(std::move(stop_sequences)),
       tool_calls_(tool_calls),
-      dsml_(in_tool_calls) {
+      dsml_(in_tool_calls),
+      markup_begun_(in_tool_calls) {
   std::erase(stops_, std::string());
 }
 
@@ -35,8 +36,9 @@ void ChatStreamParser::emit(std::vector<StreamEvent>& out, std::string text) {
   out.push_back({reasoning_ ? StreamEvent::Channel::kReasoning : StreamEvent::Channel::kContent, std::move(text), {}});
 }
 
-void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string text) {
-  if (stops_.empty() || reasoning_) return emit(out, std::move(text));  // stop sequences end the content only
+std::vector<std::string> ChatStreamParser::before_stops(std::string text) {
+  if (stops_.empty()) return {std::move(text)};
+  std::vector<std::string> out;
   if (at_channel_start_ && held_.empty()) {
     // The content's leading line breaks are dropped before the stop sequences are looked for in it, except by a
     // stop of one character, which meets the text as it came (deepseek-recipe 0.2.0 does both).
@@ -45,7 +47,7 @@ void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string 
     });
     if (!single_char_stop_met) {
       text.erase(0, text.find_first_not_of('\n'));
-      if (text.empty()) return;
+      if (text.empty()) return out;
       at_channel_start_ = false;
     }
   }
@@ -58,15 +60,14 @@ void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string 
     size_t at = 0;
     for (const std::string& t : held_) {
       if (at >= first_stop) break;
-      emit(out, t.substr(0, first_stop - at));
+      out.push_back(t.substr(0, first_stop - at));
       at += t.size();
     }
-    out.push_back({StreamEvent::Channel::kContent, {}, "stop"});
     held_.clear();
-    finished_ = true;
-    return;
+    stop_met_ = true;
+    return out;
   }
-  // The earliest place a stop sequence may begin; the tokens wholly before it go out.
+  // The earliest place a stop sequence may begin; the tokens wholly before it go on.
   size_t may_begin = joined.size();
   for (size_t at = 0; at < joined.size() && may_begin == joined.size(); ++at)
     for (const std::string& stop : stops_)
@@ -74,7 +75,8 @@ void ChatStreamParser::through_stops(std::vector<StreamEvent>& out, std::string 
         may_begin = at;
         break;
       }
-  release_held_before(held_, may_begin, [&](std::string t) { emit(out, std::move(t)); });  // an event a token
+  release_held_before(held_, may_begin, [&](std::string t) { out.push_back(std::move(t)); });  // a piece a token
+  return out;
 }
 
 void ChatStreamParser::deliver(std::vector<StreamEvent>& out, std::string text) {
@@ -101,12 +103,17 @@ void ChatStreamParser::reasoning(std::vector<StreamEvent>& out, std::string text
       reasoning_line(out, std::move(p.text));
       continue;
     }
-    if (reasoning_) {
-      end_reasoning(out);
-      dsml_ = std::move(reasoning_dsml_);  // in the block now: the content's parser from here on
-    }
+    if (reasoning_) enter_block_from_reasoning(out);
     take(out, {std::move(p)});
   }
+  // The block's opening tag alone ends the reasoning: what follows it (a </think> too) is the block's.
+  if (reasoning_ && reasoning_dsml_.in_block()) enter_block_from_reasoning(out);
+}
+
+void ChatStreamParser::enter_block_from_reasoning(std::vector<StreamEvent>& out) {
+  end_reasoning(out);
+  markup_begun_ = true;
+  dsml_ = std::exchange(reasoning_dsml_, DsmlParser());  // in the block now: the content's parser from here on
 }
 
 void ChatStreamParser::end_reasoning(std::vector<StreamEvent>& out) {
@@ -130,17 +137,28 @@ void ChatStreamParser::flush_reasoning_dsml(std::vector<StreamEvent>& out) {
 }
 
 void ChatStreamParser::content(std::vector<StreamEvent>& out, std::string text, bool added_token) {
+  if (added_token) {  // an added token's text is not searched for stop sequences, and no stop spans it
+    for (std::string& held : std::exchange(held_, {})) forward(out, std::move(held), false);
+    markup_begun_ |= tool_calls_ && text == "｜DSML｜";
+    return forward(out, std::move(text), true);
+  }
+  if (markup_begun_) return forward(out, std::move(text), false);  // tool-call markup: not searched
+  for (std::string& piece : before_stops(std::move(text))) forward(out, std::move(piece), false);
+  if (!stop_met_) return;
+  if (tool_calls_) take(out, dsml_.finish());  // the text before the stop is all there is
+  out.push_back({StreamEvent::Channel::kContent, {}, "stop"});
+  finished_ = true;
+}
+
+void ChatStreamParser::forward(std::vector<StreamEvent>& out, std::string text, bool added_token) {
   if (tool_calls_) return take(out, dsml_.feed(dsml_text(std::move(text), added_token)));
-  if (!added_token) return through_stops(out, std::move(text));
-  for (std::string& held : std::exchange(held_, {})) emit(out, std::move(held));  // not searched for stops
   emit(out, std::move(text));
 }
 
 void ChatStreamParser::take(std::vector<StreamEvent>& out, std::vector<DsmlPiece> pieces) {
   for (DsmlPiece& p : pieces) {
-    if (finished_) return;
     if (p.kind == DsmlPiece::Kind::kContent) {
-      through_stops(out, std::move(p.text));
+      emit(out, std::move(p.text));
       continue;
     }
     out.push_back({StreamEvent::Channel::kToolCall, std::move(p.text), {}, p.index,
@@ -151,8 +169,10 @@ void ChatStreamParser::take(std::vector<StreamEvent>& out, std::vector<DsmlPiece
 std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
   DI_CHECK(!finished_, "the stream has finished");
   std::vector<StreamEvent> out;
-  if (!reasoning_ && token == think_end_) {  // a stray </think> outside the reasoning: no text, as recipe; but the
-    at_channel_start_ = false;               // content has begun (its line breaks after it are sent)
+  // A stray </think> outside the reasoning: no text, as recipe; but the content has begun (its line breaks after it
+  // are sent). Inside a tool-call block it is the text it spells.
+  if (!reasoning_ && token == think_end_ && !(tool_calls_ && dsml_.in_block())) {
+    at_channel_start_ = false;
     return out;
   }
   if (reasoning_ && token == think_end_) {  // the reasoning ends: its last line breaks are not sent
@@ -199,9 +219,8 @@ std::vector<StreamEvent> ChatStreamParser::finish(const std::string& reason) {
   std::vector<StreamEvent> out;
   flush_reasoning_dsml(out);
   for (std::string& t : std::exchange(line_ends_, {})) emit(out, std::move(t));
+  for (std::string& t : std::exchange(held_, {})) forward(out, std::move(t), false);  // no stop sequence came
   if (tool_calls_) take(out, dsml_.finish());
-  for (std::string& t : std::exchange(held_, {})) emit(out, std::move(t));  // no stop sequence came
-  if (finished_) return out;
   if (dsml_.calls_started() > 0 && reason != "length") {  // (cut short by the length: it says so, as recipe does)
     out.push_back({StreamEvent::Channel::kContent, {}, "tool_calls"});
     finished_ = true;

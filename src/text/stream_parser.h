@@ -5,8 +5,9 @@
 // at the finish it is dropped); reasoning tokens that end a line wait for the next token, and the line breaks
 // that end the reasoning are not sent; in the content, tokens whose text may begin a stop sequence wait, whole, until it
 // is known whether one does (then each goes out as its own event), and a stop sequence met ends the stream there
-// (finish reason "stop", the text before it sent). The reasoning is not searched for stop sequences.
-// Tool calls: with `tool_calls` (a request with tools), dsml_parser.h's events. Not built yet: JSON output.
+// (finish reason "stop", the text before it sent). The reasoning is not searched for stop sequences, nor is an added
+// token's text, nor tool-call markup. Tool calls: with `tool_calls` (a request with tools), the content that passes
+// the stop sequences goes through dsml_parser.h; a block that opens inside the reasoning ends it.
 #pragma once
 
 #include <cstdint>
@@ -48,10 +49,15 @@ class ChatStreamParser {
   void emit(std::vector<StreamEvent>& out, std::string text);
   // Decoded text into the current channel: the reasoning (a line end waits a token) or the content (stops).
   void deliver(std::vector<StreamEvent>& out, std::string text);
-  // The text of held tokens that may begin a stop sequence, and the new text: what can be emitted now.
-  void through_stops(std::vector<StreamEvent>& out, std::string text);
-  // Content text through the DSML parser (where tool calls are parsed): its pieces out as events.
+  // Content text meets the stop sequences first, as deepseek-recipe reads it: the raw text, line breaks before a
+  // tool-call block included, but not an added token's text (no stop spans one either) nor anything once a DSML
+  // tag has come (markup and values); what passes goes on to the DSML parser (where there are tools) or out. A stop
+  // met ends the stream there.
   void content(std::vector<StreamEvent>& out, std::string text, bool added_token);
+  // The text of held tokens that may begin a stop sequence, and the new text: the pieces that may go on now
+  // (stop_met_ where one was met: the text before it).
+  std::vector<std::string> before_stops(std::string text);
+  void forward(std::vector<StreamEvent>& out, std::string text, bool added_token);
   void take(std::vector<StreamEvent>& out, std::vector<DsmlPiece> pieces);
   // Reasoning text: through the DSML parser where there are tools (a block may begin in the reasoning), then
   // reasoning_line (a line end waits a token).
@@ -60,6 +66,7 @@ class ChatStreamParser {
   void flush_reasoning_dsml(std::vector<StreamEvent>& out);
   // The reasoning ends (</think>, or a tool-call block begins): its held last line goes out without its line breaks.
   void end_reasoning(std::vector<StreamEvent>& out);  // the reasoning ends: what its parser holds goes out
+  void enter_block_from_reasoning(std::vector<StreamEvent>& out);  // a block opened in the reasoning
   static std::string dsml_text(std::string text, bool added_token);  // the DSML token as the parser reads it
 
   const BpeTokenizer& tokenizer_;
@@ -73,6 +80,8 @@ class ChatStreamParser {
   bool tool_calls_ = false;
   DsmlParser dsml_;            // the content's
   DsmlParser reasoning_dsml_;  // the reasoning's, where there are tools
+  bool markup_begun_ = false;  // a DSML tag came in the content: stop sequences are no longer looked for
+  bool stop_met_ = false;
   bool finished_ = false;
 };
 

@@ -177,6 +177,9 @@ TEST(ChatCorpus, StreamsParsedAsDeepseekRecipe) {
   const Reader reader{text::BpeTokenizer::load(kTokenizer), text::ChatProse::load(kProse), text::ChatFormat::kV4};
   std::map<std::string, std::pair<int64_t, int64_t>> by_class;  // class -> (streams, differing)
   int64_t reported = 0, events = 0;
+  const char* diffs_path = std::getenv("DEEPINFER_CORPUS_STREAM_DIFFS");  // every difference, a JSON line each
+  std::ofstream diffs;
+  if (diffs_path != nullptr) diffs.open(diffs_path);
   for (const std::string& text : lines) {
     const nlohmann::json line = nlohmann::json::parse(text);
     nlohmann::json body = line["body"];
@@ -199,6 +202,9 @@ TEST(ChatCorpus, StreamsParsedAsDeepseekRecipe) {
     ++streams;
     if (got == line["events"]) continue;
     ++differing;
+    if (diffs.is_open())
+      diffs << nlohmann::json{{"class", line["class"]}, {"body", line["body"]}, {"tokens", line["tokens"]},
+                              {"finish", line["finish"]}, {"got", got}, {"want", line["events"]}}.dump() << '\n';
     if (++reported <= 8)
       ADD_FAILURE() << line["class"] << " " << line["body"].dump() << " tokens " << line["tokens"].dump()
                     << " finish " << line["finish"] << "\n got: " << got.dump() << "\nwant: " << line["events"].dump();
