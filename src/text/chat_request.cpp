@@ -118,10 +118,14 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
   }
   if (c.tool_choice != "none") check_tools(c.tools, what);  // (a function's choice checked them all above)
   // Strict and non-strict tools are not mixed among the tools offered (tool_choice none offers none).
-  if (c.tool_choice != "none")
+  if (c.tool_choice != "none") {
     DI_INPUT_CHECK(std::all_of(c.tools.begin(), c.tools.end(), [&](const ChatTool& t) { return t.strict == c.tools[0].strict; }),
                    "{}: strict and non-strict tools cannot be used in the same request (set 'strict' alike on every "
                    "tool)", what);
+    // Strict tools constrain the output themselves: no response format beside them (not even "text").
+    DI_INPUT_CHECK(c.tools.empty() || !c.tools[0].strict || !present(body, "response_format"),
+                   "{}: response_format cannot be used with strict tools", what);
+  }
   if (present(body, "response_format")) {
     const Json& rf = body["response_format"];
     DI_INPUT_CHECK(rf.is_object() && rf.contains("type") && rf["type"].is_string(),

@@ -346,8 +346,10 @@ RenderedChat render_chat(ChatFormat format, const ChatProse& prose, const ChatCo
         w.text(turn.text);
         break;
       case ChatMessage::Role::kAssistant:
-        // "first": the conversation's first message (V4: once its system messages have moved to the top).
-        write_assistant(w, style, *turn.assistant, turn.assistant == last, turn.assistant == conversation.front());
+        // "first": the conversation's first message (V4: once its system messages have moved to the top; V4.1: the
+        // response format's or the tools' system text counts as a message before it).
+        write_assistant(w, style, *turn.assistant, turn.assistant == last,
+                        turn.assistant == conversation.front() && !(format == ChatFormat::kV41 && has_system_extras(c)));
         break;
     }
     system_open = false;

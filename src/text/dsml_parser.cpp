@@ -128,6 +128,15 @@ void DsmlParser::text_mode(std::vector<DsmlPiece>& out) {
     }
     return;
   }
+  // A '<' in the new token that cannot begin the tag: every held token goes out (as deepseek-recipe has it: a
+  // token such as "<\n" goes out whole, though it ends in a line break).
+  const size_t lt = joined.rfind('<');
+  if (lt != std::string::npos && lt + held_.back().size() >= joined.size() &&
+      !begins(kOpen, std::string_view(joined).substr(lt))) {
+    for (std::string& t : std::exchange(held_, {}))
+      if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
+    return;
+  }
   // The earliest place the block may begin (line breaks, then a beginning of its tag); the tokens wholly before
   // it go out, each as its own piece.
   size_t may_begin = joined.size();
@@ -141,6 +150,21 @@ void DsmlParser::text_mode(std::vector<DsmlPiece>& out) {
   release_held_before(held_, may_begin, [&](std::string t) {
     if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
   });
+}
+
+bool DsmlParser::tag_begun() const {
+  if (mode_ != Mode::kText) return true;
+  std::string joined;
+  for (const std::string& t : held_) joined += t;
+  return joined.find(kTagStart) != std::string::npos;
+}
+
+std::vector<DsmlPiece> DsmlParser::separate() {
+  std::vector<DsmlPiece> out;
+  if (mode_ != Mode::kText) return out;
+  for (std::string& t : std::exchange(held_, {}))
+    if (!t.empty()) out.push_back({DsmlPiece::Kind::kContent, as_content(std::move(t)), 0});
+  return out;
 }
 
 void DsmlParser::parse(std::vector<DsmlPiece>& out) {

@@ -33,10 +33,15 @@ class DsmlParser {
   std::vector<DsmlPiece> feed(const std::string& text);
   // The end of the output: held content goes out.
   std::vector<DsmlPiece> finish();
+  // A token of no text (a stray </think>) came between: what waited as the possible start of a block is content.
+  std::vector<DsmlPiece> separate();
   int64_t calls_started() const { return started_; }
   // Inside a tool-call block (its text is markup and values, not content).
   bool in_block() const { return mode_ != Mode::kText && mode_ != Mode::kDone; }
   bool in_text() const { return mode_ == Mode::kText; }  // no block begun yet: text is content
+  bool holds_text() const { return mode_ == Mode::kText && !held_.empty(); }  // a possible block start waits
+  // A tag has begun: the block (or another tag) opened, or the held text holds the start of one.
+  bool tag_begun() const;
 
  private:
   enum class Mode { kText, kBlock, kInvokeName, kInvokeOpen, kInvokeBody, kParamQuote, kParamName, kParamAttrs,

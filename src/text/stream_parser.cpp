@@ -22,8 +22,7 @@ ChatStreamParser::ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning
       reasoning_(reasoning_first),
       stops_(std::move(stop_sequences)),
       tool_calls_(tool_calls),
-      dsml_(in_tool_calls),
-      markup_begun_(in_tool_calls) {
+      dsml_(in_tool_calls) {
   std::erase(stops_, std::string());
 }
 
@@ -98,9 +97,18 @@ void ChatStreamParser::reasoning(std::vector<StreamEvent>& out, std::string text
   if (!tool_calls_) return reasoning_line(out, std::move(text));
   // With tools, a DSML tool-call block may begin inside the reasoning (no </think> before it): the reasoning ends
   // there (its last line breaks not sent) and the calls follow, as deepseek-recipe reads it.
-  for (DsmlPiece& p : reasoning_dsml_.feed(dsml_text(std::move(text), added_token))) {
+  std::vector<DsmlPiece> pieces = reasoning_dsml_.feed(dsml_text(std::move(text), added_token));
+  // Text the parser gives back while it holds later text (a possible tag start) has had its next token: its line
+  // ends wait no more.
+  const bool followed = reasoning_dsml_.holds_text();
+  for (DsmlPiece& p : pieces) {
     if (p.kind == DsmlPiece::Kind::kContent && reasoning_) {
-      reasoning_line(out, std::move(p.text));
+      if (!followed) {
+        reasoning_line(out, std::move(p.text));
+        continue;
+      }
+      for (std::string& held : std::exchange(line_ends_, {})) emit(out, std::move(held));
+      emit(out, std::move(p.text));
       continue;
     }
     if (reasoning_) enter_block_from_reasoning(out);
@@ -112,7 +120,6 @@ void ChatStreamParser::reasoning(std::vector<StreamEvent>& out, std::string text
 
 void ChatStreamParser::enter_block_from_reasoning(std::vector<StreamEvent>& out) {
   end_reasoning(out);
-  markup_begun_ = true;
   dsml_ = std::exchange(reasoning_dsml_, DsmlParser());  // in the block now: the content's parser from here on
 }
 
@@ -139,10 +146,9 @@ void ChatStreamParser::flush_reasoning_dsml(std::vector<StreamEvent>& out) {
 void ChatStreamParser::content(std::vector<StreamEvent>& out, std::string text, bool added_token) {
   if (added_token) {  // an added token's text is not searched for stop sequences, and no stop spans it
     for (std::string& held : std::exchange(held_, {})) forward(out, std::move(held), false);
-    markup_begun_ |= tool_calls_ && text == "｜DSML｜";
     return forward(out, std::move(text), true);
   }
-  if (markup_begun_) return forward(out, std::move(text), false);  // tool-call markup: not searched
+  if (tool_calls_ && dsml_.tag_begun()) return forward(out, std::move(text), false);  // markup: not searched
   for (std::string& piece : before_stops(std::move(text))) forward(out, std::move(piece), false);
   if (!stop_met_) return;
   if (tool_calls_) take(out, dsml_.finish());  // the text before the stop is all there is
@@ -173,6 +179,7 @@ std::vector<StreamEvent> ChatStreamParser::push(int32_t token) {
   // are sent). Inside a tool-call block it is the text it spells.
   if (!reasoning_ && token == think_end_ && !(tool_calls_ && dsml_.in_block())) {
     at_channel_start_ = false;
+    if (tool_calls_) take(out, dsml_.separate());  // line breaks no longer precede a block
     return out;
   }
   if (reasoning_ && token == think_end_) {  // the reasoning ends: its last line breaks are not sent

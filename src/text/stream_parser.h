@@ -51,8 +51,8 @@ class ChatStreamParser {
   void deliver(std::vector<StreamEvent>& out, std::string text);
   // Content text meets the stop sequences first, as deepseek-recipe reads it: the raw text, line breaks before a
   // tool-call block included, but not an added token's text (no stop spans one either) nor anything once a DSML
-  // tag has come (markup and values); what passes goes on to the DSML parser (where there are tools) or out. A stop
-  // met ends the stream there.
+  // tag has begun (markup and values; a stray closing tag is content); what passes goes on to the DSML parser (where
+  // there are tools) or out. A stop met ends the stream there.
   void content(std::vector<StreamEvent>& out, std::string text, bool added_token);
   // The text of held tokens that may begin a stop sequence, and the new text: the pieces that may go on now
   // (stop_met_ where one was met: the text before it).
@@ -80,7 +80,6 @@ class ChatStreamParser {
   bool tool_calls_ = false;
   DsmlParser dsml_;            // the content's
   DsmlParser reasoning_dsml_;  // the reasoning's, where there are tools
-  bool markup_begun_ = false;  // a DSML tag came in the content: stop sequences are no longer looked for
   bool stop_met_ = false;
   bool finished_ = false;
 };
