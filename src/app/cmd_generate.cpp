@@ -20,11 +20,11 @@
 #include "src/app/spmd_setup.h"
 #include "src/core/files.h"
 #include "src/core/stop_signal.h"
-#include "src/dist/mpi_communicator.h"
+#include "src/comm/mpi_communicator.h"
 #ifdef DEEPINFER_HAVE_CUDA
-#include "src/dist/nccl_communicator.h"
+#include "src/comm/nccl_communicator.h"
 #endif
-#include "src/dist/topology.h"
+#include "src/comm/topology.h"
 #include "src/engine/engine.h"
 #include "src/engine/spmd_generation.h"
 #include "src/model/architectures.h"

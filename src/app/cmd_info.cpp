@@ -5,8 +5,8 @@
 
 #include "src/app/commands.h"
 #include "src/app/spmd_command.h"
-#include "src/dist/mpi_util.h"
-#include "src/dist/topology.h"
+#include "src/comm/mpi_util.h"
+#include "src/comm/topology.h"
 
 namespace deepinfer::app {
 

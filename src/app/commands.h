@@ -2,7 +2,7 @@
 // (the same on every rank).
 #pragma once
 
-#include "src/dist/world.h"
+#include "src/comm/world.h"
 
 #include <cstdint>
 #include <limits>

@@ -14,7 +14,7 @@
 #include "src/app/request_lines.h"
 #include "src/core/check.h"
 #include "src/core/stop_signal.h"
-#include "src/dist/mpi_util.h"
+#include "src/comm/mpi_util.h"
 
 namespace deepinfer::app {
 

@@ -22,7 +22,7 @@
 #include "src/app/jsonl.h"
 #include "src/app/openai_batch.h"
 #include "src/app/result_log.h"
-#include "src/dist/communicator.h"
+#include "src/comm/communicator.h"
 #include "src/engine/request.h"
 
 namespace deepinfer::app {

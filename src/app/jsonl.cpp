@@ -14,6 +14,7 @@
 #include "src/core/files.h"
 #include "src/core/json_depth.h"
 #include "src/core/json_integers.h"
+#include "src/engine/schema_check.h"
 #include "src/text/chat_request.h"
 #include "src/text/stream_parser.h"
 
@@ -83,7 +84,7 @@ std::optional<OutputConstraint> parse_constraint(const nlohmann::json& line, con
   // (A schema is always enforced whole, strict or not: an output that satisfies it satisfies a best effort too.)
   // The schema as written (its properties' order is the order the output gives them in).
   return OutputConstraint{OutputConstraint::Kind::kJsonSchema,
-                          ordered.at("response_format").at("json_schema").at("schema").dump()};
+                          with_whole_integer_bounds(ordered.at("response_format").at("json_schema").at("schema")).dump()};
 }
 
 // `ordered`: a chat request's line again with its keys in their order (its tool schemas and arguments keep it).
@@ -95,7 +96,8 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
   DI_INPUT_CHECK(line.is_object(), "{}: a request must be a JSON object", where);
   static const std::set<std::string> kKeys = {"id", "prompt_token_ids", "prompt", "max_new_tokens", "temperature",
                                               "top_p", "top_k", "seed", "stop_token_ids", "model",
-                                              "ignore_eos", "continues", "response_format", "regex", "ebnf"};
+                                              "ignore_eos", "continues", "response_format", "regex", "ebnf",
+                                              "forced_output_token_ids"};
   // A chat request's own keys (text/chat_request.h reads them).
   static const std::set<std::string> kChatKeys = {"messages", "thinking", "reasoning_effort", "tools",
                                                   "tool_choice", "response_format", "max_tokens", "stop"};
@@ -170,8 +172,17 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
     return v;
   };
   r.constraint = parse_constraint(line, ordered, where);
-  // In thinking mode the answer is constrained, after the reasoning it starts with.
-  if (r.constraint && reading.reasoning_first) {
+  if (line.contains("forced_output_token_ids")) {  // forced decoding: the output is these tokens, then an EOS
+    DI_INPUT_CHECK(!r.constraint, "{}: forced_output_token_ids decides the whole output: give no other constraint",
+                   where);
+    const nlohmann::json& ids = line["forced_output_token_ids"];
+    DI_INPUT_CHECK(ids.is_array() && !ids.empty(), "{}: 'forced_output_token_ids' must be a non-empty list of token "
+                   "ids", where);
+    for (const nlohmann::json& id : ids) integer_in_range(id, 0, kMaxTokenId, where, "forced_output_token_ids");
+    r.constraint = OutputConstraint{OutputConstraint::Kind::kTokens, ids.dump()};
+  }
+  // In thinking mode the answer is constrained, after the reasoning it starts with (forced tokens: all of them).
+  if (r.constraint && reading.reasoning_first && r.constraint->kind != OutputConstraint::Kind::kTokens) {
     r.constraint->after_token = tokenizer().token_to_id("</think>");
     DI_INPUT_CHECK(r.constraint->after_token >= 0, "{}: the tokenizer has no </think> token to end the reasoning by", where);
   }

@@ -9,7 +9,7 @@
 #include "src/app/commands.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
-#include "src/dist/mpi_session.h"
+#include "src/comm/mpi_session.h"
 
 namespace {
 

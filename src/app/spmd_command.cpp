@@ -10,9 +10,9 @@
 #include <string>
 
 #include "src/core/check.h"
-#include "src/dist/communicator.h"
-#include "src/dist/mpi_util.h"
-#include "src/dist/outcome_vote.h"
+#include "src/comm/communicator.h"
+#include "src/comm/mpi_util.h"
+#include "src/comm/outcome_vote.h"
 
 namespace deepinfer::app {
 

@@ -7,7 +7,7 @@
 //     once and every rank returns its code); otherwise it prints its own error and aborts the job.
 #pragma once
 
-#include "src/dist/world.h"
+#include "src/comm/world.h"
 
 #include <functional>
 

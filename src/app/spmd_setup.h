@@ -8,11 +8,11 @@
 #include <optional>
 
 #include "src/app/model_loading.h"
-#include "src/dist/mpi_communicator.h"
-#include "src/dist/topology.h"
+#include "src/comm/mpi_communicator.h"
+#include "src/comm/topology.h"
 #include "src/moe/expert_parallel.h"
 #ifdef DEEPINFER_HAVE_CUDA
-#include "src/dist/nccl_communicator.h"
+#include "src/comm/nccl_communicator.h"
 #endif
 
 namespace deepinfer::app {

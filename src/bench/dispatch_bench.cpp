@@ -8,7 +8,7 @@
 #include <numeric>
 #include <random>
 
-#include "src/dist/nccl_communicator.h"
+#include "src/comm/nccl_communicator.h"
 #include "src/moe/expert_placement.h"
 #include "src/moe/nccl_expert_dispatch.h"
 

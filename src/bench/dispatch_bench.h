@@ -6,7 +6,7 @@
 // algbw = size / time; busbw = algbw * (ranks - 1) / ranks (nccl-tests' all-to-all convention).
 #pragma once
 
-#include "src/dist/world.h"
+#include "src/comm/world.h"
 
 #include <cstdint>
 #include <string>

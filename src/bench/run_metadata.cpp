@@ -4,7 +4,7 @@
 
 #include <ctime>
 
-#include "src/dist/world.h"
+#include "src/comm/world.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #include <nccl.h>

@@ -10,8 +10,8 @@
 #include "src/bench/run_metadata.h"
 #include "src/bench/step_bench.h"
 #include "src/core/hdf5_table.h"
-#include "src/dist/mpi_communicator.h"
-#include "src/dist/mpi_util.h"
+#include "src/comm/mpi_communicator.h"
+#include "src/comm/mpi_util.h"
 #include "git_commit.h"  // generated at build time: DEEPINFER_GIT_COMMIT
 
 namespace deepinfer {

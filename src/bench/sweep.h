@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "src/dist/topology.h"
+#include "src/comm/topology.h"
 #include "src/model/causal_lm.h"
 #include "src/moe/expert_parallel.h"
 

@@ -2,7 +2,7 @@
 
 namespace deepinfer::detail {
 
-// rank_label() is defined in src/dist/mpi_session.cpp: dist/ owns every MPI call.
+// rank_label() is defined in src/comm/mpi_session.cpp: comm/ owns every MPI call.
 
 void throw_check_failure(const char* file, int line, std::string_view statement,
                          std::string_view detail) {

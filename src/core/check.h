@@ -18,7 +18,7 @@ namespace deepinfer::detail {
 std::string rank_label();
 [[noreturn]] void throw_check_failure(const char* file, int line, std::string_view statement,
                                       std::string_view detail);
-// An MPI call's failure: its error string, from dist/ (src/dist/mpi_session.cpp), which owns every MPI call.
+// An MPI call's failure: its error string, from comm/ (src/comm/mpi_session.cpp), which owns every MPI call.
 [[noreturn]] void throw_mpi_failure(const char* file, int line, std::string_view statement, int mpi_code);
 // The innermost messages of HDF5's error stack (where the system's reason, e.g. "No space left on device",
 // lives), for DI_H5_CHECK; defined beside the HDF5 writers.
@@ -39,7 +39,7 @@ std::string hdf5_error_detail();
       throw ::deepinfer::InputError(::fmt::format(__VA_ARGS__));                                    \
   } while (0)
 
-// MPI_SUCCESS is 0 by the standard (static_assert in src/dist/mpi_session.cpp).
+// MPI_SUCCESS is 0 by the standard (static_assert in src/comm/mpi_session.cpp).
 #define DI_MPI_CHECK(call)                                                                          \
   do {                                                                                              \
     const int di_mpi_rc_ = (call);                                                                  \

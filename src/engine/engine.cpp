@@ -191,25 +191,42 @@ std::vector<int64_t> Engine::drop_unstarted() {
 }
 
 void Engine::step() {
-  if (overlap_) {
-    step_overlapped();
-    return;
-  }
+  if (overlap_) return step_overlapped();
   const auto start = std::chrono::steady_clock::now();
-  const ScheduledBatch batch = scheduler_.schedule();
-  DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
-           "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
-  // Chained drafts: a decode step verifies the draft in flight (its tokens on the device) and starts the next one;
-  // any other step first waits for the draft in flight (the drafter drafts in order after it), and so does a step
-  // under the variable-length rule, which lays the step out by the draft's confidences.
+  const ScheduledBatch batch = schedule();
+  // Chained drafts: a decode step verifies the draft in flight (its tokens on the device) and starts the next one.
   const bool chained = chain_drafts_ && !batch.is_prefill && !batch.items.empty();
-  if (!chained || options_.speculation.variable_length) settle_draft();
-  StepDrafts drafts = propose_drafts(batch);
+  StepDrafts drafts = drafts_for(batch, chained);
   ForwardBatch forward = build_forward_batch(batch, drafts);
   if (chained) link_draft_inputs(batch, drafts, forward);
   count_replay_rows(forward);
-  const std::vector<std::vector<int32_t>> emitted =
-      chained ? run_chained(forward, batch, drafts) : run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
+  const std::vector<std::vector<int32_t>> emitted = run(forward, batch, drafts, chained);
+  const int64_t tokens = postprocess(batch, forward, emitted, chained);
+  record_step(batch, forward, !drafts.empty(), tokens, start);
+}
+
+ScheduledBatch Engine::schedule() {
+  ScheduledBatch batch = scheduler_.schedule();
+  DI_CHECK(!batch.items.empty() || !has_unfinished() || options_.experts != nullptr,
+           "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
+  return batch;
+}
+
+Engine::StepDrafts Engine::drafts_for(const ScheduledBatch& batch, bool chained) {
+  // Any step but a chained decode step first waits for the draft in flight (the drafter drafts in order after it),
+  // and so does a step under the variable-length rule, which lays the step out by the draft's confidences.
+  if (!chained || options_.speculation.variable_length) settle_draft();
+  return propose_drafts(batch);
+}
+
+std::vector<std::vector<int32_t>> Engine::run(const ForwardBatch& forward, const ScheduledBatch& batch,
+                                              StepDrafts& drafts, bool chained) {
+  if (chained) return run_chained(forward, batch, drafts);
+  return run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
+}
+
+int64_t Engine::postprocess(const ScheduledBatch& batch, const ForwardBatch& forward,
+                            const std::vector<std::vector<int32_t>>& emitted, bool chained) {
   // Per item, its tokens before: decode generated those the scheduler kept (a stop drops the rest).
   std::vector<int64_t> tokens_before;
   for (const ScheduledSequence& item : batch.items) tokens_before.push_back(item.seq->num_tokens());
@@ -230,12 +247,16 @@ void Engine::step() {
   note_device_idle();  // before the verify step's forward and before the draft's
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);
+  return tokens;
+}
 
+void Engine::record_step(const ScheduledBatch& batch, const ForwardBatch& forward, bool verified, int64_t tokens,
+                         std::chrono::steady_clock::time_point start) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++stats_.num_steps;
   (batch.is_prefill ? stats_.num_prefill_tokens : stats_.num_decode_tokens) += tokens;
   (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
-  if (!drafts.empty()) record_verify_time(forward.num_tokens(), seconds * 1e3);
+  if (verified) record_verify_time(forward.num_tokens(), seconds * 1e3);
 }
 
 // Schedule and start step N + 1, then postprocess step N: the tokens N samples reach N + 1's inputs by placeholder, so

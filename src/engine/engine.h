@@ -2,6 +2,7 @@
 // what runs, the model runs it, the sampler and scheduler record the outcome.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -156,6 +157,18 @@ class Engine {
     std::vector<std::vector<uint32_t>> masks;
     bool empty() const { return proposals.empty(); }
   };
+  // The parts of step(), in its order: the batch (checked: something runs while sequences wait), its drafts (the
+  // draft in flight settled first unless the step chains on it), the model run (in order or chained: the tokens
+  // each sampling item emits), the postprocess (the scheduler takes the tokens; constraints, drafters, the KV store
+  // follow; returns the step's tokens) and its statistics.
+  ScheduledBatch schedule();
+  StepDrafts drafts_for(const ScheduledBatch& batch, bool chained);
+  std::vector<std::vector<int32_t>> run(const ForwardBatch& forward, const ScheduledBatch& batch, StepDrafts& drafts,
+                                        bool chained);
+  int64_t postprocess(const ScheduledBatch& batch, const ForwardBatch& forward,
+                      const std::vector<std::vector<int32_t>>& emitted, bool chained);
+  void record_step(const ScheduledBatch& batch, const ForwardBatch& forward, bool verified, int64_t tokens,
+                   std::chrono::steady_clock::time_point start);
   StepDrafts propose_drafts(const ScheduledBatch& batch);
   // How many drafts each item verifies: all that fit the request's limits, or the variable-length rule's choice.
   std::vector<int64_t> verify_lengths(const std::vector<DraftProposal>& proposals);

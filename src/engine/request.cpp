@@ -17,6 +17,7 @@ const char* OutputConstraint::kind_name() const {
     case Kind::kJsonObject: return "json_object";
     case Kind::kRegex: return "regex";
     case Kind::kEbnf: return "ebnf";
+    case Kind::kTokens: return "forced_output_token_ids";
   }
   return "?";
 }

@@ -20,11 +20,14 @@ struct SamplingParams {
 };
 
 // A request's constraint on its output (structured output, engine/structured_output.h): a JSON Schema (strict), any
-// JSON object, a regular expression or an EBNF grammar (xgrammar's GBNF dialect, root rule `root`).
+// JSON object, a regular expression, an EBNF grammar (xgrammar's GBNF dialect, root rule `root`), or given tokens
+// (forced decoding: the output is those tokens, then the model's EOS, as if sampled: an earlier output run again
+// through the output side, stop sequences, parsers and streams, or a completion scored).
 struct OutputConstraint {
-  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf };
+  enum class Kind { kJsonSchema, kJsonObject, kRegex, kEbnf, kTokens };
   Kind kind = Kind::kJsonObject;
-  std::string text;  // the schema (JSON text), the regex or the grammar; empty for any JSON object
+  // The schema (JSON text), the regex or the grammar; empty for any JSON object; kTokens: the ids as a JSON array.
+  std::string text;
   // -1: the whole output is constrained. Else the output is free up to and including this token, and constrained
   // after it: a thinking-mode chat request's answer after its reasoning's end (</think>).
   int32_t after_token = -1;

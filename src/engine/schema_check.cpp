@@ -1,5 +1,7 @@
 #include "src/engine/schema_check.h"
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -166,6 +168,35 @@ class Checker {
 
 void check_schema_enforceable(const Json& schema, const std::string& who) {
   Checker(who).check(schema, "", std::nullopt);
+}
+
+nlohmann::ordered_json with_whole_integer_bounds(const nlohmann::ordered_json& schema) {
+  if (schema.is_array()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& item : schema) out.push_back(with_whole_integer_bounds(item));
+    return out;
+  }
+  if (!schema.is_object()) return schema;
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  const bool integer = schema.value("type", nlohmann::ordered_json()) == "integer";
+  for (const auto& [key, value] : schema.items()) {
+    if (!integer || !value.is_number_float()) {
+      out[key] = with_whole_integer_bounds(value);
+      continue;
+    }
+    const double x = value.get<double>();
+    if (key == "minimum" || key == "exclusiveMinimum") {
+      // > x for a fractional x is >= ceil(x); a whole x keeps its keyword.
+      const bool whole = x == std::floor(x);
+      out[whole ? key : "minimum"] = static_cast<int64_t>(std::ceil(x));
+    } else if (key == "maximum" || key == "exclusiveMaximum") {
+      const bool whole = x == std::floor(x);
+      out[whole ? key : "maximum"] = static_cast<int64_t>(std::floor(x));
+    } else {
+      out[key] = value;
+    }
+  }
+  return out;
 }
 
 }  // namespace deepinfer

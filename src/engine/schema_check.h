@@ -7,7 +7,7 @@
 // "constraint_satisfied": true always means the output validates against the whole schema.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 
@@ -16,5 +16,10 @@ namespace deepinfer {
 // InputError "<who>: json_schema keyword '<k>' at <JSON pointer> ..." for the first keyword the grammar would not
 // enforce.
 void check_schema_enforceable(const nlohmann::json& schema, const std::string& who);
+
+// The same schema with each integer's fractional bounds as the whole numbers they admit (the grammar engine takes
+// whole bounds only): minimum 1.5 -> 2, maximum 2.5 -> 2, exclusiveMinimum 1.5 -> minimum 2, exclusiveMaximum 2.5 ->
+// maximum 2; a bound written 3.0 -> 3. Key order kept.
+nlohmann::ordered_json with_whole_integer_bounds(const nlohmann::ordered_json& schema);
 
 }  // namespace deepinfer

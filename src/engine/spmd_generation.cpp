@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <thread>
 
-#include "src/dist/mailbox.h"
+#include "src/comm/mailbox.h"
 #include "src/engine/block_manager.h"
-#include "src/dist/mpi_util.h"
+#include "src/comm/mpi_util.h"
 #include "src/moe/expert_parallel.h"
 
 namespace deepinfer {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "src/dist/communicator.h"
-#include "src/dist/topology.h"
+#include "src/comm/communicator.h"
+#include "src/comm/topology.h"
 #include "src/engine/engine.h"
 
 namespace deepinfer {

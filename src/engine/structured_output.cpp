@@ -41,9 +41,16 @@ struct StructuredOutput::Impl {
     bool finished = false;
   };
   struct Matcher {
-    xgrammar::GrammarMatcher matcher;
+    std::optional<xgrammar::GrammarMatcher> matcher;  // none: forced tokens
     int64_t accepted = 0;  // generated tokens read so far (fed to the grammar once it has started)
     bool waiting = false;  // for the constraint's start token (OutputConstraint::after_token)
+    std::shared_ptr<const std::vector<int32_t>> forced;  // kTokens: the output, then an EOS
+
+    // Forced tokens: the one token admitted `ahead` tokens after those read (-1: any of the EOS tokens).
+    int32_t forced_at(int64_t ahead) const {
+      const int64_t at = accepted + ahead;
+      return at < static_cast<int64_t>(forced->size()) ? (*forced)[at] : -1;
+    }
   };
 
   using Key = std::pair<int, std::string>;  // (kind, text)
@@ -69,6 +76,33 @@ struct StructuredOutput::Impl {
   std::unordered_set<uint64_t> checked;  // the constraints compile() has seen (hashes of kind and text)
   std::vector<bool> no_text;  // ids xgrammar treats as special (no bytes, padding): never sampled under a mask
   std::unordered_map<const Sequence*, Matcher> matchers;
+  // Forced tokens by their JSON text (shared by the sequences that force them).
+  std::map<std::string, std::shared_ptr<const std::vector<int32_t>>> forced;
+
+  // A kTokens constraint's ids, read once (InputError naming `who` for ids outside the vocabulary).
+  std::shared_ptr<const std::vector<int32_t>> forced_tokens(const OutputConstraint& c, const std::string& who,
+                                                            int64_t vocab_size) {
+    if (auto it = forced.find(c.text); it != forced.end()) return it->second;
+    const nlohmann::json ids = nlohmann::json::parse(c.text, nullptr, false);
+    DI_INPUT_CHECK(ids.is_array() && !ids.empty(), "{}: forced_output_token_ids must be a non-empty list", who);
+    auto tokens = std::make_shared<std::vector<int32_t>>();
+    for (const nlohmann::json& id : ids) {
+      DI_INPUT_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < vocab_size,
+                     "{}: forced_output_token_ids holds {}, not a token id of the vocabulary [0, {})", who, id.dump(),
+                     vocab_size);
+      tokens->push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+    return forced[c.text] = tokens;
+  }
+
+  // One row's mask of a matcher `ahead` tokens after those it has read (forced tokens), or now (a grammar).
+  void fill(Matcher& m, uint32_t* row, int64_t ahead = 0) const {
+    if (m.matcher) return fill_row(*m.matcher, row, mask_words);
+    std::fill_n(row, mask_words, 0u);
+    const auto admit = [&](int32_t token) { row[token / 32] |= 1u << (token % 32); };
+    if (const int32_t token = m.forced_at(ahead); token >= 0) return admit(token);
+    for (int32_t stop : stop_ids) admit(stop);
+  }
 
   // The constraint's grammar, from the cache or compiled now (then cached, evicting past the limit).
   xgrammar::CompiledGrammar get(const OutputConstraint& c, const std::string& who, double* seconds = nullptr) {
@@ -96,6 +130,7 @@ struct StructuredOutput::Impl {
           case OutputConstraint::Kind::kJsonObject: grammar = compiler->CompileBuiltinJSONGrammar(); break;
           case OutputConstraint::Kind::kRegex: grammar = compiler->CompileRegex(c.text); break;
           case OutputConstraint::Kind::kEbnf: grammar = compiler->CompileGrammar(c.text, "root"); break;
+          case OutputConstraint::Kind::kTokens: error = "forced tokens have no grammar"; break;  // (never asked)
         }
       } catch (const std::exception& e) {
         error = e.what();
@@ -174,6 +209,10 @@ StructuredOutput::StructuredOutput(std::vector<std::string> token_bytes, int64_t
 StructuredOutput::~StructuredOutput() = default;
 
 void StructuredOutput::compile(const OutputConstraint& constraint, const std::string& who) {
+  if (constraint.kind == OutputConstraint::Kind::kTokens) {  // nothing to compile: the ids are checked
+    impl_->forced_tokens(constraint, who, vocab_size_);
+    return;
+  }
   double seconds = 0;
   impl_->get(constraint, who, &seconds);
   const uint64_t key = std::hash<std::string>()(constraint.text) * 31 + static_cast<uint64_t>(constraint.kind);
@@ -207,10 +246,18 @@ void StructuredOutput::forget(const Sequence& seq) { impl_->matchers.erase(&seq)
 
 void StructuredOutput::start(const Sequence& seq) {
   if (!seq.request->constraint) return;
+  if (seq.request->constraint->kind == OutputConstraint::Kind::kTokens) {
+    Impl::Matcher m;
+    m.forced = impl_->forced_tokens(*seq.request->constraint, fmt::format("request id {}", seq.request->id.dump()),
+                                    vocab_size_);
+    impl_->matchers.insert_or_assign(&seq, std::move(m));
+    advance(seq);
+    return;
+  }
   const xgrammar::CompiledGrammar grammar =
       impl_->get(*seq.request->constraint, fmt::format("request id {}", seq.request->id.dump()));
   impl_->matchers.insert_or_assign(&seq, Impl::Matcher{xgrammar::GrammarMatcher(grammar, impl_->stop_ids), 0,
-                                                       seq.request->constraint->after_token >= 0});
+                                                       seq.request->constraint->after_token >= 0, nullptr});
   advance(seq);
 }
 
@@ -224,10 +271,18 @@ StructuredOutput::Progress StructuredOutput::advance(const Sequence& seq) {
       m.waiting = token != seq.request->constraint->after_token;
       continue;
     }
+    if (m.forced) {  // the forced token, or an EOS after them
+      const int32_t expected = m.forced_at(0);
+      const bool stop = std::find(impl_->stop_ids.begin(), impl_->stop_ids.end(), token) != impl_->stop_ids.end();
+      if (expected >= 0 ? token == expected : stop) continue;
+      const int64_t position = m.accepted;
+      impl_->matchers.erase(it);
+      return {std::nullopt, position};
+    }
     // Every token is sampled under its mask, so a refusal means the mask admitted none: a dead end. (A token of
     // no text is refused without asking xgrammar, which would print a warning for each.)
     const bool textless = token < 0 || token >= vocab_size_ || impl_->no_text[token];
-    if (textless || !m.matcher.AcceptToken(token)) {
+    if (textless || !m.matcher->AcceptToken(token)) {
       const int64_t position = m.accepted;
       impl_->matchers.erase(it);
       return {std::nullopt, position};
@@ -235,7 +290,8 @@ StructuredOutput::Progress StructuredOutput::advance(const Sequence& seq) {
   }
   if (seq.status == SequenceStatus::kHandedOff) impl_->matchers.erase(it);  // its decode rank goes on
   if (seq.status != SequenceStatus::kFinished) return {};
-  const bool whole = !m.waiting && (m.matcher.IsTerminated() || m.matcher.IsCompleted());
+  const bool whole = m.forced ? m.accepted >= static_cast<int64_t>(m.forced->size())
+                              : !m.waiting && (m.matcher->IsTerminated() || m.matcher->IsCompleted());
   impl_->matchers.erase(it);
   return {whole, std::nullopt};
 }
@@ -247,14 +303,21 @@ int64_t StructuredOutput::fill_masks(const Sequence& seq, std::span<const int32_
     return std::find(impl_->stop_ids.begin(), impl_->stop_ids.end(), token) != impl_->stop_ids.end();
   };
   int64_t admitted = 0;
+  if (m.forced) {  // the drafts that are the forced tokens
+    for (;; ++admitted) {
+      impl_->fill(m, masks + admitted * words, admitted);
+      if (admitted == static_cast<int64_t>(drafts.size()) || drafts[admitted] != m.forced_at(admitted)) break;
+    }
+    return admitted;
+  }
   for (;; ++admitted) {
-    fill_row(m.matcher, masks + admitted * words, words);
+    fill_row(*m.matcher, masks + admitted * words, words);
     // A drafted stop token is left to the target's own row to sample (the verify ends before it).
     if (admitted == static_cast<int64_t>(drafts.size()) || stops(drafts[admitted]) ||
-        !m.matcher.AcceptToken(drafts[admitted]))
+        !m.matcher->AcceptToken(drafts[admitted]))
       break;
   }
-  if (admitted > 0) m.matcher.Rollback(static_cast<int>(admitted));
+  if (admitted > 0) m.matcher->Rollback(static_cast<int>(admitted));
   return admitted;
 }
 
@@ -264,7 +327,7 @@ void StructuredOutput::fill_masks(std::span<const Sequence* const> seqs, uint32_
   std::vector<Impl::Matcher*> matchers(n);
   for (int64_t i = 0; i < n; ++i) matchers[i] = &impl_->matchers.at(seqs[i]);
 #pragma omp parallel for schedule(dynamic) if (n > 8)
-  for (int64_t i = 0; i < n; ++i) fill_row(matchers[i]->matcher, masks + i * words, words);
+  for (int64_t i = 0; i < n; ++i) impl_->fill(*matchers[i], masks + i * words);
 }
 
 }  // namespace deepinfer

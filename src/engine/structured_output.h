@@ -10,6 +10,8 @@
 //    the tokenizer's (the model's padding of its vocabulary) are never admitted.
 //  - A constrained request ends at its grammar's end (its EOS is admitted only there and always stops it), or is cut
 //    short by its max_new_tokens; its result says which (RequestResult::constraint_satisfied).
+//  - Forced tokens (OutputConstraint::Kind::kTokens) need no grammar: each row's mask admits the next forced token,
+//    then the model's EOS tokens; drafts are admitted while they are the forced tokens.
 //  - A constraint that starts after a token (OutputConstraint::after_token: a thinking-mode answer after </think>)
 //    leaves the output free until that token is emitted: the sequence is not constrained (no masks) until then, and
 //    drafts stop before that token, so that it is always the last token of its step and the grammar masks the next.

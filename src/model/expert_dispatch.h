@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "src/core/check.h"
-#include "src/dist/split_rows.h"
+#include "src/comm/split_rows.h"
 
 namespace deepinfer {
 
@@ -101,7 +101,7 @@ class ExpertDispatcher {
   // The device-resident path, where this dispatcher has one (null: exchange through dispatch()).
   virtual DeviceExpertDispatcher* device() { return nullptr; }
   // Rows of a table the group's ranks hold in parts (model/row_shard.h: DeepSeek-V4.1's engram tables, fetched
-  // as DeepEP's EngramBuffer does), through the group's communicator: see dist/split_rows.h. Every rank of the
+  // as DeepEP's EngramBuffer does), through the group's communicator: see comm/split_rows.h. Every rank of the
   // group calls it at the same point of every step.
   virtual void fetch_split_rows(std::span<const int64_t> keys, std::span<const int32_t> owners, int64_t row_bytes,
                                 const ServeRows& serve, std::byte* out) = 0;

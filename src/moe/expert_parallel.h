@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-#include "src/dist/communicator.h"
+#include "src/comm/communicator.h"
 #include "src/model/expert_dispatch.h"
 #include "src/model/expert_store.h"
 #include "src/moe/eplb.h"

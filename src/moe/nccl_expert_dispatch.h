@@ -12,7 +12,7 @@
 #include <cuda_bf16.h>
 
 #include "src/core/device_array.h"
-#include "src/dist/nccl_communicator.h"
+#include "src/comm/nccl_communicator.h"
 #include "src/model/expert_dispatch.h"
 
 namespace deepinfer {

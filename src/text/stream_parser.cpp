@@ -19,6 +19,7 @@ ChatStreamParser::ChatStreamParser(const BpeTokenizer& tokenizer, bool reasoning
                                    std::vector<std::string> stop_sequences, bool tool_calls, bool in_tool_calls)
     : tokenizer_(tokenizer),
       think_end_(tokenizer.token_to_id("</think>")),
+      eos_(tokenizer.token_to_id("<｜end▁of▁sentence｜>")),
       reasoning_(reasoning_first),
       stops_(std::move(stop_sequences)),
       tool_calls_(tool_calls),
@@ -215,7 +216,9 @@ std::vector<StreamEvent> ChatStreamParser::push_output(std::span<const int32_t> 
   std::vector<StreamEvent> out;
   for (const int32_t id : tokens) {
     if (finished_) break;
-    if (id >= tokenizer_.vocab_size() || tokenizer_.is_special(id)) continue;  // (past it: a padding id, no text)
+    // The EOS that ended it is no text (as an inference server does not pass it on); other special tokens are the
+    // text they spell, as recipe shows them. Past the tokenizer: a padding id, no text.
+    if (id >= tokenizer_.vocab_size() || id == eos_) continue;
     for (StreamEvent& e : push(id)) out.push_back(std::move(e));
   }
   return out;

@@ -39,7 +39,7 @@ class ChatStreamParser {
 
   // The events of one more output token (none while it completes nothing).
   std::vector<StreamEvent> push(int32_t token);
-  // The events of an engine's output tokens: special ones (the EOS that ended it) left out, none after the end.
+  // The events of an engine's output tokens: the EOS that ended it left out, none after the end.
   std::vector<StreamEvent> push_output(std::span<const int32_t> tokens);
   // The last event where the stream ended without a stop sequence (e.g. "length").
   std::vector<StreamEvent> finish(const std::string& reason);
@@ -71,6 +71,7 @@ class ChatStreamParser {
 
   const BpeTokenizer& tokenizer_;
   int32_t think_end_ = -1;
+  int32_t eos_ = -1;  // DeepSeek's <｜end▁of▁sentence｜>
   bool reasoning_;
   std::vector<std::string> stops_;
   std::string bytes_;              // decoded bytes not yet a whole UTF-8 character

@@ -65,8 +65,10 @@ def main():
     deploy = ["--deploy", args.deploy] if args.deploy else []
     with tempfile.TemporaryDirectory() as tmp:
         path = lambda name: os.path.join(tmp, name)
+        # Requests name the model "deepseek-test": the job serves it under that name (a request naming another model
+        # is refused, as the DeepSeek API does).
         text_base = launch + ["--model", args.text_model, "--load-format", "dummy", "--tokenizer", args.tokenizer,
-                              "--chat-prose", args.chat_prose] + deploy
+                              "--chat-prose", args.chat_prose, "--served-model-name", "deepseek-test"] + deploy
 
         # Chat completions and text completions with the tokenizer; a line of today's form among them.
         openai, today = [], []

@@ -89,6 +89,10 @@ def requests(chat):
         if chat:  # a chat request carries its constraint in response_format
             r = {"id": f"r{len(reqs)}", "messages": [{"role": "user", "content": prompt}],
                  "thinking": {"type": "disabled"}, "max_tokens": max_new}
+            if "response_format" in constraint:  # not "strict": the API's strict subset refuses some of these
+                spec = json.loads(json.dumps(constraint))  # schemas (the engine enforces a schema whole either way)
+                spec["response_format"].get("json_schema", {}).pop("strict", None)
+                constraint = spec
             if "regex" in constraint:
                 constraint = {"response_format": {"type": "regex", "regex": constraint["regex"]}}
             elif "ebnf" in constraint:

@@ -3,8 +3,8 @@
 // rebalance takes the max/mean token load over the EP ranks from about 2 down to about 1.
 #include <cstdlib>
 
-#include "src/dist/mpi_communicator.h"
-#include "src/dist/topology.h"
+#include "src/comm/mpi_communicator.h"
+#include "src/comm/topology.h"
 #include "src/engine/spmd_generation.h"
 #include "src/model/deepseek_model.h"
 #include "src/moe/expert_parallel.h"

@@ -5,7 +5,7 @@
 #include <numeric>
 #include <random>
 
-#include "src/dist/mpi_communicator.h"
+#include "src/comm/mpi_communicator.h"
 #include "src/model/deepseek_model.h"
 #include "src/moe/expert_parallel.h"
 #include "tests/mp/mpi_test_util.h"

@@ -5,8 +5,8 @@
 #include <random>
 
 #include "src/core/device.h"
-#include "src/dist/mpi_communicator.h"
-#include "src/dist/nccl_communicator.h"
+#include "src/comm/mpi_communicator.h"
+#include "src/comm/nccl_communicator.h"
 #include "tests/mp/mpi_test_util.h"
 
 namespace deepinfer {

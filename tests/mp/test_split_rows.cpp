@@ -1,11 +1,11 @@
-// fetch_split_rows (dist/split_rows.h) on random asks: every rank asks random rows of a table held in parts
+// fetch_split_rows (comm/split_rows.h) on random asks: every rank asks random rows of a table held in parts
 // (model/row_shard.h), some ranks none, repeats and any order; each row's bytes are a function of its key, so
 // every rank checks what it got without a reference copy.
 #include <random>
 #include <vector>
 
-#include "src/dist/mpi_communicator.h"
-#include "src/dist/split_rows.h"
+#include "src/comm/mpi_communicator.h"
+#include "src/comm/split_rows.h"
 #include "src/model/row_shard.h"
 #include "tests/mp/mpi_test_util.h"
 

@@ -1,7 +1,7 @@
 // Roles and communicator sizes under mpirun, for the deployment named by DEEPINFER_TEST_DEPLOY.
 #include <cstdlib>
 
-#include "src/dist/topology.h"
+#include "src/comm/topology.h"
 #include "tests/mp/mpi_test_util.h"
 
 namespace deepinfer {

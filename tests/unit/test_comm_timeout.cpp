@@ -5,7 +5,7 @@
 #include <string>
 
 #include "src/core/error.h"
-#include "src/dist/communicator.h"
+#include "src/comm/communicator.h"
 
 namespace deepinfer {
 namespace {

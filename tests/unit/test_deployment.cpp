@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "src/core/error.h"
-#include "src/dist/deployment.h"
+#include "src/comm/deployment.h"
 
 namespace deepinfer {
 namespace {

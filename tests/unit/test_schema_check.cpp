@@ -93,5 +93,18 @@ TEST(SchemaCheck, PassesWhatTheGrammarEnforces) {
   for (const char* schema : accepted) EXPECT_EQ(error_of(schema), "") << schema;
 }
 
+// An integer's fractional bounds become the whole numbers they admit (the grammar engine refuses fractional ones).
+TEST(SchemaCheck, IntegerBoundsAsWholeNumbers) {
+  const auto whole = [](const char* schema) {
+    return with_whole_integer_bounds(nlohmann::ordered_json::parse(schema)).dump();
+  };
+  EXPECT_EQ(whole(R"({"type": "integer", "minimum": 1.5, "maximum": 7.5})"), R"({"type":"integer","minimum":2,"maximum":7})");
+  EXPECT_EQ(whole(R"({"type": "integer", "exclusiveMinimum": 1.5, "exclusiveMaximum": -0.5})"),
+            R"({"type":"integer","minimum":2,"maximum":-1})");
+  EXPECT_EQ(whole(R"({"type": "integer", "exclusiveMinimum": 3.0})"), R"({"type":"integer","exclusiveMinimum":3})");
+  EXPECT_EQ(whole(R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": -2.5}, "x": {"type": "number", "minimum": 1.5}}})"),
+            R"({"type":"object","properties":{"n":{"type":"integer","minimum":-2},"x":{"type":"number","minimum":1.5}}})");
+}
+
 }  // namespace
 }  // namespace deepinfer
