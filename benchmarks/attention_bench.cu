@@ -36,7 +36,7 @@ int num_sms() {
   return sms;
 }
 
-// CudaDeepseekModel::decode_splits (src/model/cuda/cuda_deepseek_model.cpp), for a batch at one context length.
+// CudaDeepseekModel::decode_splits (src/model/deepseek/cuda/cuda_deepseek_model.cpp), for a batch at one context length.
 int64_t decode_splits(int64_t batch, int64_t heads, int64_t max_len) {
   const int64_t blocks = batch * ((heads + 15) / 16), sms = num_sms();
   const int64_t one_per_sm = (sms + blocks - 1) / blocks;

@@ -31,7 +31,7 @@
 #include "src/model/backend.h"
 #include "src/model/engram_hash.h"
 #include "src/model/model_config.h"
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 using namespace deepinfer;
 

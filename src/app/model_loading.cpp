@@ -9,7 +9,7 @@
 #include "src/core/json_depth.h"
 #include "src/model/architectures.h"
 #include "src/model/engram_hash.h"
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 namespace deepinfer::app {
 

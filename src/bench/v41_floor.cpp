@@ -9,7 +9,7 @@
 
 #include "src/bench/roofline.h"
 #include "src/model/architectures.h"
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 namespace deepinfer {
 

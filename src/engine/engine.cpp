@@ -9,7 +9,7 @@
 #include "src/engine/dspark_drafter.h"
 #include "src/engine/kv_store.h"
 #include "src/engine/mtp_drafter.h"
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 
 namespace deepinfer {

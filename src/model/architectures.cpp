@@ -1,6 +1,6 @@
 #include "src/model/architectures.h"
 
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 #include <cstdio>
 #include <limits>

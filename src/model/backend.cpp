@@ -5,13 +5,13 @@
 #include "src/core/check.h"
 #include "src/core/device.h"
 #include "src/model/architectures.h"
-#include "src/model/deepseek_model.h"
-#include "src/model/v41_model.h"
+#include "src/model/deepseek/deepseek_model.h"
+#include "src/model/v41/v41_model.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "src/model/cuda/cuda_deepseek_model.h"
-#include "src/model/cuda/cuda_v41_model.h"
+#include "src/model/deepseek/cuda/cuda_deepseek_model.h"
+#include "src/model/v41/cuda/cuda_v41_model.h"
 #endif
 
 namespace deepinfer {

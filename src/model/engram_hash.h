@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "src/model/forward_batch.h"
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 namespace deepinfer {
 

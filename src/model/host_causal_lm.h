@@ -7,7 +7,7 @@
 
 #include "src/model/causal_lm.h"
 #include "src/model/host_expert_store.h"
-#include "src/model/mla_kv_cache.h"
+#include "src/model/deepseek/mla_kv_cache.h"
 #include "src/model/weights.h"
 
 namespace deepinfer {

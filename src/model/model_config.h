@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 namespace deepinfer {
 

@@ -15,9 +15,9 @@
 #include <sstream>
 
 #include "src/core/device.h"
-#include "src/model/cuda/cuda_deepseek_model.h"
+#include "src/model/deepseek/cuda/cuda_deepseek_model.h"
 #include "src/model/cuda/weight_source.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "src/model/weights.h"
 #include "src/model/model_config.h"
 #include "tests/unit/fixtures.h"

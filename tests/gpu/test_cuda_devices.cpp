@@ -7,7 +7,7 @@
 
 #include "src/core/check.h"
 #include "src/core/device.h"
-#include "src/model/cuda/cuda_deepseek_model.h"
+#include "src/model/deepseek/cuda/cuda_deepseek_model.h"
 #include "src/model/model_config.h"
 
 namespace deepinfer {

@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "src/core/device.h"
-#include "src/model/cuda/cuda_deepseek_model.h"
-#include "src/model/cuda/cuda_v41_model.h"
+#include "src/model/deepseek/cuda/cuda_deepseek_model.h"
+#include "src/model/v41/cuda/cuda_v41_model.h"
 #include "src/model/model_config.h"
 #include "tests/unit/fixtures.h"
 

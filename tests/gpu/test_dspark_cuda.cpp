@@ -1,4 +1,4 @@
-// DeepSeek-V4.1's DSpark drafter on the GPU (src/model/cuda/cuda_v41_dspark.cpp, issue #27) against the CPU module
+// DeepSeek-V4.1's DSpark drafter on the GPU (src/model/v41/cuda/cuda_v41_dspark.cpp, issue #27) against the CPU module
 // on tests/fixtures/tiny-v41-dspark with its weights rounded to bf16 (tests/unit/test_dspark.cpp checks the CPU one;
 // cpu_reference.h why rounded and why medians): the draft layers' window keys the main steps write, the blocks drafted
 // from the same cache; and the drafter through the engine on the GPU, whose outputs must be plain decoding's; drafts

@@ -11,7 +11,7 @@
 #include "src/core/device.h"
 #include "src/engine/engine.h"
 #include "src/model/backend.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "tests/gpu/cpu_reference.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/speculation_cases.h"

@@ -30,11 +30,11 @@
 #include "src/model/architectures.h"
 #include "src/model/cuda/cuda_moe.h"
 #include "src/core/files.h"
-#include "src/model/cuda/cuda_v41_model.h"
+#include "src/model/v41/cuda/cuda_v41_model.h"
 #include "src/model/engram_hash.h"
 #include "src/model/model_config.h"
 #include "src/model/safetensors.h"
-#include "src/model/v41_model.h"
+#include "src/model/v41/v41_model.h"
 #include "tests/unit/fixtures.h"
 
 namespace deepinfer {

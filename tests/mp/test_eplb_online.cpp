@@ -6,7 +6,7 @@
 #include "src/comm/mpi_communicator.h"
 #include "src/comm/topology.h"
 #include "src/engine/spmd_generation.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "src/moe/expert_parallel.h"
 #include "tests/mp/mpi_test_util.h"
 

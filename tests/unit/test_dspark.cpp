@@ -1,4 +1,4 @@
-// DeepSeek-V4.1's DSpark drafter on the CPU (src/model/v41_dspark.cpp) and the engine's DSpark drafter
+// DeepSeek-V4.1's DSpark drafter on the CPU (src/model/v41/v41_dspark.cpp) and the engine's DSpark drafter
 // (src/engine/dspark_drafter.h), on tests/fixtures/tiny-v41-dspark (tiny-v41 with two random draft layers): the draft
 // module loads under DeepSeek's checkpoint names; a sequence's drafts depend on its own tokens only — not on how
 // its prompt was chunked, not on what else is batched with it, not on rows a verify step wrote and then rejected
@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "src/model/backend.h"
-#include "src/model/v41_model.h"
+#include "src/model/v41/v41_model.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/late_drafts.h"
 #include "tests/unit/speculation_cases.h"

@@ -7,7 +7,7 @@
 
 #include "kernels/cpu/sampling.h"
 #include "src/engine/engine.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "tests/unit/fixtures.h"
 
 namespace deepinfer {

@@ -1,4 +1,4 @@
-// DeepSeek-V3's MTP module on the CPU (src/model/mtp.cpp) and the engine's MTP drafter (src/engine/mtp_drafter.h):
+// DeepSeek-V3's MTP module on the CPU (src/model/deepseek/mtp.cpp) and the engine's MTP drafter (src/engine/mtp_drafter.h):
 // the module's logits against transformers' decoder layer holding its weights (tests/fixtures/make_mtp_reference.py),
 // chunked = one-shot, and through the engine the outputs of plain decoding, greedy and sampled.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "src/model/backend.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "src/model/safetensors.h"
 #include "tests/unit/fixtures.h"
 #include "tests/unit/late_drafts.h"

@@ -11,10 +11,10 @@
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/fp4_weights.h"
 #include "kernels/cpu/fp8_weights.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "src/model/quantization.h"
 #include "src/model/safetensors.h"
-#include "src/model/v41_model.h"
+#include "src/model/v41/v41_model.h"
 #include "tests/unit/fixtures.h"
 
 namespace deepinfer {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "src/model/safetensors.h"
 #include "tests/unit/fixtures.h"
 

@@ -6,7 +6,7 @@
 
 #include "src/core/error.h"
 #include "src/model/model_config.h"
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 namespace deepinfer {
 namespace {

@@ -10,9 +10,9 @@
 
 #include "src/core/error.h"
 #include "src/model/engram_hash.h"
-#include "src/model/mla_kv_cache.h"
+#include "src/model/deepseek/mla_kv_cache.h"
 #include "src/model/safetensors.h"
-#include "src/model/v41_model.h"
+#include "src/model/v41/v41_model.h"
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/fp_formats.h"
 #include "tests/unit/fixtures.h"

@@ -35,7 +35,7 @@
 #include "src/model/causal_lm.h"
 #include "src/model/cuda/cuda_expert_store.h"
 #include "src/model/cuda/cuda_moe.h"
-#include "src/model/cuda/cuda_v41_kv_cache.h"
+#include "src/model/v41/cuda/cuda_v41_kv_cache.h"
 #include "src/model/cuda/decode_graphs.h"
 #include "src/model/cuda/device_idle.h"
 #include "src/model/cuda/device_memory.h"
@@ -43,7 +43,7 @@
 #include "src/model/cuda/device_sampling.h"
 #include "src/model/cuda/step_profiler.h"
 #include "src/model/cuda/weight_source.h"
-#include "src/model/v41_layers.h"
+#include "src/model/v41/v41_layers.h"
 
 namespace deepinfer {
 

@@ -1,6 +1,6 @@
-#include "src/model/v41_model.h"
+#include "src/model/v41/v41_model.h"
 
-#include "src/model/v41_layers.h"
+#include "src/model/v41/v41_layers.h"
 
 #include <algorithm>
 #include <cmath>

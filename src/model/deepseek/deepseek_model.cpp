@@ -1,9 +1,9 @@
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 
 #include <algorithm>
 
 #include "kernels/cpu/ops.h"
-#include "src/model/deepseek_layers.h"
+#include "src/model/deepseek/deepseek_layers.h"
 
 namespace deepinfer {
 

@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 #include "src/model/router_params.h"
 
 namespace deepinfer {

@@ -1,4 +1,4 @@
-#include "src/model/mla_kv_cache.h"
+#include "src/model/deepseek/mla_kv_cache.h"
 
 #include <algorithm>
 

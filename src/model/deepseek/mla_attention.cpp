@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cpu/ops.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 
 namespace deepinfer {
 

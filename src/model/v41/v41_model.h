@@ -31,7 +31,7 @@
 
 #include "kernels/cpu/router.h"
 #include "src/model/host_causal_lm.h"
-#include "src/model/mla_kv_cache.h"
+#include "src/model/deepseek/mla_kv_cache.h"
 #include "src/model/rope.h"
 #include "src/model/weights.h"
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <vector>
 
-#include "src/model/cuda/cuda_v41_model.h"
+#include "src/model/v41/cuda/cuda_v41_model.h"
 
 namespace deepinfer {
 

@@ -1,4 +1,4 @@
-#include "src/model/cuda/cuda_v41_kv_cache.h"
+#include "src/model/v41/cuda/cuda_v41_kv_cache.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "src/model/cuda/cuda_v41_model.h"
+#include "src/model/v41/cuda/cuda_v41_model.h"
 
 #include <spdlog/spdlog.h>
 
@@ -25,7 +25,7 @@
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/device_sampling.h"
 #include "src/model/engram_hash.h"
-#include "src/model/cuda/cuda_v41_step.h"
+#include "src/model/v41/cuda/cuda_v41_step.h"
 #include "src/model/rope.h"
 
 namespace deepinfer {

@@ -8,10 +8,10 @@
 
 #include "src/core/tensor.h"
 #include "src/model/host_causal_lm.h"
-#include "src/model/deepseek_layers.h"
+#include "src/model/deepseek/deepseek_layers.h"
 #include "src/model/expert_dispatch.h"
 #include "src/model/forward_batch.h"
-#include "src/model/mla_kv_cache.h"
+#include "src/model/deepseek/mla_kv_cache.h"
 #include "src/model/model_config.h"
 #include "src/model/rope.h"
 #include "src/model/weights.h"

@@ -17,7 +17,7 @@
 #include "kernels/cuda/sparse_attention.cuh"
 #include "kernels/group_slots.h"
 #include "src/model/cuda/cuda_kv_cache.h"
-#include "src/model/cuda/cuda_v41_step.h"
+#include "src/model/v41/cuda/cuda_v41_step.h"
 #include "src/model/engram_hash.h"
 
 namespace deepinfer {

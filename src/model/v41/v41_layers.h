@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 namespace deepinfer {
 

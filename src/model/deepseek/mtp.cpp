@@ -2,7 +2,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
-#include "src/model/deepseek_model.h"
+#include "src/model/deepseek/deepseek_model.h"
 
 namespace deepinfer {
 

@@ -23,7 +23,7 @@
 #include "kernels/cuda/sparse_attention.cuh"
 #include "kernels/cuda/speculation.cuh"
 #include "kernels/cuda/router.cuh"
-#include "src/model/cuda/cuda_v41_step.h"
+#include "src/model/v41/cuda/cuda_v41_step.h"
 #include "src/model/cuda/device_sampling.h"
 
 namespace deepinfer {

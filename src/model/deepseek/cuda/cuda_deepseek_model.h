@@ -10,7 +10,7 @@
 
 #include "src/core/device_array.h"
 #include "src/model/causal_lm.h"
-#include "src/model/deepseek_layers.h"
+#include "src/model/deepseek/deepseek_layers.h"
 #include "src/model/cuda/cuda_expert_store.h"
 #include "src/model/cuda/cuda_mlp.h"
 #include "src/model/cuda/cuda_moe.h"

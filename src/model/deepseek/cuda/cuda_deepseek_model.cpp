@@ -1,6 +1,6 @@
-#include "src/model/cuda/cuda_deepseek_model.h"
+#include "src/model/deepseek/cuda/cuda_deepseek_model.h"
 
-#include "src/model/deepseek_layers.h"
+#include "src/model/deepseek/deepseek_layers.h"
 
 #include <spdlog/spdlog.h>
 

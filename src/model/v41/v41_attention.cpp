@@ -9,7 +9,7 @@
 #include "kernels/cpu/indexer.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/sparse_attention.h"
-#include "src/model/v41_model.h"
+#include "src/model/v41/v41_model.h"
 
 namespace deepinfer {
 

@@ -1,4 +1,4 @@
-#include "src/model/v41_config.h"
+#include "src/model/v41/v41_config.h"
 
 #include <algorithm>
 #include <initializer_list>
