@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call made of named steps, run in order on the GPU machine from a pack of binaries (tests/gpu/run.sh says
 # how to make one; PACK=/tmp/b by default), each step's log under $OUT (or /tmp/device-call) and the whole folder
-# packed to $OUT/call.tar.xz after every step, so that a call cut short by its time limit still brings back what ran.
+# packed after every step to $TAR (default $OUT/call.tar.xz: a device call brings back few files, so point TAR into
+# the call's $OUT and OUT elsewhere), so that a call cut short by its time limit still brings back what ran.
 # The one-off scripts of earlier device calls were all compositions of these steps (results/h200/runs.md lists them).
 #
 #   launch/lab/device_call.sh STEP [STEP ...]
@@ -23,7 +24,8 @@ mkdir -p "$out"
 build=$pack/build
 di=$build/deepinfer
 n=0
-keep() { tar -C "$out" --exclude=call.tar.xz -cJf "$out/call.tar.xz" . 2>/dev/null; }
+tarball=${TAR:-$out/call.tar.xz}
+keep() { tar -C "$out" --exclude=call.tar.xz -cJf "$tarball" . 2>/dev/null; }
 
 step() {
   local name=$1; shift
