@@ -96,10 +96,7 @@ int run_bench(const BenchOptions& options, const World& world) {
     const int64_t max_positions = loaded.config.max_position_embeddings;
     if (options.phase == "decode") {
       const SpeculationCliOptions& spec = options.speculation;
-      DI_INPUT_CHECK(spec.num_drafts > 0 || !spec.variable_length, "--spec-varlen needs --nextn N (N > 0)");
-      DI_INPUT_CHECK(!options.model.batch_invariant || !spec.variable_length,
-                     "--batch-invariant refuses --spec-varlen: its verify lengths depend on the batch (a fixed --nextn "
-                     "is allowed)");
+      spec.check(options.model.batch_invariant);
       // Each step may emit 1 + --nextn tokens; --spec-varlen first measures its cost curve (3 steps per length).
       const int64_t steps = (spec.variable_length ? 3 * (spec.num_drafts + 1) : 0) + options.warmup + options.steps + 2;
       for (int64_t context : options.contexts)

@@ -367,11 +367,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     }
     if (structured) engine_options.structured = structured.get();
     const SpeculationCliOptions& spec = options.speculation;
-    DI_INPUT_CHECK(spec.num_drafts > 0 || (!spec.variable_length && spec.reference_path.empty()),
-                   "--spec-varlen and --draft-reference need --nextn N (N > 0)");
-    DI_INPUT_CHECK(!options.model.batch_invariant || !spec.variable_length,
-                   "--batch-invariant refuses --spec-varlen: its verify lengths depend on the batch (a fixed --nextn "
-                   "is allowed)");
+    spec.check(options.model.batch_invariant);
     if (spec.num_drafts > 0 && spec.drafter == "controlled") {
       DI_INPUT_CHECK(!spec.reference_path.empty(),
                      "--nextn needs --draft-reference FILE (the controlled drafter) or --draft mtp");

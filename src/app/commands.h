@@ -48,6 +48,9 @@ struct SpeculationCliOptions {
   double mean_acceptance = 0.8; // --draft-acceptance
   double spread = 1.0;          // --draft-spread
   uint64_t seed = 0;            // --draft-seed
+  // The checks generate and bench share: --spec-varlen (and, in generate, --draft-reference) need --nextn, and
+  // --batch-invariant refuses --spec-varlen (its verify lengths depend on the batch). InputError naming the options.
+  void check(bool batch_invariant) const;
 };
 
 struct GenerateOptions {
