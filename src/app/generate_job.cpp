@@ -24,8 +24,7 @@ constexpr int64_t kListedBadLines = 20;
 
 // The key of a line as far as its JSON gives one (a malformed line: its ordinal, the id it would get).
 uint64_t line_key(const std::string& text, int64_t ordinal) {
-  const nlohmann::json line = parse_line_quietly(text);
-  return key_hash(request_key(line.is_discarded() ? nlohmann::json() : line, ordinal));
+  return key_hash(request_key(parse_line_quietly(text), ordinal));
 }
 
 // One window as every rank holds it.

@@ -166,11 +166,13 @@ nlohmann::json bad_line_record(const std::string& text, int64_t ordinal, const s
   BatchLineFormat format;
   nlohmann::json id = ordinal;
   const nlohmann::json line = parse_line_quietly(text);
-  if (line.is_object() && line.contains("custom_id") && line["custom_id"].is_string()) {
+  if (!line.is_object())  // no id to give: the record names the request's place (result_log.h's keys)
+    return {{"id", nullptr}, {"request", ordinal}, {"error", {{"code", "invalid_request"}, {"message", message}}}};
+  if (line.contains("custom_id") && line["custom_id"].is_string()) {
     format.endpoint = line.value("url", "") == endpoint_url(BatchEndpoint::kCompletions) ? BatchEndpoint::kCompletions
                                                                                          : BatchEndpoint::kChatCompletions;
     format.custom_id = line["custom_id"].get<std::string>();
-  } else if (line.is_object() && line.contains("id")) {
+  } else if (line.contains("id")) {
     id = line["id"];
   }
   return error_line(format, id, ordinal, "invalid_request", message);

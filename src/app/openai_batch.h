@@ -46,7 +46,8 @@ nlohmann::json error_line(const BatchLineFormat& format, const nlohmann::json& i
                           const std::string& code, const std::string& message);
 
 // The error record of a line that could not be read as a request: its custom_id or id as far as the text gives
-// them (else the ordinal, the id such a line would have had).
+// them (else the ordinal, the id such a line would have had); a line that is no JSON object gives none:
+// {"id": null, "request": ordinal, "error"} (a real request may have that ordinal as its id).
 nlohmann::json bad_line_record(const std::string& text, int64_t ordinal, const std::string& message);
 
 }  // namespace deepinfer::app

@@ -19,13 +19,17 @@
 namespace deepinfer::app {
 
 std::string request_key(const nlohmann::json& line, int64_t ordinal) {
-  if (line.is_object() && line.contains("custom_id") && line["custom_id"].is_string())
-    return "c:" + line["custom_id"].get<std::string>();
-  return "i:" + (line.is_object() && line.contains("id") ? line["id"] : nlohmann::json(ordinal)).dump();
+  // A line that is no JSON object has no id to give: its place keys it, apart from every id (a request of "id": 0
+  // and a malformed first line are two requests).
+  if (!line.is_object()) return "l:" + std::to_string(ordinal);
+  if (line.contains("custom_id") && line["custom_id"].is_string()) return "c:" + line["custom_id"].get<std::string>();
+  return "i:" + (line.contains("id") ? line["id"] : nlohmann::json(ordinal)).dump();
 }
 
 std::string result_key(const nlohmann::json& result) {
   if (result.contains("custom_id") && result["custom_id"].is_string()) return "c:" + result["custom_id"].get<std::string>();
+  if (result.value("id", nlohmann::json()).is_null() && result.contains("request"))  // an unreadable line's record
+    return "l:" + result["request"].dump();
   return "i:" + result.at("id").dump();
 }
 

@@ -5,8 +5,9 @@
 //    end) bounds what a lost node or power loses to that interval's lines.
 //  - A kill inside a write leaves a torn last line (no newline): resume_output() cuts it off, and its request runs
 //    again. A damaged line anywhere else is not a kill's doing: it is refused, naming the line.
-//  - Requests are known by a key (request_key / result_key): an OpenAI line's custom_id, else the id's JSON text;
-//    the sets of keys hold 64-bit hashes of them, 8 bytes a request.
+//  - Requests are known by a key (request_key / result_key): an OpenAI line's custom_id, else the id's JSON text; a
+//    line that is no JSON object, by its place (its error record: "id": null, "request": the ordinal), so that it
+//    never stands for a request of that id; the sets of keys hold 64-bit hashes of them, 8 bytes a request.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -23,9 +24,10 @@
 namespace deepinfer::app {
 
 // The key of a request line (JSON parsed, not yet read as a request): its custom_id (OpenAI lines, when a string),
-// its "id", or the ordinal, which is the id a line without one gets.
+// its "id", or the ordinal, which is the id a line without one gets; a line that is no JSON object (unparsed: a
+// discarded value) has a key of its place, which no id has.
 std::string request_key(const nlohmann::json& line, int64_t ordinal);
-// The key of a result line in the output (its custom_id, else its id).
+// The key of a result line in the output (its custom_id, else its id; an unreadable line's record, its place).
 std::string result_key(const nlohmann::json& result);
 uint64_t key_hash(std::string_view key);  // 64-bit FNV-1a
 // A line parsed without exceptions: discarded (is_discarded()) when it is malformed or nested deeper than the

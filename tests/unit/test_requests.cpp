@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "src/app/jsonl.h"
+#include "src/app/openai_batch.h"
+#include "src/app/result_log.h"
 #include "src/core/error.h"
 
 namespace deepinfer {
@@ -71,6 +73,19 @@ TEST(Requests, LargestValidValuesAreKept) {
   EXPECT_EQ(requests[0].prompt_token_ids, (std::vector<int32_t>{0, 2147483647}));
   EXPECT_EQ(requests[0].max_new_tokens, 9223372036854775807);
   EXPECT_EQ(requests[0].sampling.stop_token_ids, (std::vector<int32_t>{7}));
+}
+
+// A line that is no JSON object has no id: its error record and its key name its place, so that a request whose id
+// happens to equal that place is not taken for it when a job resumes.
+TEST(Requests, AnUnreadableLineNeverStandsForARequestOfItsOrdinal) {
+  const nlohmann::json record = app::bad_line_record(R"({"custom_id": "x1", "body": [)", 0, "malformed");
+  EXPECT_TRUE(record["id"].is_null()) << record.dump();
+  EXPECT_EQ(record["request"], 0);
+  const std::string unreadable = app::request_key(nlohmann::json(nlohmann::json::value_t::discarded), 0);
+  EXPECT_EQ(app::result_key(record), unreadable);
+  EXPECT_NE(unreadable, app::request_key(nlohmann::json{{"id", 0}}, 31));
+  EXPECT_NE(app::request_key(nlohmann::json::array({1, 2}), 4), app::request_key(nlohmann::json{{"id", 4}}, 9));
+  EXPECT_EQ(app::request_key(nlohmann::json{{"prompt_token_ids", {1}}}, 7), "i:7") << "a line without an id: its ordinal";
 }
 
 }  // namespace
