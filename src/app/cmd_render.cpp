@@ -21,7 +21,9 @@
 
 namespace deepinfer::app {
 
-int run_render(const RenderOptions& options, const World& world) {
+int run_render(const RenderOptions& given, const World& world) {
+  RenderOptions options = given;
+  if (options.output_path == "-") options.output_path = "/dev/stdout";  // as generate's --output -
   std::optional<ModelConfig> config;
   std::optional<PromptSources> prompts;
   int64_t bad = 0;
@@ -52,6 +54,15 @@ int run_render(const RenderOptions& options, const World& world) {
         BatchLineFormat format;
         Request request = parse_request_line(line.text, input.where(line), line.ordinal, tokenizer, chat, reading,
                                              &format);
+        // generate's checks of a constraint that need no grammar: the request's own (the grammar is compiled there).
+        if (request.constraint) {
+          DI_INPUT_CHECK(!request.sampling.ignore_eos, "{}: request id {}: a constrained request ends with the "
+                         "model's EOS: ignore_eos cannot be set", input.where(line), request.id.dump());
+          if (request.constraint->kind == OutputConstraint::Kind::kTokens)
+            for (const nlohmann::json& id : nlohmann::json::parse(request.constraint->text))
+              DI_INPUT_CHECK(id.get<int64_t>() < config->vocab_size, "{}: forced_output_token_ids holds {}, not a token "
+                             "id of the vocabulary [0, {})", input.where(line), id.dump(), config->vocab_size);
+        }
         request.constraint.reset();  // (compiled by generate; here only the prompt is rendered)
         try {
           Engine::validate(*config, limits, request);

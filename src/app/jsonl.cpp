@@ -160,9 +160,10 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
           static_cast<int32_t>(integer_in_range(token, 0, kMaxTokenId, where, "prompt_token_ids")));
   }
   const char* max_key = is_chat && line.contains("max_tokens") ? "max_tokens" : "max_new_tokens";
-  DI_INPUT_CHECK(line.contains(max_key) && line[max_key].is_number_integer(), "{}: '{}' must be an integer >= 1",
-                 where, is_chat && !line.contains(max_key) ? "max_tokens' (a chat request's name for it; or "
-                                                             "'max_new_tokens" : max_key);
+  DI_INPUT_CHECK(line.contains(max_key) && line[max_key].is_number_integer(), "{}: '{}' must be an integer >= 1{}",
+                 where, is_chat && !line.contains(max_key) ? "max_tokens" : max_key,
+                 is_chat && !line.contains(max_key) ? " (a chat request's name for max_new_tokens, which it may give "
+                                                      "instead)" : "");
   r.max_new_tokens = integer_in_range(line[max_key], 1, std::numeric_limits<int64_t>::max(), where, max_key);
   auto number = [&](const char* key, double min, double max, double fallback) {
     if (!line.contains(key) || line[key].is_null()) return fallback;

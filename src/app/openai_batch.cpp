@@ -66,6 +66,7 @@ nlohmann::ordered_json openai_request_line(const nlohmann::ordered_json& line, c
   else throw InputError(fmt::format("{}: url '{}' is neither /v1/chat/completions nor /v1/completions", where, url));
   DI_INPUT_CHECK(line.contains("body") && line["body"].is_object(), "{}: 'body' must be a JSON object", where);
   const bool chat = format.endpoint == BatchEndpoint::kChatCompletions;
+  DI_INPUT_CHECK(!chat || line["body"].contains("messages"), "{}: a /v1/chat/completions body needs 'messages'", where);
 
   nlohmann::ordered_json request = nlohmann::ordered_json::object();
   request["id"] = format.custom_id;

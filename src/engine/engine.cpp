@@ -150,8 +150,8 @@ void Engine::validate(const ModelConfig& c, const EngineOptions& options, const 
     DI_INPUT_CHECK(options.structured != nullptr, "{}: a {} constraint needs the model's tokenizer (the model "
                    "directory's tokenizer.json, or --tokenizer) to mask the vocabulary by", who,
                    request.constraint->kind_name());
-    DI_INPUT_CHECK(!request.sampling.ignore_eos, "{}: a constrained request ends at its grammar's end, with the "
-                   "model's EOS: ignore_eos cannot be set", who);
+    DI_INPUT_CHECK(!request.sampling.ignore_eos, "{}: a constrained request ends with the model's EOS (at its "
+                   "grammar's end, or after its forced tokens): ignore_eos cannot be set", who);
   }
   for (int32_t token : request.prompt_token_ids)
     DI_INPUT_CHECK(token >= 0 && token < c.vocab_size, "{}: token id {} is outside the vocabulary [0, {})", who,

@@ -72,7 +72,7 @@ def main():
         done = subprocess.run([args.deepinfer, "generate", "--model", args.model, "--load-format", "dummy",
                                "--tokenizer", args.tokenizer, "--chat-prose", args.chat_prose, "--input", no_max,
                                "--output", out], capture_output=True, text=True, timeout=300)
-        assert done.returncode == 2 and "no_max.jsonl:1: 'max_tokens' (a chat request's name for it" in done.stderr + \
+        assert done.returncode == 2 and "no_max.jsonl:1: 'max_tokens' must be an integer >= 1 (a chat request's name for max_new_tokens" in done.stderr + \
             done.stdout, (done.returncode, (done.stdout + done.stderr)[-2000:])
         print("a chat request without max_tokens is told about 'max_tokens'")
 
