@@ -76,13 +76,10 @@ struct StructuredOutput::Impl {
   std::unordered_set<uint64_t> checked;  // the constraints compile() has seen (hashes of kind and text)
   std::vector<bool> no_text;  // ids xgrammar treats as special (no bytes, padding): never sampled under a mask
   std::unordered_map<const Sequence*, Matcher> matchers;
-  // Forced tokens by their JSON text (shared by the sequences that force them).
-  std::map<std::string, std::shared_ptr<const std::vector<int32_t>>> forced;
-
-  // A kTokens constraint's ids, read once (InputError naming `who` for ids outside the vocabulary).
-  std::shared_ptr<const std::vector<int32_t>> forced_tokens(const OutputConstraint& c, const std::string& who,
-                                                            int64_t vocab_size) {
-    if (auto it = forced.find(c.text); it != forced.end()) return it->second;
+  // A kTokens constraint's ids, read from its text (InputError naming `who` for ids outside the vocabulary). Not
+  // kept beyond the sequence's matcher: a job of a million distinct forced outputs holds only the running ones.
+  static std::shared_ptr<const std::vector<int32_t>> forced_tokens(const OutputConstraint& c, const std::string& who,
+                                                                   int64_t vocab_size) {
     const nlohmann::json ids = nlohmann::json::parse(c.text, nullptr, false);
     DI_INPUT_CHECK(ids.is_array() && !ids.empty(), "{}: forced_output_token_ids must be a non-empty list", who);
     auto tokens = std::make_shared<std::vector<int32_t>>();
@@ -92,7 +89,7 @@ struct StructuredOutput::Impl {
                      vocab_size);
       tokens->push_back(static_cast<int32_t>(id.get<int64_t>()));
     }
-    return forced[c.text] = tokens;
+    return tokens;
   }
 
   // One row's mask of a matcher `ahead` tokens after those it has read (forced tokens), or now (a grammar).

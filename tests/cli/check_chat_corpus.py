@@ -92,9 +92,11 @@ def check_requests(records, corpus, fmt, what, every=1):
 
 
 def key(record, every=1):
-    """A record's request: its custom_id, or (a line that is no JSON object) its ordinal in an input of every
-    `every`th request."""
-    return record["custom_id"] if "custom_id" in record else f"r{record['id'] * every}"
+    """A record's request: its custom_id, or (a line that is no JSON object: "id" null, "request" its place) its
+    ordinal in an input of every `every`th request."""
+    if "custom_id" in record:
+        return record["custom_id"]
+    return f"r{(record['request'] if record['id'] is None else record['id']) * every}"
 
 
 def render_records(path):

@@ -104,6 +104,26 @@ TEST(StructuredOutput, ConstraintAfterTheReasoningsEnd) {
   EXPECT_EQ(unfinished.so.advance(unfinished.seq).satisfied, std::optional<bool>(false));
 }
 
+// Forced decoding: each row admits the next forced token, then the EOS; drafts are admitted while they are the forced
+// tokens; ids outside the vocabulary are refused.
+TEST(StructuredOutput, ForcedTokensThenTheEos) {
+  Fixture f({OutputConstraint::Kind::kTokens, "[8, 6, 7]"});
+  ASSERT_TRUE(f.so.constrains(f.seq));
+  EXPECT_EQ(f.next(), (Tokens{"ab"}));
+  std::vector<uint32_t> masks(4 * f.so.mask_words());
+  const std::vector<int32_t> drafts = {id("ab"), id("a"), id("x")};
+  EXPECT_EQ(f.so.fill_masks(f.seq, drafts, masks.data()), 2) << "the third draft is not the forced token";
+  EXPECT_EQ(admitted(f.so, masks.data() + 2 * f.so.mask_words()), (Tokens{"b"}));
+  f.emit("ab");
+  f.emit("a");
+  f.emit("b");
+  EXPECT_EQ(f.next(), (Tokens{"<eos>"}));
+  f.emit("<eos>");
+  f.seq.status = SequenceStatus::kFinished;
+  EXPECT_EQ(f.so.advance(f.seq).satisfied, std::optional<bool>(true));
+  EXPECT_THROW(f.so.compile({OutputConstraint::Kind::kTokens, "[1, 40]"}, "r"), InputError) << "40 is past the vocabulary";
+}
+
 TEST(StructuredOutput, CutShortIsNotWhole) {
   Fixture f({OutputConstraint::Kind::kRegex, "ab+"});
   f.emit("a");
