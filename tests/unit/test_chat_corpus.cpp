@@ -1,5 +1,5 @@
 // The chat corpus against deepseek-recipe 0.2.0 (issue #53): tests/fixtures/make_chat_corpus.py generated 3,200
-// OpenAI chat-completion request bodies (valid ones of every kind, and one class per way of breaking one) and 2,400
+// OpenAI chat-completion request bodies (random ones of every kind, and one class per way of breaking one) and 2,400
 // output streams (V4-Pro and V4.1-Flash, tools on and off, thinking on and off, stop sequences, V4 and V4.1 tool-call
 // spellings, special tokens strewn through text), with what recipe makes of each. Each body goes in as users send
 // it, an OpenAI batch line read by the request reader that `generate` and `render` use (app/jsonl.h), for the V4 and
