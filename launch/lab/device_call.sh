@@ -17,12 +17,8 @@
 #   launch/lab/device_call.sh suite -- decode configs/models/deepseek-v2-lite.json 1,64,256 1024,4096 -- \
 #     prefill configs/models/deepseek-v4.1-flash.json 4096 4096 --num-layers 4 --no-engram
 set -uo pipefail
-pack=${PACK:-/tmp/b}
-source "$pack/env.sh"
-out=${OUT:-/tmp/device-call}
-mkdir -p "$out"
+source "$(dirname "$0")/pack_env.sh" /tmp/device-call  # $pack, $out, $di
 build=$pack/build
-di=$build/deepinfer
 n=0
 tarball=${TAR:-$out/call.tar.xz}
 keep() { tar -C "$out" --exclude=call.tar.xz -cJf "$tarball" . 2>/dev/null; }

@@ -54,15 +54,10 @@ int run_render(const RenderOptions& given, const World& world) {
         BatchLineFormat format;
         Request request = parse_request_line(line.text, input.where(line), line.ordinal, tokenizer, chat, reading,
                                              &format);
-        // generate's checks of a constraint that need no grammar: the request's own (the grammar is compiled there).
-        if (request.constraint) {
-          DI_INPUT_CHECK(!request.sampling.ignore_eos, "{}: request id {}: a constrained request ends with the "
-                         "model's EOS: ignore_eos cannot be set", input.where(line), request.id.dump());
-          if (request.constraint->kind == OutputConstraint::Kind::kTokens)
-            for (const nlohmann::json& id : nlohmann::json::parse(request.constraint->text))
-              DI_INPUT_CHECK(id.get<int64_t>() < config->vocab_size, "{}: forced_output_token_ids holds {}, not a token "
-                             "id of the vocabulary [0, {})", input.where(line), id.dump(), config->vocab_size);
-        }
+        // generate's checks of a constraint that need no grammar (the grammar itself is compiled there).
+        if (request.constraint)
+          Engine::validate_constraint(*config, request, fmt::format("{}: request id {}", input.where(line),
+                                                                    request.id.dump()));
         request.constraint.reset();  // (compiled by generate; here only the prompt is rendered)
         try {
           Engine::validate(*config, limits, request);

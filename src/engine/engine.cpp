@@ -147,11 +147,10 @@ void Engine::validate(const ModelConfig& c, const EngineOptions& options, const 
                  "{}: prompt of {} tokens leaves no room to generate: it must stay below the model's maximum of {} "
                  "positions (prompts that reach it exceed the maximum)", who, prompt_len, max_model_len);
   if (request.constraint) {
+    validate_constraint(c, request, who);
     DI_INPUT_CHECK(options.structured != nullptr, "{}: a {} constraint needs the model's tokenizer (the model "
                    "directory's tokenizer.json, or --tokenizer) to mask the vocabulary by", who,
                    request.constraint->kind_name());
-    DI_INPUT_CHECK(!request.sampling.ignore_eos, "{}: a constrained request ends with the model's EOS (at its "
-                   "grammar's end, or after its forced tokens): ignore_eos cannot be set", who);
   }
   for (int32_t token : request.prompt_token_ids)
     DI_INPUT_CHECK(token >= 0 && token < c.vocab_size, "{}: token id {} is outside the vocabulary [0, {})", who,
@@ -165,6 +164,15 @@ void Engine::validate(const ModelConfig& c, const EngineOptions& options, const 
   DI_INPUT_CHECK(longest <= cache_tokens,
                  "{}: needs {} tokens of KV cache, more than the {} the cache holds (raise --kv-cache-tokens)", who,
                  longest, cache_tokens);
+}
+
+void Engine::validate_constraint(const ModelConfig& c, const Request& request, const std::string& who) {
+  DI_INPUT_CHECK(!request.sampling.ignore_eos, "{}: a constrained request ends with the model's EOS (at its "
+                 "grammar's end, or after its forced tokens): ignore_eos cannot be set", who);
+  if (request.constraint->kind != OutputConstraint::Kind::kTokens) return;
+  for (const nlohmann::json& id : nlohmann::json::parse(request.constraint->text))
+    DI_INPUT_CHECK(id.get<int64_t>() < c.vocab_size, "{}: forced_output_token_ids holds {}, not a token id of the "
+                   "vocabulary [0, {})", who, id.dump(), c.vocab_size);
 }
 
 void Engine::add_request(const Request& request) {

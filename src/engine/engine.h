@@ -107,6 +107,9 @@ class Engine {
   // Checks the request against the model and the cache (InputError naming the request and what is wrong).
   void validate(const Request& request) const { validate(model_.config(), options_, request); }
   static void validate(const ModelConfig& config, const EngineOptions& options, const Request& request);
+  // The checks of a request's constraint that need no grammar (validate makes them; so does render, which compiles
+  // none): no ignore_eos, forced tokens inside the vocabulary.
+  static void validate_constraint(const ModelConfig& c, const Request& request, const std::string& who);
   void add_request(const Request& request);  // the request must outlive the engine
   // Drops the requests no step has started yet and returns their indices (Scheduler::take_unstarted): they will
   // not finish here.

@@ -87,7 +87,6 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
                      }), "{}.function.name '{}' is not of the letters, digits, _ and - a tool name allows", field, t.name);
       if (present(f, "description")) t.description = f["description"].get<std::string>();
       // The schema as written, key order kept (the prompt shows it so); none is an empty object, as the API has it.
-      // It describes the arguments, which are an object (deepseek-recipe refuses any other schema).
       t.parameters = present(f, "parameters") ? f["parameters"] : Json::object();
       DI_INPUT_CHECK(!present(f, "strict") || f["strict"].is_boolean(), "{}.function.strict should be true or false",
                      field);
@@ -116,9 +115,9 @@ ChatConversation parse_chat_request(const nlohmann::ordered_json& body, const st
                      "{}: tool_choice '{}' is none of auto, none, required", what, c.tool_choice);
     }
   }
-  if (c.tool_choice != "none") check_tools(c.tools, what);  // (a function's choice checked them all above)
-  // Strict and non-strict tools are not mixed among the tools offered (tool_choice none offers none).
-  if (c.tool_choice != "none") {
+  if (c.tool_choice != "none") {  // the tools offered (tool_choice none offers none)
+    const bool chose_function = present(body, "tool_choice") && body["tool_choice"].is_object();
+    if (!chose_function) check_tools(c.tools, what);  // (a function's choice checked them all before choosing)
     DI_INPUT_CHECK(std::all_of(c.tools.begin(), c.tools.end(), [&](const ChatTool& t) { return t.strict == c.tools[0].strict; }),
                    "{}: strict and non-strict tools cannot be used in the same request (set 'strict' alike on every "
                    "tool)", what);

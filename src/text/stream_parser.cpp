@@ -37,7 +37,6 @@ void ChatStreamParser::emit(std::vector<StreamEvent>& out, std::string text) {
 }
 
 std::vector<std::string> ChatStreamParser::before_stops(std::string text) {
-  if (stops_.empty()) return {std::move(text)};
   std::vector<std::string> out;
   if (at_channel_start_ && held_.empty()) {
     // The content's leading line breaks are dropped before the stop sequences are looked for in it, except by a
@@ -149,7 +148,8 @@ void ChatStreamParser::content(std::vector<StreamEvent>& out, std::string text, 
     for (std::string& held : std::exchange(held_, {})) forward(out, std::move(held), false);
     return forward(out, std::move(text), true);
   }
-  if (tool_calls_ && dsml_.tag_begun()) return forward(out, std::move(text), false);  // markup: not searched
+  if (stops_.empty() || (tool_calls_ && dsml_.tag_begun()))  // nothing to look for, or markup (not searched)
+    return forward(out, std::move(text), false);
   for (std::string& piece : before_stops(std::move(text))) forward(out, std::move(piece), false);
   if (!stop_met_) return;
   if (tool_calls_) take(out, dsml_.finish());  // the text before the stop is all there is

@@ -19,9 +19,9 @@
 
 #include "src/app/jsonl.h"
 #include "src/core/error.h"
-#include "src/core/files.h"
 #include "src/text/chat_template.h"
 #include "src/text/stream_parser.h"
+#include "tests/unit/chat_fixtures.h"
 
 namespace deepinfer {
 namespace {
@@ -59,23 +59,13 @@ struct Reader {
   }
 };
 
-// The V4 tokenizer with V4.1's <｜System｜> appended at `id`, as the fixture gave recipe's V4.1 encoding.
-std::filesystem::path v41_tokenizer_file(int32_t id) {
-  nlohmann::json spec = nlohmann::json::parse(read_text_file(kTokenizer, "tokenizer"));
-  spec["added_tokens"].push_back({{"id", id}, {"content", "<｜System｜>"}, {"single_word", false}, {"lstrip", false},
-                                  {"rstrip", false}, {"normalized", false}, {"special", true}});
-  const auto path = std::filesystem::temp_directory_path() / "deepinfer-corpus-v41-tokenizer.json";
-  std::ofstream(path) << spec.dump();
-  return path;
-}
-
 TEST(ChatCorpus, RequestsRenderedOrRefusedAsDeepseekRecipe) {
   const std::vector<std::string> lines = lines_of("corpus_requests.jsonl");
   ASSERT_GE(lines.size(), 3001u);
   const auto system_id = nlohmann::json::parse(lines[0]).at("v41_system_token_id").get<int32_t>();
   const text::ChatProse prose = text::ChatProse::load(kProse);
   const Reader readers[] = {{text::BpeTokenizer::load(kTokenizer), prose, text::ChatFormat::kV4},
-                            {text::BpeTokenizer::load(v41_tokenizer_file(system_id)), prose, text::ChatFormat::kV41}};
+                            {text::BpeTokenizer::load(testing::write_v41_tokenizer(kTokenizer, system_id, "deepinfer-corpus-v41-tokenizer.json")), prose, text::ChatFormat::kV41}};
   // class -> (requests, refused by recipe, differing)
   std::map<std::string, std::tuple<int64_t, int64_t, int64_t>> by_class;
   int64_t reported = 0, images = 0;
@@ -159,18 +149,6 @@ TEST(ChatCorpus, RequestsRenderedOrRefusedAsDeepseekRecipe) {
   EXPECT_EQ(total_differing, 0);
 }
 
-// An event as the fixture writes it: [token index (-1: the finish), content, reasoning, finish, tool-call delta].
-nlohmann::json as_fixture(int64_t index, const text::StreamEvent& e) {
-  using Channel = text::StreamEvent::Channel;
-  if (e.channel == Channel::kToolCall)
-    return {index, nullptr, nullptr, nullptr,
-            {e.call_index, e.call_start ? nlohmann::json(e.text) : nlohmann::json(),
-             e.call_start ? nlohmann::json("") : nlohmann::json(e.text)}};
-  const bool reasoning = e.channel == Channel::kReasoning;
-  return {index, reasoning ? nlohmann::json() : nlohmann::json(e.text), reasoning ? nlohmann::json(e.text) : nlohmann::json(),
-          e.finish_reason.empty() ? nlohmann::json() : nlohmann::json(e.finish_reason), nullptr};
-}
-
 TEST(ChatCorpus, StreamsParsedAsDeepseekRecipe) {
   const std::vector<std::string> lines = lines_of("corpus_streams.jsonl");
   ASSERT_GE(lines.size(), 2000u);
@@ -194,9 +172,9 @@ TEST(ChatCorpus, StreamsParsedAsDeepseekRecipe) {
     nlohmann::json got = nlohmann::json::array();
     const std::vector<int32_t> tokens = line["tokens"].get<std::vector<int32_t>>();
     for (size_t i = 0; i < tokens.size() && !parser.finished(); ++i)
-      for (const text::StreamEvent& e : parser.push(tokens[i])) got.push_back(as_fixture(static_cast<int64_t>(i), e));
+      for (const text::StreamEvent& e : parser.push(tokens[i])) got.push_back(testing::tool_event_fixture(static_cast<int64_t>(i), e));
     if (!parser.finished())
-      for (const text::StreamEvent& e : parser.finish(line["finish"].get<std::string>())) got.push_back(as_fixture(-1, e));
+      for (const text::StreamEvent& e : parser.finish(line["finish"].get<std::string>())) got.push_back(testing::tool_event_fixture(-1, e));
     events += static_cast<int64_t>(line["events"].size());
     auto& [streams, differing] = by_class[line["class"].get<std::string>()];
     ++streams;

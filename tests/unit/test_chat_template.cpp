@@ -14,10 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "src/core/error.h"
-#include "src/core/files.h"
 #include "src/text/chat_request.h"
 #include "src/text/chat_template.h"
 #include "src/text/json_text.h"
+#include "tests/unit/chat_fixtures.h"
 
 namespace deepinfer::text {
 namespace {
@@ -35,12 +35,7 @@ std::vector<nlohmann::ordered_json> fixture(const char* name = "conversations.js
 
 // The V4 tokenizer with V4.1's <｜System｜> appended at `id`, as the fixture gave both implementations.
 BpeTokenizer v41_tokenizer(int32_t id) {
-  nlohmann::json spec = nlohmann::json::parse(read_text_file(kTokenizer, "tokenizer"));
-  spec["added_tokens"].push_back({{"id", id}, {"content", "<｜System｜>"}, {"single_word", false}, {"lstrip", false},
-                                  {"rstrip", false}, {"normalized", false}, {"special", true}});
-  const auto path = std::filesystem::temp_directory_path() / "deepinfer-v41-tokenizer.json";
-  std::ofstream(path) << spec.dump();
-  return BpeTokenizer::load(path);
+  return BpeTokenizer::load(testing::write_v41_tokenizer(kTokenizer, id, "deepinfer-v41-tokenizer.json"));
 }
 
 // Renders and encodes every request of a fixture written by deepseek-recipe (make_chat_fixtures.py and

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/text/stream_parser.h"
+#include "tests/unit/chat_fixtures.h"
 
 namespace deepinfer::text {
 namespace {
@@ -17,13 +18,8 @@ namespace {
 const std::filesystem::path kChat = DEEPINFER_CHAT_FIXTURE;
 const std::filesystem::path kTokenizer = std::filesystem::path(DEEPINFER_TOKENIZER_FIXTURE) / "tokenizer.json";
 
-// An event as the fixture writes it: [token index (-1: the finish), content, reasoning, finish reason].
-nlohmann::json as_fixture(int64_t index, const StreamEvent& e) {
-  const bool reasoning = e.channel == StreamEvent::Channel::kReasoning;
-  return {index, reasoning ? nlohmann::json() : nlohmann::json(e.text),
-          reasoning ? nlohmann::json(e.text) : nlohmann::json(),
-          e.finish_reason.empty() ? nlohmann::json() : nlohmann::json(e.finish_reason)};
-}
+using testing::event_fixture;
+using testing::tool_event_fixture;
 
 TEST(ChatStreamParser, GivesDeepseekRecipesEventsTokenByToken) {
   const BpeTokenizer tokenizer = BpeTokenizer::load(kTokenizer);
@@ -39,9 +35,9 @@ TEST(ChatStreamParser, GivesDeepseekRecipesEventsTokenByToken) {
     nlohmann::json got = nlohmann::json::array();
     const std::vector<int32_t> tokens = line["tokens"].get<std::vector<int32_t>>();
     for (size_t i = 0; i < tokens.size() && !parser.finished(); ++i)
-      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(as_fixture(static_cast<int64_t>(i), e));
+      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(event_fixture(static_cast<int64_t>(i), e));
     if (!parser.finished())
-      for (const StreamEvent& e : parser.finish("length")) got.push_back(as_fixture(-1, e));
+      for (const StreamEvent& e : parser.finish("length")) got.push_back(event_fixture(-1, e));
     ++streams;
     events += static_cast<int64_t>(line["events"].size());
     if (got != line["events"] && ++mismatches <= 5)
@@ -52,18 +48,6 @@ TEST(ChatStreamParser, GivesDeepseekRecipesEventsTokenByToken) {
               static_cast<long long>(streams), static_cast<long long>(events), static_cast<long long>(mismatches));
   EXPECT_EQ(streams, 1500);
   EXPECT_EQ(mismatches, 0);
-}
-
-// With tools: the fixture's events carry a fifth field, [call index, name or null, arguments piece or null].
-nlohmann::json as_tool_fixture(int64_t index, const StreamEvent& e) {
-  if (e.channel != StreamEvent::Channel::kToolCall) {
-    nlohmann::json j = as_fixture(index, e);
-    j.push_back(nullptr);
-    return j;
-  }
-  return {index, nullptr, nullptr, nullptr,
-          {e.call_index, e.call_start ? nlohmann::json(e.text) : nlohmann::json(),
-           e.call_start ? nlohmann::json("") : nlohmann::json(e.text)}};
 }
 
 // 800 outputs of requests with tools: content, then a DSML block of 1-2 invokes with parameters of every JSON kind
@@ -81,9 +65,9 @@ TEST(ChatStreamParser, ParsesToolCallsAsDeepseekRecipe) {
     nlohmann::json got = nlohmann::json::array();
     const std::vector<int32_t> tokens = line["tokens"].get<std::vector<int32_t>>();
     for (size_t i = 0; i < tokens.size() && !parser.finished(); ++i)
-      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(as_tool_fixture(static_cast<int64_t>(i), e));
+      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(tool_event_fixture(static_cast<int64_t>(i), e));
     if (!parser.finished())
-      for (const StreamEvent& e : parser.finish("stop")) got.push_back(as_tool_fixture(-1, e));
+      for (const StreamEvent& e : parser.finish("stop")) got.push_back(tool_event_fixture(-1, e));
     ++streams;
     events += static_cast<int64_t>(line["events"].size());
     for (const auto& e : line["events"]) calls += e[4].is_array() && e[4][1].is_string();
@@ -117,10 +101,10 @@ TEST(ChatStreamParser, NastyStreamsByClass) {
     nlohmann::json got = nlohmann::json::array();
     const std::vector<int32_t> tokens = line["tokens"].get<std::vector<int32_t>>();
     for (size_t i = 0; i < tokens.size() && !parser.finished(); ++i)
-      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(as_tool_fixture(static_cast<int64_t>(i), e));
+      for (const StreamEvent& e : parser.push(tokens[i])) got.push_back(tool_event_fixture(static_cast<int64_t>(i), e));
     if (!parser.finished())
       for (const StreamEvent& e : parser.finish(line["finish"].get<std::string>()))
-        got.push_back(as_tool_fixture(-1, e));
+        got.push_back(tool_event_fixture(-1, e));
     const std::string kind = line["class"].get<std::string>();
     auto& [streams, differing] = by_class[kind];
     ++streams;
