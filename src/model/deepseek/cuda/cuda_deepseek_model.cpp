@@ -19,17 +19,12 @@
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sampling.cuh"
 #include "kernels/cuda/speculation.cuh"
-#include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/cuda_mlp.h"
 #include "src/model/cuda/device_sampling.h"
 #include "src/model/rope.h"
 
 namespace deepinfer {
-
-namespace {
-
-}  // namespace
 
 // What one step runs, in device-ready index arrays.
 struct CudaDeepseekModel::StepPlan {
@@ -53,10 +48,8 @@ struct CudaDeepseekModel::StepPlan {
 };
 
 CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device)
-    : config_(std::move(config)), device_(device) {
-  DI_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_.id()));
+    : CudaCausalLm(std::move(config), device) {
   const ModelConfig& c = config_;
-  for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
   DI_INPUT_CHECK(!c.attention_bias && !c.mlp_bias, "the CUDA backend does not support attention_bias/mlp_bias yet");
   DI_INPUT_CHECK(cuda::mla_prefill_supports(c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim),
                  "the CUDA prefill attention holds qk_head_dim <= 256 and v_head_dim <= 256");
@@ -160,13 +153,6 @@ CudaDeepseekModel::Layer CudaDeepseekModel::upload_layer(const DeviceWeightSourc
   return layer;
 }
 
-CudaDeepseekModel::Bf16* CudaDeepseekModel::upload(const DeviceWeightSource& weights, const std::string& name) {
-  const Shape& shape = shapes_.at(name);
-  auto* dst = static_cast<Bf16*>(arena_.take(shape_numel(shape) * sizeof(Bf16)));
-  weights.fill_bf16(name, shape, dst);
-  return dst;
-}
-
 CudaDeepseekModel::Bf16* CudaDeepseekModel::transposed_w_uk(const Bf16* kv_b) {
   // Once at load, on the host: kv_b is [heads, nope + v, lora]; head h's W_uk is its first nope rows.
   const ModelConfig& c = config_;
@@ -204,11 +190,6 @@ void CudaDeepseekModel::enable_mtp() {
   DI_INPUT_CHECK(mtp_ != nullptr, "the checkpoint has no MTP layer (model.layers.{}.eh_proj.weight and its module): "
                  "it cannot draft", config_.num_hidden_layers);
   mtp_enabled_ = true;  // its MLA layer in the caches made from now on, after the model's
-}
-
-void CudaDeepseekModel::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
-                               int64_t k) const {
-  device_linear(main_lane(), x, w, y, y_fp32, m, n, k, num_sms_);
 }
 
 void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer,
@@ -444,12 +425,7 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   Bf16* kept_hidden = mtp_enabled_ ? scratch.alloc<Bf16>(T * H) : nullptr;
   last_hidden_ = kept_hidden;
   last_hidden_rows_ = kept_hidden != nullptr ? T : 0;
-  // The step's device work starts here (its uploads are queued before it, asynchronously): the idle meter's mark,
-  // then the inputs owed by the step in flight (overlapped scheduling).
-  idle_.record_start();
-  sampler_.fill_inputs(token_ids, batch.tokens_from_previous_step, scratch);
-  chain_.fill_inputs(token_ids, batch.tokens_from_draft, scratch);
-  step_token_ids_ = token_ids;
+  begin_device_work(batch, token_ids, scratch);
 
   // The CUDA blocks of the shared layer loop (deepseek_layers.h): device work on this thread's stream, whose
   // inputs were uploaded above. The MoE's last kernel may add its output into x and apply the next norm (one
@@ -524,8 +500,8 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
 
   // Decode steps whose experts need no host round trip replay a CUDA graph of `run` (decode_graphs.h): the
   // uploads above and the allocations in `run` happen in the same order every step of a shape.
-  const bool graphable = graphs_enabled_ && plan.absorbed && experts == nullptr && !profiler_.enabled() && T > 0 &&
-                         (!layers_.back().is_moe || moe_->experts_stay_on_device(T * c.num_experts_per_tok));
+  const bool graphable =
+      plan.absorbed && T > 0 && may_graph(experts, layers_.back().is_moe ? T * c.num_experts_per_tok : 0);
   if (!graphable) return run();
   return graphs_.run({T, plan.max_blocks, R, cache->layer_data(0), decode_splits(T, plan.max_len)}, run, {&scratch});
 }
@@ -557,50 +533,6 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   const int64_t two_per_sm = std::max<int64_t>(1, 2 * num_sms_ / blocks);  // never fewer than one_per_sm
   const int64_t wanted = max_len / two_per_sm >= 256 ? two_per_sm : one_per_sm;
   return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
-}
-
-
-Tensor CudaDeepseekModel::forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts) const {
-  int64_t rows = 0;
-  const float* logits = run_to_logits(batch, cache, experts, &rows);
-  Tensor out = Tensor::zeros({rows, config_.vocab_size});
-  DI_CUDA_CHECK(cudaGetLastError());
-  idle_.record_end();
-  DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
-  idle_.measure();
-  profiler_.mark("logits to host");
-  profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
-  return out;
-}
-
-std::vector<int32_t> CudaDeepseekModel::forward_and_sample(const ForwardBatch& batch, KvCache& cache,
-                                                           ExpertDispatcher* experts, std::span<const SamplingRow> rows,
-                                                           const TokenMasks* masks, uint64_t* logits_hashes) const {
-  int64_t num_rows = 0;
-  float* logits = run_to_logits(batch, cache, experts, &num_rows);
-  const std::vector<int32_t> tokens =
-      sample_on_device(logits, num_rows, config_.vocab_size, rows, masks, logits_hashes, scratch_,
-                       idle_.end_event());
-  idle_.measure();
-  if (num_rows == 0) return tokens;
-  profiler_.mark("sample");
-  profiler_.report(fmt::format("{} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
-  return tokens;
-}
-
-void CudaDeepseekModel::start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                                 std::span<const SamplingRow> rows, bool logits_hashes) const {
-  int64_t num_rows = 0;
-  float* logits = run_to_logits(batch, cache, experts, &num_rows);
-  sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
-  if (batch.speculative_verify && chains_drafts())
-    chain_.accept(batch, step_token_ids_, sampler_.started_tokens(), scratch_);
-}
-
-std::vector<int32_t> CudaDeepseekModel::finish_forward_and_sample(uint64_t* logits_hashes) const {
-  std::vector<int32_t> tokens = sampler_.finish(logits_hashes);
-  idle_.measure();
-  return tokens;
 }
 
 float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,

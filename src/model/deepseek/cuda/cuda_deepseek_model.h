@@ -4,41 +4,21 @@
 // layers are CudaMoe's (cuda_moe.h, shared with the V4.1 model). Decode steps replay CUDA graphs (run_to_logits).
 #pragma once
 
-#include <map>
 #include <memory>
 #include <vector>
 
 #include "src/core/device_array.h"
-#include "src/model/causal_lm.h"
+#include "src/model/cuda/cuda_causal_lm.h"
 #include "src/model/deepseek/deepseek_layers.h"
-#include "src/model/cuda/cuda_expert_store.h"
-#include "src/model/cuda/cuda_mlp.h"
-#include "src/model/cuda/cuda_moe.h"
-#include "src/model/cuda/decode_graphs.h"
-#include "src/model/cuda/device_idle.h"
-#include "src/model/cuda/device_memory.h"
-#include "src/model/cuda/draft_chain.h"
-#include "src/model/cuda/device_sampling.h"
-#include "src/model/cuda/step_profiler.h"
-#include "src/model/cuda/weight_source.h"
-#include "src/model/weights.h"
 
 namespace deepinfer {
 
-class CudaDeepseekModel final : public CausalLm {
+class CudaDeepseekModel final : public CudaCausalLm {
  public:
   // Fills the weights on `device` (which becomes the current device) from `weights`.
   CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device);
 
-  const ModelConfig& config() const override { return config_; }
   std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
-  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
-  bool samples_on_device() const override { return true; }
-  std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                          std::span<const SamplingRow> rows, const TokenMasks* masks,
-                                          uint64_t* logits_hashes) const override;
-  ExpertStore& experts() override { return *experts_; }
-  const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override { return num_cache_layers() * config_.kv_entry_dim() * 2; }
   // DeepSeek-V3's MTP module (the CPU model's, deepseek_model.h), loaded where a checkpoint carries it: once
   // enabled, every step keeps its rows' final-normed hidden states in its scratch (a device copy; graphed steps
@@ -48,14 +28,6 @@ class CudaDeepseekModel final : public CausalLm {
   Tensor mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache) const override;
   std::vector<MtpDraft> mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
                                   KvCache& cache) const override;
-  // Off: every step runs eagerly (no CUDA graph capture or replay).
-  void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
-  int64_t graph_replays() const override { return graphs_.replays(); }
-  DeviceIdle device_idle() const override { return idle_.totals(); }
-  bool samples_async() const override { return true; }
-  void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                std::span<const SamplingRow> rows, bool logits_hashes) const override;
-  std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const override;
   // Chained MTP drafts (CausalLm::start_chained_draft): the module over every row of the verify step, its tokens
   // and the row it is read at set on the device from the step's acceptance (cuda::chain_mtp_inputs).
   bool chains_drafts() const override { return mtp_enabled_; }
@@ -63,7 +35,6 @@ class CudaDeepseekModel final : public CausalLm {
   std::vector<DraftBlock> finish_chained_draft() const override;
 
  private:
-  using Bf16 = __nv_bfloat16;
   using Mlp = DeviceMlp;
   struct Attention {
     const Bf16* q_a = nullptr;
@@ -104,9 +75,9 @@ class CudaDeepseekModel final : public CausalLm {
   // The MTP module's steps run the absorbed attention when no sequence has more rows than this (decode and verify
   // steps: one, or the accepted drafts and one), the expanded one otherwise (prompt chunks).
   static constexpr int64_t kMtpAbsorbedMaxRows = 16;
-  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch); decode steps below
-  // CudaMoe::kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
-  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
+  // Decode steps below CudaMoe::kGroupedMaxPairs (token, expert) pairs replay a captured CUDA graph.
+  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                       int64_t* rows) const override;
   // KV splits of the decode attention for this many sequences, the longest `max_len` tokens.
   int64_t decode_splits(int64_t num_tokens, int64_t max_len) const;
   // --batch-invariant: the decode attention splits every sequence's keys in chunks of this many (from its first
@@ -118,7 +89,6 @@ class CudaDeepseekModel final : public CausalLm {
   // Its rows launched in groups whose partial sums fit this workspace (a prefill step's rows would need gigabytes).
   static constexpr int64_t kInvariantWorkspaceBytes = int64_t{256} << 20;
 
-  Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
   Bf16* transposed_w_uk(const Bf16* kv_b);  // Attention::w_uk_t from a layer's kv_b on the device
 
@@ -127,40 +97,19 @@ class CudaDeepseekModel final : public CausalLm {
   // [num_read, hidden].
   void attention(int64_t layer_idx, const Attention& w, const StepPlan& plan, Bf16* cache_layer, const Bf16* h,
                  Bf16* out, ScratchPool& scratch, const int32_t* read_rows = nullptr, int64_t num_read = 0) const;
-  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream (device_linear).
-  void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
-  // The model's stream (the per-thread default).
-  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
 
-  ModelConfig config_;
-  std::map<std::string, Shape> shapes_;  // every tensor the architecture names
-  DeviceSelection device_;  // first CUDA member: the ones below are created on this device
-  int num_sms_ = 0;  // the device's multiprocessors (decode attention splits)
-  DeviceArena arena_;
-  CublasHandle cublas_;
-  std::unique_ptr<CudaExpertStore> experts_;
-  std::unique_ptr<CudaMoe> moe_;
   std::vector<Layer> layers_;
   const Bf16* embed_ = nullptr;
   const Bf16* final_norm_ = nullptr;
   const Bf16* lm_head_ = nullptr;
   DeviceArray<float> inv_freq_;
   float attention_factor_ = 1.0f;
-  // Step buffers, reused across steps. forward() is const but not reentrant: one step at a time per model.
-  mutable ScratchPool scratch_;
-  mutable StepProfiler profiler_;
-  mutable DecodeGraphs graphs_;
-  bool graphs_enabled_ = true;
-  mutable DeviceIdleMeter idle_;  // the device's idle time between steps
-  mutable DeviceSampler sampler_;  // overlapped scheduling's started steps
   std::unique_ptr<Mtp> mtp_;       // null: the weights have no MTP layer
   bool mtp_enabled_ = false;
   // With it: the last step's final-normed hidden states [rows, hidden] (in scratch_), and the module's own pool.
   mutable const Bf16* last_hidden_ = nullptr;
   mutable int64_t last_hidden_rows_ = 0;
   mutable ScratchPool mtp_scratch_;
-  mutable DraftChain chain_;                         // chained MTP drafts (draft_chain.h)
-  mutable const int32_t* step_token_ids_ = nullptr;  // the last step's input tokens on the device (in scratch_)
 };
 
 }  // namespace deepinfer

@@ -31,11 +31,9 @@
 namespace deepinfer {
 
 CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights, int device)
-    : config_(std::move(config)), device_(device) {
-  DI_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_.id()));
+    : CudaCausalLm(std::move(config), device) {
   const ModelConfig& c = config_;
   const V41TextConfig& v = c.v41;
-  for (const TensorSpec& spec : find_architecture(c.model_type)->tensor_specs(c)) shapes_[spec.name] = spec.shape;
   require_engram_hash(v);
   for (int64_t rows : v.engram_num_embeddings)
     DI_INPUT_CHECK(rows <= std::numeric_limits<int32_t>::max(),
@@ -254,20 +252,6 @@ CudaV41Model::Layer CudaV41Model::upload_layer(const DeviceWeightSource& weights
   return layer;
 }
 
-CudaV41Model::Bf16* CudaV41Model::upload(const DeviceWeightSource& weights, const std::string& name) {
-  const Shape& shape = shapes_.at(name);
-  auto* dst = static_cast<Bf16*>(arena_.take(shape_numel(shape) * sizeof(Bf16)));
-  weights.fill_bf16(name, shape, dst);
-  return dst;
-}
-
-float* CudaV41Model::upload_f32(const DeviceWeightSource& weights, const std::string& name) {
-  const Shape& shape = shapes_.at(name);
-  auto* dst = static_cast<float*>(arena_.take(shape_numel(shape) * sizeof(float)));
-  weights.fill_f32(name, shape, dst);
-  return dst;
-}
-
 CudaV41Model::Projection CudaV41Model::upload_projection(const DeviceWeightSource& weights,
                                                          const std::vector<std::string>& names, bool fp8) {
   Projection p;
@@ -312,11 +296,6 @@ void CudaV41Model::fill_rows(const DeviceWeightSource& weights, const std::strin
 std::unique_ptr<KvCache> CudaV41Model::make_kv_cache(int64_t num_blocks) const {
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   return std::make_unique<CudaV41KvCache>(num_blocks, config_.v41.head_dim, cache_specs_);
-}
-
-void CudaV41Model::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
-                          int64_t k) const {
-  device_linear(main_lane(), x, w, y, y_fp32, m, n, k, num_sms_);
 }
 
 void CudaV41Model::rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* positions, int64_t per_position,
@@ -511,11 +490,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
                                   [](const SequenceChunk& seq) { return seq.num_new == 1; }) &&
                       std::none_of(rebuild.begin(), rebuild.end(), [](bool b) { return b; });
   const StepPlan plan(batch, config_.v41, layers_, decode, rebuild, experts, published_);
-  // The step's device work starts here (the plan's uploads are queued before it, asynchronously): the idle meter's
-  // mark, then the inputs owed by the step in flight (overlapped scheduling).
-  idle_.record_start();
-  sampler_.fill_inputs(plan.token_ids, batch.tokens_from_previous_step, published_);
-  chain_.fill_inputs(plan.token_ids, batch.tokens_from_draft, published_);
+  begin_device_work(batch, plan.token_ids, published_);
   if (plan.engram_sources != nullptr) {  // the engram rows, from the inputs as they are now on the device
     const V41TextConfig& v = config_.v41;
     cuda::engram_hash_rows(plan.token_ids, plan.engram_sources, engram_hash_->compressed_ids.data(),
@@ -524,7 +499,6 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
                            std::ssize(v.engram_layer_ids), v.engram_max_ngram_size, v.engram_n_heads, plan.engram_rows,
                            nullptr);
   }
-  step_token_ids_ = plan.token_ids;
   StepState state(plan, config_.v41, config_.hidden_size, published_);
   Bf16* features = dspark_enabled_ ? published_.alloc<Bf16>(plan.num_tokens * std::ssize(config_.v41.dspark.target_layer_ids) *
                                                            config_.hidden_size)
@@ -538,56 +512,10 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
     return run_v41_layers(config_.v41, blocks);
   };
   // Decode steps whose experts need no host round trip replay a CUDA graph of `run` (decode_graphs.h).
-  const bool graphable = graphs_enabled_ && decode && experts == nullptr && !profiler_.enabled() &&
-                         moe_->experts_stay_on_device(plan.num_tokens * config_.num_experts_per_tok);
+  const bool graphable = decode && may_graph(experts, plan.num_tokens * config_.num_experts_per_tok);
   if (!graphable) return run();
   return graphs_.run({plan.num_tokens, plan.max_blocks, plan.num_rows, cache->layer(0).codes, 0}, run,
                      {&published_, &scratch_});
-}
-
-Tensor CudaV41Model::forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts) const {
-  int64_t rows = 0;
-  const float* logits = run_to_logits(batch, cache, experts, &rows);
-  Tensor out = Tensor::zeros({rows, config_.vocab_size});
-  DI_CUDA_CHECK(cudaGetLastError());
-  idle_.record_end();
-  DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
-  idle_.measure();
-  profiler_.mark("logits to host");
-  profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
-  return out;
-}
-
-std::vector<int32_t> CudaV41Model::forward_and_sample(const ForwardBatch& batch, KvCache& cache,
-                                                      ExpertDispatcher* experts,
-                                                      std::span<const SamplingRow> rows,
-                                                      const TokenMasks* masks, uint64_t* logits_hashes) const {
-  int64_t num_rows = 0;
-  float* logits = run_to_logits(batch, cache, experts, &num_rows);
-  std::vector<int32_t> tokens =
-      sample_on_device(logits, num_rows, config_.vocab_size, rows, masks, logits_hashes, scratch_,
-                       idle_.end_event());
-  idle_.measure();
-  profiler_.mark("sample");
-  profiler_.report(fmt::format("V4.1: {} tokens, {} sequences", batch.num_tokens(), batch.sequences.size()));
-  return tokens;
-}
-
-void CudaV41Model::start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                            std::span<const SamplingRow> rows, bool logits_hashes) const {
-  DI_CHECK(samples_async(), "a V4.1 model with engram tables split across its EP group hashes its inputs on the "
-           "host: no step starts early");
-  int64_t num_rows = 0;
-  float* logits = run_to_logits(batch, cache, experts, &num_rows);
-  sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
-  if (batch.speculative_verify && chains_drafts())
-    chain_.accept(batch, step_token_ids_, sampler_.started_tokens(), published_);
-}
-
-std::vector<int32_t> CudaV41Model::finish_forward_and_sample(uint64_t* logits_hashes) const {
-  std::vector<int32_t> tokens = sampler_.finish(logits_hashes);
-  idle_.measure();
-  return tokens;
 }
 
 }  // namespace deepinfer

@@ -32,48 +32,24 @@
 #include <vector>
 
 #include "src/core/device_array.h"
-#include "src/model/causal_lm.h"
-#include "src/model/cuda/cuda_expert_store.h"
-#include "src/model/cuda/cuda_moe.h"
+#include "src/model/cuda/cuda_causal_lm.h"
 #include "src/model/v41/cuda/cuda_v41_kv_cache.h"
-#include "src/model/cuda/decode_graphs.h"
-#include "src/model/cuda/device_idle.h"
-#include "src/model/cuda/device_memory.h"
-#include "src/model/cuda/draft_chain.h"
-#include "src/model/cuda/device_sampling.h"
-#include "src/model/cuda/step_profiler.h"
-#include "src/model/cuda/weight_source.h"
 #include "src/model/v41/v41_layers.h"
 
 namespace deepinfer {
 
-class CudaV41Model final : public CausalLm {
+class CudaV41Model final : public CudaCausalLm {
  public:
   // Fills the weights on `device` (which becomes the current device) from `weights`.
   CudaV41Model(ModelConfig config, const DeviceWeightSource& weights, int device);
 
-  const ModelConfig& config() const override { return config_; }
   std::unique_ptr<KvCache> make_kv_cache(int64_t num_blocks) const override;
-  Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const override;
-  bool samples_on_device() const override { return true; }
-  std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                          std::span<const SamplingRow> rows, const TokenMasks* masks,
-                                          uint64_t* logits_hashes) const override;
-  // Off: every step runs eagerly (no CUDA graph capture or replay).
-  void set_cuda_graphs(bool enabled) override { graphs_enabled_ = enabled; }
-  int64_t graph_replays() const override { return graphs_.replays(); }
-  DeviceIdle device_idle() const override { return idle_.totals(); }
   // Engram tables whole on this rank: the rows are hashed on the device, after the inputs the device writes. Split
   // across an EP group (--engram-split group, more than one rank), they are hashed on the host to be fetched, so a
   // step cannot start before its inputs reach the host.
   bool samples_async() const override {
     return config_.v41.engram_layer_ids.empty() || config_.v41.engram_shard.whole();
   }
-  void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
-                                std::span<const SamplingRow> rows, bool logits_hashes) const override;
-  std::vector<int32_t> finish_forward_and_sample(uint64_t* logits_hashes) const override;
-  ExpertStore& experts() override { return *experts_; }
-  const ExpertStore& experts() const override { return *experts_; }
   size_t kv_cache_bytes_per_token() const override {
     return CudaV41KvCache::bytes_per_token(config_.v41.head_dim, cache_specs_);
   }
@@ -95,7 +71,6 @@ class CudaV41Model final : public CausalLm {
   std::vector<DraftBlock> finish_chained_draft() const override;
 
  private:
-  using Bf16 = __nv_bfloat16;
   struct HyperMix {  // one sublayer's hyper-connection parameters
     const Bf16* fn = nullptr;      // [(2 + hc) * hc, hc * hidden]
     const float* base = nullptr;   // [(2 + hc) * hc]
@@ -139,18 +114,17 @@ class CudaV41Model final : public CausalLm {
   // as layer `expert_layer` (the engram table is the caller's).
   Layer upload_layer(const DeviceWeightSource& weights, const std::string& prefix, const V41LayerRole& role,
                      CudaExpertStore& experts, int64_t expert_layer, int64_t num_experts);
-  Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   // The named weights stacked by rows into one Projection, FP8 with `fp8`.
   Projection upload_projection(const DeviceWeightSource& weights, const std::vector<std::string>& names, bool fp8);
   // Whether every named weight is FP8 in the checkpoint (with dummy weights: whether the quantization_config says
   // FP8), and so is held as FP8 on the device.
   bool stored_fp8(const DeviceWeightSource& weights, const std::vector<std::string>& names) const;
-  float* upload_f32(const DeviceWeightSource& weights, const std::string& name);
   // Fills rows [row, row + rows of `name`) of a stacked [*, cols] weight.
   void fill_rows(const DeviceWeightSource& weights, const std::string& name, Bf16* stacked, int64_t row) const;
 
-  // The step up to its fp32 logits [rows, vocab] on the device (in the step's scratch).
-  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, int64_t* rows) const;
+  float* run_to_logits(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                       int64_t* rows) const override;
+  ScratchPool& step_pool() const override { return published_; }
   // out = attention(h) of layer `l`, appending the new tokens' entries to `cache_layer` (cuda_v41_attention.cpp).
   void attention(int64_t l, const StepPlan& plan, StepState& state, const CudaV41KvCache::Layer& cache_layer,
                  const Bf16* h, Bf16* out) const;
@@ -212,27 +186,16 @@ class CudaV41Model final : public CausalLm {
                           const CudaV41KvCache::Layer& cache_layer) const;
   // An index source's picks for every new token whose sequence has indexer keys, into `state`.
   void run_indexer(int64_t l, const StepPlan& plan, StepState& state, const Bf16* h, const Bf16* q_residual) const;
-  // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream.
-  void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
-  // The same for a Projection (device_linear: FP8 read as stored up to decode sizes, dequantised into scratch above).
+  using CudaCausalLm::linear;
+  // y = x . w^T for a Projection (device_linear: FP8 read as stored up to decode sizes, dequantised into scratch above).
   void linear(const Bf16* x, const Projection& w, void* y, bool y_fp32, int64_t m) const;
   // RoPE in place on the last qk_rope_head_dim of rows `stride` apart, `per_position` rows a position, with the
   // main or the compress table.
   void rotate(Bf16* x, int64_t rows, int64_t stride, const int32_t* positions, int64_t per_position,
               bool compress) const;
-  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
 
-  ModelConfig config_;
-  std::map<std::string, Shape> shapes_;  // every tensor the architecture names
-  DeviceSelection device_;                // first CUDA member: the ones below are created on this device
-  int num_sms_ = 0;
   int64_t entry_dim_ = 0;  // the CPU model's cache entry: what transfers carry per token and layer
   std::vector<CudaV41KvCache::LayerSpec> cache_specs_;  // per layer, what its cache holds beyond the window
-  DeviceArena arena_;
-  CublasHandle cublas_;
-  mutable StepProfiler profiler_;
-  std::unique_ptr<CudaExpertStore> experts_;
-  std::unique_ptr<CudaMoe> moe_;
   std::vector<Layer> layers_;
   std::vector<MappedHostArray> engram_host_tables_;  // --engram-tables host: the tables, pinned and mapped
   struct DeviceEngramHash {  // the hash's tables (engram_hash.h) on the device, when it hashes there
@@ -244,16 +207,12 @@ class CudaV41Model final : public CausalLm {
   size_t engram_table_bytes_ = 0;
   const Bf16 *embed_ = nullptr, *final_norm_ = nullptr, *head_ = nullptr;
   DeviceArray<float> main_inv_freq_, compress_inv_freq_;
-  // One step at a time per model: forward() is const but not reentrant.
-  mutable ScratchPool published_;  // the step's plan and what its layers publish (reset per step)
-  mutable ScratchPool scratch_;    // one sublayer's temporaries (rewound at every sublayer)
-  mutable DecodeGraphs graphs_;
-  bool graphs_enabled_ = true;
+  // The step's plan and what its layers publish (reset per step); scratch_ holds one sublayer's temporaries (rewound
+  // at every sublayer).
+  mutable ScratchPool published_;
   // A site in one launch (cuda::hc_site), the hc_post before it included; DEEPINFER_HC_SITE_CHAIN=1 keeps the chain
   // of five kernels and the separate hc_post (the A side of results/h200/v41's hyper-connection measurements).
   bool hc_site_fused_ = true;
-  mutable DeviceIdleMeter idle_;  // the device's idle time between steps
-  mutable DeviceSampler sampler_;  // overlapped scheduling's started steps
   struct Dspark {
     ModelConfig moe_config;  // the model's with the draft layers' expert counts (what their CudaMoe routes by)
     std::vector<Layer> layers;
@@ -265,8 +224,6 @@ class CudaV41Model final : public CausalLm {
   };
   std::unique_ptr<Dspark> dspark_;  // null: the checkpoint has no draft layers
   bool dspark_enabled_ = false;
-  mutable DraftChain chain_;  // chained drafts (draft_chain.h)
-  mutable const int32_t* step_token_ids_ = nullptr;  // the last step's input tokens on the device (its plan's)
 };
 
 }  // namespace deepinfer

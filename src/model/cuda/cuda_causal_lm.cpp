@@ -1,0 +1,92 @@
+#include "src/model/cuda/cuda_causal_lm.h"
+
+#include <fmt/format.h>
+
+#include "src/model/architectures.h"
+
+namespace deepinfer {
+
+CudaCausalLm::CudaCausalLm(ModelConfig config, int device) : config_(std::move(config)), device_(device) {
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_.id()));
+  for (const TensorSpec& spec : find_architecture(config_.model_type)->tensor_specs(config_))
+    shapes_[spec.name] = spec.shape;
+}
+
+Tensor CudaCausalLm::forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts) const {
+  int64_t rows = 0;
+  const float* logits = run_to_logits(batch, cache, experts, &rows);
+  Tensor out = Tensor::zeros({rows, config_.vocab_size});
+  DI_CUDA_CHECK(cudaGetLastError());
+  idle_.record_end();
+  DI_CUDA_CHECK(cudaMemcpy(out.data<float>(), logits, out.nbytes(), cudaMemcpyDeviceToHost));
+  idle_.measure();
+  profiler_.mark("logits to host");
+  profiler_.report(fmt::format("{}: {} tokens, {} sequences", config_.model_type, batch.num_tokens(),
+                               batch.sequences.size()));
+  return out;
+}
+
+std::vector<int32_t> CudaCausalLm::forward_and_sample(const ForwardBatch& batch, KvCache& cache,
+                                                      ExpertDispatcher* experts, std::span<const SamplingRow> rows,
+                                                      const TokenMasks* masks, uint64_t* logits_hashes) const {
+  int64_t num_rows = 0;
+  float* logits = run_to_logits(batch, cache, experts, &num_rows);
+  std::vector<int32_t> tokens = sample_on_device(logits, num_rows, config_.vocab_size, rows, masks, logits_hashes,
+                                                 scratch_, idle_.end_event());
+  idle_.measure();
+  if (num_rows == 0) return tokens;
+  profiler_.mark("sample");
+  profiler_.report(fmt::format("{}: {} tokens, {} sequences", config_.model_type, batch.num_tokens(),
+                               batch.sequences.size()));
+  return tokens;
+}
+
+void CudaCausalLm::start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                            std::span<const SamplingRow> rows, bool logits_hashes) const {
+  DI_CHECK(samples_async(), "this {} model cannot start a step before its inputs reach the host "
+           "(CausalLm::samples_async)", config_.model_type);
+  int64_t num_rows = 0;
+  float* logits = run_to_logits(batch, cache, experts, &num_rows);
+  sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
+  if (batch.speculative_verify && chains_drafts())
+    chain_.accept(batch, step_token_ids_, sampler_.started_tokens(), step_pool());
+}
+
+std::vector<int32_t> CudaCausalLm::finish_forward_and_sample(uint64_t* logits_hashes) const {
+  std::vector<int32_t> tokens = sampler_.finish(logits_hashes);
+  idle_.measure();
+  return tokens;
+}
+
+void CudaCausalLm::begin_device_work(const ForwardBatch& batch, int32_t* token_ids, ScratchPool& pool) const {
+  idle_.record_start();
+  sampler_.fill_inputs(token_ids, batch.tokens_from_previous_step, pool);
+  chain_.fill_inputs(token_ids, batch.tokens_from_draft, pool);
+  step_token_ids_ = token_ids;
+}
+
+bool CudaCausalLm::may_graph(ExpertDispatcher* experts, int64_t routed_pairs) const {
+  return graphs_enabled_ && experts == nullptr && !profiler_.enabled() &&
+         (routed_pairs == 0 || moe_->experts_stay_on_device(routed_pairs));
+}
+
+CudaCausalLm::Bf16* CudaCausalLm::upload(const DeviceWeightSource& weights, const std::string& name) {
+  const Shape& shape = shapes_.at(name);
+  auto* dst = static_cast<Bf16*>(arena_.take(shape_numel(shape) * sizeof(Bf16)));
+  weights.fill_bf16(name, shape, dst);
+  return dst;
+}
+
+float* CudaCausalLm::upload_f32(const DeviceWeightSource& weights, const std::string& name) {
+  const Shape& shape = shapes_.at(name);
+  auto* dst = static_cast<float*>(arena_.take(shape_numel(shape) * sizeof(float)));
+  weights.fill_f32(name, shape, dst);
+  return dst;
+}
+
+void CudaCausalLm::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
+                          int64_t k) const {
+  device_linear(main_lane(), x, w, y, y_fp32, m, n, k, num_sms_);
+}
+
+}  // namespace deepinfer
