@@ -402,7 +402,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
                      "--draft {}: the checkpoint has no {} ({} and its modules{}): it cannot draft", spec.drafter,
                      dspark ? "DSpark draft layers" : "MTP layer", tensor, dspark ? ", dspark_* in its config" : "");
       DI_INPUT_CHECK(!dspark || spec.num_drafts <= config.v41.dspark.block_size,
-                     "--draft dspark drafts blocks of {} tokens (dspark_block_size): --nextn {} asks for more",
+                     "--draft dspark drafts blocks of {} tokens (dspark_block_size in its config): --nextn {} asks for more",
                      config.v41.dspark.block_size, spec.num_drafts);
     }
   };
@@ -414,7 +414,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     Topology& topo = spmd.topology();
     CausalLm& model = spmd.model();
     // Before any engine makes its cache: the draft module's layers are in it, on every rank alike.
-    if (options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled") model.enable_mtp();
+    if (options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled") require_draft_module(model).enable();
     size_kv_cache_from_memory(model, options, requests, engine_options);
     MpiCommunicator world_comm(world.comm());
     if (durable) {  // what world rank 0 learned of the input, for every rank: constraints need the grammar engine

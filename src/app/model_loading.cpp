@@ -70,7 +70,7 @@ std::unique_ptr<CausalLm> build_model(LoadedModel&& loaded, int gpu) {
                loaded.device == Device::kCuda ? fmt::format(" (GPU {})", gpu) : std::string());
   std::unique_ptr<CausalLm> model =
       make_causal_lm(std::move(loaded.config), std::move(loaded.weights), loaded.device, gpu);
-  model->set_cuda_graphs(loaded.cuda_graphs);
+  if (DeviceSteps* device = model->device_steps()) device->set_cuda_graphs(loaded.cuda_graphs);
   return model;
 }
 

@@ -39,16 +39,18 @@ struct StepSamples {
 // warmup + steps engine steps; the first `warmup` are not kept.
 StepSamples run_steps(const CausalLm& model, Engine& engine, int64_t warmup, int64_t steps) {
   StepSamples samples;
+  const DeviceSteps* device = model.device_steps();  // (null on the CPU: no graphs, idle time not measured)
   for (int64_t s = 0; s < warmup + steps; ++s) {
-    const int64_t replays = model.graph_replays();
-    const CausalLm::DeviceIdle idle_before = model.device_idle();
+    const int64_t replays = device != nullptr ? device->graph_replays() : 0;
+    const DeviceIdle idle_before = device != nullptr ? device->device_idle() : DeviceIdle{};
     const auto start = std::chrono::steady_clock::now();
     engine.step();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (s < warmup) continue;
-    samples.graph_steps += model.graph_replays() > replays ? 1 : 0;
     samples.ms.push_back(ms);
-    const CausalLm::DeviceIdle idle = model.device_idle();
+    if (device == nullptr) continue;
+    samples.graph_steps += device->graph_replays() > replays ? 1 : 0;
+    const DeviceIdle idle = device->device_idle();
     if (idle.gaps > idle_before.gaps) samples.idle_ms.push_back(idle.ms - idle_before.ms);
   }
   return samples;

@@ -23,7 +23,7 @@ namespace deepinfer {
 // verify step's work is real (the rows of each sequence's drafts), while which drafts are accepted is drawn from
 // their calibrated confidences (a rank slice's or dummy model's tokens cannot be replayed, so token equality would
 // measure nothing). With variable_length, 3 x (num_drafts + 1) untimed steps first measure the cost curve. With
-// model_drafter the model's own draft module drafts instead (its enable_mtp called before), and acceptance is by the
+// model_drafter the model's own draft module drafts instead (enabled before), and acceptance is by the
 // tokens themselves.
 struct DecodeSpeculation {
   int64_t num_drafts = 0;  // 0: plain decode

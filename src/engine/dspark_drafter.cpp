@@ -20,7 +20,7 @@ void DsparkDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch&,
     drafted.push_back(&seq);
   }
   if (drafted.empty()) return;
-  std::vector<CausalLm::DraftBlock> drafts = model_.dspark_draft(anchors, cache, rows);
+  std::vector<DraftBlock> drafts = module_.dspark_draft(anchors, cache, rows);
   for (size_t s = 0; s < drafted.size(); ++s) hold(*drafted[s], std::move(drafts[s]));
 }
 

@@ -39,7 +39,7 @@ class Engine::StoreTier final : public BlockManager::Tier {
         window_values_(options.swa_replay_tokens > 0 ? model.window_state_values() : 0),
         replay_tokens_(window_values_ > 0 ? options.swa_replay_tokens : 0),
         store_(options.kv_store_dir,
-               fmt::format("{}|{}{}", options.kv_store_model_key, model.samples_on_device() ? "gpu" : "cpu",
+               fmt::format("{}|{}{}", options.kv_store_model_key, model.device_steps() != nullptr ? "gpu" : "cpu",
                            window_values_ > 0 ? "|without window state" : ""),
                cache.num_layers(), cache.entry_dim(), KvCache::kBlockSize) {}
 
@@ -72,6 +72,7 @@ class Engine::StoreTier final : public BlockManager::Tier {
 
 Engine::Engine(const CausalLm& model, EngineOptions options)
     : model_(model),
+      device_(model.device_steps()),
       options_(options),
       cache_(model.make_kv_cache((options.kv_cache_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize)),
       blocks_(cache_->num_blocks(), KvCache::kBlockSize, options.prefix_cache || !options.kv_store_dir.empty()),
@@ -79,15 +80,20 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
   options_.limits = with_model_len(options.limits, model.config());
   SpeculationOptions& spec = options_.speculation;
   if (spec.model_drafter) {
-    const int64_t draft_layers = model.dspark_block_size() > 0 ? model.config().num_nextn_predict_layers : 1;
-    DI_CHECK(model.has_mtp() && cache_->num_layers() == model.config().num_hidden_layers + draft_layers,
+    const DraftModule* module = model.draft_module();
+    DI_CHECK(module != nullptr && module->enabled(),
              "the model's drafter needs its draft module enabled before the engine is made");
-    if (model.dspark_block_size() > 0) {
-      DI_CHECK(spec.num_drafts <= model.dspark_block_size(), "{} drafts from DSpark blocks of {}", spec.num_drafts,
-               model.dspark_block_size());
-      model_drafter_ = std::make_unique<DsparkDrafter>(model);
+    const bool dspark = module->kind() == DraftModule::Kind::kDspark;
+    const int64_t draft_layers = dspark ? model.config().num_nextn_predict_layers : 1;
+    DI_CHECK(cache_->num_layers() == model.config().num_hidden_layers + draft_layers,
+             "a cache of {} layers for a model of {} and a draft module of {}", cache_->num_layers(),
+             model.config().num_hidden_layers, draft_layers);
+    if (dspark) {
+      DI_CHECK(spec.num_drafts <= module->block_size(), "{} drafts from DSpark blocks of {}", spec.num_drafts,
+               module->block_size());
+      model_drafter_ = std::make_unique<DsparkDrafter>(*module);
     } else {
-      model_drafter_ = std::make_unique<MtpDrafter>(model);
+      model_drafter_ = std::make_unique<MtpDrafter>(*module);
     }
     spec.drafter = model_drafter_.get();
   }
@@ -98,7 +104,8 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
   overlap_ = options_.overlap_schedule && !spec.enabled() && options_.structured == nullptr &&
              !options_.limits.handoff_after_prefill;
   chain_drafts_ = options_.overlap_schedule && model_drafter_ != nullptr && options_.structured == nullptr &&
-                  !options_.limits.handoff_after_prefill && model_.chains_drafts();
+                  !options_.limits.handoff_after_prefill && device_ != nullptr &&
+                  device_->samples_async() && model_.draft_module()->chains_drafts();
   if (options_.overlap_schedule && !overlap_ && !chain_drafts_ && !options_.limits.handoff_after_prefill) {
     const char* why = options_.structured != nullptr ? "structured output (the grammar judges each token on the host)"
                       : model_drafter_ == nullptr ? "speculative decoding with the controlled drafter (its drafts "
@@ -108,10 +115,10 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
   }
   if (chain_drafts_)
     spdlog::info("overlapped scheduling with speculative decoding: each {} draft chained behind its verify step{}",
-                 model.dspark_block_size() > 0 ? "DSpark" : "MTP",
+                 model.draft_module()->kind() == DraftModule::Kind::kDspark ? "DSpark" : "MTP",
                  spec.variable_length ? " (--spec-varlen: the next step's layout waits for the draft's confidences)"
                                       : "");
-  device_tokens_ = overlap_ && model_.samples_on_device() && model_.samples_async();
+  device_tokens_ = overlap_ && device_ != nullptr && device_->samples_async();
   if (!options_.kv_store_dir.empty()) {
     options_.prefix_cache = true;
     store_ = std::make_unique<StoreTier>(options_, *cache_, model_);
@@ -124,7 +131,7 @@ Engine::~Engine() {
   // next engine on this model.
   if (!draft_in_flight_) return;
   try {
-    model_.finish_chained_draft();
+    model_.draft_module()->finish_chained_draft();
   } catch (const std::exception& e) {
     spdlog::warn("finishing the chained draft in flight: {}", e.what());
   }
@@ -284,7 +291,7 @@ void Engine::step_overlapped() {
     count_replay_rows(forward);
     InFlight step{batch, {}, {}};
     if (device_tokens_) {
-      model_.start_forward_and_sample(forward, *cache_, options_.experts, sampling_rows(batch, {}),
+      device_->start_forward_and_sample(forward, *cache_, options_.experts, sampling_rows(batch, {}),
                                       options_.logits_hashes);
     } else {
       step.emitted = run_and_sample(forward, batch, {}, {});
@@ -300,7 +307,7 @@ void Engine::step_overlapped() {
   in_flight_.reset();
   if (started && started->batch.items.empty()) {
     if (device_tokens_) {  // (in order: after the step before it)
-      model_.finish_forward_and_sample(nullptr);
+      device_->finish_forward_and_sample(nullptr);
       note_device_idle();
     }
   } else {
@@ -343,7 +350,7 @@ void Engine::link_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forw
 void Engine::complete(InFlight& step) {
   if (device_tokens_) {  // the tokens (and fingerprints) of the step's rows, one per item
     std::vector<uint64_t> hashes(options_.logits_hashes ? step.batch.items.size() : 0);
-    const std::vector<int32_t> drawn = model_.finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
+    const std::vector<int32_t> drawn = device_->finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
     note_device_idle();
     DI_CHECK(drawn.size() == step.batch.items.size(), "a started step of {} items gave {} tokens",
              step.batch.items.size(), drawn.size());
@@ -532,8 +539,8 @@ std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& for
                                masks.masked.data());
     cpu::sample_rows(logits.data<float>(), logits.size(0), vocab, rows.data(), drawn.data());
   };
-  if (model_.samples_on_device()) {  // only the sampled tokens come back from the device (the logits stay there)
-    drawn = model_.forward_and_sample(forward, *cache_, options_.experts, rows, masks.empty() ? nullptr : &masks,
+  if (device_ != nullptr) {  // only the sampled tokens come back from the device (the logits stay there)
+    drawn = device_->forward_and_sample(forward, *cache_, options_.experts, rows, masks.empty() ? nullptr : &masks,
                                       hashes.empty() ? nullptr : hashes.data());
   } else {
     sample_host(model_.forward(forward, *cache_, options_.experts));
@@ -571,7 +578,7 @@ std::vector<std::vector<int32_t>> Engine::emitted_tokens(const ScheduledBatch& b
 std::vector<std::vector<int32_t>> Engine::run_chained(const ForwardBatch& forward, const ScheduledBatch& batch,
                                                       StepDrafts& drafts) {
   const std::vector<SamplingRow> rows = sampling_rows(batch, drafts);
-  model_.start_forward_and_sample(forward, *cache_, options_.experts, rows, options_.logits_hashes);
+  device_->start_forward_and_sample(forward, *cache_, options_.experts, rows, options_.logits_hashes);
   // The draft this step verifies ran before it on the device: its blocks now, while the device verifies, and the
   // proposals that named its tokens by placeholder take them (with their confidences, for the statistics).
   if (settle_draft()) {
@@ -586,10 +593,10 @@ std::vector<std::vector<int32_t>> Engine::run_chained(const ForwardBatch& forwar
   }
   std::vector<SamplingRow> draft_rows;
   for (const ScheduledSequence& item : batch.items) draft_rows.push_back(ModelDrafter::sampling_row(*item.seq));
-  model_.start_chained_draft(forward, *cache_, draft_rows);
+  model_.draft_module()->start_chained_draft(forward, *cache_, draft_rows);
   draft_in_flight_ = true;
   std::vector<uint64_t> hashes(options_.logits_hashes ? rows.size() : 0);
-  const std::vector<int32_t> drawn = model_.finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
+  const std::vector<int32_t> drawn = device_->finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
   DI_CHECK(drawn.size() == rows.size(), "a verify step of {} rows gave {} tokens", rows.size(), drawn.size());
   return emitted_tokens(batch, drafts, drawn, hashes);
 }
@@ -610,12 +617,13 @@ void Engine::link_draft_inputs(const ScheduledBatch& batch, const StepDrafts& dr
 bool Engine::settle_draft() {
   if (!draft_in_flight_) return false;
   draft_in_flight_ = false;
-  model_drafter_->settle(model_.finish_chained_draft());
+  model_drafter_->settle(model_.draft_module()->finish_chained_draft());
   return true;
 }
 
 void Engine::note_device_idle() {
-  const CausalLm::DeviceIdle now = model_.device_idle();
+  if (device_ == nullptr) return;
+  const DeviceIdle now = device_->device_idle();
   if (now.gaps == idle_noted_.gaps) return;  // (not measured: the CPU, or the first step)
   ++stats_.device_idle_steps;
   stats_.device_idle_ms += now.ms - idle_noted_.ms;

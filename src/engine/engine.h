@@ -58,7 +58,7 @@ struct EngineOptions {
   // Overlapped scheduling: step N + 1 is scheduled and started before step N's tokens are postprocessed, its inputs
   // naming them by placeholder (Scheduler::launched / completed). Not with structured output or the prefill role's
   // handoffs (the engine runs in order there). With speculative decoding: where the model's own drafter drafts (MTP
-  // or DSpark) on a backend that chains drafts (CausalLm::chains_drafts), each verify step's draft is queued behind it
+  // or DSpark) on a backend that chains drafts (DraftModule::chains_drafts), each verify step's draft is queued behind it
   // and the host postprocesses the step and prepares the next while the device drafts (Engine::step); the
   // variable-length rule then waits for the draft before it lays out the next step (it reads the draft's
   // confidences), so only the preparation that follows is not hidden. The controlled drafter runs in order.
@@ -222,6 +222,7 @@ class Engine {
   class StoreTier;  // the KvStore as the block manager's slower tier (engine.cpp)
 
   const CausalLm& model_;
+  const DeviceSteps* device_;  // model_.device_steps(): null on a host backend
   EngineOptions options_;
   std::unique_ptr<KvCache> cache_;
   BlockManager blocks_;
@@ -235,13 +236,13 @@ class Engine {
   // from (in emitted order; the scheduler may keep fewer).
   std::vector<std::vector<uint64_t>> step_hashes_;
   bool overlap_ = false;
-  bool device_tokens_ = false;  // overlap_ with a backend that starts steps asynchronously (CausalLm::samples_async)
+  bool device_tokens_ = false;  // overlap_ with a backend that starts steps asynchronously (DeviceSteps::samples_async)
   // Overlapped scheduling with speculation: the model drafter's drafts chained behind their verify steps
   // (EngineOptions::overlap_schedule), and whether one is in flight.
   bool chain_drafts_ = false;
   bool draft_in_flight_ = false;
   std::optional<InFlight> in_flight_;
-  CausalLm::DeviceIdle idle_noted_;  // the model's idle totals when last noted
+  DeviceIdle idle_noted_;  // the model's idle totals when last noted
   VerifyCostTable verify_cost_;     // the variable-length rule's cost curve
   int64_t verify_warmup_done_ = 0;  // verify steps of its warm-up so far
 };

@@ -28,7 +28,7 @@ SamplingRow ModelDrafter::sampling_row(const Sequence& seq) {
   return {p.temperature, p.top_p, p.top_k, p.seed + kDraftSeedOffset, 0};
 }
 
-void ModelDrafter::hold(const Sequence& seq, CausalLm::DraftBlock block) {
+void ModelDrafter::hold(const Sequence& seq, DraftBlock block) {
   pending_[&seq] = {seq.num_tokens(), std::move(block), -1};
 }
 
@@ -46,7 +46,7 @@ void ModelDrafter::after_chained_step(const ScheduledBatch& batch) {
   }
 }
 
-void ModelDrafter::settle(std::vector<CausalLm::DraftBlock> blocks) {
+void ModelDrafter::settle(std::vector<DraftBlock> blocks) {
   DI_CHECK(blocks.size() == in_flight_.size(), "a chained draft of {} blocks for {} sequences", blocks.size(),
            in_flight_.size());
   for (size_t s = 0; s < blocks.size(); ++s) {

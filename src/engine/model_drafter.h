@@ -3,7 +3,7 @@
 // the sequence's last token, which propose() hands out while the sequence is where the block was drafted.
 //  - In order: once the scheduler has recorded a step, the engine calls after_step and the drafter drafts there, from
 //    what the step left on the host.
-//  - Chained (the engine's overlapped scheduling, CausalLm::start_chained_draft): the model drafts a verify step's
+//  - Chained (the engine's overlapped scheduling, DraftModule::start_chained_draft): the model drafts a verify step's
 //    sequences right behind it, where acceptance is found on the device, before the host has the step's tokens.
 //    after_chained_step records which sequences that draft in flight covers; propose() hands out placeholders for
 //    their drafts (token 0, confidence 0; draft_row names the draft's tokens on the device) until settle() brings the
@@ -17,6 +17,7 @@
 #include "src/engine/drafter.h"
 #include "src/engine/scheduler.h"
 #include "src/model/causal_lm.h"
+#include "src/model/draft_module.h"
 
 namespace deepinfer {
 
@@ -26,7 +27,8 @@ class ModelDrafter : public Drafter {
   // engine separates them), which leaves the target's stream, and so the output, as it is.
   static constexpr uint64_t kDraftSeedOffset = 1000000007;
 
-  ModelDrafter(const CausalLm& model, int64_t block_size) : model_(model), block_size_(block_size) {}
+  // `module`: the model's, enabled.
+  explicit ModelDrafter(const DraftModule& module) : module_(module), block_size_(module.block_size()) {}
   // Up to max_drafts of the sequence's block: its tokens, or (a block in flight) placeholders.
   DraftProposal propose(const Sequence& seq, int64_t max_drafts) override;
   // In order: the scheduler has recorded the step `batch`, which `forward` ran (the model's last forward); drafts for
@@ -38,27 +40,27 @@ class ModelDrafter : public Drafter {
   // Chained: the verify step `batch` (postprocessed) has a draft in flight of one block per item, in order; the items
   // still decoding expect theirs.
   void after_chained_step(const ScheduledBatch& batch);
-  // The draft in flight's blocks (CausalLm::finish_chained_draft).
-  void settle(std::vector<CausalLm::DraftBlock> blocks);
+  // The draft in flight's blocks (DraftModule::finish_chained_draft).
+  void settle(std::vector<DraftBlock> blocks);
   // The row of the draft in flight's tokens that draft k of `seq` will be (ForwardBatch::tokens_from_draft); -1 where
   // seq's drafts are not in flight.
   int32_t draft_row(const Sequence& seq, int64_t k) const;
 
  protected:
   // In order: seq's block, drafted at its last token (position num_tokens() - 1); or none.
-  void hold(const Sequence& seq, CausalLm::DraftBlock block);
+  void hold(const Sequence& seq, DraftBlock block);
   void drop(const Sequence& seq) { pending_.erase(&seq); }
   // Whether a sequence the step ran is ready to draft: running, all but its last token cached.
   static bool ready(const Sequence& seq) {
     return seq.status == SequenceStatus::kRunning && seq.num_cached == seq.num_tokens() - 1;
   }
 
-  const CausalLm& model_;
+  const DraftModule& module_;
 
  private:
   struct Pending {
     int64_t position = -1;  // where the first drafted token would land
-    CausalLm::DraftBlock block;
+    DraftBlock block;
     int64_t in_flight = -1;  // the block's index in the draft in flight (-1: the block is here)
   };
   int64_t block_size_;

@@ -35,7 +35,7 @@ void MtpDrafter::after_step(const ScheduledBatch& batch, const ForwardBatch& for
     offset += ran.num_new;
   }
   if (mtp.sequences.empty()) return;
-  const std::vector<CausalLm::MtpDraft> drafts = model_.mtp_draft(mtp, hidden_rows, cache);
+  const std::vector<MtpDraft> drafts = module_.mtp_draft(mtp, hidden_rows, cache);
   DI_CHECK(drafts.size() == drafted.size(), "{} MTP drafts for {} sequences", drafts.size(), drafted.size());
   for (size_t s = 0; s < drafted.size(); ++s)
     hold(*drafted[s], {{drafts[s].token}, {drafts[s].confidence}, drafted[s]->num_tokens() - 1});

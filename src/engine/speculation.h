@@ -36,7 +36,7 @@ struct SpeculationOptions {
   // The rule's candidate totals: rows a multiple of this (1: any; choose_verify_lengths).
   int64_t verify_row_quantum = 1;
   // The model's own draft module drafts: DeepSeek-V3's MTP layer (engine/mtp_drafter.h) or V4.1's DSpark layers
-  // (engine/dspark_drafter.h); the model's enable_mtp() must have been called before the engine is made, on every
+  // (engine/dspark_drafter.h); the model's draft module must be enabled before the engine is made, on every
   // rank, so that its cache layers travel with the KV handoff. Prefill ranks run the MTP layer over their prompts
   // too; DSpark's keys are written by the main forward itself.
   bool model_drafter = false;

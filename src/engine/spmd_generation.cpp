@@ -502,7 +502,8 @@ EngineOptions rank_engine_options(const CausalLm& model, const Topology& topo, E
   engine_options.swa_replay_tokens = options.swa_replay_tokens;
   // Prefill ranks never verify, but with the MTP drafter they run its module over their prompts: its cache layer
   // travels with the handoff (DSpark's draft keys are written by the forward itself: nothing to run there).
-  const bool mtp_layer = options.speculation.model_drafter && model.dspark_block_size() == 0;
+  const bool mtp_layer =
+      options.speculation.model_drafter && model.draft_module()->kind() == DraftModule::Kind::kMtp;
   if (topo.role() != Role::kPrefill || mtp_layer) engine_options.speculation = options.speculation;
   engine_options.structured = options.structured;
   return engine_options;

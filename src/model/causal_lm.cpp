@@ -7,33 +7,12 @@
 
 namespace deepinfer {
 
-std::vector<int32_t> CausalLm::forward_and_sample(const ForwardBatch&, KvCache&, ExpertDispatcher*,
-                                                  std::span<const SamplingRow>, const TokenMasks*, uint64_t*) const {
-  DI_CHECK(false, "this backend samples on the host: call forward() and sample its logits");
-  return {};
+Tensor DraftModule::mtp_forward(const ForwardBatch&, std::span<const int64_t>, KvCache&) const {
+  throw InputError("this draft module is not DeepSeek-V3's MTP module");
 }
 
-void CausalLm::start_forward_and_sample(const ForwardBatch&, KvCache&, ExpertDispatcher*, std::span<const SamplingRow>,
-                                        bool) const {
-  DI_CHECK(false, "this backend does not start steps asynchronously (samples_async)");
-}
-
-std::vector<int32_t> CausalLm::finish_forward_and_sample(uint64_t*) const {
-  DI_CHECK(false, "this backend does not start steps asynchronously (samples_async)");
-  return {};
-}
-
-void CausalLm::enable_mtp() {
-  throw InputError("this model has no draft module loaded (DeepSeek V3 with its nextn layer, or V4.1 with "
-                   "its DSpark layers)");
-}
-
-Tensor CausalLm::mtp_forward(const ForwardBatch&, std::span<const int64_t>, KvCache&) const {
-  throw InputError("this model has no MTP module");
-}
-
-std::vector<CausalLm::MtpDraft> CausalLm::mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
-                                                    KvCache& cache) const {
+std::vector<MtpDraft> DraftModule::mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
+                                             KvCache& cache) const {
   const Tensor logits = mtp_forward(batch, hidden_rows, cache);
   const int64_t rows = logits.size(0), vocab = logits.size(1);
   std::vector<int32_t> tokens(rows);
@@ -44,18 +23,26 @@ std::vector<CausalLm::MtpDraft> CausalLm::mtp_draft(const ForwardBatch& batch, s
   return drafts;
 }
 
-std::vector<CausalLm::DraftBlock> CausalLm::dspark_draft(const ForwardBatch&, KvCache&,
-                                                         std::span<const SamplingRow>) const {
-  throw InputError("this model has no DSpark drafter enabled (DeepSeek-V4.1 with its mtp.* draft layers)");
+std::vector<DraftBlock> DraftModule::dspark_draft(const ForwardBatch&, KvCache&, std::span<const SamplingRow>) const {
+  throw InputError("this draft module is not DeepSeek-V4.1's DSpark drafter");
 }
 
-void CausalLm::start_chained_draft(const ForwardBatch&, KvCache&, std::span<const SamplingRow>) const {
+void DraftModule::start_chained_draft(const ForwardBatch&, KvCache&, std::span<const SamplingRow>) const {
   DI_CHECK(false, "this backend does not chain drafts behind their verify step (chains_drafts)");
 }
 
-std::vector<CausalLm::DraftBlock> CausalLm::finish_chained_draft() const {
+std::vector<DraftBlock> DraftModule::finish_chained_draft() const {
   DI_CHECK(false, "this backend does not chain drafts behind their verify step (chains_drafts)");
   return {};
+}
+
+DraftModule& require_draft_module(CausalLm& model) {
+  DraftModule* module = model.draft_module();
+  DI_INPUT_CHECK(module != nullptr, "the checkpoint has no draft module, so it cannot draft: DeepSeek-V3's MTP layer "
+                 "(model.layers.{}.eh_proj.weight and its module) or DeepSeek-V4.1's DSpark layers "
+                 "(mtp.0.main_proj.weight and the mtp.N.* modules, with dspark_* in its config)",
+                 model.config().num_hidden_layers);
+  return *module;
 }
 
 void check_batch(const ForwardBatch& batch, int64_t vocab) {

@@ -45,11 +45,11 @@ struct ForwardBatch {
   // sequence's replay_floor are dropped (each sequence keeps at least its last row); without it the floor only
   // masks the decoder layers' windows.
   bool compact_replay = false;
-  // Overlapped scheduling with the tokens left on the device (CausalLm::samples_async): pairs (input row, row of the
+  // Overlapped scheduling with the tokens left on the device (DeviceSteps::samples_async): pairs (input row, row of the
   // step started just before this one) whose input is the token that step samples; those inputs' token_ids hold 0
   // until the backend writes the token there, on the device.
   std::vector<int32_t> tokens_from_previous_step;
-  // Drafts chained behind their verify step (CausalLm::start_chained_draft): pairs (input row, row of the started
+  // Drafts chained behind their verify step (DraftModule::start_chained_draft): pairs (input row, row of the started
   // draft's tokens: slot k of its block s at k * blocks + s) whose input is that draft token; 0 there until then.
   std::vector<int32_t> tokens_from_draft;
 

@@ -43,7 +43,7 @@ inline std::unique_ptr<CausalLm> load_with_drafter(const std::string& fixture, D
   weights.host = std::make_unique<WeightStore>(WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
   if (rounded) round_to_bf16(*weights.host, config);
   std::unique_ptr<CausalLm> model = make_causal_lm(std::move(config), std::move(weights), device, 0);
-  model->enable_mtp();
+  require_draft_module(*model).enable();
   return model;
 }
 

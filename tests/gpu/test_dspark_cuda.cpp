@@ -63,7 +63,7 @@ DraftRun run_steps(const CausalLm& model) {
   return run;
 }
 
-std::vector<CausalLm::DraftBlock> draft(const CausalLm& model, DraftRun& run) {
+std::vector<DraftBlock> draft(const CausalLm& model, DraftRun& run) {
   ForwardBatch anchors;
   std::vector<SamplingRow> rows;
   for (int64_t s = 0; s < 2; ++s) {
@@ -71,7 +71,7 @@ std::vector<CausalLm::DraftBlock> draft(const CausalLm& model, DraftRun& run) {
     anchors.sequences.push_back({std::ssize(run.tokens[s]) - 1, 1, run.tables[s]});
     rows.push_back({0.0f, 1.0f, 0, 77, 0});
   }
-  return model.dspark_draft(anchors, *run.cache, rows);
+  return model.draft_module()->dspark_draft(anchors, *run.cache, rows);
 }
 
 // The window keys the main steps write for the draft layers follow the main layers' keys at the target layers
@@ -80,8 +80,8 @@ std::vector<CausalLm::DraftBlock> draft(const CausalLm& model, DraftRun& run) {
 TEST(CudaDspark, DraftKeysFollowTheTargetLayers) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const std::unique_ptr<CausalLm> cpu = load(Device::kCpu), gpu = load(Device::kCuda);
-  ASSERT_TRUE(gpu->has_mtp());
-  ASSERT_EQ(gpu->dspark_block_size(), cpu->dspark_block_size());
+  ASSERT_NE(gpu->draft_module(), nullptr);
+  ASSERT_EQ(gpu->draft_module()->block_size(), cpu->draft_module()->block_size());
   DraftRun want = run_steps(*cpu), got = run_steps(*gpu);
   const ModelConfig& c = cpu->config();
   const int64_t L = c.num_hidden_layers, layers = want.cache->num_layers(), dim = want.cache->entry_dim();
@@ -125,7 +125,7 @@ TEST(CudaDspark, BlocksMatchTheCpuOnTheSameCache) {
     want.cache->export_entries(want.tables[s], count, entries.data());
     got.cache->import_entries(got.tables[s], count, entries.data());
   }
-  const std::vector<CausalLm::DraftBlock> a = draft(*cpu, want), b = draft(*gpu, got);
+  const std::vector<DraftBlock> a = draft(*cpu, want), b = draft(*gpu, got);
   ASSERT_EQ(a.size(), b.size());
   int64_t same = 0, total = 0;
   for (size_t s = 0; s < a.size(); ++s) {
@@ -279,8 +279,10 @@ TEST(CudaDspark, AcceptanceKernelsFollowTheEnginesRule) {
 TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const std::unique_ptr<CausalLm> gpu = load(Device::kCuda, /*batch_invariant=*/true);
-  ASSERT_TRUE(gpu->chains_drafts());
-  const int64_t B = gpu->dspark_block_size(), vocab = gpu->config().vocab_size;
+  const DraftModule& drafter = *gpu->draft_module();
+  const DeviceSteps& device = *gpu->device_steps();
+  ASSERT_TRUE(drafter.chains_drafts());
+  const int64_t B = drafter.block_size(), vocab = gpu->config().vocab_size;
   // The continuation of each sequence, greedy, one token a step.
   DraftRun scout = run_steps(*gpu);
   std::vector<std::vector<int32_t>> next(2);
@@ -293,7 +295,7 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
       batch.sequences.push_back({std::ssize(t) - 1, 1, scout.tables[s]});
       rows.push_back({0.0f, 1.0f, 0, 5, std::ssize(t)});
     }
-    const std::vector<int32_t> drawn = gpu->forward_and_sample(batch, *scout.cache, nullptr, rows, nullptr, nullptr);
+    const std::vector<int32_t> drawn = device.forward_and_sample(batch, *scout.cache, nullptr, rows, nullptr, nullptr);
     for (int64_t s = 0; s < 2; ++s) {
       scout.tokens[s].push_back(drawn[s]);
       next[s].push_back(drawn[s]);
@@ -316,7 +318,7 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
         draft_rows.push_back({temperature, 0.9f, 0, 11 + static_cast<uint64_t>(s), 0});
       }
       verify.all_logits = verify.speculative_verify = true;
-      const std::vector<int32_t> want = gpu->forward_and_sample(verify, *in_order.cache, nullptr, rows, nullptr, nullptr);
+      const std::vector<int32_t> want = device.forward_and_sample(verify, *in_order.cache, nullptr, rows, nullptr, nullptr);
       ForwardBatch anchors;
       for (int64_t s = 0; s < 2; ++s) {
         DraftProposal proposal;
@@ -326,12 +328,12 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
         anchors.token_ids.push_back(want[4 * s + a]);
         anchors.sequences.push_back({verify.sequences[s].num_cached + 1 + a, 1, in_order.tables[s]});
       }
-      const std::vector<CausalLm::DraftBlock> want_blocks = gpu->dspark_draft(anchors, *in_order.cache, draft_rows);
+      const std::vector<DraftBlock> want_blocks = drafter.dspark_draft(anchors, *in_order.cache, draft_rows);
 
-      gpu->start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);
-      gpu->start_chained_draft(verify, *chained.cache, draft_rows);
-      EXPECT_EQ(gpu->finish_forward_and_sample(nullptr), want) << name;
-      const std::vector<CausalLm::DraftBlock> blocks = gpu->finish_chained_draft();
+      device.start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);
+      drafter.start_chained_draft(verify, *chained.cache, draft_rows);
+      EXPECT_EQ(device.finish_forward_and_sample(nullptr), want) << name;
+      const std::vector<DraftBlock> blocks = drafter.finish_chained_draft();
       ASSERT_EQ(blocks.size(), want_blocks.size()) << name;
       for (size_t s = 0; s < blocks.size(); ++s) {
         EXPECT_EQ(blocks[s].position, anchors.sequences[s].num_cached) << name << ", sequence " << s;
@@ -341,9 +343,9 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
 
       // The next verify step: each sequence's anchor and 2 of its block's drafts, from the host (in order) or from the
       // chained draft still on the device.
-      gpu->start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);  // the same step again, redrafted
-      gpu->start_chained_draft(verify, *chained.cache, draft_rows);
-      gpu->finish_forward_and_sample(nullptr);
+      device.start_forward_and_sample(verify, *chained.cache, nullptr, rows, false);  // the same step again, redrafted
+      drafter.start_chained_draft(verify, *chained.cache, draft_rows);
+      device.finish_forward_and_sample(nullptr);
       ForwardBatch second;
       std::vector<SamplingRow> second_rows;
       for (int64_t s = 0; s < 2; ++s) {
@@ -362,10 +364,10 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
                                                   {static_cast<int32_t>(3 * s + 1 + k), static_cast<int32_t>(k * 2 + s)});
         }
       const std::vector<int32_t> want_second =
-          gpu->forward_and_sample(second, *in_order.cache, nullptr, second_rows, nullptr, nullptr);
-      gpu->start_forward_and_sample(second_chained, *chained.cache, nullptr, second_rows, false);
-      gpu->finish_chained_draft();  // (after the step that reads its tokens was queued, as the engine does)
-      EXPECT_EQ(gpu->finish_forward_and_sample(nullptr), want_second) << name << ": the next verify step";
+          device.forward_and_sample(second, *in_order.cache, nullptr, second_rows, nullptr, nullptr);
+      device.start_forward_and_sample(second_chained, *chained.cache, nullptr, second_rows, false);
+      drafter.finish_chained_draft();  // (after the step that reads its tokens was queued, as the engine does)
+      EXPECT_EQ(device.finish_forward_and_sample(nullptr), want_second) << name << ": the next verify step";
       EXPECT_EQ(B, std::ssize(want_blocks[0].tokens));
     }
   }
@@ -377,7 +379,7 @@ TEST(CudaDspark, ChainedDraftIsTheInOrderDraft) {
 TEST(CudaDspark, ChainedDraftsGiveTheInOrderRun) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const std::unique_ptr<CausalLm> model = load(Device::kCuda, /*batch_invariant=*/true);
-  const int64_t block = model->dspark_block_size();
+  const int64_t block = model->draft_module()->block_size();
   testing::expect_chained_drafts_keep_the_outputs(*model, block, false, 0.0f, 16384, "greedy");
   testing::expect_chained_drafts_keep_the_outputs(*model, 3, false, 0.8f, 16384, "sampled");
   testing::expect_chained_drafts_keep_the_outputs(*model, block, false, 0.0f, 4 * 64, "greedy, 4 blocks");
@@ -403,9 +405,9 @@ TEST(CudaDspark, ChainedDraftsWithEngramLayersGiveTheInOrderRun) {
   weights.dummy_seed = 5;
   weights.dummy_draft_module = true;
   const std::unique_ptr<CausalLm> model = make_causal_lm(std::move(config), std::move(weights), Device::kCuda, 0);
-  model->enable_mtp();
-  ASSERT_TRUE(model->chains_drafts());
-  testing::expect_chained_drafts_keep_the_outputs(*model, model->dspark_block_size(), false, 0.0f, 16384,
+  model->draft_module()->enable();
+  ASSERT_TRUE(model->draft_module()->chains_drafts());
+  testing::expect_chained_drafts_keep_the_outputs(*model, model->draft_module()->block_size(), false, 0.0f, 16384,
                                                   "engram, greedy");
   testing::expect_chained_drafts_keep_the_outputs(*model, 3, false, 0.8f, 16384, "engram, sampled");
 }

@@ -44,7 +44,7 @@ MtpRun run_steps(const CausalLm& model, const std::vector<int32_t>& tokens) {
     mtp.all_logits = true;
     std::vector<int64_t> rows(len);
     std::iota(rows.begin(), rows.end(), 0);
-    const Tensor drafted = model.mtp_forward(mtp, rows, *cache);
+    const Tensor drafted = model.draft_module()->mtp_forward(mtp, rows, *cache);
     out.mtp.insert(out.mtp.end(), drafted.data<float>(), drafted.data<float>() + drafted.numel());
     start += len;
   }
@@ -56,7 +56,7 @@ TEST(CudaMtp, ModuleMatchesTheCpuModule) {
   for (const char* fixture : {"tiny-v3-fp32", "tiny-v3-bf16"}) {
     const std::unique_ptr<CausalLm> cpu = testing::load_with_drafter(fixture, Device::kCpu, /*rounded=*/true);
     const std::unique_ptr<CausalLm> gpu = testing::load_with_drafter(fixture, Device::kCuda, false);
-    ASSERT_TRUE(gpu->has_mtp()) << fixture;
+    ASSERT_NE(gpu->draft_module(), nullptr) << fixture;
     const int64_t vocab = cpu->config().vocab_size;
     std::vector<int32_t> tokens;
     for (int64_t t = 0; t < 80; ++t) tokens.push_back(static_cast<int32_t>(2 + (t * 37 + 5) % (vocab - 2)));
@@ -93,8 +93,8 @@ TEST(CudaMtp, DraftsAreTheLogitsArgmax) {
   gpu->forward(main, *cache);
   std::vector<int64_t> rows(main.num_tokens());
   std::iota(rows.begin(), rows.end(), 0);
-  const Tensor logits = gpu->mtp_forward(mtp, rows, *cache);  // one row a sequence (its last)
-  const std::vector<CausalLm::MtpDraft> drafts = gpu->mtp_draft(mtp, rows, *cache);
+  const Tensor logits = gpu->draft_module()->mtp_forward(mtp, rows, *cache);  // one row a sequence (its last)
+  const std::vector<MtpDraft> drafts = gpu->draft_module()->mtp_draft(mtp, rows, *cache);
   ASSERT_EQ(static_cast<int64_t>(drafts.size()), logits.size(0));
   std::vector<int32_t> tokens(drafts.size());
   std::vector<float> probability(drafts.size());
@@ -128,7 +128,7 @@ TEST(CudaMtp, ChainedDraftsGiveTheInOrderRun) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   const std::unique_ptr<CausalLm> model =
       testing::load_with_drafter("tiny-v3-bf16", Device::kCuda, false, /*batch_invariant=*/true);
-  ASSERT_TRUE(model->chains_drafts());
+  ASSERT_TRUE(model->draft_module()->chains_drafts());
   testing::expect_chained_drafts_keep_the_outputs(*model, 1, false, 0.0f, 16384, "tiny-v3-bf16, greedy");
   testing::expect_chained_drafts_keep_the_outputs(*model, 1, false, 0.8f, 16384, "tiny-v3-bf16, sampled");
   testing::expect_chained_drafts_keep_the_outputs(*model, 1, false, 0.0f, 3 * 64, "tiny-v3-bf16, greedy, 3 blocks");

@@ -1,5 +1,5 @@
 // Overlapped scheduling on the CUDA models (issue #27): steps started before the previous step's tokens reach the host
-// (CausalLm::start_forward_and_sample), their inputs naming the previous step's sampled rows
+// (DeviceSteps::start_forward_and_sample), their inputs naming the previous step's sampled rows
 // (ForwardBatch::tokens_from_previous_step) and filled on the device, give the tokens and logits fingerprints of the
 // same steps run one after another with the tokens passed through the host. Sequences of several lengths, greedy and
 // sampled rows, a step with a sequence that takes no owed token (its input given on the host) beside the others.
@@ -88,7 +88,7 @@ Chain in_order(const CausalLm& model) {
     const ForwardBatch batch =
         step_batch(step, tables, vocab, step == 0 ? std::vector<int32_t>{} : chain.tokens.back(), history);
     std::vector<uint64_t> hashes(kSequences);
-    chain.tokens.push_back(model.forward_and_sample(batch, *cache, nullptr, rows_at(step), nullptr, hashes.data()));
+    chain.tokens.push_back(model.device_steps()->forward_and_sample(batch, *cache, nullptr, rows_at(step), nullptr, hashes.data()));
     chain.hashes.push_back(hashes);
   }
   return chain;
@@ -101,7 +101,7 @@ Chain overlapped(const CausalLm& model) {
   Chain chain;
   const auto finish = [&] {
     std::vector<uint64_t> hashes(kSequences);
-    chain.tokens.push_back(model.finish_forward_and_sample(hashes.data()));
+    chain.tokens.push_back(model.device_steps()->finish_forward_and_sample(hashes.data()));
     chain.hashes.push_back(hashes);
   };
   const int64_t vocab = model.config().vocab_size;
@@ -114,7 +114,7 @@ Chain overlapped(const CausalLm& model) {
         if (!(step == 3 && s == 2))
           batch.tokens_from_previous_step.insert(batch.tokens_from_previous_step.end(),
                                                  {static_cast<int32_t>(s), static_cast<int32_t>(s)});
-    model.start_forward_and_sample(batch, *cache, nullptr, rows_at(step), true);
+    model.device_steps()->start_forward_and_sample(batch, *cache, nullptr, rows_at(step), true);
     if (step > 0) finish();
   }
   finish();
@@ -122,7 +122,7 @@ Chain overlapped(const CausalLm& model) {
 }
 
 void expect_overlap_equals_in_order(const CausalLm& model, const std::string& name) {
-  ASSERT_TRUE(model.samples_async()) << name;
+  ASSERT_TRUE(model.device_steps()->samples_async()) << name;
   const Chain a = in_order(model), b = overlapped(model);
   ASSERT_EQ(a.tokens.size(), b.tokens.size());
   for (int64_t step = 0; step < kSteps; ++step) {

@@ -1,5 +1,5 @@
 // Drafts chained behind their verify steps (the engine's overlapped scheduling with the model's drafter,
-// CausalLm::start_chained_draft) on the CPU: LateDrafts plays the device's part over a CPU model with a drafter
+// DraftModule::start_chained_draft) on the CPU: LateDrafts plays the device's part over a CPU model with a drafter
 // (V3's MTP module or V4.1's DSpark layers), and expect_chained_drafts_give_the_in_order_run runs the engine both ways.
 #pragma once
 
@@ -18,7 +18,7 @@
 
 namespace deepinfer::testing {
 
-// A backend that chains drafts behind their verify steps, as the CUDA models do (CausalLm::chains_drafts), over a CPU
+// A backend that chains drafts behind their verify steps, as the CUDA models do (DraftModule::chains_drafts), over a CPU
 // model: a started verify step runs at once, but its tokens reach the engine only at finish_forward_and_sample; its
 // draft rows named by ForwardBatch::tokens_from_draft take the started draft's tokens; the draft started after it is
 // anchored where the step's own acceptance puts each sequence (found here from the step's inputs and draws, as the
@@ -27,7 +27,7 @@ namespace deepinfer::testing {
 // the CPU. The fixtures' random draft layers are almost never right, so with `references` (each request's prompt and
 // plain outputs) a draft is made the right token where a hash of its position says so (3 in 4), in every draft,
 // chained or not: acceptance then reaches every length and the anchors move by it.
-class LateDrafts final : public CausalLm {
+class LateDrafts final : public CausalLm, public DeviceSteps, public DraftModule {
  public:
   LateDrafts(CausalLm& inner, const std::vector<std::vector<int32_t>>& references)
       : inner_(inner), references_(references) {}
@@ -39,12 +39,16 @@ class LateDrafts final : public CausalLm {
   ExpertStore& experts() override { return inner_.experts(); }
   const ExpertStore& experts() const override { return inner_.experts(); }
   size_t kv_cache_bytes_per_token() const override { return inner_.kv_cache_bytes_per_token(); }
-  bool has_mtp() const override { return inner_.has_mtp(); }
-  int64_t dspark_block_size() const override { return inner_.dspark_block_size(); }
+  const DeviceSteps* device_steps() const override { return this; }
+  const DraftModule* draft_module() const override { return inner_.draft_module() != nullptr ? this : nullptr; }
+  Kind kind() const override { return module().kind(); }
+  void enable() override { inner_.draft_module()->enable(); }
+  bool enabled() const override { return module().enabled(); }
+  int64_t block_size() const override { return module().block_size(); }
   std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
                                        std::span<const SamplingRow> rows) const override {
     EXPECT_FALSE(draft_started_) << "an in-order draft while a chained one is in flight";
-    std::vector<DraftBlock> blocks = inner_.dspark_draft(anchors, cache, rows);
+    std::vector<DraftBlock> blocks = module().dspark_draft(anchors, cache, rows);
     for (size_t s = 0; s < blocks.size(); ++s) {
       std::vector<int32_t> history(anchors.sequences[s].earlier_tokens.begin(), anchors.sequences[s].earlier_tokens.end());
       history.push_back(anchors.token_ids[s]);
@@ -56,7 +60,7 @@ class LateDrafts final : public CausalLm {
   std::vector<MtpDraft> mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
                                   KvCache& cache) const override {
     EXPECT_FALSE(draft_started_) << "an in-order draft while a chained one is in flight";
-    std::vector<MtpDraft> drafts = inner_.mtp_draft(batch, hidden_rows, cache);
+    std::vector<MtpDraft> drafts = module().mtp_draft(batch, hidden_rows, cache);
     int64_t first = 0;
     for (size_t s = 0; s < drafts.size(); ++s) {
       const SequenceChunk& seq = batch.sequences[s];
@@ -69,7 +73,6 @@ class LateDrafts final : public CausalLm {
     }
     return drafts;
   }
-  bool samples_on_device() const override { return true; }
   bool samples_async() const override { return true; }
   bool chains_drafts() const override { return true; }
   std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
@@ -132,11 +135,11 @@ class LateDrafts final : public CausalLm {
       first += seq.num_new;
     }
     accepted_.clear();
-    if (inner_.dspark_block_size() > 0) {
-      blocks_ = inner_.dspark_draft(anchors, cache, rows);
+    if (kind() == Kind::kDspark) {
+      blocks_ = module().dspark_draft(anchors, cache, rows);
     } else {
       blocks_.clear();
-      for (const MtpDraft& d : inner_.mtp_draft(mtp, hidden_rows, cache)) blocks_.push_back({{d.token}, {d.confidence}, -1});
+      for (const MtpDraft& d : module().mtp_draft(mtp, hidden_rows, cache)) blocks_.push_back({{d.token}, {d.confidence}, -1});
     }
     for (size_t s = 0; s < blocks_.size(); ++s) {
       blocks_[s].position = std::ssize(histories[s]) - 1;
@@ -158,6 +161,7 @@ class LateDrafts final : public CausalLm {
   int64_t linked_drafts() const { return linked_drafts_; }
 
  private:
+  const DraftModule& module() const { return *inner_.draft_module(); }
   // history: a sequence's tokens up to its anchor (position size - 1); the block's drafts follow it.
   void make_right(const std::vector<int32_t>& history, DraftBlock& block) const {
     EXPECT_EQ(block.position + 1, std::ssize(history)) << "a block not anchored at its last token";

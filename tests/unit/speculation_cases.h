@@ -89,7 +89,7 @@ inline SpeculationStats expect_model_drafter_keeps_outputs(const CausalLm& model
 }
 
 // The model's own drafter through the engine with overlapped scheduling on a backend that chains drafts behind their
-// verify steps (CausalLm::chains_drafts), against the same runs in order and without speculation: the outputs are
+// verify steps (DraftModule::chains_drafts), against the same runs in order and without speculation: the outputs are
 // plain decoding's, and at a fixed length the drafted / verified / accepted counts and preemptions the in-order
 // run's (the variable-length rule's lengths follow measured times). A chained draft covers every sequence of its
 // verify step, the ones that step finished too, so a draft product run at other row counts may move a confidence's

@@ -22,7 +22,7 @@ DeepseekV41Model load(const char* fixture, bool enable) {
   const auto dir = testing::fixture_dir(fixture);
   ModelConfig config = load_model_config(dir);
   DeepseekV41Model model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
-  if (enable) model.enable_mtp();
+  if (enable) model.draft_module()->enable();
   return model;
 }
 
@@ -53,7 +53,7 @@ void run_step(const CausalLm& model, KvCache& cache, std::vector<Stream*> stream
 }
 
 // Drafts for the sequences (each has all but its last token cached), greedy.
-std::vector<CausalLm::DraftBlock> draft(const CausalLm& model, KvCache& cache, const std::vector<const Stream*>& streams,
+std::vector<DraftBlock> draft(const CausalLm& model, KvCache& cache, const std::vector<const Stream*>& streams,
                                         float temperature = 0.0f) {
   ForwardBatch anchors;
   std::vector<SamplingRow> rows;
@@ -63,10 +63,10 @@ std::vector<CausalLm::DraftBlock> draft(const CausalLm& model, KvCache& cache, c
     anchors.sequences.push_back({s->cached, 1, s->table});
     rows.push_back({temperature, 1.0f, 0, 77, 0});
   }
-  return model.dspark_draft(anchors, cache, rows);
+  return model.draft_module()->dspark_draft(anchors, cache, rows);
 }
 
-void expect_same(const CausalLm::DraftBlock& a, const CausalLm::DraftBlock& b, const std::string& what) {
+void expect_same(const DraftBlock& a, const DraftBlock& b, const std::string& what) {
   EXPECT_EQ(a.tokens, b.tokens) << what;
   ASSERT_EQ(a.confidence.size(), b.confidence.size()) << what;
   for (size_t k = 0; k < a.confidence.size(); ++k) EXPECT_NEAR(a.confidence[k], b.confidence[k], 1e-6) << what;
@@ -74,17 +74,20 @@ void expect_same(const CausalLm::DraftBlock& a, const CausalLm::DraftBlock& b, c
 
 TEST(DsparkModule, LoadsTheDraftLayers) {
   DeepseekV41Model model = load(kFixture, false);
-  ASSERT_TRUE(model.has_mtp());
-  EXPECT_EQ(model.dspark_block_size(), 0) << "not enabled yet";
+  DraftModule* module = model.draft_module();
+  ASSERT_NE(module, nullptr);
+  EXPECT_EQ(module->kind(), DraftModule::Kind::kDspark);
+  EXPECT_FALSE(module->enabled());
+  EXPECT_EQ(module->block_size(), 4);
   const int64_t layers = model.config().num_hidden_layers;
-  EXPECT_EQ(model.make_kv_cache(1)->num_layers(), layers);
-  model.enable_mtp();
-  EXPECT_EQ(model.dspark_block_size(), 4);
+  EXPECT_EQ(model.make_kv_cache(1)->num_layers(), layers) << "not enabled yet";
+  module->enable();
+  EXPECT_TRUE(module->enabled());
   EXPECT_EQ(model.make_kv_cache(1)->num_layers(), layers + 2) << "one cache layer per draft layer";
   // Without the draft layers (tiny-v41 has num_nextn_predict_layers 1 but no dspark_* keys nor mtp.* weights).
   DeepseekV41Model plain = load("tiny-v41", false);
-  EXPECT_FALSE(plain.has_mtp());
-  EXPECT_THROW(plain.enable_mtp(), InputError);
+  EXPECT_EQ(plain.draft_module(), nullptr);
+  EXPECT_THROW(require_draft_module(plain), InputError);
 }
 
 // The drafts of a sequence: the same whether its prompt ran in one chunk or in chunks of 7 beside another
@@ -101,8 +104,8 @@ TEST(DsparkModule, DraftsDependOnTheSequenceOnly) {
       done += n;
     }
     if (other.cached < 49) run_step(model, *shared, {&other}, {49 - other.cached});
-    const std::vector<CausalLm::DraftBlock> one = draft(model, *alone, {&a});
-    const std::vector<CausalLm::DraftBlock> two = draft(model, *shared, {&other, &b});
+    const std::vector<DraftBlock> one = draft(model, *alone, {&a});
+    const std::vector<DraftBlock> two = draft(model, *shared, {&other, &b});
     ASSERT_EQ(one.size(), 1u);
     ASSERT_EQ(two.size(), 2u);
     expect_same(one[0], two[1], "prompt of " + std::to_string(length));

@@ -22,11 +22,11 @@ struct GenerationCase {
   bool late_tokens = false;  // through LateTokens: the owed inputs linked to the previous step's rows
 };
 
-// A backend that starts steps asynchronously, as the CUDA models do (CausalLm::samples_async), over the CPU model: a
+// A backend that starts steps asynchronously, as the CUDA models do (DeviceSteps::samples_async), over the CPU model: a
 // started step runs at once, but its tokens reach the engine only at finish_forward_and_sample, and the inputs it
 // owes are taken from the previous started step's rows (ForwardBatch::tokens_from_previous_step), as the device
 // takes them. So the engine's bookkeeping of overlapped steps with the tokens left on the device runs on the CPU.
-class LateTokens final : public CausalLm {
+class LateTokens final : public CausalLm, public DeviceSteps {
  public:
   explicit LateTokens(CausalLm& inner) : inner_(inner) {}
   const ModelConfig& config() const override { return inner_.config(); }
@@ -37,8 +37,18 @@ class LateTokens final : public CausalLm {
   ExpertStore& experts() override { return inner_.experts(); }
   const ExpertStore& experts() const override { return inner_.experts(); }
   size_t kv_cache_bytes_per_token() const override { return inner_.kv_cache_bytes_per_token(); }
-  bool samples_on_device() const override { return true; }
+  const DeviceSteps* device_steps() const override { return this; }
   bool samples_async() const override { return true; }
+  // (the engine calls it in order only: with structured output, or handing off after prefill)
+  std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
+                                          std::span<const SamplingRow> rows, const TokenMasks* masks,
+                                          uint64_t*) const override {
+    EXPECT_TRUE(masks == nullptr || masks->empty());
+    const Tensor logits = inner_.forward(batch, cache, experts);
+    std::vector<int32_t> tokens(rows.size());
+    cpu::sample_rows(logits.data<float>(), logits.size(0), config().vocab_size, rows.data(), tokens.data());
+    return tokens;
+  }
   void start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                 std::span<const SamplingRow> rows, bool) const override {
     EXPECT_LT(started_.size(), 2u) << "the engine finishes step N before it starts N + 2";

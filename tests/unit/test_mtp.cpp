@@ -20,7 +20,7 @@ DeepseekModel load_with_mtp(const std::string& fixture) {
   const auto dir = testing::fixture_dir(fixture);
   ModelConfig config = load_model_config(dir);
   DeepseekModel model(config, WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
-  model.enable_mtp();
+  model.draft_module()->enable();
   return model;
 }
 
@@ -46,7 +46,7 @@ std::vector<float> run_mtp(const DeepseekModel& model, const std::vector<int32_t
     mtp.token_ids.assign(next_tokens.begin() + start, next_tokens.begin() + start + len);
     mtp.sequences.push_back({start, len, table});
     mtp.all_logits = true;
-    const Tensor logits = model.mtp_forward(mtp, hidden_rows, *cache);
+    const Tensor logits = model.draft_module()->mtp_forward(mtp, hidden_rows, *cache);
     out.insert(out.end(), logits.data<float>(), logits.data<float>() + logits.numel());
   }
   return out;
@@ -56,7 +56,8 @@ class MtpModule : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MtpModule, EqualsTransformersDecoderLayer) {
   const DeepseekModel model = load_with_mtp(GetParam());
-  ASSERT_TRUE(model.has_mtp());
+  ASSERT_NE(model.draft_module(), nullptr);
+  EXPECT_EQ(model.draft_module()->kind(), DraftModule::Kind::kMtp);
   const SafetensorsFile expected(testing::fixture_dir(GetParam()) / "reference_mtp.safetensors");
   const Tensor tokens = expected.read("tokens"), next = expected.read("next_tokens"), want = expected.read("logits");
   const std::vector<int32_t> t(tokens.data<int32_t>(), tokens.data<int32_t>() + tokens.numel());

@@ -44,11 +44,12 @@ std::vector<int32_t> CudaCausalLm::forward_and_sample(const ForwardBatch& batch,
 void CudaCausalLm::start_forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                             std::span<const SamplingRow> rows, bool logits_hashes) const {
   DI_CHECK(samples_async(), "this {} model cannot start a step before its inputs reach the host "
-           "(CausalLm::samples_async)", config_.model_type);
+           "(DeviceSteps::samples_async)", config_.model_type);
   int64_t num_rows = 0;
   float* logits = run_to_logits(batch, cache, experts, &num_rows);
   sampler_.start(logits, num_rows, config_.vocab_size, rows, logits_hashes, scratch_, idle_.end_event());
-  if (batch.speculative_verify && chains_drafts())
+  const DraftModule* drafter = draft_module();
+  if (batch.speculative_verify && drafter != nullptr && drafter->chains_drafts())
     chain_.accept(batch, step_token_ids_, sampler_.started_tokens(), step_pool());
 }
 

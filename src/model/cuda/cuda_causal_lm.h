@@ -24,14 +24,16 @@
 
 namespace deepinfer {
 
-class CudaCausalLm : public CausalLm {
+class CudaCausalLm : public CausalLm, public DeviceSteps {
  public:
   const ModelConfig& config() const override { return config_; }
   ExpertStore& experts() override { return *experts_; }
   const ExpertStore& experts() const override { return *experts_; }
 
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts = nullptr) const final;
-  bool samples_on_device() const final { return true; }
+  const DeviceSteps* device_steps() const final { return this; }
+  using CausalLm::device_steps;
+
   std::vector<int32_t> forward_and_sample(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts,
                                           std::span<const SamplingRow> rows, const TokenMasks* masks,
                                           uint64_t* logits_hashes) const final;

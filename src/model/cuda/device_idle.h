@@ -33,7 +33,7 @@ class DeviceIdleMeter {
     }
   }
   // The gaps measured so far (none until two steps have run) and their sum.
-  CausalLm::DeviceIdle totals() const { return totals_; }
+  DeviceIdle totals() const { return totals_; }
 
  private:
   // Overlapped scheduling starts step N + 1 before measuring N, whose idle time reads N - 1's end: three slots.
@@ -41,7 +41,7 @@ class DeviceIdleMeter {
   CudaEvent start_[kSlots];
   CudaEvent end_[kSlots];
   int64_t started_ = 0, measured_ = 0;
-  CausalLm::DeviceIdle totals_;
+  DeviceIdle totals_;
 };
 
 }  // namespace deepinfer

@@ -30,7 +30,7 @@ void sample_into_device(float* logits, int64_t num_rows, int64_t vocab, std::spa
 // Throws where a drawn token is not in [0, vocab) (its logits row had no finite value).
 void check_drawn_tokens(const std::vector<int32_t>& tokens, int64_t vocab);
 
-// Overlapped scheduling's sampling (CausalLm::start_forward_and_sample): each started step's tokens are drawn into
+// Overlapped scheduling's sampling (DeviceSteps::start_forward_and_sample): each started step's tokens are drawn into
 // a device buffer of their own, so that the next step's inputs can take them there (fill_inputs) before the host has
 // them, and copied back into pinned memory behind an event; finish() waits for the oldest started step's. The engine
 // finishes step N before it starts N + 2, so two slots serve.

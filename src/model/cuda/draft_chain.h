@@ -1,4 +1,4 @@
-// Drafts chained behind their verify step on the device (CausalLm::start_chained_draft), the state both CUDA models
+// Drafts chained behind their verify step on the device (DraftModule::start_chained_draft), the state both CUDA models
 // share: the last started verify step's acceptance (found by cuda::accept_drafts behind its sampling), the started
 // draft's results in buffers that outlive the step pools (the next verify step's draft rows are filled from them
 // before the host has them), and their copy back to pinned memory behind an event. One draft in flight at a time.

@@ -18,7 +18,7 @@
 
 namespace deepinfer {
 
-class DeepseekModel final : public HostCausalLm {
+class DeepseekModel final : public HostCausalLm, private DraftModule {
  public:
   DeepseekModel(ModelConfig config, WeightStore weights);
 
@@ -28,11 +28,16 @@ class DeepseekModel final : public HostCausalLm {
   //   x = eh_proj([enorm(embed(t_{i+1})) ; hnorm(h_i)]), one decoder layer (its own MLA cache layer and MoE,
   //   the experts held whole on every rank), logits = shared_head.head(shared_head.norm(x)),
   // h_i the main model's final-normed hidden state at position i; its output at i drafts t_{i+2}.
-  bool has_mtp() const override { return mtp_.has_value(); }
-  void enable_mtp() override;
-  Tensor mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache) const override;
+  const DraftModule* draft_module() const override { return mtp_.has_value() ? this : nullptr; }
+  using CausalLm::draft_module;
 
  private:
+  Kind kind() const override { return Kind::kMtp; }
+  void enable() override;
+  bool enabled() const override { return mtp_enabled_; }
+  int64_t block_size() const override { return 1; }
+  Tensor mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache) const override;
+
   struct Linear {  // a projection [out, in] and its bias (null where the checkpoint has none)
     const float* weight = nullptr;
     const float* bias = nullptr;

@@ -6,16 +6,14 @@
 
 namespace deepinfer {
 
-void DeepseekModel::enable_mtp() {
-  DI_INPUT_CHECK(mtp_.has_value(), "the checkpoint has no MTP layer (model.layers.{}.eh_proj.weight and its module): "
-                 "it cannot draft", config_.num_hidden_layers);
+void DeepseekModel::enable() {
   if (!mtp_enabled_) add_cache_layers(1);  // its MLA layer, after the model's
   mtp_enabled_ = true;
 }
 
 Tensor DeepseekModel::mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
                                   KvCache& kv_cache) const {
-  DI_CHECK(mtp_enabled_, "mtp_forward before enable_mtp");
+  DI_CHECK(mtp_enabled_, "mtp_forward before the MTP module was enabled");
   DI_CHECK(static_cast<int64_t>(hidden_rows.size()) == batch.num_tokens(), "{} hidden rows for {} tokens",
            hidden_rows.size(), batch.num_tokens());
   MlaKvCache& cache = host_cache(kv_cache);

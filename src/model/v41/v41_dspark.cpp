@@ -57,9 +57,7 @@ void DeepseekV41Model::load_dspark() {
   dspark_ = std::move(dspark);
 }
 
-void DeepseekV41Model::enable_mtp() {
-  DI_INPUT_CHECK(dspark_.has_value(), "the checkpoint has no DSpark draft layers (mtp.0.main_proj.weight and the "
-                 "mtp.N.* modules, with dspark_* in its config): it cannot draft");
+void DeepseekV41Model::enable() {
   if (!dspark_enabled_) add_cache_layers(config_.v41.num_nextn_predict_layers);  // one key per row and draft layer
   dspark_enabled_ = true;
 }
@@ -119,9 +117,9 @@ void DeepseekV41Model::draft_attention(int64_t d, const ForwardBatch& blocks, co
   project_output(layer, attn.data(), T, positions.data(), false, out);
 }
 
-std::vector<CausalLm::DraftBlock> DeepseekV41Model::dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
-                                                                 std::span<const SamplingRow> rows) const {
-  DI_CHECK(dspark_enabled_, "dspark_draft before enable_mtp");
+std::vector<DraftBlock> DeepseekV41Model::dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
+                                                       std::span<const SamplingRow> rows) const {
+  DI_CHECK(dspark_enabled_, "dspark_draft before the DSpark drafter was enabled");
   const MlaKvCache& cache = host_cache(kv_cache);
   const V41TextConfig& v = config_.v41;
   const int64_t H = config_.hidden_size, hc = v.hc_mult, B = v.dspark.block_size;

@@ -18,8 +18,8 @@
 //   compressed token ids (engram_hash.h; kernels/cpu/engram.h).
 // Engram tables in the release's FP8 layout (a UE8M0 scale per 32 values of a row) are dequantised on load; under
 // an EP group of several ranks each holds a part of every table's rows and fetches the rest (row_shard.h).
-// - DSpark (v41_dspark.cpp), where the checkpoint has its draft layers and enable_mtp() was called: the cache gains
-//   one layer per draft layer, whose window part every forward writes for each row from the features of the
+// - DSpark (v41_dspark.cpp), where the checkpoint has its draft layers and its draft module is enabled: the cache
+//   gains one layer per draft layer, whose window part every forward writes for each row from the features of the
 //   target layers; dspark_draft runs the draft layers over blocks of [last token, noise...] (window of those keys
 //   plus the block's own, non-causal within the block), the head with the Markov term, and the confidence head.
 // Not built yet: the vision tower, FP8/FP4 compute (weights are dequantised to fp32 on load).
@@ -37,23 +37,27 @@
 
 namespace deepinfer {
 
-class DeepseekV41Model final : public HostCausalLm {
+class DeepseekV41Model final : public HostCausalLm, private DraftModule {
  public:
   DeepseekV41Model(ModelConfig config, WeightStore weights);
 
   Tensor forward(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* dispatcher = nullptr) const override;
   int64_t window_state_values() const override { return config().v41.head_dim; }  // the entry's K = V
 
-  bool has_mtp() const override { return dspark_.has_value(); }
-  void enable_mtp() override;
-  int64_t dspark_block_size() const override { return dspark_enabled_ ? config().v41.dspark.block_size : 0; }
-  std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
-                                       std::span<const SamplingRow> rows) const override;
+  const DraftModule* draft_module() const override { return dspark_.has_value() ? this : nullptr; }
+  using CausalLm::draft_module;
 
   // Floats cached per token and layer: the window K=V, then the compressor inputs (KV-source layers).
   int64_t entry_dim() const { return entry_dim_; }
 
  private:
+  // The DSpark drafter (v41_dspark.cpp), through draft_module().
+  Kind kind() const override { return Kind::kDspark; }
+  void enable() override;
+  bool enabled() const override { return dspark_enabled_; }
+  int64_t block_size() const override { return config().v41.dspark.block_size; }
+  std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
+                                       std::span<const SamplingRow> rows) const override;
   struct Expert {
     const float* w1 = nullptr;  // gate [inter, hidden]
     const float* w2 = nullptr;  // down [hidden, inter]

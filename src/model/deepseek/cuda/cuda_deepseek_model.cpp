@@ -186,9 +186,7 @@ std::unique_ptr<KvCache> CudaDeepseekModel::make_kv_cache(int64_t num_blocks) co
   return std::make_unique<CudaMlaKvCache>(num_cache_layers(), num_blocks, config_.kv_entry_dim());
 }
 
-void CudaDeepseekModel::enable_mtp() {
-  DI_INPUT_CHECK(mtp_ != nullptr, "the checkpoint has no MTP layer (model.layers.{}.eh_proj.weight and its module): "
-                 "it cannot draft", config_.num_hidden_layers);
+void CudaDeepseekModel::enable() {
   mtp_enabled_ = true;  // its MLA layer in the caches made from now on, after the model's
 }
 
@@ -537,10 +535,10 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
 
 float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
                                      KvCache& kv_cache, int64_t* num_rows, const MtpDeviceInputs* device_inputs) const {
-  DI_CHECK(mtp_enabled_, "mtp_forward before enable_mtp");
+  DI_CHECK(mtp_enabled_, "mtp_forward before the MTP module was enabled");
   auto* cache = dynamic_cast<CudaMlaKvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr && cache->num_layers() == num_cache_layers(), "the MTP module needs a device MLA cache "
-           "made after enable_mtp");
+           "made after the MTP module was enabled");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   const ModelConfig& c = config_;
   const int64_t T = batch.num_tokens(), H = c.hidden_size, m = c.num_hidden_layers;
@@ -611,7 +609,7 @@ Tensor CudaDeepseekModel::mtp_forward(const ForwardBatch& batch, std::span<const
   return out;
 }
 
-std::vector<CausalLm::MtpDraft> CudaDeepseekModel::mtp_draft(const ForwardBatch& batch,
+std::vector<MtpDraft> CudaDeepseekModel::mtp_draft(const ForwardBatch& batch,
                                                              std::span<const int64_t> hidden_rows,
                                                              KvCache& cache) const {
   int64_t rows = 0;
@@ -667,7 +665,7 @@ void CudaDeepseekModel::start_chained_draft(const ForwardBatch& verify, KvCache&
   chain_.started(std::move(positions), S);
 }
 
-std::vector<CausalLm::DraftBlock> CudaDeepseekModel::finish_chained_draft() const {
+std::vector<DraftBlock> CudaDeepseekModel::finish_chained_draft() const {
   const DraftChain::Results r = chain_.finish();
   idle_.measure();
   const auto S = std::ssize(r.positions);

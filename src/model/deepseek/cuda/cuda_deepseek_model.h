@@ -13,7 +13,7 @@
 
 namespace deepinfer {
 
-class CudaDeepseekModel final : public CudaCausalLm {
+class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
  public:
   // Fills the weights on `device` (which becomes the current device) from `weights`.
   CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device);
@@ -23,18 +23,23 @@ class CudaDeepseekModel final : public CudaCausalLm {
   // DeepSeek-V3's MTP module (the CPU model's, deepseek_model.h), loaded where a checkpoint carries it: once
   // enabled, every step keeps its rows' final-normed hidden states in its scratch (a device copy; graphed steps
   // replay it), and the module runs eagerly in a pool of its own, so they survive until the next step.
-  bool has_mtp() const override { return mtp_ != nullptr; }
-  void enable_mtp() override;
+  const DraftModule* draft_module() const override { return mtp_ != nullptr ? this : nullptr; }
+  using CausalLm::draft_module;
+
+ private:
+  Kind kind() const override { return Kind::kMtp; }
+  void enable() override;
+  bool enabled() const override { return mtp_enabled_; }
+  int64_t block_size() const override { return 1; }
   Tensor mtp_forward(const ForwardBatch& batch, std::span<const int64_t> hidden_rows, KvCache& cache) const override;
   std::vector<MtpDraft> mtp_draft(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,
                                   KvCache& cache) const override;
-  // Chained MTP drafts (CausalLm::start_chained_draft): the module over every row of the verify step, its tokens
+  // Chained MTP drafts (DraftModule::start_chained_draft): the module over every row of the verify step, its tokens
   // and the row it is read at set on the device from the step's acceptance (cuda::chain_mtp_inputs).
   bool chains_drafts() const override { return mtp_enabled_; }
   void start_chained_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const override;
   std::vector<DraftBlock> finish_chained_draft() const override;
 
- private:
   using Mlp = DeviceMlp;
   struct Attention {
     const Bf16* q_a = nullptr;

@@ -74,9 +74,7 @@ void CudaV41Model::load_dspark(const DeviceWeightSource& weights) {
   dspark_ = std::move(dspark);
 }
 
-void CudaV41Model::enable_mtp() {
-  DI_INPUT_CHECK(dspark_ != nullptr, "the checkpoint has no DSpark draft layers (mtp.0.main_proj.weight and the "
-                 "mtp.N.* modules, with dspark_* in its config): it cannot draft");
+void CudaV41Model::enable() {
   if (!dspark_enabled_)  // one window-only layer per draft layer, after the model's
     cache_specs_.insert(cache_specs_.end(), config_.v41.num_nextn_predict_layers, CudaV41KvCache::LayerSpec{});
   dspark_enabled_ = true;
@@ -127,15 +125,15 @@ void CudaV41Model::draft_attention(int64_t d, const DraftPlan& plan, const CudaV
 }
 
 CudaV41KvCache& CudaV41Model::draft_cache(KvCache& kv_cache) const {
-  DI_CHECK(dspark_enabled_, "a DSpark draft before enable_mtp");
+  DI_CHECK(dspark_enabled_, "a DSpark draft before the drafter was enabled");
   auto* cache = dynamic_cast<CudaV41KvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr && cache->num_layers() == num_cache_layers(), "DSpark needs the model's device cache "
-           "made after enable_mtp");
+           "made after the drafter was enabled");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   return *cache;
 }
 
-std::vector<CausalLm::DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
+std::vector<DraftBlock> CudaV41Model::dspark_draft(const ForwardBatch& anchors, KvCache& kv_cache,
                                                              std::span<const SamplingRow> rows) const {
   CudaV41KvCache& cache = draft_cache(kv_cache);
   const int64_t S = std::ssize(anchors.sequences), T = S * config_.v41.dspark.block_size;
@@ -188,13 +186,13 @@ void CudaV41Model::start_chained_draft(const ForwardBatch& verify, KvCache& kv_c
   chain_.started(std::move(blocks.positions), T);
 }
 
-std::vector<CausalLm::DraftBlock> CudaV41Model::finish_chained_draft() const {
+std::vector<DraftBlock> CudaV41Model::finish_chained_draft() const {
   const DraftChain::Results r = chain_.finish();
   idle_.measure();
   return draft_blocks(r.positions, r.tokens, r.score_a, r.score_b);
 }
 
-std::vector<CausalLm::DraftBlock> CudaV41Model::draft_blocks(const std::vector<int64_t>& positions,
+std::vector<DraftBlock> CudaV41Model::draft_blocks(const std::vector<int64_t>& positions,
                                                              const int32_t* drawn, const float* score_hidden,
                                                              const float* score_markov) const {
   const int64_t S = std::ssize(positions), B = config_.v41.dspark.block_size;

@@ -466,7 +466,7 @@ float* CudaV41Model::run_to_logits(const ForwardBatch& batch, KvCache& kv_cache,
                                    int64_t* num_rows) const {
   auto* cache = dynamic_cast<CudaV41KvCache*>(&kv_cache);
   DI_CHECK(cache != nullptr && cache->entry_dim() == entry_dim_ && cache->num_layers() == num_cache_layers(),
-           "the CUDA V4.1 model needs its own device cache (made after enable_mtp, where that was called)");
+           "the CUDA V4.1 model needs its own device cache (made after its drafter was enabled, where it was)");
   DI_CUDA_CHECK(cudaSetDevice(device_.id()));
   check_batch(batch, config_.vocab_size);
   for (const SequenceChunk& seq : batch.sequences)

@@ -38,7 +38,7 @@
 
 namespace deepinfer {
 
-class CudaV41Model final : public CudaCausalLm {
+class CudaV41Model final : public CudaCausalLm, private DraftModule {
  public:
   // Fills the weights on `device` (which becomes the current device) from `weights`.
   CudaV41Model(ModelConfig config, const DeviceWeightSource& weights, int device);
@@ -59,18 +59,22 @@ class CudaV41Model final : public CudaCausalLm {
   // (main_proj, main_norm) and writes each draft layer's window key of every row (FP8, as the main layers' window),
   // inside the step (graphed decode steps replay it). dspark_draft runs the draft layers over the blocks, then per
   // slot the head plus the Markov term, the draw on the device and the confidence head.
-  bool has_mtp() const override { return dspark_ != nullptr; }
-  void enable_mtp() override;
-  int64_t dspark_block_size() const override { return dspark_enabled_ ? config_.v41.dspark.block_size : 0; }
+  const DraftModule* draft_module() const override { return dspark_ != nullptr ? this : nullptr; }
+  using CausalLm::draft_module;
+
+ private:
+  Kind kind() const override { return Kind::kDspark; }
+  void enable() override;
+  bool enabled() const override { return dspark_enabled_; }
+  int64_t block_size() const override { return config_.v41.dspark.block_size; }
   std::vector<DraftBlock> dspark_draft(const ForwardBatch& anchors, KvCache& cache,
                                        std::span<const SamplingRow> rows) const override;
-  // Chained drafts (CausalLm::start_chained_draft): a started verify step's acceptance is found by a kernel behind its
+  // Chained drafts (DraftModule::start_chained_draft): a started verify step's acceptance is found by a kernel behind its
   // sampling, and the draft's rows are moved to the positions it reaches there (speculation.cuh).
   bool chains_drafts() const override { return dspark_enabled_ && samples_async(); }
   void start_chained_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const override;
   std::vector<DraftBlock> finish_chained_draft() const override;
 
- private:
   struct HyperMix {  // one sublayer's hyper-connection parameters
     const Bf16* fn = nullptr;      // [(2 + hc) * hc, hc * hidden]
     const float* base = nullptr;   // [(2 + hc) * hc]
