@@ -137,11 +137,7 @@ int run_bench(const BenchOptions& options, const World& world) {
     // attributes; any other name: JSON lines appended.
     const bool hdf5 = options.output_path.ends_with(".h5");
     const bool speculating = options.phase == "decode" && options.speculation.num_drafts > 0;
-    DecodeSpeculation speculation;
-    if (speculating)
-      speculation = {options.speculation.num_drafts, options.speculation.variable_length,
-                     {options.speculation.mean_acceptance, options.speculation.spread, options.speculation.seed},
-                     options.speculation.row_quantum};
+    const DecodeSpeculation speculation = speculating ? options.speculation.decode_bench() : DecodeSpeculation{};
     std::optional<H5IncrementalFile> file;
     std::optional<H5Table> table;
     if (hdf5) {

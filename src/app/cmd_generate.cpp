@@ -371,8 +371,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     if (spec.num_drafts > 0 && spec.drafter == "controlled") {
       DI_INPUT_CHECK(!spec.reference_path.empty(),
                      "--nextn needs --draft-reference FILE (the controlled drafter) or --draft mtp");
-      drafter = std::make_unique<ControlledDrafter>(ControlledDraftOptions{spec.mean_acceptance, spec.spread, spec.seed},
-                                                    config.vocab_size,
+      drafter = std::make_unique<ControlledDrafter>(spec.controlled(), config.vocab_size,
                                                     read_draft_reference(spec.reference_path, config.vocab_size));
     }
     DI_INPUT_CHECK(spec.drafter != "mtp" || (spec.num_drafts == 1 && spec.reference_path.empty()),
@@ -389,7 +388,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     }
     spmd.prepare(options.model, setup, world);
     job.window = options.window > 0 ? options.window : default_window(spmd.deployment());
-    if (spec.num_drafts > 0 && spec.drafter != "controlled") {
+    if (spec.model_drafter()) {
       const bool dspark = spec.drafter == "dspark";
       const std::string tensor = dspark ? std::string("mtp.0.main_proj.weight")
                                         : fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
@@ -414,7 +413,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     Topology& topo = spmd.topology();
     CausalLm& model = spmd.model();
     // Before any engine makes its cache: the draft module's layers are in it, on every rank alike.
-    if (options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled") require_draft_module(model).enable();
+    if (options.speculation.model_drafter()) require_draft_module(model).enable();
     size_kv_cache_from_memory(model, options, requests, engine_options);
     MpiCommunicator world_comm(world.comm());
     if (durable) {  // what world rank 0 learned of the input, for every rank: constraints need the grammar engine
@@ -432,13 +431,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     generation.replay = replay;
     generation.kv_store_dir = options.kv_store_dir;
     generation.swa_replay_tokens = options.swa_replay_tokens;
-    generation.speculation.num_drafts = options.speculation.num_drafts;
-    generation.speculation.variable_length = options.speculation.variable_length;
-    generation.speculation.drafter = drafter.get();
-    // The variable-length rule's cost line: two steps at each verify length 0..N first.
-    generation.speculation.cost_warmup_steps = 2 * (options.speculation.num_drafts + 1);
-    generation.speculation.verify_row_quantum = options.speculation.row_quantum;
-    generation.speculation.model_drafter = options.speculation.num_drafts > 0 && options.speculation.drafter != "controlled";
+    generation.speculation = options.speculation.engine_options(drafter.get());
     generation.structured = engine_options.structured;
     // What the KV depends on besides the tokens: files written under another key are never read.
     // (The draft module's cache layers too: a block stored without them does not fit a cache that has them.)

@@ -2,6 +2,8 @@
 // (the same on every rank).
 #pragma once
 
+#include "src/bench/step_bench.h"
+#include "src/bench/sweep.h"
 #include "src/comm/world.h"
 
 #include <cstdint>
@@ -51,6 +53,13 @@ struct SpeculationCliOptions {
   // The checks generate and bench share: --spec-varlen (and, in generate, --draft-reference) need --nextn, and
   // --batch-invariant refuses --spec-varlen (its verify lengths depend on the batch). InputError naming the options.
   void check(bool batch_invariant) const;
+  bool model_drafter() const { return num_drafts > 0 && drafter != "controlled"; }
+  // The controlled drafter's options (--draft-acceptance, --draft-spread, --draft-seed).
+  ControlledDraftOptions controlled() const { return {mean_acceptance, spread, seed}; }
+  // The engine's speculation: these options with `controlled_drafter` (null with the model's own drafter).
+  SpeculationOptions engine_options(Drafter* controlled_drafter) const;
+  // The decode benchmark's speculation (the controlled drafter, acceptance drawn).
+  DecodeSpeculation decode_bench() const;
 };
 
 struct GenerateOptions {
@@ -133,21 +142,11 @@ int run_bench_dispatch(const DispatchBenchCliOptions& options, const World& worl
 
 struct SweepCliOptions {
   ModelOptions model;
-  std::string phase;  // "prefill" or "decode"
   std::string deploy_path;
   std::string expert_plan_path;
-  std::vector<int64_t> points;
-  std::string output_path;
-  int64_t prompt_len = 1024;
-  int64_t context = 1024;
-  int64_t warmup = 2;
-  int64_t steps = 5;
-  int64_t nextn = 0;
-  double acceptance = 0.0;
-  bool spec_measured = false;  // decode: also run each point speculatively (SweepOptions::spec_measured)
-  double draft_spread = 1.0;
   std::string routing;  // empty: the router's; "uniform" or "zipf:S" (moe/synthetic_routing.h)
   uint64_t routing_seed = 0;
+  SweepOptions run;  // the sweep itself (phase, points, lengths, steps, speculation), as bench/sweep.h takes it
 };
 int run_sweep(const SweepCliOptions& options, const World& world);
 

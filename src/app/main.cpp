@@ -301,29 +301,29 @@ int main(int argc, char** argv) {
   for (CLI::App* cmd : {sweep_prefill_cmd, sweep_decode_cmd}) {
     add_model_options(cmd, sweep.model);
     cmd->add_option("--deploy", sweep.deploy_path, "Deployment file")->required();
-    cmd->add_option("--points", sweep.points, "Comma-separated points")->delimiter(',')->check(kTokens)->required();
-    cmd->add_option("--output", sweep.output_path, "HDF5 file (rows appended and flushed per point)")->required();
+    cmd->add_option("--points", sweep.run.points, "Comma-separated points")->delimiter(',')->check(kTokens)->required();
+    cmd->add_option("--output", sweep.run.output_path, "HDF5 file (rows appended and flushed per point)")->required();
     cmd->add_option("--expert-plan", sweep.expert_plan_path, "Expert placement plan JSON");
     cmd->add_option("--routing", sweep.routing,
                     "Route by a drawn distribution, not the router: uniform or zipf:S (0 < S <= 2); the EP exchange "
                     "then runs over MPI host memory");
     cmd->add_option("--routing-seed", sweep.routing_seed, "Seed of --routing")->capture_default_str();
-    cmd->add_option("--warmup", sweep.warmup, "Steps before timing, per point")->check(kWarmup)->capture_default_str();
-    cmd->add_option("--steps", sweep.steps, "Timed steps per point")->check(kSteps)->capture_default_str();
+    cmd->add_option("--warmup", sweep.run.warmup, "Steps before timing, per point")->check(kWarmup)->capture_default_str();
+    cmd->add_option("--steps", sweep.run.steps, "Timed steps per point")->check(kSteps)->capture_default_str();
   }
-  sweep_prefill_cmd->add_option("--prompt-len", sweep.prompt_len, "Tokens per prompt (capped at the point)")
+  sweep_prefill_cmd->add_option("--prompt-len", sweep.run.prompt_len, "Tokens per prompt (capped at the point)")
       ->check(kTokens)->capture_default_str();
-  sweep_decode_cmd->add_option("--context", sweep.context, "Tokens cached per request")->check(kTokens)
+  sweep_decode_cmd->add_option("--context", sweep.run.context, "Tokens cached per request")->check(kTokens)
       ->capture_default_str();
-  sweep_decode_cmd->add_option("--nextn", sweep.nextn, "Draft tokens per step for the converted figures (0-16)")
+  sweep_decode_cmd->add_option("--nextn", sweep.run.num_drafts, "Draft tokens per step for the converted figures (0-16)")
       ->check(CLI::Range(int64_t{0}, int64_t{16}))->capture_default_str();
-  sweep_decode_cmd->add_option("--acceptance", sweep.acceptance, "Acceptance rate of the drafts")
+  sweep_decode_cmd->add_option("--acceptance", sweep.run.acceptance, "Acceptance rate of the drafts")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  sweep_decode_cmd->add_flag("--spec-measured", sweep.spec_measured,
+  sweep_decode_cmd->add_flag("--spec-measured", sweep.run.spec_measured,
                              "Also run each point with speculative decoding (--nextn drafts a step from the controlled "
                              "drafter, mean acceptance --acceptance, correctness drawn) and record the measured "
                              "tokens a step and step time beside the converted figures");
-  sweep_decode_cmd->add_option("--draft-spread", sweep.draft_spread,
+  sweep_decode_cmd->add_option("--draft-spread", sweep.run.draft_spread,
                                "With --spec-measured: the standard deviation of the logit of each draft's confidence")
       ->check(CLI::Range(0.0, 10.0))->capture_default_str();
 
@@ -396,7 +396,7 @@ int main(int argc, char** argv) {
   else if (render_cmd->parsed()) code = deepinfer::app::run_render(render, world);
   else if (eplb_plan_cmd->parsed()) code = deepinfer::app::run_eplb_plan(eplb, world);
   else if (sweep_prefill_cmd->parsed() || sweep_decode_cmd->parsed()) {
-    sweep.phase = sweep_prefill_cmd->parsed() ? "prefill" : "decode";
+    sweep.run.phase = sweep_prefill_cmd->parsed() ? "prefill" : "decode";
     code = deepinfer::app::run_sweep(sweep, world);
   } else if (bench_dispatch_cmd->parsed()) {
     code = deepinfer::app::run_bench_dispatch(dispatch, world);

@@ -87,7 +87,7 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
     for (const std::string& h : unique) host_list += (host_list.empty() ? "" : ",") + h;
     out = std::make_unique<SweepFile>(o, topo, host_list);
   }
-  const double tokens_per_step = 1.0 + static_cast<double>(o.nextn) * o.acceptance;
+  const double tokens_per_step = 1.0 + static_cast<double>(o.num_drafts) * o.acceptance;
   const auto start = std::chrono::steady_clock::now();
   for (size_t idx = 0; idx < o.points.size(); ++idx) {
     const int64_t point = o.points[idx];
@@ -105,7 +105,7 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
       mine_stats = {1, r.median_ms, r.p90_ms, static_cast<double>(experts.stats().tokens_received - before),
                     static_cast<double>(topo.role()), 0, 0};
       if (o.spec_measured) {  // every rank of the group runs the same number of steps, so the exchanges match
-        const DecodeSpeculation spec{o.nextn, false, {o.acceptance, o.draft_spread, static_cast<uint64_t>(topo.world_rank())}};
+        const DecodeSpeculation spec{o.num_drafts, false, {o.acceptance, o.draft_spread, static_cast<uint64_t>(topo.world_rank())}};
         const StepBenchResult s = bench_decode(model, point, o.context, o.warmup, o.steps, dispatcher, spec);
         mine_stats[5] = s.median_ms;
         mine_stats[6] = s.spec.tokens_per_step / static_cast<double>(point);
@@ -165,7 +165,7 @@ void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& 
         const double measured = spec_tokens / static_cast<double>(ranks), user = measured / (spec_ms / 1e3);
         row.insert(row.end(), {spec_ms, measured, user * static_cast<double>(point), user});
         figures += fmt::format("; measured with {} drafts: {:.2f} ms/step, x{:.2f}: {:.0f} tok/s/GPU, {:.1f} tok/s/user",
-                               o.nextn, spec_ms, measured, user * static_cast<double>(point), user);
+                               o.num_drafts, spec_ms, measured, user * static_cast<double>(point), user);
       }
       out->points.append(row);
     }

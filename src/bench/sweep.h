@@ -26,15 +26,15 @@ struct SweepOptions {
   int64_t context = 1024;     // decode
   int64_t warmup = 2;
   int64_t steps = 5;
-  int64_t nextn = 0;          // decode: draft tokens per step for the converted figures
+  int64_t num_drafts = 0;     // decode (--nextn): draft tokens per step for the converted figures
   double acceptance = 0.0;    //         their acceptance rate
-  // decode: each point also runs with speculative decoding (nextn fixed drafts a step from the controlled drafter of
+  // decode: each point also runs with speculative decoding (num_drafts fixed drafts a step from the controlled drafter of
   // mean acceptance `acceptance` and logit spread draft_spread, correctness drawn: step_bench.h's DecodeSpeculation),
   // its measured tokens a step and step time recorded beside the converted figures.
   bool spec_measured = false;
   double draft_spread = 1.0;
   std::string output_path;
-  std::string attributes_json;  // the effective configuration, stored as a root attribute
+  std::string attributes_json;  // the effective configuration, stored as a root attribute (the command sets it)
 };
 
 void run_sweep(CausalLm& model, const Topology& topo, ExpertParallelDispatcher& experts, const SweepOptions& options);
