@@ -70,6 +70,7 @@ class DeepseekModel final : public HostCausalLm, private DraftModule {
            int64_t num_tokens, ExpertDispatcher* experts) const;
   Layer resolve_layer(int64_t l) const;
   Tensor run(const ForwardBatch& batch, KvCache& cache, ExpertDispatcher* experts, Tensor* hidden) const;
+  struct CpuBlocks;  // the layer loop's blocks (deepseek_cpu_blocks.h)
 
   struct Mtp {
     Layer layer;  // model.layers.<num_hidden_layers>

@@ -51,6 +51,8 @@ class DeepseekV41Model final : public HostCausalLm, private DraftModule {
   int64_t entry_dim() const { return entry_dim_; }
 
  private:
+  struct CpuBlocks;  // the layer loop's blocks (v41_cpu_blocks.h)
+
   // The DSpark drafter (v41_dspark.cpp), through draft_module().
   Kind kind() const override { return Kind::kDspark; }
   void enable() override;

@@ -1,7 +1,5 @@
 #include "src/model/deepseek/cuda/cuda_deepseek_model.h"
 
-#include "src/model/deepseek/deepseek_layers.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -22,30 +20,11 @@
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/cuda_mlp.h"
 #include "src/model/cuda/device_sampling.h"
+#include "src/model/deepseek/cuda/cuda_deepseek_blocks.h"
+#include "src/model/deepseek/cuda/cuda_deepseek_step.h"
 #include "src/model/rope.h"
 
 namespace deepinfer {
-
-// What one step runs, in device-ready index arrays.
-struct CudaDeepseekModel::StepPlan {
-  int64_t num_tokens = 0;
-  bool absorbed = false;
-  int32_t* positions = nullptr;   // [T]
-  int64_t* new_slots = nullptr;   // [T] cache slots of the new tokens
-  // absorbed (every sequence has one new token, or a verify step): one query row per row of the step
-  int32_t* block_table = nullptr;  // [T, max_blocks]
-  int64_t max_blocks = 0;
-  int32_t* seq_lens = nullptr;     // [T]
-  int64_t max_len = 0;
-  // expanded: each sequence's whole context
-  int64_t num_keys = 0;
-  int64_t* key_slots = nullptr;  // [Tk]
-  int32_t* q_seq = nullptr;      // [T]
-  int32_t* q_pos = nullptr;      // [T]
-  int32_t* cu_k = nullptr;       // [B + 1]
-  int32_t* tiles = nullptr;      // row tiles of the prefill attention
-  int64_t num_tiles = 0;
-};
 
 CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSource& weights, int device)
     : CudaCausalLm(std::move(config), device) {
@@ -425,72 +404,6 @@ float* CudaDeepseekModel::run_to_logits(const ForwardBatch& batch, KvCache& kv_c
   last_hidden_rows_ = kept_hidden != nullptr ? T : 0;
   begin_device_work(batch, token_ids, scratch);
 
-  // The CUDA blocks of the shared layer loop (deepseek_layers.h): device work on this thread's stream, whose
-  // inputs were uploaded above. The MoE's last kernel may add its output into x and apply the next norm (one
-  // launch less a MoE layer); the loop then skips that norm.
-  struct CudaBlocks {
-    const CudaDeepseekModel& model;
-    const StepPlan& plan;
-    CudaMlaKvCache& cache;
-    ExpertDispatcher* experts;
-    ScratchPool& scratch;
-    const int32_t* token_ids;
-    const int32_t* row_ids;
-    Bf16* kept_hidden;  // null: not wanted
-    int64_t T, H, R;
-    Bf16* x = nullptr;      // the residual stream
-    Bf16* h = nullptr;      // its normalised copy
-    Bf16* delta = nullptr;  // a sub-layer's output
-    ScratchPool::Mark step_buffers{};
-
-    const ModelConfig& c() const { return model.config_; }
-    const Bf16* norm_of(NormSite site) const {
-      if (site.kind == NormSite::kFinal) return model.final_norm_;
-      const Layer& layer = model.layers_[site.layer];
-      return site.kind == NormSite::kInput ? layer.input_norm : layer.post_attention_norm;
-    }
-    void embed() {
-      x = scratch.alloc<Bf16>(T * H);
-      h = scratch.alloc<Bf16>(T * H);
-      delta = scratch.alloc<Bf16>(T * H);
-      model.profiler_.mark("start");
-      cuda::embedding(model.embed_, token_ids, x, T, H, nullptr);
-      model.profiler_.mark("host plan+embedding");
-      step_buffers = scratch.mark();
-    }
-    // Stream order: the previous layer's kernels that read these buffers are queued first.
-    void begin_layer(int64_t) { scratch.rewind(step_buffers); }
-    void add_norm(bool add_delta, NormSite site) {
-      const bool add = add_delta && (site.kind != NormSite::kFinal || T > 0);
-      cuda::add_rms_norm(add ? delta : nullptr, x, norm_of(site), h, T, H, c().rms_norm_eps, nullptr);
-      if (site.kind == NormSite::kPostAttention) model.profiler_.mark("norms");
-    }
-    void attention(int64_t l) {
-      model.attention(l, model.layers_[l].attention, plan, static_cast<Bf16*>(cache.layer_data(l)), h, delta, scratch);
-    }
-    bool moe(int64_t l, NormSite next) {
-      const ResidualNorm then{x, norm_of(next), h};
-      const bool fused =
-          model.moe_->run(l - c().first_k_dense_replace, model.layers_[l].moe, h, delta, T, experts, scratch, &then);
-      model.profiler_.mark("moe:after");
-      return fused;
-    }
-    void mlp(int64_t l) {
-      device_mlp(model.main_lane(), model.layers_[l].mlp, h, delta, T, H, scratch, model.num_sms_);
-      model.profiler_.mark("dense mlp");
-    }
-    float* head() {
-      if (kept_hidden != nullptr && T > 0)
-        DI_CUDA_CHECK(cudaMemcpyAsync(kept_hidden, h, T * H * sizeof(Bf16), cudaMemcpyDeviceToDevice,
-                                      cudaStreamPerThread));
-      auto* selected = scratch.alloc<Bf16>(R * H);
-      cuda::embedding(h, row_ids, selected, R, H, nullptr);  // a row gather
-      auto* logits = scratch.alloc<float>(R * c().vocab_size);
-      model.linear(selected, model.lm_head_, logits, true, R, c().vocab_size, H);
-      model.profiler_.mark("final norm+lm head");
-      return logits;
-    }
-  };
   auto run = [&]() -> float* {
     CudaBlocks blocks{*this, plan, *cache, experts, scratch, token_ids, row_ids, kept_hidden, T, H, R};
     return run_deepseek_layers(c, blocks);

@@ -61,7 +61,8 @@ class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
     std::unique_ptr<CudaExpertStore> experts;
     std::unique_ptr<CudaMoe> moe;
   };
-  struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_model.cpp)
+  struct StepPlan;  // host-side indices of one forward step, uploaded once (cuda_deepseek_step.h)
+  struct CudaBlocks;  // the layer loop's blocks (cuda_deepseek_blocks.h)
   // The step's index arrays, uploaded into `scratch`; `absorbed`: one query row per new token over the latent cache
   // (else each sequence's context expanded).
   StepPlan make_plan(const ForwardBatch& batch, bool absorbed, ScratchPool& scratch) const;

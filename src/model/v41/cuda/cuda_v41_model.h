@@ -112,7 +112,7 @@ class CudaV41Model final : public CudaCausalLm, private DraftModule {
                                                 const std::vector<Layer>& layers, ExpertDispatcher* experts,
                                                 ScratchPool& pool);
   struct StepState;  // what the step's layers publish to the later ones (cuda_v41_model.cpp)
-  struct CudaBlocks;
+  struct CudaBlocks;  // the layer loop's blocks (cuda_v41_blocks.h)
 
   // A layer's weights under `prefix` ("layers.N." or a draft layer's "mtp.N."), its routed experts into `experts`
   // as layer `expert_layer` (the engram table is the caller's).
