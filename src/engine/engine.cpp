@@ -1,16 +1,16 @@
+// Engine: the step in its order (schedule -> drafts -> run -> postprocess -> record), admission, results and KV
+// handoffs. The ways of calling the model are in engine_model_calls.cpp, speculative decoding in engine_speculation.cpp.
 #include "src/engine/engine.h"
 
 #include <algorithm>
 #include <chrono>
 #include <span>
-#include <unordered_map>
 
 #include "src/core/log.h"
 #include "src/engine/dspark_drafter.h"
 #include "src/engine/kv_store.h"
 #include "src/engine/mtp_drafter.h"
 #include "src/model/v41/v41_config.h"
-
 
 namespace deepinfer {
 
@@ -227,19 +227,6 @@ ScheduledBatch Engine::schedule() {
   return batch;
 }
 
-Engine::StepDrafts Engine::drafts_for(const ScheduledBatch& batch, bool chained) {
-  // Any step but a chained decode step first waits for the draft in flight (the drafter drafts in order after it),
-  // and so does a step under the variable-length rule, which lays the step out by the draft's confidences.
-  if (!chained || options_.speculation.variable_length) settle_draft();
-  return propose_drafts(batch);
-}
-
-std::vector<std::vector<int32_t>> Engine::run(const ForwardBatch& forward, const ScheduledBatch& batch,
-                                              StepDrafts& drafts, bool chained) {
-  if (chained) return run_chained(forward, batch, drafts);
-  return run_and_sample(forward, batch, drafts, token_masks(batch, drafts));
-}
-
 int64_t Engine::postprocess(const ScheduledBatch& batch, const ForwardBatch& forward,
                             const std::vector<std::vector<int32_t>>& emitted, bool chained) {
   // Per item, its tokens before: decode generated those the scheduler kept (a stop drops the rest).
@@ -274,79 +261,6 @@ void Engine::record_step(const ScheduledBatch& batch, const ForwardBatch& forwar
   if (verified) record_verify_time(forward.num_tokens(), seconds * 1e3);
 }
 
-// Schedule and start step N + 1, then postprocess step N: the tokens N samples reach N + 1's inputs by placeholder, so
-// the host's work between the two forwards is only what N + 1 needs. A backend that samples on the device and starts
-// steps asynchronously (device_tokens_) gets N + 1 queued behind N with the owed inputs named by N's rows, and the host
-// postprocesses N while the device runs N + 1; otherwise the host resolves them itself. A one-rank engine with
-// nothing to schedule starts nothing; an expert-parallel group's ranks start a step, empty or not, every time.
-void Engine::step_overlapped() {
-  const auto start = std::chrono::steady_clock::now();
-  const ScheduledBatch batch = scheduler_.schedule();
-  DI_CHECK(!batch.items.empty() || in_flight_ || !scheduler_.has_unfinished() || options_.experts != nullptr,
-           "the scheduler found nothing to run with unfinished sequences (KV cache too small?)");
-  std::optional<InFlight> started;
-  if (!batch.items.empty() || options_.experts != nullptr) {
-    ForwardBatch forward = build_forward_batch(batch, {});
-    link_pending_inputs(batch, forward);
-    count_replay_rows(forward);
-    InFlight step{batch, {}, {}};
-    if (device_tokens_) {
-      device_->start_forward_and_sample(forward, *cache_, options_.experts, sampling_rows(batch, {}),
-                                      options_.logits_hashes);
-    } else {
-      step.emitted = run_and_sample(forward, batch, {}, {});
-      step.hashes = std::exchange(step_hashes_, {});
-      note_device_idle();
-    }
-    scheduler_.launched(batch);
-    if (batch.is_prefill)
-      for (const ScheduledSequence& item : batch.items) stats_.num_prefill_tokens += item.num_new;
-    started = std::move(step);
-  }
-  if (in_flight_) complete(*in_flight_);
-  in_flight_.reset();
-  if (started && started->batch.items.empty()) {
-    if (device_tokens_) {  // (in order: after the step before it)
-      device_->finish_forward_and_sample(nullptr);
-      note_device_idle();
-    }
-  } else {
-    in_flight_ = std::move(started);  // (an empty step owes nothing, so it is never kept in flight)
-  }
-  ++stats_.num_steps;
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  (batch.is_prefill ? stats_.prefill_s : stats_.decode_s) += seconds;
-}
-
-void Engine::link_pending_inputs(const ScheduledBatch& batch, ForwardBatch& forward) const {
-  // Only the step in flight can owe a token: the one before it was completed before this one was scheduled. Its
-  // logits rows are one per item (no drafts under overlap), so item j's token is row j on the device, and its
-  // emitted tokens in sampling-item order on the host.
-  std::unordered_map<const Sequence*, int32_t> owed;  // row on the device, or the token on the host
-  for (size_t j = 0, s = 0; in_flight_ && j < in_flight_->batch.items.size(); ++j) {
-    if (!in_flight_->batch.items[j].samples) continue;
-    owed[in_flight_->batch.items[j].seq] =
-        device_tokens_ ? static_cast<int32_t>(j) : in_flight_->emitted[s].front();
-    ++s;
-  }
-  int64_t row = 0;
-  for (const ScheduledSequence& item : batch.items) {
-    for (int64_t i = 0; i < item.num_new; ++i, ++row) {
-      if (forward.token_ids[row] != kPendingToken) continue;
-      const auto it = owed.find(item.seq);
-      DI_CHECK(it != owed.end(), "sequence {}'s input {} is a token no step in flight samples", item.seq->idx,
-               item.seq->num_cached + i);
-      if (device_tokens_) {
-        forward.tokens_from_previous_step.insert(forward.tokens_from_previous_step.end(),
-                                                 {static_cast<int32_t>(row), it->second});
-        forward.token_ids[row] = 0;  // (a valid id until the device writes the token)
-      } else {
-        forward.token_ids[row] = it->second;
-      }
-    }
-  }
-}
-
 void Engine::complete(InFlight& step) {
   if (device_tokens_) {  // the tokens (and fingerprints) of the step's rows, one per item
     std::vector<uint64_t> hashes(options_.logits_hashes ? step.batch.items.size() : 0);
@@ -372,85 +286,6 @@ void Engine::complete(InFlight& step) {
   }
   for (const auto& [seq, block] : scheduler_.take_registered())
     if (store_ != nullptr) store_->save(*seq, block);
-}
-
-Engine::StepDrafts Engine::propose_drafts(const ScheduledBatch& batch) {
-  const SpeculationOptions& spec = options_.speculation;
-  StepDrafts drafts;
-  if (!spec.enabled() || batch.is_prefill || batch.items.empty()) return drafts;
-  for (const ScheduledSequence& item : batch.items) {
-    const Sequence& seq = *item.seq;
-    // The drafts and the token after them must fit the request's new tokens and the model's length.
-    const int64_t room = std::min(seq.request->max_new_tokens - seq.num_generated(),
-                                  options_.limits.max_model_len - seq.num_tokens()) - 1;
-    const int64_t k = std::clamp<int64_t>(room, 0, spec.num_drafts);
-    DraftProposal proposal = k > 0 ? spec.drafter->propose(seq, k) : DraftProposal{};
-    DI_CHECK(proposal.size() <= k && static_cast<int64_t>(proposal.confidence.size()) == proposal.size() &&
-                 (proposal.drawn_correct.empty() || static_cast<int64_t>(proposal.drawn_correct.size()) == proposal.size()),
-             "the drafter proposed {} drafts ({} confidences) for at most {}", proposal.size(),
-             proposal.confidence.size(), k);
-    std::vector<uint32_t> masks;
-    if (options_.structured != nullptr) {  // drafts stop before a waiting constraint's start token
-      const int64_t before = options_.structured->drafts_before_start(seq, proposal.tokens);
-      proposal.tokens.resize(before);
-      proposal.confidence.resize(before);
-      if (!proposal.drawn_correct.empty()) proposal.drawn_correct.resize(before);
-    }
-    if (options_.structured != nullptr && options_.structured->constrains(seq)) {
-      // Drafts outside the grammar are not verified: the proposal ends before the first one.
-      masks.resize((proposal.size() + 1) * options_.structured->mask_words());
-      const int64_t admitted = options_.structured->fill_masks(seq, proposal.tokens, masks.data());
-      proposal.tokens.resize(admitted);
-      proposal.confidence.resize(admitted);
-      if (!proposal.drawn_correct.empty()) proposal.drawn_correct.resize(admitted);
-      masks.resize((admitted + 1) * options_.structured->mask_words());
-    }
-    drafts.proposals.push_back(std::move(proposal));
-    drafts.masks.push_back(std::move(masks));
-  }
-  drafts.num_verified = verify_lengths(drafts.proposals);
-  // The verified rows need their blocks; where the cache has none to spare, fewer drafts are verified.
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    Sequence& seq = *batch.items[i].seq;
-    int64_t& k = drafts.num_verified[i];
-    while (k > 0 && !blocks_.can_grow(seq, seq.num_tokens() + k)) --k;
-    blocks_.grow(seq, seq.num_tokens() + k);
-  }
-  return drafts;
-}
-
-std::vector<int64_t> Engine::verify_lengths(const std::vector<DraftProposal>& proposals) {
-  const SpeculationOptions& spec = options_.speculation;
-  std::vector<int64_t> lengths;
-  for (const DraftProposal& p : proposals) lengths.push_back(p.size());
-  if (!spec.variable_length) return lengths;
-  if (verify_warmup_done_ < spec.cost_warmup_steps || verify_cost_.model() == nullptr) {
-    // Measuring the cost curve: every sequence verifies the same number of drafts, cycling 0..num_drafts.
-    const int64_t fixed = verify_warmup_done_ % (spec.num_drafts + 1);
-    for (int64_t& k : lengths) k = std::min(k, fixed);
-    return lengths;
-  }
-  std::vector<std::vector<double>> survival;
-  for (const DraftProposal& p : proposals) {
-    double a = 1.0;
-    survival.emplace_back();
-    for (double c : p.confidence) survival.back().push_back(a *= std::clamp(c, 0.0, 1.0));
-  }
-  return choose_verify_lengths(survival, *verify_cost_.model(), spec.verify_row_quantum).drafts;
-}
-
-void Engine::record_verify_time(int64_t rows, double ms) {
-  const SpeculationOptions& spec = options_.speculation;
-  if (!spec.variable_length) return;
-  if (verify_warmup_done_ < spec.cost_warmup_steps) {
-    verify_cost_.record_warmup(rows, ms);
-    if (++verify_warmup_done_ == spec.cost_warmup_steps) {
-      verify_cost_.freeze();
-      spdlog::info("speculative decoding: verify step cost by rows, {}", verify_cost_.summary());
-    }
-    return;
-  }
-  verify_cost_.observe(rows, ms);
 }
 
 TokenMasks Engine::token_masks(const ScheduledBatch& batch, const StepDrafts& drafts) const {
@@ -511,123 +346,6 @@ void Engine::advance_constraints(const ScheduledBatch& batch) {
     seq.logits_hashes.resize(std::min<size_t>(seq.logits_hashes.size(), *progress.dead_end));
     if (seq.status != SequenceStatus::kFinished) scheduler_.end_early(&seq);
   }
-}
-
-std::vector<SamplingRow> Engine::sampling_rows(const ScheduledBatch& batch, const StepDrafts& drafts) const {
-  // One row per logits row: the sampled token lands at the row's position + 1, which indexes the request's stream.
-  std::vector<SamplingRow> rows;
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    const Sequence& seq = *batch.items[i].seq;
-    const SamplingParams& p = seq.request->sampling;
-    const int64_t num_rows = drafts.empty() ? 1 : 1 + drafts.num_verified[i];
-    for (int64_t j = 0; j < num_rows; ++j) rows.push_back({p.temperature, p.top_p, p.top_k, p.seed, seq.num_tokens() + j});
-  }
-  return rows;
-}
-
-std::vector<std::vector<int32_t>> Engine::run_and_sample(const ForwardBatch& forward, const ScheduledBatch& batch,
-                                                         const StepDrafts& drafts, const TokenMasks& masks) {
-  std::vector<SamplingRow> rows = sampling_rows(batch, drafts);
-  std::vector<int32_t> drawn(rows.size());
-  std::vector<uint64_t> hashes(options_.logits_hashes ? rows.size() : 0);
-  const int64_t vocab = model_.config().vocab_size;
-  const auto sample_host = [&](Tensor logits) {
-    if (rows.empty()) return;
-    if (!hashes.empty()) cpu::logits_row_hashes(logits.data<float>(), logits.size(0), vocab, hashes.data());
-    if (!masks.empty())
-      cpu::apply_token_bitmask(logits.data<float>(), logits.size(0), vocab, masks.bits.data(), masks.words,
-                               masks.masked.data());
-    cpu::sample_rows(logits.data<float>(), logits.size(0), vocab, rows.data(), drawn.data());
-  };
-  if (device_ != nullptr) {  // only the sampled tokens come back from the device (the logits stay there)
-    drawn = device_->forward_and_sample(forward, *cache_, options_.experts, rows, masks.empty() ? nullptr : &masks,
-                                      hashes.empty() ? nullptr : hashes.data());
-  } else {
-    sample_host(model_.forward(forward, *cache_, options_.experts));
-  }
-  return emitted_tokens(batch, drafts, drawn, hashes);
-}
-
-std::vector<std::vector<int32_t>> Engine::emitted_tokens(const ScheduledBatch& batch, const StepDrafts& drafts,
-                                                         const std::vector<int32_t>& drawn,
-                                                         const std::vector<uint64_t>& hashes) {
-  std::vector<std::vector<int32_t>> emitted;
-  step_hashes_.assign(batch.items.size(), {});
-  int64_t row = 0;
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    if (drafts.empty()) {
-      if (batch.items[i].samples) emitted.push_back({drawn[row]});
-      if (batch.items[i].samples && !hashes.empty()) step_hashes_[i] = {hashes[row]};
-      ++row;
-      continue;
-    }
-    // The accepted drafts, then the target's token at the first row whose draft it rejected (or after the last).
-    const DraftProposal& proposal = drafts.proposals[i];
-    const int64_t k = drafts.num_verified[i];  // the k + 1 rows bound the drafts judged to the k verified
-    const int64_t a = accepted_drafts(proposal, std::span<const int32_t>(drawn).subspan(row, k + 1));
-    emitted.emplace_back(proposal.tokens.begin(), proposal.tokens.begin() + a);
-    emitted.back().push_back(drawn[row + a]);
-    if (!hashes.empty()) step_hashes_[i].assign(hashes.begin() + row, hashes.begin() + row + a + 1);
-    stats_.speculation.record(proposal, k, a);
-    row += k + 1;
-  }
-  if (!drafts.empty()) ++stats_.speculation.verify_steps;
-  return emitted;
-}
-
-std::vector<std::vector<int32_t>> Engine::run_chained(const ForwardBatch& forward, const ScheduledBatch& batch,
-                                                      StepDrafts& drafts) {
-  const std::vector<SamplingRow> rows = sampling_rows(batch, drafts);
-  device_->start_forward_and_sample(forward, *cache_, options_.experts, rows, options_.logits_hashes);
-  // The draft this step verifies ran before it on the device: its blocks now, while the device verifies, and the
-  // proposals that named its tokens by placeholder take them (with their confidences, for the statistics).
-  if (settle_draft()) {
-    for (size_t i = 0; i < batch.items.size(); ++i) {
-      DraftProposal& proposal = drafts.proposals[i];
-      if (proposal.tokens.empty()) continue;
-      const int64_t n = proposal.size();
-      proposal = options_.speculation.drafter->propose(*batch.items[i].seq, n);
-      DI_CHECK(proposal.size() == n, "sequence {}'s settled draft has {} of its {} drafts", batch.items[i].seq->idx,
-               proposal.size(), n);
-    }
-  }
-  std::vector<SamplingRow> draft_rows;
-  for (const ScheduledSequence& item : batch.items) draft_rows.push_back(ModelDrafter::sampling_row(*item.seq));
-  model_.draft_module()->start_chained_draft(forward, *cache_, draft_rows);
-  draft_in_flight_ = true;
-  std::vector<uint64_t> hashes(options_.logits_hashes ? rows.size() : 0);
-  const std::vector<int32_t> drawn = device_->finish_forward_and_sample(hashes.empty() ? nullptr : hashes.data());
-  DI_CHECK(drawn.size() == rows.size(), "a verify step of {} rows gave {} tokens", rows.size(), drawn.size());
-  return emitted_tokens(batch, drafts, drawn, hashes);
-}
-
-void Engine::link_draft_inputs(const ScheduledBatch& batch, const StepDrafts& drafts, ForwardBatch& forward) const {
-  int64_t row = 0;
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    const Sequence& seq = *batch.items[i].seq;
-    row += batch.items[i].num_new;  // the item's drafts follow its new tokens
-    for (int64_t k = 0; k < drafts.num_verified[i]; ++k, ++row) {
-      const int32_t source = model_drafter_->draft_row(seq, k);
-      if (source < 0) continue;  // a block already here
-      forward.tokens_from_draft.insert(forward.tokens_from_draft.end(), {static_cast<int32_t>(row), source});
-    }
-  }
-}
-
-bool Engine::settle_draft() {
-  if (!draft_in_flight_) return false;
-  draft_in_flight_ = false;
-  model_drafter_->settle(model_.draft_module()->finish_chained_draft());
-  return true;
-}
-
-void Engine::note_device_idle() {
-  if (device_ == nullptr) return;
-  const DeviceIdle now = device_->device_idle();
-  if (now.gaps == idle_noted_.gaps) return;  // (not measured: the CPU, or the first step)
-  ++stats_.device_idle_steps;
-  stats_.device_idle_ms += now.ms - idle_noted_.ms;
-  idle_noted_ = now;
 }
 
 void Engine::count_replay_rows(const ForwardBatch& forward) {
