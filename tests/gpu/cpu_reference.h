@@ -1,7 +1,8 @@
 // The CPU reference of a GPU model test on the weights the GPU holds: a fixture's values rounded to bf16, as the CUDA
 // models store them. The tiny random fixtures amplify a rounding of their weights into errors of order 1 in a few
 // rows (where a routing or a top-k pick flips): CPU against CPU, bf16-rounded weights moved tiny-v3-fp32's MTP logits
-// by 0.70 in their worst row and tiny-v41-dspark's window keys by up to 1.2 (medians 0.01-0.28 by depth; session 15).
+// by 0.70 in their worst row and tiny-v41-dspark's window keys by up to 1.2 (medians 0.01-0.28 by depth;
+// results/h200/speculation).
 // So these tests compare against rounded weights and judge by the median row, the worst rows printed.
 #pragma once
 

@@ -33,17 +33,17 @@ int64_t pairs_threshold(const char* name, int64_t fallback) {
 }
 
 // FP4 experts at decode, by pairs a step over the store's places (benchmarks/moe_fp4_gemv_bench and V4.1-Flash decode
-// at 4 layers, context 4096; results/h200/speculation/README.md, calls s16a-g and s17f-g):
+// at 4 layers, context 4096; results/h200/speculation/README.md, the runs of 2026-12-03):
 //  - below a quarter a place, the per-pair matrix-vector kernels (no sort to wait for);
 //  - from there to 2.5 a place (CudaMoe::kFp4GroupedMaxPairsPerPlaceTimes2), the grouped form on the CUDA cores:
 //    each expert streamed once for its pairs, the per-pair kernels' bits. Kernels alone, 384 experts, per layer: 96
 //    pairs 1.24 / 1.19 ms (per pair / grouped), 384 pairs 4.74 / 3.44, 768 pairs 9.38 / 5.44; whole steps against
-//    session 15's rule (per pair, tiles from 480 pairs): batch 32 13.50 -> 11.50 ms, 64 24.38 -> 18.28, 96 30.43 ->
+//    the earlier rule (per pair, tiles from 480 pairs): batch 32 13.50 -> 11.50 ms, 64 24.38 -> 18.28, 96 30.43 ->
 //    24.44, 128 34.56 -> 30.06. Its products cost more than the bytes from ~2 pairs a place;
 //  - but from max(96, a quarter a place) pairs (kFp4MmaMinPairs) to 8 a place (kFp4MmaMaxPairsPerPlace) the grouped
 //    form on the tensor cores (8 pairs an MMA; its own bits) wherever it runs: 1,152 pairs 4.48 ms against the tile
-//    kernel's 9.17, 3,072 pairs 7.42 / 9.55; whole steps (call s16g) batch 192 41.07 -> 27.98 ms, 256 46.29 ->
-//    34.48, 384 54.83 -> 46.03, and in the CUDA-core form's range (calls s17f-g) batch 16 7.68 -> 7.08, 32 11.62 ->
+//    kernel's 9.17, 3,072 pairs 7.42 / 9.55; whole steps (speculation/2026-12-03-ce9ee46) batch 192 41.07 -> 27.98 ms, 256 46.29 ->
+//    34.48, 384 54.83 -> 46.03, and in the CUDA-core form's range (speculation/2026-12-03-92519c8 and -f220bbb) batch 16 7.68 -> 7.08, 32 11.62 ->
 //    10.03, 48 15.02 -> 12.47 ms, 64 18.37 -> 14.72, 96 24.39 -> 18.46, 128 30.27 -> 22.02, 160 36.25 -> 25.21. With
 //    128 experts it stops paying near 8 (1,440 pairs 3.34 ms against the tiles' 3.20). The floor keeps the test
 //    fixtures' steps (8 experts, at most 64 pairs for this form) off it: their decode and verify rows must take
