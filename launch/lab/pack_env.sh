@@ -5,5 +5,5 @@ pack=${PACK:-/tmp/b}
 source "$pack/env.sh"
 out=${OUT:-$1}
 mkdir -p "$out"
-di=$pack/build/deepinfer
+di=${DI:-$pack/build/deepinfer}  # DI: another binary (an A/B side)
 model=configs/models/deepseek-v2-lite.json
