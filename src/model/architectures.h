@@ -68,6 +68,10 @@ struct Architecture {
   text::ChatFormat chat_format = text::ChatFormat::kV4;
 };
 
+// The (layer, expert) of a tensor named by `pattern`, a scanf format with the layer's and the expert's %d (e.g.
+// "layers.%d.ffn.experts.%d."); nullopt where the name does not match.
+std::optional<std::pair<int64_t, int64_t>> routed_expert_in(const std::string& name, const char* pattern);
+
 // nullptr for an unknown model_type.
 const Architecture* find_architecture(const std::string& model_type);
 std::vector<std::string> known_model_types();
