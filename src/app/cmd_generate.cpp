@@ -421,26 +421,25 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
       world_comm.broadcast(&constrained, 1, DType::kI64, 0, "whether requests have constraints");
       if (constrained != 0) engine_options.structured = &structured_output();
     }
-    SpmdGenerationOptions generation;
-    generation.kv_cache_tokens = engine_options.kv_cache_tokens;
-    generation.timeout_s = default_comm_timeout_s();
-    generation.prefix_cache = options.prefix_cache;
-    generation.logits_hashes = options.logits_hashes;
-    generation.echo_prompt = options.echo_prompt;
-    generation.overlap_schedule = options.overlap_schedule;
-    generation.replay = replay;
-    generation.kv_store_dir = options.kv_store_dir;
-    generation.swa_replay_tokens = options.swa_replay_tokens;
-    generation.speculation = options.speculation.engine_options(drafter.get());
-    generation.structured = engine_options.structured;
+    engine_options.prefix_cache = options.prefix_cache;
+    engine_options.logits_hashes = options.logits_hashes;
+    engine_options.echo_prompt = options.echo_prompt;
+    engine_options.overlap_schedule = options.overlap_schedule;
+    engine_options.replay = replay;
+    engine_options.kv_store_dir = options.kv_store_dir;
+    engine_options.swa_replay_tokens = options.swa_replay_tokens;
+    engine_options.speculation = options.speculation.engine_options(drafter.get());
     // What the KV depends on besides the tokens: files written under another key are never read.
     // (The draft module's cache layers too: a block stored without them does not fit a cache that has them.)
-    generation.kv_store_model_key =
+    engine_options.kv_store_model_key =
         fmt::format("{}|{}|seed {}|layers {}|engram {}|draft module {}",
                     options.kv_store_dir.empty() ? "" : model_content_digest(options.model.model_path),
                     options.model.load_format,
                     options.model.seed, model.config().num_hidden_layers, options.model.no_engram ? "off" : "on",
-                    generation.speculation.model_drafter ? options.speculation.drafter : "none");
+                    engine_options.speculation.model_drafter ? options.speculation.drafter : "none");
+    SpmdGenerationOptions generation;
+    generation.engine = engine_options;
+    generation.timeout_s = default_comm_timeout_s();
     std::unique_ptr<StreamWriter> stream;
     const std::vector<int64_t>* wave_original = nullptr;  // the running wave's requests' input positions
     if (!options.stream_path.empty()) {

@@ -485,27 +485,17 @@ std::vector<int> assign_requests(const std::vector<Request>& requests, int num_r
 EngineOptions rank_engine_options(const CausalLm& model, const Topology& topo, ExpertDispatcher& experts,
                                   const SpmdGenerationOptions& options) {
   const RoleSpec& spec = topo.role_spec();
-  EngineOptions engine_options;
-  engine_options.kv_cache_tokens = options.kv_cache_tokens;
+  EngineOptions engine_options = options.engine;
   engine_options.limits.chunk_tokens = spec.chunk_tokens;
   engine_options.limits.max_running = spec.max_running;
   engine_options.limits.handoff_after_prefill = topo.role() == Role::kPrefill;
   // An EP group of one rank needs no exchange: its experts run on the model's own (device) path.
   engine_options.experts = spec.ep_size > 1 ? &experts : nullptr;
-  engine_options.prefix_cache = options.prefix_cache;
-  engine_options.logits_hashes = options.logits_hashes;
-  engine_options.echo_prompt = options.echo_prompt;
-  engine_options.overlap_schedule = options.overlap_schedule;
-  engine_options.kv_store_dir = options.kv_store_dir;
-  engine_options.kv_store_model_key = options.kv_store_model_key;
-  engine_options.replay = options.replay;
-  engine_options.swa_replay_tokens = options.swa_replay_tokens;
   // Prefill ranks never verify, but with the MTP drafter they run its module over their prompts: its cache layer
   // travels with the handoff (DSpark's draft keys are written by the forward itself: nothing to run there).
   const bool mtp_layer =
-      options.speculation.model_drafter && model.draft_module()->kind() == DraftModule::Kind::kMtp;
-  if (topo.role() != Role::kPrefill || mtp_layer) engine_options.speculation = options.speculation;
-  engine_options.structured = options.structured;
+      engine_options.speculation.model_drafter && model.draft_module()->kind() == DraftModule::Kind::kMtp;
+  if (topo.role() == Role::kPrefill && !mtp_layer) engine_options.speculation = {};
   return engine_options;
 }
 

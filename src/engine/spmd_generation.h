@@ -26,23 +26,16 @@ namespace deepinfer {
 using TokenStream = std::function<void(int64_t request_index, int64_t first, std::span<const int32_t> tokens)>;
 
 struct SpmdGenerationOptions {
-  int64_t kv_cache_tokens = 16384;
+  // Every rank's engine as the job sets it (cache, prefix cache and store, replay, hashes, echo, overlap, speculation,
+  // structured output); each rank's role then gives its limits (chunk, running, handoff), its expert dispatcher, and
+  // to prefill ranks speculation only where they run the MTP layer over their prompts (rank_engine_options).
+  EngineOptions engine;
   double timeout_s = 600.0;  // longest wait for any message or exchange
   // Streaming: every rank sends world rank 0 the tokens it generates after each step (the same on every rank);
   // rank 0 calls `on_tokens` with each request's tokens in order as they arrive, the last ones at the latest with
   // the request's result.
   bool stream_tokens = false;
   TokenStream on_tokens;  // world rank 0's
-  bool prefix_cache = false;  // every rank's engine shares the blocks of common prompt prefixes
-  bool logits_hashes = false;  // EngineOptions::logits_hashes
-  bool echo_prompt = false;    // EngineOptions::echo_prompt
-  bool overlap_schedule = false;  // EngineOptions::overlap_schedule (decode ranks and colocated ones)
-  std::string kv_store_dir;   // and the directory tier every rank reads and writes (EngineOptions)
-  std::string kv_store_model_key;
-  ReplayOptions replay;  // V4.1's bounded decoder replay
-  int64_t swa_replay_tokens = 128;  // EngineOptions::swa_replay_tokens
-  SpeculationOptions speculation;    // decode and colocated ranks' (each rank's drafter its own)
-  StructuredOutput* structured = nullptr;  // constrained requests' grammars (every role samples: prefill its first)
   // World rank 0's: each result as it reaches rank 0 (before generate_spmd returns them all), so that a job can
   // write it at once.
   std::function<void(const RequestResult&)> on_result;
