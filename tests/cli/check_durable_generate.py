@@ -157,7 +157,10 @@ def main():
             print(f"kill -9 with {before} of {args.requests} results in the output")
         done_lines = count_lines(out)
         assert 0 < done_lines < args.requests, f"the kills left {done_lines} results: nothing left to resume"
-        proc = start(base + durable, log, {"DEEPINFER_FAULT_TORN_WRITE": "5"})
+        # The fault dies inside the 5th write of the resumed run, or the last one where fewer are left (a kill can
+        # land after more results than its target: the run writes on while the poll sleeps).
+        torn_write = min(5, args.requests - done_lines)
+        proc = start(base + durable, log, {"DEEPINFER_FAULT_TORN_WRITE": str(torn_write)})
         proc.wait(timeout=600)
         kill_group(proc)  # (the launcher, if any, ends the other ranks; whatever is left goes too)
         with open(out, "rb") as f:
