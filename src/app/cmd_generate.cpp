@@ -259,8 +259,11 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
   ReplayOptions replay;  // V4.1's bounded decoder replay (off unless asked)
   std::unique_ptr<ControlledDrafter> drafter;  // with --nextn
   std::unique_ptr<StructuredOutput> structured;  // where requests have constraints
+  // Chat requests' stop sequences, read where their sequences decode (the tokenizer only loaded for one that has).
+  StopSequences stops([&]() -> const text::BpeTokenizer& { return prompts->tokenizer(); });
   SpmdSetup spmd;
   EngineOptions engine_options;
+  engine_options.stops = &stops;
   engine_options.kv_cache_tokens = options.kv_cache_tokens;
   engine_options.limits.max_running = options.max_running;
   engine_options.limits.chunk_tokens = options.chunk_tokens;

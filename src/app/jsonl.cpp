@@ -142,6 +142,8 @@ Request parse_request(const nlohmann::json& line, const nlohmann::ordered_json& 
       else reading.stop = stop.get<std::vector<std::string>>();
       DI_INPUT_CHECK(std::none_of(reading.stop.begin(), reading.stop.end(), [](const std::string& s) { return s.empty(); }),
                      "{}: 'stop' holds an empty string (a stop sequence is at least one character)", where);
+      // The engine ends the sequence where the writers will cut its content (EngineOptions::stops).
+      r.stops = {reading.stop, reading.reasoning_first, reading.tool_calls, reading.in_tool_calls};
     }
   } else if (line.contains("prompt")) {
     DI_INPUT_CHECK(line["prompt"].is_string() && !line["prompt"].get<std::string>().empty(),

@@ -77,6 +77,7 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
       cache_(model.make_kv_cache((options.kv_cache_tokens + KvCache::kBlockSize - 1) / KvCache::kBlockSize)),
       blocks_(cache_->num_blocks(), KvCache::kBlockSize, options.prefix_cache || !options.kv_store_dir.empty()),
       scheduler_(with_model_len(options.limits, model.config()), blocks_, eos_ids(model.config())) {
+  scheduler_.set_stop_sequences(options.stops);
   options_.limits = with_model_len(options.limits, model.config());
   SpeculationOptions& spec = options_.speculation;
   if (spec.model_drafter) {

@@ -49,6 +49,10 @@ struct EngineOptions {
   // Structured output (structured_output.h): constrained requests' matchers and masks; needed when a request has
   // a constraint. Outlives the engine.
   StructuredOutput* structured = nullptr;
+  // Requests' stop sequences (stop_sequences.h): a sequence ends at the token that completes one. Null: they are
+  // not watched (the writers still cut the content there, but the engine runs on to the length or the EOS).
+  // Outlives the engine.
+  StopSequences* stops = nullptr;
   // Every result carries, per output token, the fingerprint of the logits row it was drawn from (before masks):
   // a bit-level check of batch invariance (--logits-hashes).
   bool logits_hashes = false;

@@ -36,6 +36,16 @@ struct OutputConstraint {
   bool operator==(const OutputConstraint&) const = default;
 };
 
+// Stop sequences: text that ends a request's output where it appears (a chat request's "stop"), met where the engine
+// reads the output as the writers do (text/stream_parser.h: the content only, not the reasoning nor tool-call markup).
+struct TextStops {
+  std::vector<std::string> sequences;  // empty: none
+  bool reasoning_first = false;        // the prompt opened the reasoning (thinking mode)
+  bool tool_calls = false;             // the request shows tools: its DSML tool-call block is markup
+  bool in_tool_calls = false;          // tool_choice required: the prompt opened the tool-call block
+  bool operator==(const TextStops&) const = default;
+};
+
 struct Request {
   int64_t index = 0;  // position in the input: the output order, and how ranks name a request to each other
   nlohmann::json id;  // any JSON value, echoed back as given
@@ -46,6 +56,7 @@ struct Request {
   // finished, its prompt_token_ids following that one's prompt and output (generate's waves).
   int64_t continues = -1;
   std::optional<OutputConstraint> constraint;  // none: free text
+  TextStops stops;  // the engine ends the sequence at the token that completes one (EngineOptions::stops)
 };
 
 enum class FinishReason { kNone, kStop, kLength };

@@ -112,7 +112,8 @@ void Scheduler::postprocess(const ScheduledBatch& batch, std::span<const std::ve
     }
     for (int32_t token : *tokens) {
       seq->tokens.push_back(token);
-      if (is_stop_token(*seq, token)) seq->finish_reason = FinishReason::kStop;
+      if (is_stop_token(*seq, token) || completes_stop(*seq, seq->num_generated()))
+        seq->finish_reason = FinishReason::kStop;
       else if (seq->num_generated() >= seq->request->max_new_tokens || seq->num_tokens() >= limits_.max_model_len)
         seq->finish_reason = FinishReason::kLength;
       if (seq->finish_reason != FinishReason::kNone) break;
@@ -132,6 +133,7 @@ void Scheduler::postprocess(const ScheduledBatch& batch, std::span<const std::ve
       // Blocks stay allocated until the engine has copied the KV out for the decode rank.
       running_.erase(std::find(running_.begin(), running_.end(), seq));
       seq->status = SequenceStatus::kHandedOff;
+      if (stops_ != nullptr) stops_->forget(*seq);  // (the decode rank reads its output from the start)
       newly_handed_off_.push_back(seq);
     } else if (!batch.is_prefill) {
       blocks_.shrink(*seq, seq->num_tokens());  // the blocks only rejected drafts' rows reached
@@ -148,6 +150,7 @@ void Scheduler::finish(Sequence* seq) {
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
   if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);
   blocks_.release(*seq);
+  if (stops_ != nullptr) stops_->forget(*seq);
   seq->status = SequenceStatus::kFinished;
   seq->awaiting_last = false;
   newly_finished_.push_back(seq);
@@ -191,7 +194,8 @@ std::vector<bool> Scheduler::completed(const ScheduledBatch& batch, const std::v
       seq->tokens[at] = token;
       --seq->num_pending;
       const int64_t through = at + 1;  // tokens up to and including this one
-      if (is_stop_token(*seq, token)) seq->finish_reason = FinishReason::kStop;
+      if (is_stop_token(*seq, token) || completes_stop(*seq, through - seq->num_prompt_tokens))
+        seq->finish_reason = FinishReason::kStop;
       else if (through - seq->num_prompt_tokens >= seq->request->max_new_tokens || through >= limits_.max_model_len)
         seq->finish_reason = FinishReason::kLength;
       if (seq->finish_reason != FinishReason::kNone) {  // what came after it (a step in flight) is dropped

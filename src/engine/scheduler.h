@@ -12,6 +12,7 @@
 
 #include "src/engine/block_manager.h"
 #include "src/engine/sequence.h"
+#include "src/engine/stop_sequences.h"
 
 namespace deepinfer {
 
@@ -64,6 +65,8 @@ class Scheduler {
 
   // The prefix cache's slower tier (null: none), consulted where a fresh sequence's prefix misses the blocks.
   void set_prefix_tier(BlockManager::Tier* tier) { prefix_tier_ = tier; }
+  // Requests' stop sequences (null: none watched): a token that completes one stops its sequence as a stop token does.
+  void set_stop_sequences(StopSequences* stops) { stops_ = stops; }
   // The blocks registered since the last call (the prefix cache's), with the sequence that filled each.
   std::vector<std::pair<const Sequence*, BlockManager::RegisteredBlock>> take_registered() {
     return std::exchange(newly_registered_, {});
@@ -82,12 +85,17 @@ class Scheduler {
  private:
   void preempt(Sequence* seq);
   bool is_stop_token(const Sequence& seq, int32_t token) const;
+  // Whether the output tokens [0, count) of seq complete one of its stop sequences (stops_).
+  bool completes_stop(const Sequence& seq, int64_t count) const {
+    return stops_ != nullptr && stops_->stops_at(seq, count);
+  }
   void register_blocks(Sequence* seq);
   void finish(Sequence* seq);  // out of the running set (or the waiting queue), its blocks freed
 
   SchedulerLimits limits_;
   BlockManager& blocks_;
   BlockManager::Tier* prefix_tier_ = nullptr;
+  StopSequences* stops_ = nullptr;
   std::vector<std::pair<const Sequence*, BlockManager::RegisteredBlock>> newly_registered_;
   std::vector<int32_t> eos_token_ids_;
   std::deque<Sequence*> waiting_;  // FIFO; the front may be part-way through a chunked prefill
