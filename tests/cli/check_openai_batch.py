@@ -13,6 +13,7 @@ The OpenAI batch format in and out, against today's request lines:
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -122,6 +123,43 @@ def main():
                                                           if k != "created"})
             assert r == g, (r, g)
         print("--ordered-output: the same lines in input order, the Batch API's form kept")
+
+        # Stop sequences end the generation, not only the content: a stop taken from each conversation's own greedy
+        # content (two letters or digits past its middle) ends the run at the token that completes it, so the output's
+        # tokens are a prefix of the run without it and the usage counts only those (OpenAI lines and today's alike).
+        # (Thinking off: stops meet the content, never the reasoning, where the random model would stay.)
+        free = [{"id": f"free-{i}", "messages": m, "max_tokens": 48, "thinking": {"type": "disabled"}}
+                for i, m in enumerate(MESSAGES)]
+        write(path("free.jsonl"), free)
+        plain = {r["id"]: r for r in run(text_base, path("free.jsonl"), path("free.out"))}
+        stopped_lines, cut = [], {}
+        for line in free:
+            content = plain[line["id"]]["content"] or ""
+            # An added token's text (<|...|>) is never searched for stops: masked, keeping the places.
+            searched = re.sub(r"<\|[^|]*\|>", lambda m: "\0" * len(m.group(0)), content)
+            stop = next((searched[c:c + 2] for c in range(len(searched) // 2, len(searched) - 1)
+                         if searched[c:c + 2].isascii() and searched[c:c + 2].isalnum()), None)
+            if stop is None:
+                continue
+            cut[line["id"]] = content[:searched.index(stop)]
+            stopped_lines.append(dict(line, stop=[stop]))
+            stopped_lines.append({"custom_id": "openai-" + line["id"], "method": "POST", "url": "/v1/chat/completions",
+                                  "body": {"model": "deepseek-test", "messages": line["messages"], "max_tokens": 48,
+                                           "thinking": {"type": "disabled"}, "stop": stop}})
+        assert cut, "no conversation's greedy content had two letters or digits past its middle"
+        write(path("stopped.jsonl"), stopped_lines)
+        stopped = {r.get("custom_id", r.get("id")): r for r in run(text_base, path("stopped.jsonl"), path("stopped.out"))}
+        for key, want_content in cut.items():
+            r, p, o = stopped[key], plain[key], stopped["openai-" + key]
+            assert r["finish_reason"] == "stop" and r["content"] == want_content, (r, want_content)
+            n = len(r["output_token_ids"])
+            assert n < len(p["output_token_ids"]) and r["output_token_ids"] == p["output_token_ids"][:n], (r, p)
+            assert r["output_tokens"] == n, r
+            body = check_envelope(o)
+            assert body["choices"][0]["finish_reason"] == "stop" and body["choices"][0]["message"]["content"] == want_content
+            assert body["usage"]["completion_tokens"] == n, (body["usage"], n)
+        print(f"stop sequences: {len(cut)} conversations end at the token that completes their stop "
+              f"({', '.join(str(len(stopped[k]['output_token_ids'])) for k in cut)} of 48 tokens), usage counting those")
 
         # Completions of token ids without a tokenizer: the choices carry the token ids.
         ids_base = launch + ["--model", args.ids_model] + deploy
