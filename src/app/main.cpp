@@ -2,6 +2,7 @@
 // rank exits with the same code. This file holds only the command line; the commands live beside it.
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -62,9 +63,19 @@ int main(int argc, char** argv) {
                       "With --nextn: the controlled drafter's knowledge of the target (results of a run without "
                       "speculation, generate's --output): each draft is the target's token with probability c, its "
                       "confidence (drawn per draft, calibrated)");
+    // (open at both ends: a confidence of 0 or 1 has no logit to spread)
+    const CLI::Validator open_unit(
+        [](const std::string& text) {
+          char* end = nullptr;
+          const double value = std::strtod(text.c_str(), &end);
+          const bool number = end != text.c_str() && *end == '\0';
+          return number && value > 0.0 && value < 1.0 ? std::string()
+                                                      : "Value " + text + " not in range (0, 1) (both excluded)";
+        },
+        "FLOAT in (0, 1)");
     cmd->add_option("--draft-acceptance", spec.mean_acceptance,
                     "The controlled drafter's mean confidence (= acceptance rate per draft)")
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(open_unit)
         ->capture_default_str();
     cmd->add_option("--draft-spread", spec.spread,
                     "The standard deviation of the logit of each draft's confidence (0: all alike)")
