@@ -128,6 +128,9 @@ Engine::Engine(const CausalLm& model, EngineOptions options)
 }
 
 Engine::~Engine() {
+  // The stop watch outlives the engine: no parser may stay keyed by a sequence about to go (a run that ended early).
+  if (options_.stops != nullptr)
+    for (const std::unique_ptr<Sequence>& seq : sequences_) options_.stops->forget(*seq);
   // A chained draft still in flight (a step was abandoned): the model's one outstanding draft is finished, for the
   // next engine on this model.
   if (!draft_in_flight_) return;
