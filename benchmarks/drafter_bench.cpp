@@ -6,7 +6,7 @@
 // The main model runs at --layers (V4.1: the drafter's target layers renumbered to its last three, since the fusion
 // reads three), every sequence at --context cached tokens (random cache entries). Per batch of S sequences it
 // prints one JSON line: the main decode step's median ms without the drafter and with it enabled (DSpark: the step
-// also writes the draft layers' keys), and the drafter's own median ms (DSpark: one block of dspark_block_size drafts a
+// also writes the draft layers' keys), and the drafter's own median ms (DSpark: one block of its block_size drafts a
 // sequence; MTP: the module over the step's S rows). Medians of 9 after 3 warm-up runs, host wall clock around the
 // model's calls (each returns its tokens to the host, so the device's work is in it). Then the engine's speculative
 // decode loop with the drafter (fixed drafts: a DSpark block's, MTP's one; greedy; in order):
@@ -61,7 +61,7 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
   weights.dummy_seed = 7;
   weights.dummy_draft_module = true;
   std::unique_ptr<CausalLm> model = make_causal_lm(config, std::move(weights), Device::kCuda, 0);
-  if (enable) model->enable_mtp();
+  if (enable) require_draft_module(*model).enable();
   const int64_t blocks_per_seq = (context + 1 + KvCache::kBlockSize - 1) / KvCache::kBlockSize + 1;
   std::unique_ptr<KvCache> cache = model->make_kv_cache(batch * blocks_per_seq);
   cache->fill_random(11);
@@ -82,16 +82,18 @@ Timing time_model(const ModelConfig& config, const std::string& drafter, bool en
   }
   Timing t;
   // The same step again and again (its rows rewritten in place): what a decode step of S sequences costs.
-  t.step_ms = host_median_ms(9, [&] { model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr); });
+  const DeviceSteps& device = *model->device_steps();
+  t.step_ms = host_median_ms(9, [&] { device.forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr); });
   if (!enable) return t;
+  const DraftModule& module = *model->draft_module();
   if (drafter == "dspark") {
-    t.draft_ms = host_median_ms(9, [&] { model->dspark_draft(step, *cache, rows); });
+    t.draft_ms = host_median_ms(9, [&] { module.dspark_draft(step, *cache, rows); });
   } else {
     std::vector<int64_t> hidden_rows(batch);
     for (int64_t s = 0; s < batch; ++s) hidden_rows[s] = s;
     t.draft_ms = host_median_ms(9, [&] {
-      model->forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr);  // keeps the hidden states
-      model->mtp_draft(step, hidden_rows, *cache);
+      device.forward_and_sample(step, *cache, nullptr, rows, nullptr, nullptr);  // keeps the hidden states
+      module.mtp_draft(step, hidden_rows, *cache);
     }) - t.step_ms;
   }
   return t;
@@ -108,7 +110,7 @@ EngineTiming time_engine(const ModelConfig& config, int64_t drafts, int64_t batc
   weights.dummy_seed = 7;
   weights.dummy_draft_module = true;
   std::unique_ptr<CausalLm> model = make_causal_lm(config, std::move(weights), Device::kCuda, 0);
-  model->enable_mtp();
+  require_draft_module(*model).enable();
   DecodeSpeculation spec;
   spec.num_drafts = drafts;
   spec.model_drafter = true;
