@@ -8,14 +8,12 @@
 #include <span>
 #include <vector>
 
-#include "kernels/cpu/sampling.h"
 #include "src/model/expert_dispatch.h"
 #include "src/model/forward_batch.h"
 
 namespace deepinfer {
 
 class KvCache;
-using SamplingRow = cpu::SamplingRow;
 struct TokenMasks;
 
 // How long the device sat idle between the end of one model call's work and the start of the next (host

@@ -8,16 +8,12 @@
 #include <span>
 #include <vector>
 
-#include "kernels/cpu/sampling.h"
 #include "src/core/tensor.h"
 #include "src/model/forward_batch.h"
 
 namespace deepinfer {
 
 class KvCache;
-// How to draw one token from one row of a step's logits (the engine's SamplingParams, flattened): greedy when
-// temperature <= 0; `position` is where the token will land, which indexes the request's Philox stream.
-using SamplingRow = cpu::SamplingRow;
 
 // One drafted token of V3's MTP module: the most likely token (ties to the lowest id) and its probability, the
 // draft's confidence.

@@ -7,7 +7,13 @@
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/sampling.h"
+
 namespace deepinfer {
+
+// How to draw one token from one row of a step's logits (the engine's SamplingParams, flattened): greedy when
+// temperature <= 0; `position` is where the token will land, which indexes the request's Philox stream.
+using SamplingRow = cpu::SamplingRow;
 
 struct SequenceChunk {
   int64_t num_cached = 0;  // positions [0, num_cached) are in the KV cache; the new tokens follow

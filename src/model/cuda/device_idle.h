@@ -6,7 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "src/model/causal_lm.h"
+#include "src/model/device_steps.h"
 #include "src/model/cuda/device_memory.h"
 
 namespace deepinfer {

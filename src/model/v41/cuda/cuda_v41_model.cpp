@@ -21,7 +21,6 @@
 #include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/router.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
-#include "src/model/architectures.h"
 #include "src/model/cuda/cuda_kv_cache.h"
 #include "src/model/cuda/device_sampling.h"
 #include "src/model/engram_hash.h"

@@ -71,7 +71,7 @@ class CudaV41Model final : public CudaCausalLm, private DraftModule {
                                        std::span<const SamplingRow> rows) const override;
   // Chained drafts (DraftModule::start_chained_draft): a started verify step's acceptance is found by a kernel behind its
   // sampling, and the draft's rows are moved to the positions it reaches there (speculation.cuh).
-  bool chains_drafts() const override { return dspark_enabled_ && samples_async(); }
+  bool chains_drafts() const override { return dspark_enabled_; }
   void start_chained_draft(const ForwardBatch& verify, KvCache& cache, std::span<const SamplingRow> rows) const override;
   std::vector<DraftBlock> finish_chained_draft() const override;
 
