@@ -7,8 +7,8 @@ and without a seed: a request without one draws with its ordinal, which a resume
 
  1. whole, in input order (--ordered-output): the reference;
  2. durable, uninterrupted: each id once, every result equal to the reference's;
- 3. killed with SIGKILL (the whole process group: launcher and every rank) at three points — once a tenth, then
-    half, of the results are in, and at a random moment — then a kill inside a write (DEEPINFER_FAULT_TORN_WRITE:
+ 3. killed with SIGKILL (the whole process group: launcher and every rank) at three points — once a tenth of the
+    results are in, at a random moment after that, and once half are in — then a kill inside a write (DEEPINFER_FAULT_TORN_WRITE:
     the file ends in a torn line), each followed by --resume, until a run ends 0: the union equals the reference,
     each id once, and no kill lost more results than the requests in flight could hold;
  4. stopped by SIGUSR1 (as Slurm's --signal sends it): the job drains, exits 75 with its status file "stopped",
@@ -81,18 +81,24 @@ def session_processes(sid):
     return pids
 
 
+def signal_session(sid, sig):
+    pids = session_processes(sid)
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
 def kill_group(proc):
     """SIGKILL to the launcher and every rank: the whole session (a launcher may put its ranks in process groups of
-    their own), as a node that goes down or a scheduler's kill does."""
+    their own), as a node that goes down or a scheduler's kill does. SIGSTOP first, so that no rank writes on while
+    the others are being found: the output is what it was when the kill was decided."""
+    signal_session(proc.pid, signal.SIGSTOP)
     for _ in range(50):
-        pids = session_processes(proc.pid)
-        if not pids:
+        if not signal_session(proc.pid, signal.SIGKILL):
             break
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.05)
     proc.wait()
 
@@ -140,10 +146,12 @@ def main():
         os.remove(out)
         durable = ["--output", out, "--resume", "--sync-interval", "0.2", "--window", "64", "--status-file", status]
         kills = 0
-        for target in (args.requests // 10, args.requests // 2, None):
-            if target is None:  # a random moment of what is left (by results written: a time could come after the end)
+        # The random one comes between the others, the last at half: a 2p2d run writes its results in bursts (tens
+        # at a time), so a late kill could land after the last result and leave nothing to resume.
+        for target in (args.requests // 10, None, args.requests // 2):
+            if target is None:  # a random moment before half (by results written: a time could come after the end)
                 now = count_lines(out)
-                target = rng.randint(now + 1, max(now + 1, args.requests - 10))
+                target = rng.randint(now + 1, max(now + 1, args.requests // 2 - 1))
             proc = start(base + durable, log)
             deadline = time.time() + 300
             while proc.poll() is None and time.time() < deadline and count_lines(out) < target:
