@@ -19,7 +19,6 @@
 #include "src/core/device.h"
 #include "src/core/files.h"
 #include "src/core/hdf5_table.h"
-#include "src/bench/v41_floor.h"
 #include "src/moe/rank_slice_dispatcher.h"
 #ifdef DEEPINFER_HAVE_CUDA
 #include "src/bench/dispatch_bench.h"
@@ -189,18 +188,18 @@ int run_bench(const BenchOptions& options, const World& world) {
     SliceExpertWork work_before;
     std::vector<int64_t> served_before;
     auto point_exchange = [&] { return slicer->stats() - stats_before; };
-    // A V4.1 slice's floor from what its experts served (per MoE layer and step, averaged over the point).
+    // A slice's floor from what its experts served (per MoE layer and step, averaged over the point).
     auto slice_floor = [&](StepBenchResult& r) {
       const ModelConfig& c = model->config();
       const SliceExpertWork& w = slicer->expert_work();
       const double exchanges = static_cast<double>(w.num_exchanges - work_before.num_exchanges);
-      if (!is_v41(c) || exchanges <= 0) return;
+      if (exchanges <= 0) return;
       const ExpertWork served{(w.slots_touched - work_before.slots_touched) / exchanges,
                               (w.pairs - work_before.pairs) / exchanges};
       // A speculative point's rows: its sequences and their verified drafts.
       const int64_t rows = r.spec.num_drafts > 0 ? std::llround(r.spec.rows_per_step) : r.batch;
-      set_floor(r, r.phase == "decode" ? v41_decode_work(c, rows, r.context, served)
-                                       : v41_prefill_work(c, r.batch, r.context, served, compact_keep_tokens(r.replay)));
+      set_floor(r, r.phase == "decode" ? decode_floor_work(c, rows, r.context, served)
+                                       : prefill_floor_work(c, r.batch, r.context, served, r.replay));
     };
     auto slice_fields = [&]() -> nlohmann::json {
       if (!slicer) return nullptr;

@@ -1,8 +1,6 @@
-// What a step must cost at least on one GPU (the floors), from the model's shape:
-//  - decode: bytes it must read once — every weight the step touches (the routed experts the batch is expected
-//    to hit, uniformly routed: E (1 - (1 - k/E)^B) per layer), bf16, plus the latent KV of every sequence — over
-//    the copy bandwidth;
-//  - prefill: FLOPs — 2 x activated parameters per token, plus causal attention — over the bf16 GEMM rate.
+// What a step must cost at least on one H200 (the floors benchmarks report beside their medians): the ceilings, and
+// the two quantities a floor is made of — bytes read once and FLOPs at each tensor-core rate. Each architecture says
+// what its step reads and computes: deepseek_floor.h (V2/V3), v41_floor.h (V4.1).
 // Ceilings measured on the H200 (2026-11-29): 4.25 TB/s device copy (read + write), 782 TFLOP/s bf16 GEMM.
 #pragma once
 
@@ -14,18 +12,27 @@ namespace deepinfer {
 
 inline constexpr double kH200CopyBytesPerS = 4.25e12;
 inline constexpr double kH200Bf16FlopsPerS = 782e12;
+// Hopper's FP8 tensor-core rate is twice its bf16 one; the bf16 rate is the one measured, the FP8 one assumed from it
+// (not measured here).
+inline constexpr double kH200Fp8FlopsPerS = 2 * 782e12;
 
-struct ParameterCounts {
-  double attention_per_layer = 0;  // q, kv_a, kv_b, o projections and their norms
-  double dense_mlp = 0;            // one dense layer's MLP
-  double moe_shared = 0;           // per MoE layer: router + shared experts
-  double expert = 0;               // one routed expert
-  double embedding = 0;
-  double lm_head = 0;
+// Per MoE layer and step: experts whose weights are read (each at least once) and (token, expert) pairs computed.
+struct ExpertWork {
+  double experts_touched = 0;
+  double pairs = 0;
 };
-ParameterCounts count_parameters(const ModelConfig& config);
 
-double decode_floor_bytes(const ModelConfig& config, int64_t batch, int64_t context);
-double prefill_floor_flops(const ModelConfig& config, int64_t num_prompts, int64_t prompt_len);
+// One rank holding every expert, `tokens` routed uniformly: E (1 - (1 - k/E)^tokens) experts touched, tokens x k pairs.
+ExpertWork uniform_expert_work(const ModelConfig& c, int64_t tokens);
+
+// A step's work; its floor is the larger of the time to read its bytes and the time to compute its FLOPs.
+struct StepWork {
+  double bytes = 0;
+  double fp8_flops = 0;   // what the model computes FP8 x FP8 (or FP4)
+  double bf16_flops = 0;  // the rest (attention among them)
+  double floor_ms() const;
+  double bytes_ms() const;
+  double flops_ms() const;
+};
 
 }  // namespace deepinfer

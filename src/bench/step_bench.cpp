@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "src/bench/roofline.h"
+#include "src/bench/deepseek_floor.h"
 #include "src/bench/v41_floor.h"
 #include "src/core/check.h"
 #include "src/core/random.h"
@@ -72,7 +72,7 @@ int32_t token_at(const ModelConfig& c, uint64_t i) {
 }
 
 StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, int64_t tokens_per_step,
-                            StepSamples samples, double floor_ms, int64_t steps) {
+                            StepSamples samples, int64_t steps) {
   const Timing timing = summarize(std::move(samples.ms));
   StepBenchResult r;
   r.phase = phase;
@@ -83,8 +83,6 @@ StepBenchResult make_result(const char* phase, int64_t batch, int64_t context, i
   r.p90_ms = timing.p90_ms;
   r.min_ms = timing.min_ms;
   r.tokens_per_s = tokens_per_step / (timing.median_ms / 1e3);
-  r.floor_ms = floor_ms;
-  r.floor_over_measured = floor_ms / timing.median_ms;
   r.steps = steps;
   if (!samples.idle_ms.empty()) r.device_idle_ms = summarize(std::move(samples.idle_ms)).median_ms;
   r.graph_steps = samples.graph_steps;
@@ -104,6 +102,16 @@ ExpertWork prefill_expert_work(const ModelConfig& c, int64_t prompts, int64_t pr
 }
 
 }  // namespace
+
+StepWork decode_floor_work(const ModelConfig& c, int64_t rows, int64_t context, const ExpertWork& experts) {
+  return is_v41(c) ? v41_decode_work(c, rows, context, experts) : deepseek_decode_work(c, rows, context, experts);
+}
+
+StepWork prefill_floor_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts,
+                            const ReplayOptions& replay) {
+  return is_v41(c) ? v41_prefill_work(c, prompts, prompt_len, experts, compact_keep_tokens(replay))
+                   : deepseek_prefill_work(c, prompts, prompt_len, experts);
+}
 
 void set_floor(StepBenchResult& r, const StepWork& work) {
   r.floor_ms = work.floor_ms();
@@ -162,9 +170,8 @@ StepBenchResult bench_decode(const CausalLm& model, int64_t batch, int64_t conte
   const int64_t rows = spec.num_drafts > 0
                            ? std::llround(static_cast<double>(batch) + (sa.verified - sb.verified) / std::max(1.0, static_cast<double>(steps)))
                            : batch;
-  StepBenchResult r = make_result("decode", batch, context, batch, std::move(samples),
-                                  decode_floor_bytes(c, rows, context) / kH200CopyBytesPerS * 1e3, steps);
-  if (is_v41(c)) set_floor(r, v41_decode_work(c, rows, context, uniform_expert_work(c, rows)));
+  StepBenchResult r = make_result("decode", batch, context, batch, std::move(samples), steps);
+  set_floor(r, decode_floor_work(c, rows, context, uniform_expert_work(c, rows)));
   if (spec.num_drafts > 0) {
     r.tokens_per_step = std::llround(emitted / steps);
     r.tokens_per_s = emitted / (total_ms / 1e3);
@@ -208,12 +215,9 @@ StepBenchResult bench_prefill(const CausalLm& model, int64_t chunk, int64_t prom
   Engine engine(model, options);
   for (const Request& r : requests) engine.add_request(r);
   StepSamples samples = run_steps(model, engine, warmup, steps);
-  StepBenchResult r = make_result("prefill", prompts, prompt_len, chunk, std::move(samples),
-                                  prefill_floor_flops(c, prompts, prompt_len) / kH200Bf16FlopsPerS * 1e3, steps);
+  StepBenchResult r = make_result("prefill", prompts, prompt_len, chunk, std::move(samples), steps);
   r.replay = replay;
-  if (is_v41(c))
-    set_floor(r, v41_prefill_work(c, prompts, prompt_len, prefill_expert_work(c, prompts, prompt_len, replay),
-                                  compact_keep_tokens(replay)));
+  set_floor(r, prefill_floor_work(c, prompts, prompt_len, prefill_expert_work(c, prompts, prompt_len, replay), replay));
   return r;
 }
 

@@ -1,5 +1,5 @@
 // Single-GPU (or single-CPU) step benchmarks: the median time of a decode or prefill step after warm-up,
-// against its floor (roofline.h; DeepSeek-V4.1's: v41_floor.h).
+// against its floor (roofline.h: deepseek_floor.h for V2/V3, v41_floor.h for V4.1).
 //  - decode: `batch` sequences, each with `context` tokens already in the KV cache (fabricated: seeded random
 //    latents, admitted with Engine::add_cached), one new token each per step; the context grows by one per step.
 //  - prefill: `chunk` tokens per step, made of chunk / prompt_len fresh prompts of prompt_len tokens, each
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "src/bench/roofline.h"
 #include "src/engine/controlled_drafter.h"
 #include "src/engine/engine.h"
 #include "src/model/causal_lm.h"
@@ -57,7 +58,7 @@ struct StepBenchResult {
   double tokens_per_s = 0;
   double floor_ms = 0;
   double floor_over_measured = 0;
-  double floor_bytes_ms = -1, floor_flops_ms = -1;  // the two parts of a V4.1 floor (negative: not computed)
+  double floor_bytes_ms = -1, floor_flops_ms = -1;  // the floor's two parts: reading its bytes, computing its FLOPs
   int64_t steps = 0;
   double device_idle_ms = -1;  // median device idle before each timed step (negative: not measured)
   int64_t graph_steps = 0;     // timed steps that ran from a captured CUDA graph
@@ -69,8 +70,12 @@ struct StepBenchResult {
 // The rows each prompt keeps in the decoder layers under bounded replay's compact form (0: another mode).
 int64_t compact_keep_tokens(const ReplayOptions& replay);
 
-struct StepWork;
-// The floor of `r` from a V4.1 step's work (bench/v41_floor.h).
+// The work that floors a step of the model's architecture (v41_floor.h, deepseek_floor.h): a decode step of `rows`
+// rows at `context`, a prefill step of `prompts` prompts of `prompt_len` tokens; `experts` per MoE layer.
+StepWork decode_floor_work(const ModelConfig& c, int64_t rows, int64_t context, const ExpertWork& experts);
+StepWork prefill_floor_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts,
+                            const ReplayOptions& replay);
+// The floor of `r` from its step's work.
 void set_floor(StepBenchResult& r, const StepWork& work);
 
 // `experts`: how routed experts are reached (null: all local). Every rank of an expert-parallel group must call

@@ -1,5 +1,5 @@
 // What one DeepSeek-V4.1 step must cost at least on one H200, per rank, from the model's shape and what the rank
-// computes (roofline.h holds the V2/V3 form, whose experts are bf16 and attention dense MLA):
+// computes (roofline.h holds the ceilings and StepWork; deepseek_floor.h the V2/V3 form):
 //  - bytes read once: every non-expert weight as the checkpoint stores it (FP8 attention projections and shared
 //    experts with a ue8m0 scale per 32 x 32 block, the rest bf16), the routed experts the step touches in FP4
 //    (e2m1 + a ue8m0 scale per 32), the engram rows fetched, and per sequence and layer the cache the attention
@@ -14,31 +14,10 @@
 
 #include <cstdint>
 
+#include "src/bench/roofline.h"
 #include "src/model/model_config.h"
 
 namespace deepinfer {
-
-// Hopper's FP8 tensor-core rate is twice its bf16 one; the bf16 rate is the one measured on the H200 (roofline.h),
-// the FP8 one assumed from it (not measured here).
-inline constexpr double kH200Fp8FlopsPerS = 2 * 782e12;
-
-// Per MoE layer and step: experts whose weights are read (each at least once) and (token, expert) pairs computed.
-struct ExpertWork {
-  double experts_touched = 0;
-  double pairs = 0;
-};
-
-struct StepWork {
-  double bytes = 0;
-  double fp8_flops = 0;   // projections, experts, indexer scores
-  double bf16_flops = 0;  // attention
-  double floor_ms() const;
-  double bytes_ms() const;
-  double flops_ms() const;
-};
-
-// One rank holding every expert, `tokens` routed uniformly: E (1 - (1 - k/E)^tokens) experts touched, tokens x k pairs.
-ExpertWork uniform_expert_work(const ModelConfig& c, int64_t tokens);
 
 // A decode step of `batch` sequences at `context` cached tokens each (one new token each).
 StepWork v41_decode_work(const ModelConfig& c, int64_t batch, int64_t context, const ExpertWork& experts);
