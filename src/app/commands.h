@@ -18,6 +18,15 @@ struct InfoOptions {
 };
 int run_info(const InfoOptions& options, const World& world);
 
+// deepinfer memory (cmd_memory.cpp): what one rank of each role holds of a V2/V3 model, from config.json.
+struct MemoryOptions {
+  std::string deploy_path;
+  std::string model_path;      // a model directory or its config.json
+  double gpu_memory_gb = 141;  // an H200's
+  bool with_mtp = false;       // the MTP layers too (speculative decoding with --nextn)
+};
+int run_memory(const MemoryOptions& options, const World& world);
+
 // Where a model comes from: a checkpoint directory (config.json + safetensors) or a bare config .json with
 // --load-format dummy.
 struct ModelOptions {

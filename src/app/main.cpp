@@ -88,6 +88,14 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd = cli.add_subcommand("info", "Print each rank's role, groups, GPU and host");
   info_cmd->add_option("--deploy", info.deploy_path, "Deployment file (configs/deploy/*.toml)")->required();
 
+  deepinfer::app::MemoryOptions memory;
+  CLI::App* memory_cmd = cli.add_subcommand("memory", "What one rank of each role holds of a V2/V3 model (config only)");
+  memory_cmd->add_option("--deploy", memory.deploy_path, "Deployment file (configs/deploy/*.toml)")->required();
+  memory_cmd->add_option("--model", memory.model_path, "Checkpoint directory or its config.json")->required();
+  memory_cmd->add_option("--gpu-memory-gb", memory.gpu_memory_gb, "A GPU's memory in GB (1e9 bytes)")
+      ->capture_default_str();
+  memory_cmd->add_flag("--mtp", memory.with_mtp, "Count the MTP layers (speculative decoding with --nextn)");
+
   auto add_model_options = [](CLI::App* cmd, deepinfer::app::ModelOptions& model) {
     cmd->add_option("--model", model.model_path, "Checkpoint directory, or a config .json with --load-format dummy")
         ->required();
@@ -401,6 +409,7 @@ int main(int argc, char** argv) {
     spdlog::debug("CPU ops: {} threads a rank ({} ranks share this host; OMP_NUM_THREADS overrides)", threads, host.size);
   int code = 0;
   if (info_cmd->parsed()) code = deepinfer::app::run_info(info, world);
+  else if (memory_cmd->parsed()) code = deepinfer::app::run_memory(memory, world);
   else if (forward_cmd->parsed()) code = deepinfer::app::run_forward(forward, world);
   else if (generate_cmd->parsed()) code = deepinfer::app::run_generate(generate, world);
   else if (order_cmd->parsed()) code = deepinfer::app::run_order_results(order, world);
