@@ -7,7 +7,7 @@ every world rank of the swept role, `DEEPINFER bench PHASE --rank-slice DEPLOY -
 and routing, alone; each slice must report exactly the (token, expert) pairs the real rank's slots served, per
 MoE layer and expert, and the token rows it received (the first also written as HDF5: its `rank_slice`
 attribute and exchange columns). Decode points are requests a rank (--context 16), prefill
-points tokens a step (one prompt of POINT tokens).
+points tokens a step (one prompt of POINT tokens). Every slice is floored from what its experts served.
 """
 import json
 import os
@@ -38,7 +38,11 @@ with tempfile.TemporaryDirectory() as tmp:
         size = ["--batch", point] if phase == "decode" else ["--chunk", point]
         subprocess.run([di, "bench", phase] + model + common + shape + size +
                        ["--rank-slice", deploy, "--slice-rank", str(r), "--output", out], check=True, timeout=300)
-        got = json.loads(open(out).readline())["rank_slice"]
+        line = json.loads(open(out).readline())
+        got = line["rank_slice"]
+        # Floored from what its experts served, V2/V3 as V4.1 (bench/deepseek_floor.h, bench/v41_floor.h).
+        assert line["floor_bytes_ms"] > 0 and line["floor_flops_ms"] > 0 and line["floor_ms"] == max(
+            line["floor_bytes_ms"], line["floor_flops_ms"]), line
         experts = got["num_experts"]
         mine = {(i // experts, i % experts): n for i, n in enumerate(got["served_pairs"]) if n}
         want = {(int(s["moe_layer"]), int(s["expert"])): int(s["pairs"]) for s in served if s["world_rank"] == r}
