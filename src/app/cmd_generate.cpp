@@ -396,11 +396,11 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
       const std::string tensor = dspark ? std::string("mtp.0.main_proj.weight")
                                         : fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
       DI_INPUT_CHECK(!dspark || config.v41.dspark.unusable.empty(), "--draft dspark: {}", config.v41.dspark.unusable);
-      DI_INPUT_CHECK(spmd.has_host_weights(), "--draft {}: dummy weights generated on the GPU leave the draft module "
+      DI_INPUT_CHECK(spmd.has_loaded_weights(), "--draft {}: dummy weights generated on the GPU leave the draft module "
                      "out (benchmarks/drafter_bench times it on generated weights); load a checkpoint that carries it",
                      spec.drafter);
       DI_INPUT_CHECK(config.num_nextn_predict_layers > 0 && (!dspark || config.v41.dspark.enabled()) &&
-                         spmd.has_host_weight(tensor),
+                         spmd.has_loaded_weight(tensor),
                      "--draft {}: the checkpoint has no {} ({} and its modules{}): it cannot draft", spec.drafter,
                      dspark ? "DSpark draft layers" : "MTP layer", tensor, dspark ? ", dspark_* in its config" : "");
       DI_INPUT_CHECK(!dspark || spec.num_drafts <= config.v41.dspark.block_size,

@@ -60,6 +60,13 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
     loaded.weights.wanted = wanted;
     return loaded;
   }
+  if (format != LoadFormat::kDummy && loaded.device == Device::kCuda) {
+    // Checked whole now, read a tensor at a time as the GPU takes them: the host never holds the rank's weights.
+    DI_INPUT_CHECK(std::filesystem::is_directory(path), "--model '{}' is a config file, not a checkpoint directory: add "
+                   "--load-format dummy for random weights", path.string());
+    loaded.weights.checkpoint = std::make_unique<CheckpointTensors>(loaded.config, path, wanted);
+    return loaded;
+  }
   loaded.weights.host =
       std::make_unique<WeightStore>(WeightStore::load(loaded.config, path, format, options.seed, wanted));
   return loaded;

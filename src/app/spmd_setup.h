@@ -43,11 +43,10 @@ class SpmdSetup {
   const ModelConfig& config() const { return loaded_.config; }
   // After prepare(), before start(): the backend the model will run on, and whether its host weights hold `name`.
   Device device() const { return loaded_.device; }
-  // Whether the weights are on the host (a checkpoint, or the CPU's dummy values; not the GPU's generated ones).
-  bool has_host_weights() const { return loaded_.weights.host != nullptr; }
-  bool has_host_weight(const std::string& name) const {
-    return loaded_.weights.host != nullptr && loaded_.weights.host->data_or_null(name) != nullptr;
-  }
+  // Whether the weights come from a checkpoint or the CPU's dummy values (not the GPU's generated ones), and
+  // whether they hold `name`.
+  bool has_loaded_weights() const { return loaded_.weights.host != nullptr || loaded_.weights.checkpoint != nullptr; }
+  bool has_loaded_weight(const std::string& name) const { return loaded_.weights.holds(name); }
   Topology& topology() { return *topology_; }
   CausalLm& model() { return *model_; }
   Communicator& ep_comm() { return *ep_comm_; }

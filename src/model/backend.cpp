@@ -60,6 +60,8 @@ namespace {
 template <class CudaModel>
 std::unique_ptr<CausalLm> make_cuda_model(ModelConfig config, const WeightOrigin& weights, int gpu) {
   if (weights.host) return std::make_unique<CudaModel>(std::move(config), HostWeightSource(*weights.host), gpu);
+  if (weights.checkpoint)
+    return std::make_unique<CudaModel>(std::move(config), CheckpointWeightSource(*weights.checkpoint), gpu);
   WeightStore::TensorFilter wanted = weights.wanted;
   if (!weights.dummy_draft_module) {  // the optional parts (the draft module) left out
     std::unordered_set<std::string> optional;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "src/model/causal_lm.h"
+#include "src/model/checkpoint_tensors.h"
 #include "src/model/weights.h"
 
 namespace deepinfer {
@@ -15,10 +16,15 @@ enum class Device { kCpu, kCuda };
 Device parse_device(const std::string& text);
 std::string_view device_name(Device device);
 
-// Where the weights come from: a host WeightStore, or (CUDA only) seeded dummy values generated on the device,
-// for the tensors `wanted` accepts (all when null).
+// Where the weights come from: a host WeightStore (the CPU models, and tests), a checkpoint the CUDA backend reads
+// one tensor at a time as it uploads them, or (CUDA only) seeded dummy values generated on the device, for the
+// tensors `wanted` accepts (all when null).
 struct WeightOrigin {
-  std::unique_ptr<WeightStore> host;  // null: device-side dummy weights
+  std::unique_ptr<WeightStore> host;
+  std::unique_ptr<CheckpointTensors> checkpoint;  // CUDA: read as uploaded (neither: device-side dummy weights)
+  bool holds(const std::string& name) const {  // the host store or the checkpoint has `name`
+    return (host != nullptr && host->data_or_null(name) != nullptr) || (checkpoint != nullptr && checkpoint->has(name));
+  }
   uint64_t dummy_seed = 0;
   WeightStore::TensorFilter wanted;
   // Device-side dummy weights: generate the draft module too (DeepSeek-V3's MTP layer, V4.1's DSpark layers: the

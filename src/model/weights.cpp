@@ -5,12 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
-#include <map>
 
 #include "src/core/random.h"
 #include "src/model/architectures.h"
-#include "src/model/quantization.h"
-#include "src/model/safetensors.h"
+#include "src/model/checkpoint_tensors.h"
 
 namespace deepinfer {
 
@@ -95,86 +93,10 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
                  store.num_parameters() / 1e6, seed);
     return store;
   }
-  const SafetensorsCheckpoint checkpoint(model_path);
-  // Quantised tensors carry their scales beside them: `<name>_scale_inv` (DeepSeek-V3) or `<module>.scale`
-  // (DeepSeek-V4.x, the module being the name without `.weight`).
-  auto scale_name = [&](const std::string& name) -> std::string {  // empty when there is none
-    const std::string module = name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
-    for (const std::string& candidate : {name + "_scale_inv", module + ".scale"})
-      if (checkpoint.find(candidate) != nullptr) return candidate;
-    return "";
-  };
-  auto scale_of = [&](const std::string& name) {
-    const std::string found = scale_name(name);
-    DI_INPUT_CHECK(!found.empty(), "{}: quantised tensor '{}' has neither '{}_scale_inv' nor a '.scale' beside it",
-                   model_path.string(), name, name);
-    return found;
-  };
-  // One tensor to fp32; `expected` (when known) is its logical shape.
-  auto load_tensor = [&](const std::string& name, const Shape* expected) {
-    const SafetensorsFile::Entry* entry = checkpoint.find(name);
-    DI_INPUT_CHECK(entry != nullptr, "{}: missing tensor '{}' (expected shape {})", model_path.string(), name,
-                   expected ? shape_str(*expected) : "?");
-    const bool fp4 = config.quantization.fp4_experts && entry->dtype == DType::kU8 && entry->shape.size() == 2 &&
-                     (expected ? *expected == Shape{entry->shape[0], 2 * entry->shape[1]}
-                               : !scale_name(name).empty());
-    DI_INPUT_CHECK(fp4 || !expected || entry->shape == *expected, "{}: tensor '{}' has shape {}, expected {}",
-                   checkpoint.file_of(name), name, shape_str(entry->shape), shape_str(*expected));
-    const bool floating = entry->dtype == DType::kF32 || entry->dtype == DType::kBF16 ||
-                          entry->dtype == DType::kF16 || entry->dtype == DType::kF8E4M3;
-    DI_INPUT_CHECK(fp4 || floating, "{}: tensor '{}' is stored as {}; the model needs floating point (F32, BF16, "
-                   "F16, or F8_E4M3 / packed FP4 with their scales)", checkpoint.file_of(name), name,
-                   dtype_name(entry->dtype));
-    if (expected != nullptr && !shard.whole() && is_engram_table(name)) {  // this rank's part of the table
-      const auto [first, count] = held_rows(name, *expected);
-      DI_INPUT_CHECK(!fp4, "{}: '{}' is packed FP4; engram tables split across ranks are read as FP8, bf16 or "
-                     "fp32", checkpoint.file_of(name), name);
-      Tensor rows = checkpoint.read_rows(name, first, count);
-      store.tensors_.emplace(name, entry->dtype == DType::kF8E4M3 && config.quantization.fp8
-                                       ? dequantize_fp8_blocks(rows, checkpoint.read_rows(scale_of(name), first, count),
-                                                               1, 32)
-                                       : to_f32(rows));
-    } else if (fp4)  // two e2m1 values per byte, one UE8M0 scale per 32 values of a row
-      store.tensors_.emplace(name, dequantize_fp4_groups(checkpoint.read(name), checkpoint.read(scale_of(name)), 32));
-    else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8 && name.ends_with(".engram.embed.weight"))
-      // DeepSeek-V4.1's engram tables: a scale per 32 values of a row (rows are gathered one by one).
-      store.tensors_.emplace(name, dequantize_fp8_blocks(checkpoint.read(name), checkpoint.read(scale_of(name)), 1, 32));
-    else if (entry->dtype == DType::kF8E4M3 && config.quantization.fp8) {
-      store.tensors_.emplace(name, dequantize_fp8_blocks(checkpoint.read(name), checkpoint.read(scale_of(name)),
-                                                         config.quantization.block_rows, config.quantization.block_cols));
-      store.stored_fp8_.insert(name);
-    }
-    else
-      store.tensors_.emplace(name, to_f32(checkpoint.read(name)));
-  };
-  // An optional part is loaded whole or not at all: absent entirely, it is skipped (and said so); half there,
-  // the checkpoint is damaged.
-  std::map<std::string, std::pair<int64_t, const TensorSpec*>> parts;  // part -> (tensors present, one missing)
-  for (const TensorSpec& spec : specs) {
-    if (spec.optional_part.empty()) continue;
-    auto& [present, missing] = parts[spec.optional_part];
-    if (checkpoint.find(spec.name) != nullptr) ++present;
-    else if (missing == nullptr) missing = &spec;
-  }
-  for (const auto& [part, counts] : parts) {
-    const auto& [present, missing] = counts;
-    if (present == 0)
-      spdlog::info("{}: the checkpoint has no tensors of {}: loading the model without them (speculative decoding "
-                   "with them is unavailable)", model_path.string(), part);
-    else if (missing != nullptr)
-      load_tensor(missing->name, &missing->shape);  // the missing tensor's error names it and its shape
-  }
-  for (const TensorSpec& spec : specs)
-    if (spec.optional_part.empty() || parts.at(spec.optional_part).first > 0) load_tensor(spec.name, &spec.shape);
-  // Tensors the architecture keeps beyond its specs (DeepSeek-V4.1's DSpark draft layers) under their checkpoint
-  // names, whatever their modules (not built yet) will be; their scales travel with them.
-  if (arch->keeps_extra_tensor) {
-    for (const std::string& name : checkpoint.names()) {
-      if (!arch->keeps_extra_tensor(name) || name.ends_with(".scale") || name.ends_with("_scale_inv") ||
-          store.tensors_.contains(name))  // already read as a spec (the DSpark layers of a config that names them)
-        continue;
-      if (!wanted || wanted(name)) load_tensor(name, nullptr);
-    }
+  const CheckpointTensors checkpoint(config, model_path, wanted);
+  for (const std::string& name : checkpoint.names()) {
+    store.tensors_.emplace(name, checkpoint.read(name));
+    if (checkpoint.stored_fp8(name)) store.stored_fp8_.insert(name);
   }
   spdlog::info("loaded {} tensors ({:.2f} M parameters) from {}", store.num_tensors(), store.num_parameters() / 1e6,
                model_path.string());

@@ -1,6 +1,7 @@
-// Where the CUDA model's weights come from: host tensors (a checkpoint loaded into a WeightStore), or the
-// seeded dummy values generated directly on the device (no host copy: DeepSeek-V2-Lite's 16 B parameters
-// would need 64 GB of host fp32 first).
+// Where the CUDA model's weights come from: a checkpoint read one tensor at a time as it is uploaded (the host holds
+// one tensor, never the rank's weights), host tensors already loaded (a WeightStore: the tests), or the seeded dummy
+// values generated directly on the device (no host copy: DeepSeek-V2-Lite's 16 B parameters would need 64 GB of host
+// fp32 first).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "src/model/checkpoint_tensors.h"
 #include "src/model/weights.h"
 
 namespace deepinfer {
@@ -39,6 +41,20 @@ class HostWeightSource final : public DeviceWeightSource {
 
  private:
   const WeightStore& weights_;
+};
+
+class CheckpointWeightSource final : public DeviceWeightSource {
+ public:
+  explicit CheckpointWeightSource(const CheckpointTensors& tensors) : tensors_(tensors) {}
+  bool has(const std::string& name) const override { return tensors_.has(name); }
+  void fill_bf16(const std::string& name, const Shape& shape, __nv_bfloat16* dst) const override;
+  void fill_f32(const std::string& name, const Shape& shape, float* dst) const override;
+  void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
+                      __nv_bfloat16* dst) const override;
+  std::optional<bool> stored_fp8(const std::string& name) const override { return tensors_.stored_fp8(name); }
+
+ private:
+  const CheckpointTensors& tensors_;
 };
 
 class DummyWeightSource final : public DeviceWeightSource {
