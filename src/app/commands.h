@@ -18,12 +18,15 @@ struct InfoOptions {
 };
 int run_info(const InfoOptions& options, const World& world);
 
-// deepinfer memory (cmd_memory.cpp): what one rank of each role holds of a V2/V3 model, from config.json.
+// deepinfer memory (cmd_memory.cpp): what one rank of each role holds of a model, from config.json.
 struct MemoryOptions {
   std::string deploy_path;
   std::string model_path;      // a model directory or its config.json
   double gpu_memory_gb = 141;  // an H200's
-  bool with_mtp = false;       // the MTP layers too (speculative decoding with --nextn)
+  bool with_mtp = false;       // the draft module too (V3's MTP layer, V4.1's DSpark layers: --draft)
+  std::string engram_tables = "device";  // V4.1, as generate's options
+  std::string engram_split = "group";
+  bool no_engram = false;
 };
 int run_memory(const MemoryOptions& options, const World& world);
 

@@ -89,12 +89,17 @@ int main(int argc, char** argv) {
   info_cmd->add_option("--deploy", info.deploy_path, "Deployment file (configs/deploy/*.toml)")->required();
 
   deepinfer::app::MemoryOptions memory;
-  CLI::App* memory_cmd = cli.add_subcommand("memory", "What one rank of each role holds of a V2/V3 model (config only)");
+  CLI::App* memory_cmd = cli.add_subcommand("memory", "What one rank of each role holds of a model (config only)");
   memory_cmd->add_option("--deploy", memory.deploy_path, "Deployment file (configs/deploy/*.toml)")->required();
   memory_cmd->add_option("--model", memory.model_path, "Checkpoint directory or its config.json")->required();
   memory_cmd->add_option("--gpu-memory-gb", memory.gpu_memory_gb, "A GPU's memory in GB (1e9 bytes)")
       ->capture_default_str();
-  memory_cmd->add_flag("--mtp", memory.with_mtp, "Count the MTP layers (speculative decoding with --nextn)");
+  memory_cmd->add_flag("--mtp", memory.with_mtp, "Count the draft module (V3's MTP layer, V4.1's DSpark layers)");
+  memory_cmd->add_option("--engram-tables", memory.engram_tables, "V4.1: device | host, as generate's")
+      ->capture_default_str();
+  memory_cmd->add_option("--engram-split", memory.engram_split, "V4.1: group | none, as generate's")
+      ->capture_default_str();
+  memory_cmd->add_flag("--no-engram", memory.no_engram, "V4.1 without its engram layers, as generate's");
 
   auto add_model_options = [](CLI::App* cmd, deepinfer::app::ModelOptions& model) {
     cmd->add_option("--model", model.model_path, "Checkpoint directory, or a config .json with --load-format dummy")

@@ -25,14 +25,6 @@ enum class WeightForm {
   kBf16,      // every weight bf16
 };
 
-// One rank's weights: the non-expert ones (attention and dense layers run data-parallel, so every rank holds them
-// whole, with the embedding and the head) and its routed experts.
-struct RankWeightBytes {
-  double non_expert = 0;
-  double experts = 0;
-  double total() const { return non_expert + experts; }
-};
-
 // A rank holding `expert_slots` routed experts in each MoE layer (its share of an EP group's slots, redundant
 // replicas included); the MTP layers too where `with_mtp` (their experts placed as the others').
 RankWeightBytes deepseek_rank_weight_bytes(const ModelConfig& c, int64_t expert_slots, WeightForm form, bool with_mtp);

@@ -25,6 +25,14 @@ struct ExpertWork {
 // One rank holding every expert, `tokens` routed uniformly: E (1 - (1 - k/E)^tokens) experts touched, tokens x k pairs.
 ExpertWork uniform_expert_work(const ModelConfig& c, int64_t tokens);
 
+// One rank's weights: the non-expert ones (attention and dense layers run data-parallel, so every rank holds them
+// whole, with the embedding and the head) and its routed experts.
+struct RankWeightBytes {
+  double non_expert = 0;
+  double experts = 0;
+  double total() const { return non_expert + experts; }
+};
+
 // A step's work; its floor is the larger of the time to read its bytes and the time to compute its FLOPs.
 struct StepWork {
   double bytes = 0;

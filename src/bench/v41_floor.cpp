@@ -128,6 +128,24 @@ void add_weights(const ModelConfig& c, double tokens, double head_rows, const Ex
 
 double v41_layer_weight_bytes(const ModelConfig& c, int64_t layer) { return layer_weights(c).at(layer).bytes; }
 
+RankWeightBytes v41_rank_weight_bytes(const ModelConfig& c, int64_t expert_slots, double engram_share, bool with_drafts) {
+  RankWeightBytes r;
+  const double expert_value_bytes = v41_expert_bytes(c) / (3.0 * static_cast<double>(c.v41.moe_intermediate_size) *
+                                                          static_cast<double>(c.v41.hidden_size));
+  for (const TensorSpec& spec : v41_tensor_specs(c)) {
+    if (!spec.optional_part.empty() && !with_drafts) continue;
+    const double n = numel(spec.shape);
+    if (spec.name.find("ffn.experts.") != std::string::npos) {
+      if (spec.name.starts_with("mtp.")) r.experts += n * expert_value_bytes;  // the draft layers' own, held whole
+    } else if (spec.name.ends_with("engram.embed.weight"))
+      r.non_expert += engram_share * n * (c.quantization.fp8 ? 1.0 + 1.0 / 32 : 2.0);
+    else
+      r.non_expert += n * bytes_per_value(c, spec.name);
+  }
+  r.experts += static_cast<double>(c.v41.num_hidden_layers) * static_cast<double>(expert_slots) * v41_expert_bytes(c);
+  return r;
+}
+
 double v41_expert_bytes(const ModelConfig& c) {
   const double values = 3.0 * static_cast<double>(c.v41.moe_intermediate_size) * c.v41.hidden_size;
   if (c.quantization.fp4_experts) return values * (0.5 + 1.0 / 32);

@@ -28,6 +28,11 @@ StepWork v41_decode_work(const ModelConfig& c, int64_t batch, int64_t context, c
 StepWork v41_prefill_work(const ModelConfig& c, int64_t prompts, int64_t prompt_len, const ExpertWork& experts,
                           int64_t compact_keep_tokens = 0);
 
+// What a rank holds as the checkpoint stores it: `expert_slots` routed experts a layer, the engram tables' share
+// `engram_share` of their rows on the GPU (1: whole, 1 / EP size: split across the group, 0: in host memory), the
+// DSpark draft layers where `with_drafts`.
+RankWeightBytes v41_rank_weight_bytes(const ModelConfig& c, int64_t expert_slots, double engram_share, bool with_drafts);
+
 // Bytes of the non-expert weights of one decoder layer as stored (what a decode step reads of it), and of one
 // routed expert.
 double v41_layer_weight_bytes(const ModelConfig& c, int64_t layer);

@@ -89,5 +89,27 @@ TEST(V41Floor, CompactReplayCountsOnlyTheKeptRowsPastItsLayer) {
   EXPECT_DOUBLE_EQ(compact.bytes, off.bytes);
 }
 
+// What a rank holds, against what the CUDA model reported holding on the H200 for the 4P+64D slices at 40 layers
+// without engram (results/h200/v41/hc-site/f4658c5/*.log: "a layer: 0.105 GiB of routed experts (6 places), 0.159 GiB
+// of attention, hyper-connection, router and shared-expert weights; embedding, norm and head 2.466 GiB", 1.681 GiB
+// of experts at 96 places), to the logs' three digits.
+TEST(V41Floor, RankBytesAreWhatTheGpuHeldForA4p64dRank) {
+  ModelConfig c = public_v41();
+  c.v41.engram_layer_ids.clear();  // --no-engram
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  const RankWeightBytes decode = v41_rank_weight_bytes(c, 6, 1.0, false);
+  const RankWeightBytes prefill = v41_rank_weight_bytes(c, 96, 1.0, false);
+  EXPECT_NEAR(decode.non_expert / kGiB, 40 * 0.159 + 2.466, 0.01 * (40 * 0.159 + 2.466));
+  EXPECT_NEAR(decode.experts / kGiB, 40 * 0.105, 0.01 * 40 * 0.105);
+  EXPECT_NEAR(prefill.experts / kGiB, 40 * 1.681, 0.01 * 40 * 1.681);
+  EXPECT_NEAR(decode.total() / kGiB, 13.05, 0.1);
+  EXPECT_NEAR(prefill.total() / kGiB, 76.08, 0.5);
+  // The engram tables (two of ~384M rows of 256 FP8 values + a scale per 32): ~203 GB whole, a 64th on a decode rank.
+  const ModelConfig with_engram = public_v41();
+  const double tables = v41_rank_weight_bytes(with_engram, 6, 1.0, false).non_expert -
+                        v41_rank_weight_bytes(with_engram, 6, 0.0, false).non_expert;
+  EXPECT_NEAR(tables, (384006168.0 + 384016682.0) * 256 * (1 + 1.0 / 32), 1e3);
+}
+
 }  // namespace
 }  // namespace deepinfer
