@@ -56,9 +56,9 @@ for flag in "" --batch-invariant; do  # (the flag: every row absorbed, W_uk and 
     echo "$f $flag: $(grep -E "relative error|Error|error" /tmp/fw.log)" | tee -a "$out/e2e.log"
   done
 done
-echo "== V4.1: forward --device cuda vs --device cpu through the CLI, the fixtures' longest prompt (the bounds: gpu_tests CudaV41.*)"
+echo "== V4.1 and V3 FP8: forward --device cuda vs --device cpu through the CLI, the V4.1 fixtures' longest prompt (the bounds: gpu_tests CudaV41.*)"
 toks=$($py -c "import json; print(','.join(map(str, json.load(open('tests/fixtures/tiny-v41/reference.json'))['prompts'][3])))")
-for f in tiny-v41 tiny-v41-fp8; do
+for f in tiny-v41 tiny-v41-fp8 tiny-v3-fp8; do  # (tiny-v3-fp8: V3's FP8 format, 16 x 16 fp32 block scales)
   $di forward --model tests/fixtures/$f --device cpu --tokens $toks --output /tmp/fw-cpu.h5 > /dev/null 2>&1 || status=1
   $di forward --model tests/fixtures/$f --device cuda --tokens $toks --output /tmp/fw-cuda.h5 > /dev/null 2>&1 || status=1
   $py -c "
@@ -74,7 +74,7 @@ import json, sys
 for line in open('launch/examples/prompts.jsonl'):
     r = json.loads(line); r['prompt_token_ids'] = [t % 256 for t in r['prompt_token_ids']]; print(json.dumps(r))
 " > /tmp/prompts-256.jsonl
-for f in tiny-v3-bf16 tiny-v2-bf16 tiny-v41 tiny-v41-fp8; do
+for f in tiny-v3-bf16 tiny-v3-fp8 tiny-v2-bf16 tiny-v41 tiny-v41-fp8; do
   prompts=launch/examples/prompts.jsonl
   [[ $f == tiny-v41* ]] && prompts=/tmp/prompts-256.jsonl
   $di generate --model tests/fixtures/$f --device cpu --input $prompts --output /tmp/cpu-$f.jsonl > /dev/null 2>&1 || status=1
