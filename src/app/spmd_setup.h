@@ -41,7 +41,7 @@ class SpmdSetup {
 
   const Deployment& deployment() const { return *deployment_; }
   const ModelConfig& config() const { return loaded_.config; }
-  // After prepare(), before start(): the backend the model will run on, and whether its host weights hold `name`.
+  // After prepare(), before start(): the backend the model will run on.
   Device device() const { return loaded_.device; }
   // Whether the weights come from a checkpoint or the CPU's dummy values (not the GPU's generated ones), and
   // whether they hold `name`.
