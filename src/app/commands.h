@@ -22,8 +22,8 @@ int run_info(const InfoOptions& options, const World& world);
 struct MemoryOptions {
   std::string deploy_path;
   std::string model_path;      // a model directory or its config.json
-  double gpu_memory_gb = 141;  // an H200's
-  bool with_mtp = false;       // the draft module too (V3's MTP layer, V4.1's DSpark layers: --draft)
+  double gpu_memory_gib = 140.4;  // an H200's 143,771 MiB (nvidia-smi)
+  bool no_draft_module = false;   // leave out V3's MTP layer, V4.1's DSpark layers (a checkpoint without them)
   std::string engram_tables = "device";  // V4.1, as generate's options
   std::string engram_split = "group";
   bool no_engram = false;

@@ -92,9 +92,11 @@ int main(int argc, char** argv) {
   CLI::App* memory_cmd = cli.add_subcommand("memory", "What one rank of each role holds of a model (config only)");
   memory_cmd->add_option("--deploy", memory.deploy_path, "Deployment file (configs/deploy/*.toml)")->required();
   memory_cmd->add_option("--model", memory.model_path, "Checkpoint directory or its config.json")->required();
-  memory_cmd->add_option("--gpu-memory-gb", memory.gpu_memory_gb, "A GPU's memory in GB (1e9 bytes)")
+  memory_cmd->add_option("--gpu-memory-gib", memory.gpu_memory_gib, "A GPU's memory in GiB (an H200's by default)")
       ->capture_default_str();
-  memory_cmd->add_flag("--mtp", memory.with_mtp, "Count the draft module (V3's MTP layer, V4.1's DSpark layers)");
+  memory_cmd->add_flag("--no-draft-module", memory.no_draft_module,
+                       "Leave out V3's MTP layer / V4.1's DSpark layers (counted by default: the engine loads them "
+                       "whenever the checkpoint carries them)");
   memory_cmd->add_option("--engram-tables", memory.engram_tables, "V4.1: device | host, as generate's")
       ->capture_default_str();
   memory_cmd->add_option("--engram-split", memory.engram_split, "V4.1: group | none, as generate's")

@@ -94,7 +94,8 @@ RankWeightBytes deepseek_rank_weight_bytes(const ModelConfig& c, int64_t expert_
   RankWeightBytes r;
   r.non_expert = w.layers.bytes + w.embedding.bytes + w.head.bytes + (with_mtp ? w.mtp.bytes : 0.0);
   if (c.n_routed_experts > 0)
-    r.experts = (num_moe_layers(c) + mtp_layers) * static_cast<double>(expert_slots) * deepseek_expert_bytes(c, form);
+    r.experts = (num_moe_layers(c) * static_cast<double>(expert_slots) +
+                 mtp_layers * static_cast<double>(c.n_routed_experts)) * deepseek_expert_bytes(c, form);
   return r;
 }
 

@@ -26,7 +26,8 @@ enum class WeightForm {
 };
 
 // A rank holding `expert_slots` routed experts in each MoE layer (its share of an EP group's slots, redundant
-// replicas included); the MTP layers too where `with_mtp` (their experts placed as the others').
+// replicas included); the MTP layers too where `with_mtp`, their experts whole (as the engine holds them on every
+// rank: weights_held_by).
 RankWeightBytes deepseek_rank_weight_bytes(const ModelConfig& c, int64_t expert_slots, WeightForm form, bool with_mtp);
 
 // Parameters (values, not bytes) of the whole model, the count model cards give (without the MTP layers unless

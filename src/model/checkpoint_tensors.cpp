@@ -91,8 +91,38 @@ void CheckpointTensors::check(const std::string& name, const Shape* expected) {
     plan.scale = scale_name(name);
     DI_INPUT_CHECK(!plan.scale.empty(), "{}: quantised tensor '{}' has neither '{}_scale_inv' nor a '.scale' beside it",
                    where, name, name);
+    check_scales(name, *entry, plan);
+  } else if (entry->dtype == DType::kF8E4M3 && !scale_name(name).empty()) {
+    throw InputError(fmt::format("{}: '{}' is FP8 e4m3 with scales beside it ('{}'), but config.json has no "
+                                 "quantization_config (quant_method fp8): its values would be read without them",
+                                 checkpoint_.file_of(name), name, scale_name(name)));
   }
   if (plans_.emplace(name, std::move(plan)).second) names_.push_back(name);
+}
+
+void CheckpointTensors::check_scales(const std::string& name, const SafetensorsFile::Entry& entry,
+                                     const Plan& plan) const {
+  const SafetensorsFile::Entry& scales = *checkpoint_.find(plan.scale);
+  const int64_t rows = entry.shape.size() == 2 ? entry.shape[0] : 0;
+  const int64_t cols = entry.shape.size() == 2 ? entry.shape[1] * (plan.form == Form::kFp4 ? 2 : 1) : 0;
+  const auto blocks = [](int64_t n, int64_t block) { return (n + block - 1) / block; };
+  Shape want;
+  std::string layout;
+  if (plan.form == Form::kFp8Blocks) {
+    want = {blocks(rows, quantization_.block_rows), blocks(cols, quantization_.block_cols)};
+    layout = fmt::format("a scale per {} x {} block (config.json's weight_block_size)", quantization_.block_rows,
+                         quantization_.block_cols);
+  } else {
+    want = {rows, blocks(cols, 32)};
+    layout = "a scale per 32 values of a row";
+  }
+  const bool ue8m0_only = plan.form == Form::kFp4;
+  const bool dtype_ok = scales.dtype == DType::kU8 || (!ue8m0_only && scales.dtype == DType::kF32);
+  DI_INPUT_CHECK(entry.shape.size() == 2 && scales.shape == want && dtype_ok,
+                 "{}: the scales of '{}' ('{}') are {} {}; its {} {} values need {} of shape {} ({})",
+                 checkpoint_.file_of(plan.scale), name, plan.scale, dtype_name(scales.dtype), shape_str(scales.shape),
+                 plan.form == Form::kFp4 ? "FP4" : "FP8", shape_str({rows, cols}),
+                 ue8m0_only ? "UE8M0 bytes" : "f32 or UE8M0 bytes", shape_str(want), layout);
 }
 
 Tensor CheckpointTensors::read(const std::string& name) const {

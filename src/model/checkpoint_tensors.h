@@ -52,6 +52,8 @@ class CheckpointTensors {
   // Checks `name` (of logical shape `expected`, when known) and plans its read.
   void check(const std::string& name, const Shape* expected);
   std::string scale_name(const std::string& name) const;  // empty when there is none
+  // The scales' type and shape against the tensor's and the config's blocks.
+  void check_scales(const std::string& name, const SafetensorsFile::Entry& entry, const Plan& plan) const;
 
   SafetensorsCheckpoint checkpoint_;
   QuantizationConfig quantization_;

@@ -2,6 +2,8 @@
 // when opened, each tensor what the host store holds, the FP8 ones marked as such.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -54,30 +56,59 @@ TEST(CheckpointTensors, MarksTheFp8BlocksAndReadsOnlyWhatTheRankWants) {
   EXPECT_THROW(tensors.read("model.layers.1.mlp.experts.12.up_proj.weight"), Error);
 }
 
-TEST(CheckpointTensors, ADamagedTensorIsFoundWhenOpenedBeforeAnyRead) {
-  // A copy of the FP8 fixture whose last layer's output projection goes by another name (the header's key edited
-  // in place): opening it names the tensor, where a load a tensor at a time would have uploaded every earlier one.
+// A copy of the FP8 V3 fixture with `edit` applied to its safetensors header (a same-length replacement, so the
+// offsets stay valid) and, where `drop_quantization`, its config.json without quantization_config. Returns the
+// InputError opening it gives ("" if none).
+std::string open_edited_copy(const std::string& from, const std::string& to, bool drop_quantization = false) {
   const auto src = testing::fixture_dir("tiny-v3-fp8");
   const auto dir = std::filesystem::temp_directory_path() / "deepinfer-checkpoint-tensors-test";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(src / "config.json", dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(src / "config.json"));
+  if (drop_quantization) config.erase("quantization_config");
+  std::ofstream(dir / "config.json") << config.dump();
   std::ifstream in(src / "model.safetensors", std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string key = "\"model.layers.2.self_attn.o_proj.weight\"";
-  const size_t at = bytes.find(key);
-  ASSERT_NE(at, std::string::npos);
-  bytes.replace(at, key.size(), "\"model.layers.2.self_attn.o_proX.weight\"");
+  const size_t at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(from.size(), to.size());
+  if (at != std::string::npos) bytes.replace(at, from.size(), to);
   std::ofstream(dir / "model.safetensors", std::ios::binary) << bytes;
-  const ModelConfig config = load_model_config(dir);
+  std::string error;
   try {
-    const CheckpointTensors tensors(config, dir);
-    ADD_FAILURE() << "opened a checkpoint that lacks a tensor";
+    const CheckpointTensors tensors(load_model_config(dir), dir);
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("missing tensor 'model.layers.2.self_attn.o_proj.weight'"), std::string::npos)
-        << e.what();
+    error = e.what();
   }
   std::filesystem::remove_all(dir);
+  return error;
+}
+
+TEST(CheckpointTensors, ADamagedTensorIsFoundWhenOpenedBeforeAnyRead) {
+  // The last layer's output projection under another name: opening names it, where a load a tensor at a time would
+  // have uploaded every earlier one first.
+  const std::string error =
+      open_edited_copy("\"model.layers.2.self_attn.o_proj.weight\"", "\"model.layers.2.self_attn.o_proX.weight\"");
+  EXPECT_NE(error.find("missing tensor 'model.layers.2.self_attn.o_proj.weight'"), std::string::npos) << error;
+}
+
+TEST(CheckpointTensors, ScalesOfTheWrongShapeAreNamedWhenOpened) {
+  // An expert's gate_proj [32, 64] in 16 x 16 blocks has [2, 4] scales; transposed, the error names them, the
+  // tensor and the config's blocks.
+  const std::string key = "\"model.layers.1.mlp.experts.3.gate_proj.weight_scale_inv\": {\"dtype\": \"F32\", \"shape\": ";
+  const std::string error = open_edited_copy(key + "[2, 4]", key + "[4, 2]");
+  EXPECT_NE(error.find("the scales of 'model.layers.1.mlp.experts.3.gate_proj.weight' "
+                       "('model.layers.1.mlp.experts.3.gate_proj.weight_scale_inv') are f32 [4, 2]"), std::string::npos)
+      << error;
+  EXPECT_NE(error.find("shape [2, 4] (a scale per 16 x 16 block (config.json's weight_block_size))"), std::string::npos)
+      << error;
+}
+
+TEST(CheckpointTensors, Fp8WeightsWithScalesNeedTheirQuantizationConfig) {
+  // Without quantization_config the codes would be read as values, their scales ignored: refused.
+  const std::string error = open_edited_copy("\"dtype\"", "\"dtype\"", /*drop_quantization=*/true);
+  EXPECT_NE(error.find("is FP8 e4m3 with scales beside it"), std::string::npos) << error;
+  EXPECT_NE(error.find("config.json has no quantization_config"), std::string::npos) << error;
 }
 
 }  // namespace
