@@ -1,6 +1,7 @@
 // A checkpoint read a tensor at a time (model/checkpoint_tensors.h), as the CUDA backend loads it: everything checked
 // when opened, each tensor what the host store holds, the FP8 ones marked as such.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -61,7 +62,10 @@ TEST(CheckpointTensors, MarksTheFp8BlocksAndReadsOnlyWhatTheRankWants) {
 // InputError opening it gives ("" if none).
 std::string open_edited_copy(const std::string& from, const std::string& to, bool drop_quantization = false) {
   const auto src = testing::fixture_dir("tiny-v3-fp8");
-  const auto dir = std::filesystem::temp_directory_path() / "deepinfer-checkpoint-tensors-test";
+  // A directory of this test's own: ctest runs each test in a process of its own, side by side.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("deepinfer-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
+                    std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   nlohmann::json config = nlohmann::json::parse(std::ifstream(src / "config.json"));
