@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "src/core/check.h"
@@ -191,6 +192,7 @@ Tensor SafetensorsFile::read_rows(const std::string& name, int64_t first, int64_
 SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& dir) : dir_(dir) {
   const auto index_path = dir / "model.safetensors.index.json";
   std::vector<std::string> file_names;
+  std::map<std::string, std::string> file_by_name;  // the index's weight_map
   if (std::filesystem::exists(index_path)) {
     const std::string text = read_text_file(index_path, "the checkpoint index");
     check_json_file_depth(text, index_path.string());
@@ -199,6 +201,12 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& dir) :
       index = nlohmann::json::parse(text);
       for (const auto& [name, file] : index.at("weight_map").items()) {
         const std::string file_name = file.get<std::string>();
+        // A shard is a file of this directory: a path elsewhere is a damaged (or hostile) index.
+        DI_INPUT_CHECK(!file_name.empty() && std::filesystem::path(file_name).filename() == file_name &&
+                           file_name != "." && file_name != "..",
+                       "{}: weight_map puts '{}' in '{}', which is not a file of the checkpoint's directory",
+                       index_path.string(), name, file_name);
+        file_by_name[name] = file_name;
         if (std::find(file_names.begin(), file_names.end(), file_name) == file_names.end())
           file_names.push_back(file_name);
       }
@@ -212,8 +220,15 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::filesystem::path& dir) :
   }
   for (const std::string& file_name : file_names) {
     files_.emplace_back(dir / file_name);
-    for (const auto& [name, entry] : files_.back().entries()) file_idx_by_name_[name] = files_.size() - 1;
+    for (const auto& [name, entry] : files_.back().entries()) {
+      // With an index, a tensor is read from the shard it names (as transformers does), whatever else holds it.
+      const auto indexed = file_by_name.find(name);
+      if (indexed == file_by_name.end() || indexed->second == file_name) file_idx_by_name_[name] = files_.size() - 1;
+    }
   }
+  for (const auto& [name, file_name] : file_by_name)
+    DI_INPUT_CHECK(file_idx_by_name_.contains(name) && files_[file_idx_by_name_.at(name)].path().filename() == file_name,
+                   "{}: weight_map puts '{}' in '{}', which does not hold it", index_path.string(), name, file_name);
 }
 
 std::vector<std::string> SafetensorsCheckpoint::names() const {

@@ -9,6 +9,8 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "src/core/error.h"
 #include "src/model/safetensors.h"
@@ -117,6 +119,63 @@ TEST(Safetensors, ZeroSizedTensorsTileTheData) {
   const auto path = write_raw({h.dump(), std::string(20, '\0'), 0}, "empty");
   EXPECT_EQ(open_error(path), "");
   std::filesystem::remove(path);
+}
+
+// A sharded checkpoint: shards a and b both hold `x` (1s in a, 2s in b) and the index puts it in b; each shard holds
+// its own tensor too. `weight_map` may be edited before it is written.
+std::filesystem::path sharded_checkpoint(const std::string& tag, nlohmann::json weight_map) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("deepinfer-st-shards-{}-{}", tag, ::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto filled = [](float value) {
+    Tensor t = Tensor::zeros({2});
+    t.data<float>()[0] = t.data<float>()[1] = value;
+    return t;
+  };
+  write_safetensors(dir / "a.safetensors", {{"x", filled(1)}, {"only_a", filled(3)}});
+  write_safetensors(dir / "b.safetensors", {{"x", filled(2)}, {"only_b", filled(4)}});
+  std::ofstream(dir / "model.safetensors.index.json") << nlohmann::json{{"weight_map", weight_map}}.dump();
+  return dir;
+}
+
+TEST(Safetensors, AShardedCheckpointReadsEachTensorFromTheShardItsIndexNames) {
+  const auto dir = sharded_checkpoint("ok", {{"x", "b.safetensors"}, {"only_a", "a.safetensors"},
+                                             {"only_b", "b.safetensors"}});
+  const SafetensorsCheckpoint checkpoint(dir);
+  EXPECT_EQ(checkpoint.read("x").data<float>()[0], 2.0f);  // b's, as the index says, though a comes first
+  EXPECT_EQ(checkpoint.file_of("x"), (dir / "b.safetensors").string());
+  EXPECT_EQ(checkpoint.read("only_a").data<float>()[0], 3.0f);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Safetensors, AnIndexThatPointsElsewhereOrAtTheWrongShardIsRefused) {
+  for (const auto& [file, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"/etc/passwd", "weight_map puts 'x' in '/etc/passwd', which is not a file of the checkpoint's directory"},
+           {"../b.safetensors", "which is not a file of the checkpoint's directory"},
+           {"a.safetensors", ""}}) {  // a holds x too: allowed
+    const auto dir = sharded_checkpoint("bad", {{"x", file}, {"only_a", "a.safetensors"}, {"only_b", "b.safetensors"}});
+    std::string error;
+    try {
+      const SafetensorsCheckpoint checkpoint(dir);
+      EXPECT_EQ(checkpoint.read("x").data<float>()[0], 1.0f) << file;
+    } catch (const InputError& e) {
+      error = e.what();
+    }
+    EXPECT_EQ(error.empty(), expected.empty()) << file << ": " << error;
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+    std::filesystem::remove_all(dir);
+  }
+  // only_b listed in a, which does not hold it.
+  const auto dir = sharded_checkpoint("wrong", {{"x", "b.safetensors"}, {"only_a", "a.safetensors"},
+                                                {"only_b", "a.safetensors"}});
+  std::string error;
+  try {
+    const SafetensorsCheckpoint checkpoint(dir);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("weight_map puts 'only_b' in 'a.safetensors', which does not hold it"), std::string::npos) << error;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
