@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <filesystem>
 
 #include "src/app/model_loading.h"
 #include "src/app/spmd_command.h"
@@ -39,13 +40,18 @@ int run_forward(const ForwardOptions& options, const World& world) {
     check_output_path(options.output_path, "--output", input_files(options.model.model_path),
                       /*allow_special=*/false);
     tokens = parse_tokens(options.tokens);
+    {  // against the config, before the weights are read
+      DI_INPUT_CHECK(std::filesystem::exists(options.model.model_path), "--model '{}' does not exist",
+                     options.model.model_path);
+      const ModelConfig c = load_model_config(options.model.model_path);
+      DI_INPUT_CHECK(static_cast<int64_t>(tokens.size()) <= c.max_position_embeddings,
+                     "--tokens: {} tokens exceed the model's maximum of {} positions", tokens.size(),
+                     c.max_position_embeddings);
+      for (int32_t t : tokens)
+        DI_INPUT_CHECK(t >= 0 && t < c.vocab_size, "--tokens: id {} is outside the vocabulary [0, {})", t,
+                       c.vocab_size);
+    }
     loaded = load_model(options.model);
-    const ModelConfig& c = loaded.config;
-    DI_INPUT_CHECK(static_cast<int64_t>(tokens.size()) <= c.max_position_embeddings,
-                   "--tokens: {} tokens exceed the model's maximum of {} positions", tokens.size(),
-                   c.max_position_embeddings);
-    for (int32_t t : tokens)
-      DI_INPUT_CHECK(t >= 0 && t < c.vocab_size, "--tokens: id {} is outside the vocabulary [0, {})", t, c.vocab_size);
   };
   auto execute = [&] {
     model = build_model(std::move(loaded), 0);
