@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <utility>
 
@@ -125,7 +127,30 @@ void CheckpointTensors::check_scales(const std::string& name, const SafetensorsF
                  ue8m0_only ? "UE8M0 bytes" : "f32 or UE8M0 bytes", shape_str(want), layout);
 }
 
+namespace {
+
+// A weight that is not finite (a NaN or an infinity in the values, or in the scales they are multiplied by) turns
+// every logit after it into NaN, and sampling then picks token 0 step after step: refused by name instead.
+void check_finite(const Tensor& t, const std::string& name, const std::string& file) {
+  const float* v = t.data<float>();
+  const int64_t n = t.numel();
+  int64_t bad = 0, first = n;
+#pragma omp parallel for schedule(static) reduction(+ : bad) reduction(min : first) if (n > (1 << 20))
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i])) ++bad, first = std::min(first, i);
+  DI_INPUT_CHECK(bad == 0, "{}: tensor '{}' is not finite at {} of its values (the first at index {}; its scales "
+                 "applied where it has them): the checkpoint is damaged", file, name, bad, first);
+}
+
+}  // namespace
+
 Tensor CheckpointTensors::read(const std::string& name) const {
+  Tensor t = read_values(name);
+  check_finite(t, name, checkpoint_.file_of(name));
+  return t;
+}
+
+Tensor CheckpointTensors::read_values(const std::string& name) const {
   const auto it = plans_.find(name);
   DI_CHECK(it != plans_.end(), "weight '{}' is not one this rank loads", name);
   const Plan& plan = it->second;

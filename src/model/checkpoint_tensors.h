@@ -30,7 +30,7 @@ class CheckpointTensors {
   // The tensors the rank loads, in the order they are checked.
   const std::vector<std::string>& names() const { return names_; }
   bool has(const std::string& name) const { return plans_.contains(name); }
-  // fp32 (the rank's rows of a split engram table).
+  // fp32 (the rank's rows of a split engram table). InputError for a value that is not finite.
   Tensor read(const std::string& name) const;
   // Whether the checkpoint stores `name` as FP8 e4m3 blocks (the CUDA backend keeps those as FP8 again).
   bool stored_fp8(const std::string& name) const;
@@ -51,6 +51,7 @@ class CheckpointTensors {
   };
   // Checks `name` (of logical shape `expected`, when known) and plans its read.
   void check(const std::string& name, const Shape* expected);
+  Tensor read_values(const std::string& name) const;
   std::string scale_name(const std::string& name) const;  // empty when there is none
   // The scales' type and shape against the tensor's and the config's blocks.
   void check_scales(const std::string& name, const SafetensorsFile::Entry& entry, const Plan& plan) const;

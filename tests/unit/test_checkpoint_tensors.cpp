@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -14,6 +15,7 @@
 #include "src/core/check.h"
 #include "src/model/checkpoint_tensors.h"
 #include "src/model/deepseek/deepseek_config.h"
+#include "src/model/safetensors.h"
 #include "src/model/weights.h"
 #include "tests/unit/fixtures.h"
 
@@ -59,8 +61,10 @@ TEST(CheckpointTensors, MarksTheFp8BlocksAndReadsOnlyWhatTheRankWants) {
 
 // A copy of the FP8 V3 fixture with `edit` applied to its safetensors header (a same-length replacement, so the
 // offsets stay valid) and, where `drop_quantization`, its config.json without quantization_config. Returns the
-// InputError opening it gives ("" if none).
-std::string open_edited_copy(const std::string& from, const std::string& to, bool drop_quantization = false) {
+// InputError opening and reading it gives ("" if none).
+// `data_edit`, when given, changes the file's bytes after the header edit (the tensor data).
+std::string open_edited_copy(const std::string& from, const std::string& to, bool drop_quantization = false,
+                             const std::function<void(std::string&)>& data_edit = nullptr) {
   const auto src = testing::fixture_dir("tiny-v3-fp8");
   // A directory of this test's own: ctest runs each test in a process of its own, side by side.
   const auto dir = std::filesystem::temp_directory_path() /
@@ -77,10 +81,12 @@ std::string open_edited_copy(const std::string& from, const std::string& to, boo
   EXPECT_NE(at, std::string::npos) << from;
   EXPECT_EQ(from.size(), to.size());
   if (at != std::string::npos) bytes.replace(at, from.size(), to);
+  if (data_edit) data_edit(bytes);
   std::ofstream(dir / "model.safetensors", std::ios::binary) << bytes;
   std::string error;
   try {
     const CheckpointTensors tensors(load_model_config(dir), dir);
+    for (const std::string& name : tensors.names()) tensors.read(name);
   } catch (const InputError& e) {
     error = e.what();
   }
@@ -113,6 +119,24 @@ TEST(CheckpointTensors, Fp8WeightsWithScalesNeedTheirQuantizationConfig) {
   const std::string error = open_edited_copy("\"dtype\"", "\"dtype\"", /*drop_quantization=*/true);
   EXPECT_NE(error.find("is FP8 e4m3 with scales beside it"), std::string::npos) << error;
   EXPECT_NE(error.find("config.json has no quantization_config"), std::string::npos) << error;
+}
+
+TEST(CheckpointTensors, AValueThatIsNotFiniteIsRefusedByName) {
+  // The final norm's first value made NaN (in whatever form it is stored): every logit would be NaN, token 0 sampled.
+  const SafetensorsFile file(testing::fixture_dir("tiny-v3-fp8") / "model.safetensors");
+  const SafetensorsFile::Entry& norm = file.entries().at("model.norm.weight");
+  uint64_t header = 0;
+  {
+    std::ifstream in(testing::fixture_dir("tiny-v3-fp8") / "model.safetensors", std::ios::binary);
+    in.read(reinterpret_cast<char*>(&header), 8);
+  }
+  const std::string error = open_edited_copy("\"dtype\"", "\"dtype\"", false, [&](std::string& bytes) {
+    const size_t at = 8 + header + norm.begin;
+    if (norm.dtype == DType::kF32) bytes.replace(at, 4, std::string("\x00\x00\xc0\x7f", 4));  // a quiet NaN
+    else bytes.replace(at, 2, std::string("\xc0\x7f", 2));                                 // bf16 / fp16 NaN
+  });
+  EXPECT_NE(error.find("tensor 'model.norm.weight' is not finite at 1 of its values (the first at index 0"),
+            std::string::npos) << error;
 }
 
 }  // namespace
