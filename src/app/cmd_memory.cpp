@@ -4,10 +4,11 @@
 // how the backend holds an FP8 V2/V3 checkpoint today; V4.1: bench/v41_floor.h, its engram tables where
 // --engram-tables / --engram-split put them), the draft module where the model has one (the engine loads it whenever
 // the checkpoint carries it), and what a GPU's memory leaves for the KV cache and the activations. Reads config.json
-// only; one process.
+// and, for a checkpoint directory, its tensors' headers; one process.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 #include "src/comm/deployment.h"
 #include "src/core/check.h"
 #include "src/model/architectures.h"
+#include "src/model/safetensors.h"
 
 namespace deepinfer::app {
 
@@ -50,8 +52,22 @@ std::string engram_text(const ModelConfig& c, const MemoryOptions& o) {
   return o.engram_split == "group" ? "engram tables split across each EP group" : "engram tables whole on every rank";
 }
 
-std::string draft_text(const ModelConfig& c, bool counted) {
+// The draft module's first tensor, by which a checkpoint shows it carries the module (cmd_generate.cpp asks the same).
+std::string draft_tensor(const ModelConfig& c) {
+  return is_v41(c) ? "mtp.0.main_proj.weight" : fmt::format("model.layers.{}.eh_proj.weight", c.num_hidden_layers);
+}
+
+// Whether the engine would load a draft module: the config has one and, for a checkpoint directory, its tensors are
+// there (a transformers-saved V3 has none).
+bool has_draft_module(const ModelConfig& c, const std::string& model_path) {
+  if (is_v41(c) ? !c.v41.dspark.enabled() : c.num_nextn_predict_layers == 0) return false;
+  if (!std::filesystem::is_directory(model_path)) return true;  // a bare config: the released checkpoint's
+  return SafetensorsCheckpoint(model_path).find(draft_tensor(c)) != nullptr;
+}
+
+std::string draft_text(const ModelConfig& c, bool present, bool counted) {
   if (is_v41(c) ? !c.v41.dspark.enabled() : c.num_nextn_predict_layers == 0) return "no draft module";
+  if (!present) return fmt::format("no draft module in the checkpoint (no {})", draft_tensor(c));
   if (!counted) return "draft module left out (--no-draft-module)";
   return is_v41(c) ? "its DSpark draft layers counted, held whole"
                    : fmt::format("its MTP layer counted, with its {} experts whole on every rank", c.n_routed_experts);
@@ -83,12 +99,13 @@ int run_memory(const MemoryOptions& options, const World& world) {
   };
   auto execute = [&] {
     const bool v41 = is_v41(config);
-    const bool drafts = !options.no_draft_module;
+    const bool present = has_draft_module(config, options.model_path);
+    const bool drafts = present && !options.no_draft_module;
     // V2/V3's latent KV (bf16); V4.1's caches (window, compressed entries, indexer keys) are not counted in tokens.
     const double kv_per_token = v41 ? 0.0 : static_cast<double>(config.num_hidden_layers) * config.kv_entry_dim() * 2.0;
     const bool dequantised_column = !v41 && config.quantization.fp8;
     fmt::print("{} ({}; {}{}) on deployment '{}', a rank of each role on a GPU of {:.1f} GiB:\n", options.model_path,
-               weights_text(config), v41 ? engram_text(config, options) + "; " : "", draft_text(config, drafts),
+               weights_text(config), v41 ? engram_text(config, options) + "; " : "", draft_text(config, present, drafts),
                deployment->name, options.gpu_memory_gib);
     constexpr std::string_view kRow = "{:<9} {:>5} {:>4} {:>10} {:>10} {:>10} {:>10}  {:<33} {}\n";
     fmt::print(fmt::runtime(kRow), "role", "ranks", "ep", "slots/rank", "non-expert", "experts", "total",
