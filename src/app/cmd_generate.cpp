@@ -393,8 +393,7 @@ int run_generate(const GenerateOptions& options_in, const World& world) {
     job.window = options.window > 0 ? options.window : default_window(spmd.deployment());
     if (spec.model_drafter()) {
       const bool dspark = spec.drafter == "dspark";
-      const std::string tensor = dspark ? std::string("mtp.0.main_proj.weight")
-                                        : fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
+      const std::string tensor = draft_module_tensor(config, dspark);
       DI_INPUT_CHECK(!dspark || config.v41.dspark.unusable.empty(), "--draft dspark: {}", config.v41.dspark.unusable);
       DI_INPUT_CHECK(spmd.has_loaded_weights(), "--draft {}: dummy weights generated on the GPU leave the draft module "
                      "out (benchmarks/drafter_bench times it on generated weights); load a checkpoint that carries it",

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "src/app/commands.h"
 #include "src/app/model_loading.h"
@@ -52,22 +53,17 @@ std::string engram_text(const ModelConfig& c, const MemoryOptions& o) {
   return o.engram_split == "group" ? "engram tables split across each EP group" : "engram tables whole on every rank";
 }
 
-// The draft module's first tensor, by which a checkpoint shows it carries the module (cmd_generate.cpp asks the same).
-std::string draft_tensor(const ModelConfig& c) {
-  return is_v41(c) ? "mtp.0.main_proj.weight" : fmt::format("model.layers.{}.eh_proj.weight", c.num_hidden_layers);
-}
-
 // Whether the engine would load a draft module: the config has one and, for a checkpoint directory, its tensors are
 // there (a transformers-saved V3 has none).
 bool has_draft_module(const ModelConfig& c, const std::string& model_path) {
   if (is_v41(c) ? !c.v41.dspark.enabled() : c.num_nextn_predict_layers == 0) return false;
   if (!std::filesystem::is_directory(model_path)) return true;  // a bare config: the released checkpoint's
-  return SafetensorsCheckpoint(model_path).find(draft_tensor(c)) != nullptr;
+  return SafetensorsCheckpoint(model_path).find(draft_module_tensor(c, is_v41(c))) != nullptr;
 }
 
 std::string draft_text(const ModelConfig& c, bool present, bool counted) {
   if (is_v41(c) ? !c.v41.dspark.enabled() : c.num_nextn_predict_layers == 0) return "no draft module";
-  if (!present) return fmt::format("no draft module in the checkpoint (no {})", draft_tensor(c));
+  if (!present) return fmt::format("no draft module in the checkpoint (no {})", draft_module_tensor(c, is_v41(c)));
   if (!counted) return "draft module left out (--no-draft-module)";
   return is_v41(c) ? "its DSpark draft layers counted, held whole"
                    : fmt::format("its MTP layer counted, with its {} experts whole on every rank", c.n_routed_experts);
@@ -78,6 +74,7 @@ std::string draft_text(const ModelConfig& c, bool present, bool counted) {
 int run_memory(const MemoryOptions& options, const World& world) {
   ModelConfig config;
   std::optional<Deployment> deployment;
+  std::vector<int64_t> slots;  // a rank's expert slots, per role
   auto prepare = [&] {
     require_single_rank(world, "memory");
     DI_INPUT_CHECK(options.gpu_memory_gib > 0 && options.gpu_memory_gib <= 1e5,
@@ -95,7 +92,8 @@ int run_memory(const MemoryOptions& options, const World& world) {
     DI_INPUT_CHECK(config.n_routed_experts > 0, "{} has no routed experts: every rank holds the whole model",
                    options.model_path);
     deployment = Deployment::from_toml_file(options.deploy_path);
-    for (const RoleSpec& spec : deployment->roles) group_placement(config, spec, -1, "");  // generate's own checks
+    for (const RoleSpec& spec : deployment->roles)  // placed as generate places them (and refused as it refuses)
+      slots.push_back(group_placement(config, spec, -1, "").slots_per_rank());
   };
   auto execute = [&] {
     const bool v41 = is_v41(config);
@@ -110,13 +108,13 @@ int run_memory(const MemoryOptions& options, const World& world) {
     constexpr std::string_view kRow = "{:<9} {:>5} {:>4} {:>10} {:>10} {:>10} {:>10}  {:<33} {}\n";
     fmt::print(fmt::runtime(kRow), "role", "ranks", "ep", "slots/rank", "non-expert", "experts", "total",
                "left for KV and activations", dequantised_column ? "dequantised to bf16: total, left" : "");
-    for (const RoleSpec& spec : deployment->roles) {
-      const int64_t slots = group_placement(config, spec, -1, "").slots_per_rank();
+    for (size_t role = 0; role < deployment->roles.size(); ++role) {
+      const RoleSpec& spec = deployment->roles[role];
       auto rank_bytes = [&](WeightForm form) {
-        if (!v41) return deepseek_rank_weight_bytes(config, slots, form, drafts);
+        if (!v41) return deepseek_rank_weight_bytes(config, slots[role], form, drafts);
         const double engram_share = options.engram_tables == "host" ? 0.0
                                     : options.engram_split == "group" ? 1.0 / spec.ep_size : 1.0;
-        return v41_rank_weight_bytes(config, slots, engram_share, drafts);
+        return v41_rank_weight_bytes(config, slots[role], engram_share, drafts);
       };
       auto left = [&](const RankWeightBytes& w) {
         const double bytes = options.gpu_memory_gib * kGiB - w.total();
@@ -125,11 +123,10 @@ int run_memory(const MemoryOptions& options, const World& world) {
         return fmt::format("{} ({:.2f}M tokens of KV)", size_text(bytes), bytes / kv_per_token / 1e6);
       };
       const RankWeightBytes stored = rank_bytes(WeightForm::kAsStored);
-      fmt::print(fmt::runtime(kRow), role_name(spec.role), spec.num_ranks, spec.ep_size, slots,
+      const RankWeightBytes bf16 = dequantised_column ? rank_bytes(WeightForm::kBf16) : RankWeightBytes{};
+      fmt::print(fmt::runtime(kRow), role_name(spec.role), spec.num_ranks, spec.ep_size, slots[role],
                  size_text(stored.non_expert), size_text(stored.experts), size_text(stored.total()), left(stored),
-                 dequantised_column ? fmt::format("{}, {}", size_text(rank_bytes(WeightForm::kBf16).total()),
-                                                  left(rank_bytes(WeightForm::kBf16)))
-                                    : "");
+                 dequantised_column ? fmt::format("{}, {}", size_text(bf16.total()), left(bf16)) : "");
     }
     if (kv_per_token > 0)
       fmt::print("KV: {:.1f} KiB a token (the bf16 latent of {} layers). ", kv_per_token / 1024, config.num_hidden_layers);

@@ -62,8 +62,6 @@ LoadedModel load_model(const ModelOptions& options, const WeightStore::TensorFil
   }
   if (format != LoadFormat::kDummy && loaded.device == Device::kCuda) {
     // Checked whole now, read a tensor at a time as the GPU takes them: the host never holds the rank's weights.
-    DI_INPUT_CHECK(std::filesystem::is_directory(path), "--model '{}' is a config file, not a checkpoint directory: add "
-                   "--load-format dummy for random weights", path.string());
     loaded.weights.checkpoint = std::make_unique<CheckpointTensors>(loaded.config, path, wanted);
     return loaded;
   }

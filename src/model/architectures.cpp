@@ -116,6 +116,11 @@ nlohmann::json config_at_depth(nlohmann::json root, int64_t num_layers, const st
   return arch->at_depth(std::move(root), num_layers, source, dummy_weights);
 }
 
+std::string draft_module_tensor(const ModelConfig& config, bool dspark) {
+  return dspark ? std::string("mtp.0.main_proj.weight")
+                : fmt::format("model.layers.{}.eh_proj.weight", config.num_hidden_layers);
+}
+
 text::ChatFormat chat_format_of(const ModelConfig& config) {
   const Architecture* arch = find_architecture(config.model_type);
   DI_CHECK(arch != nullptr, "no architecture '{}'", config.model_type);

@@ -80,6 +80,10 @@ std::vector<std::string> known_model_types();
 // an unknown model_type, a depth the model does not have, or a cut the weights cannot follow.
 nlohmann::json config_at_depth(nlohmann::json root, int64_t num_layers, const std::string& source, bool dummy_weights);
 
+// The tensor by which a checkpoint shows it carries a draft module (the models test for it): DeepSeek-V4.1's DSpark
+// layers' (`dspark`) or V3's MTP layer's.
+std::string draft_module_tensor(const ModelConfig& config, bool dspark);
+
 // The chat template of the model's family.
 text::ChatFormat chat_format_of(const ModelConfig& config);
 

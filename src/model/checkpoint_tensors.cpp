@@ -14,9 +14,18 @@
 
 namespace deepinfer {
 
+namespace {
+
+const std::filesystem::path& checkpoint_dir(const std::filesystem::path& model_path) {
+  require_checkpoint_dir(model_path);
+  return model_path;
+}
+
+}  // namespace
+
 CheckpointTensors::CheckpointTensors(const ModelConfig& config, const std::filesystem::path& model_path,
                                      const TensorFilter& wanted)
-    : checkpoint_(model_path), quantization_(config.quantization), engram_shard_(config.v41.engram_shard) {
+    : checkpoint_(checkpoint_dir(model_path)), quantization_(config.quantization), engram_shard_(config.v41.engram_shard) {
   const Architecture* arch = find_architecture(config.model_type);
   DI_CHECK(arch != nullptr, "no architecture '{}'", config.model_type);
   std::vector<TensorSpec> specs = arch->tensor_specs(config);
@@ -66,8 +75,9 @@ void CheckpointTensors::check(const std::string& name, const Shape* expected) {
   const SafetensorsFile::Entry* entry = checkpoint_.find(name);
   DI_INPUT_CHECK(entry != nullptr, "{}: missing tensor '{}' (expected shape {})", where, name,
                  expected ? shape_str(*expected) : "?");
+  const std::string scale = scale_name(name);
   const bool fp4 = quantization_.fp4_experts && entry->dtype == DType::kU8 && entry->shape.size() == 2 &&
-                   (expected ? *expected == Shape{entry->shape[0], 2 * entry->shape[1]} : !scale_name(name).empty());
+                   (expected ? *expected == Shape{entry->shape[0], 2 * entry->shape[1]} : !scale.empty());
   DI_INPUT_CHECK(fp4 || !expected || entry->shape == *expected, "{}: tensor '{}' has shape {}, expected {}",
                  checkpoint_.file_of(name), name, shape_str(entry->shape), shape_str(*expected));
   const bool floating = entry->dtype == DType::kF32 || entry->dtype == DType::kBF16 || entry->dtype == DType::kF16 ||
@@ -90,14 +100,14 @@ void CheckpointTensors::check(const std::string& name, const Shape* expected) {
     plan.form = is_engram_table(name) ? Form::kFp8Rows : Form::kFp8Blocks;
   }
   if (plan.form != Form::kPlain) {
-    plan.scale = scale_name(name);
+    plan.scale = scale;
     DI_INPUT_CHECK(!plan.scale.empty(), "{}: quantised tensor '{}' has neither '{}_scale_inv' nor a '.scale' beside it",
                    where, name, name);
     check_scales(name, *entry, plan);
-  } else if (entry->dtype == DType::kF8E4M3 && !scale_name(name).empty()) {
-    throw InputError(fmt::format("{}: '{}' is FP8 e4m3 with scales beside it ('{}'), but config.json has no "
-                                 "quantization_config (quant_method fp8): its values would be read without them",
-                                 checkpoint_.file_of(name), name, scale_name(name)));
+  } else {
+    DI_INPUT_CHECK(entry->dtype != DType::kF8E4M3 || scale.empty(), "{}: '{}' is FP8 e4m3 with scales beside it ('{}'), "
+                   "but config.json has no quantization_config (quant_method fp8): its values would be read without "
+                   "them", checkpoint_.file_of(name), name, scale);
   }
   if (plans_.emplace(name, std::move(plan)).second) names_.push_back(name);
 }

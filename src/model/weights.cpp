@@ -45,6 +45,11 @@ Tensor make_dummy_rows(const std::string& name, const Shape& shape, int64_t firs
   return tensor;
 }
 
+void require_checkpoint_dir(const std::filesystem::path& model_path) {
+  DI_INPUT_CHECK(std::filesystem::is_directory(model_path), "--model '{}' is a config file, not a checkpoint directory: "
+                 "add --load-format dummy for random weights", model_path.string());
+}
+
 bool is_engram_table(const std::string& name) { return name.ends_with(".engram.embed.weight"); }
 
 WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::path& model_path, LoadFormat format,
@@ -55,9 +60,7 @@ WeightStore WeightStore::load(const ModelConfig& config, const std::filesystem::
   if (wanted) std::erase_if(specs, [&](const TensorSpec& spec) { return !wanted(spec.name); });
   if (format == LoadFormat::kAuto)
     format = std::filesystem::is_directory(model_path) ? LoadFormat::kSafetensors : LoadFormat::kDummy;
-  DI_INPUT_CHECK(format == LoadFormat::kDummy || std::filesystem::is_directory(model_path),
-                 "--model '{}' is a config file, not a checkpoint directory: add --load-format dummy for random "
-                 "weights", model_path.string());
+  if (format != LoadFormat::kDummy) require_checkpoint_dir(model_path);
 
   // Engram tables split across the EP group's ranks: this rank's rows only (model/row_shard.h).
   const RowShard& shard = config.v41.engram_shard;

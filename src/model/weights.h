@@ -43,6 +43,9 @@ class WeightStore {
   std::unordered_set<std::string> stored_fp8_;
 };
 
+// InputError unless `model_path` is a checkpoint directory (a config file alone needs --load-format dummy).
+void require_checkpoint_dir(const std::filesystem::path& model_path);
+
 // The seeded value of a dummy tensor: N(0,1)/sqrt(fan_in) for matrices, 1 + 0.2 N(0,1) for norm weights,
 // 0.1 N(0,1) for biases. Depends only on (seed, name, index).
 Tensor make_dummy_tensor(const std::string& name, const Shape& shape, uint64_t seed);
