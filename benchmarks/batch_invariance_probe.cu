@@ -103,11 +103,11 @@ void probe_linear(const std::vector<int64_t>& batches, int64_t n, int64_t k, boo
   const std::string op = fmt::format("linear_{}_n{}_k{}{}", fp8 ? "fp8" : "bf16", n, k, how);
   auto w = DeviceArray<Bf16>::from_host(random_bf16(n * k, 1.0f / std::sqrt(static_cast<float>(k))));
   DeviceArray<uint8_t> codes(fp8 ? n * k : 0), scales(fp8 ? (n / 32) * (k / 32) : 0);
-  DeviceLinear linear{nullptr, nullptr, nullptr, n, k};
+  DeviceLinear linear{nullptr, nullptr, {}, n, k};
   if (fp8) {
     cuda::quantize_fp8_blocks(w.data(), n, k, codes.data(), scales.data(), nullptr);
     linear.fp8 = codes.data();
-    linear.scales = scales.data();
+    linear.scales = cuda::Fp8BlockScales::ue8m0(scales.data());
   } else {
     linear.bf16 = w.data();
   }
@@ -130,11 +130,13 @@ void probe_linear(const std::vector<int64_t>& batches, int64_t n, int64_t k, boo
           const Bf16* xs = x.data() + first * k;
           float* ys = y.data() + first * n;
           if (path == LinearPath::kGemv && fp8)
-            cuda::linear_gemv_fp8(xs, k, codes.data(), scales.data(), ys, n, true, rows, n, k, nullptr);
+            cuda::linear_gemv_fp8(xs, k, codes.data(), cuda::Fp8BlockScales::ue8m0(scales.data()), ys, n, true, rows, n,
+                                  k, nullptr);
           else if (path == LinearPath::kGemv)
             cuda::linear_gemv(xs, w.data(), ys, true, rows, n, k, nullptr);
           else if (fp8)
-            cuda::linear_skinny_fp8(xs, codes.data(), scales.data(), ys, true, rows, n, k, sms, nullptr);
+            cuda::linear_skinny_fp8(xs, codes.data(), cuda::Fp8BlockScales::ue8m0(scales.data()), ys, true, rows, n, k,
+                                    sms, nullptr);
           else
             cuda::linear_skinny(xs, w.data(), ys, true, rows, n, k, sms, nullptr);
         }

@@ -126,4 +126,8 @@ DEEPINFER_HOST_DEVICE inline uint8_t fp8_weight_scale_byte(float amax) {
   return static_cast<uint8_t>(ilogbf(pow2_ceil((amax > floor ? amax : floor) * static_cast<float>(1.0 / 448.0))) + 127);
 }
 
+
+// A weight tile's fp32 scale as DeepSeek-V3's checkpoints were quantised (weight_scale_inv): its largest magnitude
+// over 448, so the largest value takes the largest code; 1 for a tile of zeros (any scale gives zero codes).
+DEEPINFER_HOST_DEVICE inline float fp8_tile_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
 }  // namespace deepinfer

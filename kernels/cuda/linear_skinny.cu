@@ -50,17 +50,18 @@ __device__ __forceinline__ uint32_t fp8_pair_fragment(const uint8_t* codes, floa
 // up, for every s-th group of 4 outputs, the cluster's partials in rank order (a fixed order: results do not
 // depend on timing).
 //
-// FP8 weights (kFp8: w holds codes, `scales` their ue8m0 bytes per 32 x 32 block): the codes are staged as bytes
-// and each lane converts the pairs its fragments hold, times their block's scale (a warp's 16 columns lie in one
-// block row), instead of the ldmatrix; the block's scale bytes are read into shared memory first (resident).
+// FP8 weights (kFp8: w holds codes, `scales` their scales, ue8m0 bytes a 32 x 32 block or fp32 a tile of a multiple
+// of 32): the codes are staged as bytes and each lane converts the pairs its fragments hold, times their 32 x 32
+// block's scale (a warp's 16 columns lie in one block row), instead of the ldmatrix; the block's scales are read
+// into shared memory as floats first (resident).
 template <int kMTiles, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16* x, const void* w_any,
-                                                              const uint8_t* scales, void* y, bool y_fp32, int m,
+                                                              Fp8BlockScales scales, void* y, bool y_fp32, int m,
                                                               int n, int k, GemvLayout layout, bool early_weights) {
   using L = Layout<kMTiles, kFp8>;
   constexpr int kRows = L::kRows;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  __shared__ uint8_t block_scales[kFp8 ? 2 * kMaxScaleBlocks : 1];  // [2 block rows][the split's k blocks]
+  __shared__ float block_scales[kFp8 ? 2 * kMaxScaleBlocks : 1];  // [2 block rows][the split's k blocks of 32]
   const cg::cluster_group cluster = cg::this_cluster();
   const int splits = gridDim.y, split = blockIdx.y;
   const int col0 = blockIdx.x * kCols;
@@ -95,11 +96,18 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16
     copy_rows(i, reinterpret_cast<const unsigned char*>(x), 2, layout.x_row, 0, m,
               reinterpret_cast<unsigned char*>(stage_x_rows(i)), 2 * kStride, kRows);
   };
-  if constexpr (kFp8) {  // the scale bytes of the block's two 32-row blocks over its k tiles
+  if constexpr (kFp8) {  // the scales of the block's two 32-row blocks over its k tiles
     const int kb0 = first_tile * (kTileK / 32), kbs = num_tiles * (kTileK / 32), k_blocks = k / 32;
+    const int per_row = static_cast<int>(scales.per_row(k)), tile = scales.f32 ? scales.block / 32 : 1;
     for (int p = threadIdx.x; p < 2 * kbs; p += kThreads) {
       const int row_block = col0 / 32 + p / kbs, kb = kb0 + p % kbs;
-      block_scales[p] = row_block < n / 32 && kb < k_blocks ? scales[row_block * k_blocks + kb] : 127;
+      float value = 1.0f;
+      if (row_block < n / 32 && kb < k_blocks) {
+        const int at = (row_block / tile) * per_row + kb / tile;
+        value = scales.f32 ? static_cast<const float*>(scales.data)[at]
+                           : ue8m0_scale(static_cast<const uint8_t*>(scales.data)[at]);
+      }
+      block_scales[p] = value;
     }
   }
   // A resident weight's first stages load before the wait for the previous kernel (launched with
@@ -125,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16
   const int b_offset = (warp * 16 + (lane & 7) + 8 * (lane >> 4)) * kStride + 8 * ((lane >> 3) & 1);
   const int b8_offset = (warp * 16 + g) * kStride8 + 2 * t;  // FP8: this lane's pairs of row g (and g + 8)
   const int a_offset = (lane & 15) * kStride + 8 * (lane >> 4);
-  const uint8_t* warp_scales = block_scales + (warp / 2) * (kFp8 ? num_tiles * (kTileK / 32) : 0);
+  const float* warp_scales = block_scales + (warp / 2) * (kFp8 ? num_tiles * (kTileK / 32) : 0);
   for (int i = 0; i < num_tiles; ++i) {
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile i landed for every thread; every warp has left tile i - 1, whose buffer refills now
@@ -137,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16
     for (int kk = 0; kk < kTileK; kk += 16) {
       uint32_t b[4];
       if constexpr (kFp8) {
-        const float scale = ue8m0_scale(warp_scales[i * (kTileK / 32) + kk / 32]);
+        const float scale = warp_scales[i * (kTileK / 32) + kk / 32];
         const uint8_t* row = weights + b8_offset + kk;
         b[0] = fp8_pair_fragment(row, scale);
         b[1] = fp8_pair_fragment(row + 8, scale);
@@ -200,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 2) skinny_kernel(const __nv_bfloat16
 }
 
 template <int kMTiles, bool kFp8>
-void launch(const __nv_bfloat16* x, const void* w, const uint8_t* scales, void* y, bool y_fp32, int64_t batch,
+void launch(const __nv_bfloat16* x, const void* w, Fp8BlockScales scales, void* y, bool y_fp32, int64_t batch,
             int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream, WeightSource source) {
   constexpr auto kernel = skinny_kernel<kMTiles, kFp8>;
   constexpr size_t shared = Layout<kMTiles, kFp8>::kSharedBytes;
@@ -217,7 +225,7 @@ void launch(const __nv_bfloat16* x, const void* w, const uint8_t* scales, void* 
 }
 
 template <bool kFp8>
-void launch_rows(const __nv_bfloat16* x, const void* w, const uint8_t* scales, void* y, bool y_fp32, int64_t batch,
+void launch_rows(const __nv_bfloat16* x, const void* w, Fp8BlockScales scales, void* y, bool y_fp32, int64_t batch,
                  int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream,
                  WeightSource source) {
   if (batch <= 0 || m <= 0 || n <= 0) return;
@@ -232,16 +240,16 @@ void launch_rows(const __nv_bfloat16* x, const void* w, const uint8_t* scales, v
 
 void linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                    int64_t k, int num_sms, cudaStream_t stream, WeightSource source) {
-  launch_rows<false>(x, w, nullptr, y, y_fp32, 1, m, n, k, {k, 0, 0, n, 0, k}, num_sms, stream, source);
+  launch_rows<false>(x, w, {}, y, y_fp32, 1, m, n, k, {k, 0, 0, n, 0, k}, num_sms, stream, source);
 }
 
-bool linear_skinny_fp8_supports(int64_t n, int64_t k) {
-  return n % 32 == 0 && k % 32 == 0 && k / 32 <= kMaxScaleBlocks;
+bool linear_skinny_fp8_supports(int64_t n, int64_t k, Fp8BlockScales scales) {
+  return n % 32 == 0 && k % 32 == 0 && k / 32 <= kMaxScaleBlocks && (!scales.f32 || scales.block % 32 == 0);
 }
 
-void linear_skinny_fp8(const __nv_bfloat16* x, const uint8_t* codes, const uint8_t* scales, void* y, bool y_fp32,
+void linear_skinny_fp8(const __nv_bfloat16* x, const uint8_t* codes, Fp8BlockScales scales, void* y, bool y_fp32,
                        int64_t m, int64_t n, int64_t k, int num_sms, cudaStream_t stream) {
-  if (!linear_skinny_fp8_supports(n, k)) return;  // the caller checks
+  if (!linear_skinny_fp8_supports(n, k, scales)) return;  // the caller checks
   launch_rows<true>(x, codes, scales, y, y_fp32, 1, m, n, k, {k, 0, 0, n, 0, k}, num_sms, stream,
                     WeightSource::kResident);
 }
@@ -249,7 +257,7 @@ void linear_skinny_fp8(const __nv_bfloat16* x, const uint8_t* codes, const uint8
 void batched_linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int64_t batch,
                            int64_t m, int64_t n, int64_t k, GemvLayout layout, int num_sms, cudaStream_t stream,
                            WeightSource source) {
-  launch_rows<false>(x, w, nullptr, y, false, batch, m, n, k, layout, num_sms, stream, source);
+  launch_rows<false>(x, w, {}, y, false, batch, m, n, k, layout, num_sms, stream, source);
 }
 
 }  // namespace deepinfer::cuda

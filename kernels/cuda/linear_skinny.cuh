@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/fp8_linear.cuh"   // Fp8BlockScales
 #include "kernels/cuda/linear_gemv.cuh"  // GemvLayout
 
 namespace deepinfer::cuda {
@@ -27,14 +28,15 @@ enum class WeightSource { kResident, kFromStream };
 void linear_skinny(const __nv_bfloat16* x, const __nv_bfloat16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                    int64_t k, int num_sms, cudaStream_t stream, WeightSource source = WeightSource::kResident);
 
-// The same with FP8 weights read as stored (fp8_linear.cuh's layout: e4m3 codes [n, k], a ue8m0 scale byte per
-// 32 x 32 block [n / 32, k / 32]; resident): the codes staged in shared memory as bytes (half a bf16 weight's) and
-// converted, times their scale, into the MMA fragments; exact conversions, so the products are the bf16 kernel's on
-// the dequantised weight up to the order of the fp32 sums. For m in (kLinearGemvMaxRows, kLinearSkinnyMaxRows]
-// (decode batches), where dequantising into scratch for cuBLAS moved 5 bytes a weight. n, k multiples of 32, k at
-// most 16,384 (linear_skinny_fp8_supports).
-bool linear_skinny_fp8_supports(int64_t n, int64_t k);
-void linear_skinny_fp8(const __nv_bfloat16* x, const uint8_t* codes, const uint8_t* scales, void* y, bool y_fp32,
+// The same with FP8 weights read as stored (fp8_linear.cuh's layout: e4m3 codes [n, k] and their Fp8BlockScales, ue8m0
+// bytes a 32 x 32 block or fp32 a tile of a multiple of 32; resident): the codes staged in shared memory as bytes
+// (half a bf16 weight's) and converted, times their scale, into the MMA fragments. With ue8m0 scales the conversions
+// are exact, so the products are the bf16 kernel's on the dequantised weight up to the order of the fp32 sums; with
+// fp32 scales each weight is rounded to bf16 once, as a bf16 copy of the dequantised weight would be. For m in
+// (kLinearGemvMaxRows, kLinearSkinnyMaxRows] (decode batches), where dequantising into scratch for cuBLAS moved 5
+// bytes a weight. n, k multiples of 32, k at most 16,384 (linear_skinny_fp8_supports).
+bool linear_skinny_fp8_supports(int64_t n, int64_t k, Fp8BlockScales scales);
+void linear_skinny_fp8(const __nv_bfloat16* x, const uint8_t* codes, Fp8BlockScales scales, void* y, bool y_fp32,
                        int64_t m, int64_t n, int64_t k, int num_sms, cudaStream_t stream);
 
 // A batch of such products with strided operands (the per-head W_uv of MLA's absorbed form): product b computes

@@ -9,9 +9,11 @@
 # The pack ($PACK) gives the libraries and B's binary by default; A is any other build of deepinfer that runs with them.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/pack_env.sh" /tmp/ab-call  # $pack, $out, $di
+# The sides before the pack's env.sh is sourced: it sets B (the pack's folder) for itself.
 a=${A:?A=path of the A side\'s deepinfer}
-b=${B:-$di}
+b=${B:-}
+source "$here/pack_env.sh" /tmp/ab-call  # $pack, $out, $di
+b=${b:-$di}
 rounds=${ROUNDS:-3}
 tarball=${TAR:-$out/ab.tar.xz}
 status=0

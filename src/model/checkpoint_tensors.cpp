@@ -180,6 +180,27 @@ Tensor CheckpointTensors::read_values(const std::string& name) const {
   return to_f32(checkpoint_.read(name));
 }
 
+CheckpointTensors::Fp8Blocks CheckpointTensors::read_fp8(const std::string& name) const {
+  DI_CHECK(stored_fp8(name), "weight '{}' is not stored as FP8 blocks", name);
+  Tensor codes = checkpoint_.read(name);
+  Tensor stored_scales = checkpoint_.read(plans_.at(name).scale);
+  Tensor scales = Tensor::zeros(stored_scales.shape(), DType::kF32);
+  if (stored_scales.dtype() == DType::kU8) {
+    const auto* scale_bytes = static_cast<const uint8_t*>(stored_scales.raw_data());
+    for (int64_t i = 0; i < scales.numel(); ++i) scales.data<float>()[i] = ue8m0_to_float(scale_bytes[i]);
+  } else {
+    scales = to_f32(stored_scales);
+  }
+  const std::string file = checkpoint_.file_of(name);
+  check_finite(scales, plans_.at(name).scale, checkpoint_.file_of(plans_.at(name).scale));
+  const auto* bytes = static_cast<const uint8_t*>(codes.raw_data());
+  int64_t nan_codes = 0;
+  for (int64_t i = 0; i < codes.numel(); ++i) nan_codes += (bytes[i] & 0x7f) == 0x7f;  // e4m3fn's NaN
+  DI_INPUT_CHECK(nan_codes == 0, "{}: tensor '{}' holds {} NaN codes: the checkpoint is damaged", file, name,
+                 nan_codes);
+  return {std::move(codes), std::move(scales)};
+}
+
 bool CheckpointTensors::stored_fp8(const std::string& name) const {
   const auto it = plans_.find(name);
   return it != plans_.end() && it->second.form == Form::kFp8Blocks;

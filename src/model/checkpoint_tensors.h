@@ -34,6 +34,14 @@ class CheckpointTensors {
   Tensor read(const std::string& name) const;
   // Whether the checkpoint stores `name` as FP8 e4m3 blocks (the CUDA backend keeps those as FP8 again).
   bool stored_fp8(const std::string& name) const;
+  // A stored_fp8 tensor as stored: its e4m3 codes (u8, [n, k]) and its block scales in fp32 ([ceil(n / rows),
+  // ceil(k / cols)] of the config's weight_block_size; UE8M0 bytes as their values). InputError for a code or a
+  // scale that is not finite.
+  struct Fp8Blocks {
+    Tensor codes, scales;
+  };
+  Fp8Blocks read_fp8(const std::string& name) const;
+  const QuantizationConfig& quantization() const { return quantization_; }
   const std::filesystem::path& path() const { return checkpoint_.dir(); }
 
  private:

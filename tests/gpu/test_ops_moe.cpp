@@ -6,12 +6,14 @@
 #include <tuple>
 
 #include "kernels/cpu/fp4_weights.h"
+#include "kernels/cpu/fp8_weights.h"
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/router.h"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/moe_fp4_gemm.cuh"
+#include "kernels/cuda/moe_fp8.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
@@ -360,6 +362,56 @@ void moe_gemv_fp4(OpRun& r) {
   r.close("routed sums, the tensor-core grouped form", to_float(run_grouped(cuda::moe_grouped_mma_fp4)), want);
 }
 
+// FP8 experts as DeepSeek-V3 stores them (fp32 scales a block x block tile): the per-pair kernels against the CPU's
+// experts on the dequantised weights, every fifth pair another rank's.
+void moe_gemv_fp8(OpRun& r) {
+  const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"], inter = r["inter"];
+  const int64_t block = r["block"], experts = 6;
+  std::vector<float> x_f, base_f, gu_raw, down_raw;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(tokens * hidden, x_f));
+  r.random_bf16(experts * 2 * inter * hidden, gu_raw, 0.06f);
+  r.random_bf16(experts * hidden * inter, down_raw, 0.08f);
+  const auto quantize = [&](const std::vector<float>& raw, int64_t rows, int64_t cols, std::vector<float>& values) {
+    std::vector<uint8_t> codes(rows * cols);
+    std::vector<float> scales(rows / block * (cols / block));
+    cpu::quantize_fp8_scaled(raw.data(), rows, cols, block, codes.data(), scales.data());
+    values.resize(rows * cols);
+    cpu::dequantize_fp8_scaled(codes.data(), scales.data(), rows, cols, block, values.data());
+    return std::pair{DeviceArray<uint8_t>::from_host(codes), DeviceArray<float>::from_host(scales)};
+  };
+  std::vector<float> gu_f, down_f;
+  const auto [gu_codes, gu_scales] = quantize(gu_raw, experts * 2 * inter, hidden, gu_f);
+  const auto [d_codes, d_scales] = quantize(down_raw, experts * hidden, inter, down_f);
+  const std::vector<Bf16> base = r.random_bf16(tokens * hidden, base_f);
+  auto out = DeviceArray<Bf16>::from_host(base);
+  std::vector<int32_t> ids(tokens * top_k);
+  std::vector<float> weights(tokens * top_k);
+  for (int64_t i = 0; i < tokens * top_k; ++i) {
+    ids[i] = static_cast<int32_t>(i % 5 == 4 ? experts : (i * 7 + 3) % experts);  // every fifth: another rank's
+    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
+  }
+  auto d_ids = DeviceArray<int32_t>::from_host(ids);
+  auto d_w = DeviceArray<float>::from_host(weights);
+  DeviceArray<Bf16> act(tokens * top_k * inter);
+  act.poison();
+  ASSERT_TRUE(cuda::moe_gemv_fp8_supports(hidden, inter, top_k, block));
+  const auto b = static_cast<int32_t>(block);
+  cuda::moe_gemv_gate_up_fp8(bf(x), d_ids.data(), tokens, top_k, experts, hidden, inter,
+                             {gu_codes.data(), gu_scales.data(), b}, swiglu_limit(r), bf(act), nullptr);
+  cuda::moe_gemv_down_fp8(bf(act), d_ids.data(), d_w.data(), tokens, top_k, experts, hidden, inter,
+                          {d_codes.data(), d_scales.data(), b}, bf(out), nullptr);
+  sync();
+  std::vector<float> want = base_f;
+  for (int64_t t = 0; t < tokens; ++t)  // the CPU's experts over this rank's pairs only
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int32_t e = ids[t * top_k + k];
+      if (e >= experts) continue;
+      cpu::moe_experts(x_f.data() + t * hidden, &e, &weights[t * top_k + k], 1, 1, hidden, inter, gu_f.data(),
+                       down_f.data(), swiglu_limit(r), want.data() + t * hidden);
+    }
+  r.close("routed sums", to_float(out.to_host()), want);
+}
+
 // The prefill form of FP4 experts: one projection over expert-sorted rows against FP4 weights, every expert's
 // rows in 64-row tiles (expert 1 none, expert 0 several tiles and a partial one), weight rows past a 128-column
 // tile's end (n off the tile), k from one scale block to V4.1-Flash's hidden size. Against the CPU's dequantised
@@ -610,6 +662,16 @@ void add_moe_rows(OpTable& t) {
       t.add("moe_gemv_fp4", "bf16",
             {{"tokens", tokens}, {"top_k", top_k}, {"hidden", hidden}, {"inter", inter}, {"limit_milli", limit}},
             kBf16, moe_gemv_fp4);
+  // DeepSeek-V3's experts (hidden 7168, inter 2048, top-8, 128 x 128 tiles) at a token and at a few, and the FP8
+  // fixture's (16 x 16 tiles).
+  for (auto [tokens, top_k, hidden, inter, block] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{1, 8, 7168, 2048, 128}, {5, 8, 7168, 2048, 128},
+        {7, 4, 64, 32, 16}, {3, 6, 256, 384, 128}})
+    for (int64_t limit : {0, 500})
+      t.add("moe_gemv_fp8", "bf16",
+            {{"tokens", tokens}, {"top_k", top_k}, {"hidden", hidden}, {"inter", inter}, {"block", block},
+             {"limit_milli", limit}},
+            kBf16, moe_gemv_fp8);
   // Shapes off the kernels' tiles (hidden 200 = 3 x 64 + 8, inter 136 = 2 x 64 + 8) with fewer items than blocks;
   // and several items a block (63 passes), so the pipeline runs from item to item inside a block.
   for (int64_t limit : {0, 500})

@@ -11,6 +11,7 @@
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/fp4_weights.h"
 #include "kernels/cpu/fp8_weights.h"
+#include "src/model/checkpoint_tensors.h"
 #include "src/model/deepseek/deepseek_model.h"
 #include "src/model/quantization.h"
 #include "src/model/safetensors.h"
@@ -146,6 +147,51 @@ TEST(Quantization, CheckpointValuesQuantiseBackToThemselves) {
     ++checked;
   }
   EXPECT_EQ(checked, 32);  // 8 FP8 projections (5 attention, 3 shared expert) and 24 FP4 expert tensors
+}
+
+// DeepSeek-V3's form (fp32 scales a tile), which the CUDA backend holds as stored: a host store's values of the FP8
+// fixture (the checkpoint's codes times scales in fp32) give back the checkpoint's codes and scales bit for bit, and
+// so do random FP8 tiles whose largest code is below 448 (other scales than amax / 448); quantize_fp8_scaled takes
+// amax / 448 and its codes dequantise within half an e4m3 step.
+TEST(Quantization, V3Fp8TilesComeBackFromTheirValues) {
+  const auto dir = testing::fixture_dir("tiny-v3-fp8");
+  const ModelConfig config = load_model_config(dir);
+  const int64_t block = config.quantization.block_rows;
+  const CheckpointTensors tensors(config, dir);
+  int64_t checked = 0;
+  for (const std::string& name : tensors.names()) {
+    if (!tensors.stored_fp8(name)) continue;
+    const Tensor values = tensors.read(name);
+    const CheckpointTensors::Fp8Blocks stored = tensors.read_fp8(name);
+    const int64_t n = values.shape()[0], k = values.shape()[1];
+    std::vector<uint8_t> codes(n * k);
+    std::vector<float> scales(stored.scales.numel());
+    cpu::recover_fp8_scaled(values.data<float>(), n, k, block, codes.data(), scales.data());
+    EXPECT_EQ(std::memcmp(codes.data(), stored.codes.raw_data(), codes.size()), 0) << name;
+    EXPECT_EQ(std::memcmp(scales.data(), stored.scales.raw_data(), scales.size() * sizeof(float)), 0) << name;
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
+
+  std::mt19937 rng(7);
+  const int64_t n = 40, k = 48, tile = 16, tiles = 3 * 3;
+  std::vector<uint8_t> codes(n * k), got_codes(n * k);
+  std::vector<float> scales(tiles), got_scales(tiles), values(n * k);
+  for (float& s : scales) s = std::uniform_real_distribution<float>(1e-4f, 1e-1f)(rng);
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(std::uniform_int_distribution<int>(0, 0x6f)(rng) | (rng() % 2 ? 0x80 : 0));
+  codes[0] = 1, codes[1] = 0x81;  // a subnormal of each sign
+  cpu::dequantize_fp8_scaled(codes.data(), scales.data(), n, k, tile, values.data());
+  cpu::recover_fp8_scaled(values.data(), n, k, tile, got_codes.data(), got_scales.data());
+  std::vector<float> again(n * k);
+  cpu::dequantize_fp8_scaled(got_codes.data(), got_scales.data(), n, k, tile, again.data());
+  EXPECT_EQ(std::memcmp(again.data(), values.data(), values.size() * sizeof(float)), 0);
+
+  cpu::quantize_fp8_scaled(values.data(), n, k, tile, got_codes.data(), got_scales.data());
+  cpu::dequantize_fp8_scaled(got_codes.data(), got_scales.data(), n, k, tile, again.data());
+  for (int64_t i = 0; i < n * k; ++i) {
+    const float s = got_scales[(i / k / tile) * 3 + (i % k) / tile];
+    ASSERT_LE(std::fabs(again[i] - values[i]), std::max(std::fabs(values[i]) / 16.0f, s / 512.0f)) << i;
+  }
 }
 
 // The CUDA cache keeps V4.1's compressed entries and indexer keys as FP4 bytes: what fake_quant_fp4 makes of rows

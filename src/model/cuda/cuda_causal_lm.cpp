@@ -85,9 +85,47 @@ float* CudaCausalLm::upload_f32(const DeviceWeightSource& weights, const std::st
   return dst;
 }
 
+DeviceLinear CudaCausalLm::upload_linear(const DeviceWeightSource& weights, const std::vector<std::string>& names,
+                                         int64_t fp8_block) {
+  DeviceLinear w;
+  w.k = shapes_.at(names.front())[1];
+  bool fp8 = fp8_block > 0 && w.k % 16 == 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int64_t rows = shapes_.at(names[i])[0];
+    fp8 = fp8 && weights.stored_fp8(names[i]).value_or(config_.quantization.fp8) &&
+          (i + 1 == names.size() || rows % fp8_block == 0);
+    w.n += rows;
+  }
+  int64_t row = 0;
+  if (!fp8) {
+    auto* bf16 = static_cast<Bf16*>(arena_.take(w.n * w.k * sizeof(Bf16)));
+    for (const std::string& name : names) {
+      weights.fill_bf16(name, shapes_.at(name), bf16 + row * w.k);
+      row += shapes_.at(name)[0];
+    }
+    w.bf16 = bf16;
+    return w;
+  }
+  const cuda::Fp8BlockScales grid{nullptr, true, static_cast<int32_t>(fp8_block)};
+  auto* codes = static_cast<uint8_t*>(arena_.take(w.n * w.k));
+  auto* scales = static_cast<float*>(arena_.take(grid.bytes(w.n, w.k)));
+  for (const std::string& name : names) {
+    weights.fill_fp8(name, shapes_.at(name), fp8_block, codes + row * w.k, scales + row / fp8_block * grid.per_row(w.k));
+    row += shapes_.at(name)[0];
+  }
+  w.fp8 = codes;
+  w.scales = cuda::Fp8BlockScales::fp32(scales, static_cast<int32_t>(fp8_block));
+  return w;
+}
+
 void CudaCausalLm::linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n,
                           int64_t k) const {
   device_linear(main_lane(), x, w, y, y_fp32, m, n, k, num_sms_);
+}
+
+void CudaCausalLm::linear(const Bf16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
+                          ScratchPool& scratch) const {
+  device_linear(main_lane(), x, w, y, y_fp32, m, scratch, num_sms_);
 }
 
 }  // namespace deepinfer

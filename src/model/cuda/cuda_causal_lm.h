@@ -69,8 +69,17 @@ class CudaCausalLm : public CausalLm, public DeviceSteps {
   // A weight of the architecture's shape, bf16 or fp32, in the arena.
   Bf16* upload(const DeviceWeightSource& weights, const std::string& name);
   float* upload_f32(const DeviceWeightSource& weights, const std::string& name);
+  // A Linear's weight from the tensors `names` stacked by rows ([their rows, k]) in the arena: FP8 e4m3 codes with
+  // fp32 scales a fp8_block x fp8_block tile (DeepSeek-V3's form, as the checkpoint stores them) where fp8_block > 0,
+  // every part is stored so (dummy weights: where the config's quantization says) and each part but the last fills
+  // whole tiles (their scale rows then stack too); bf16 otherwise.
+  DeviceLinear upload_linear(const DeviceWeightSource& weights, const std::vector<std::string>& names,
+                             int64_t fp8_block);
   // y[m, n] = x[m, k] . w[n, k]^T (y bf16 or fp32) on the model's stream (device_linear).
   void linear(const Bf16* x, const Bf16* w, void* y, bool y_fp32, int64_t m, int64_t n, int64_t k) const;
+  // The same with a DeviceLinear (bf16 or FP8), its temporaries (an FP8 weight dequantised for many rows) from
+  // `scratch`.
+  void linear(const Bf16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m, ScratchPool& scratch) const;
   // The model's stream (the per-thread default).
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
 

@@ -15,8 +15,9 @@ DeviceLinear DeviceLinear::rows(int64_t first, int64_t count) const {
   part.n = count;
   if (bf16 != nullptr) part.bf16 = bf16 + first * k;
   if (fp8 != nullptr) {
+    DI_CHECK(first % scales.block == 0, "FP8 rows from {}: not on a {}-row scale block", first, scales.block);
     part.fp8 = fp8 + first * k;
-    part.scales = scales + first / 32 * (k / 32);
+    part.scales = scales.from_row(first, k);
   }
   return part;
 }
@@ -49,13 +50,14 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
 void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
                    ScratchPool& scratch, int num_sms, cuda::WeightSource source) {
   if (w.fp8 == nullptr) return device_linear(lane, x, w.bf16, y, y_fp32, m, w.n, w.k, num_sms, source);
-  if (lane.batch_invariant && cuda::linear_skinny_fp8_supports(w.n, w.k))
+  const bool skinny = cuda::linear_skinny_fp8_supports(w.n, w.k, w.scales);
+  if (lane.batch_invariant && skinny)
     return in_skinny_launches(x, y, y_fp32, m, w.n, w.k, [&](const __nv_bfloat16* xs, void* ys, int64_t rows) {
       cuda::linear_skinny_fp8(xs, w.fp8, w.scales, ys, y_fp32, rows, w.n, w.k, num_sms, lane.stream);
     });
   if (m <= kFp8GemvMaxLinearRows && !lane.batch_invariant)
     return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, lane.stream);
-  if (m <= cuda::kLinearSkinnyMaxRows && cuda::linear_skinny_fp8_supports(w.n, w.k) && !lane.batch_invariant)
+  if (m <= cuda::kLinearSkinnyMaxRows && skinny && !lane.batch_invariant)
     return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
   auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
   cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, lane.stream);

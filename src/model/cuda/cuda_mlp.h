@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/fp8_linear.cuh"     // Fp8BlockScales
 #include "kernels/cuda/linear_skinny.cuh"  // WeightSource
 #include "src/model/cuda/device_memory.h"
 
@@ -26,14 +27,14 @@ struct Lane {
   bool batch_invariant = false;
 };
 
-// A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a ue8m0 scale per 32 x 32
-// block (kernels/cuda/fp8_linear.cuh; n and k multiples of 32 there).
+// A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a scale per block x block
+// tile (kernels/cuda/fp8_linear.cuh): V4's ue8m0 bytes a 32 x 32 block, V3's fp32 a 128 x 128 one.
 struct DeviceLinear {
   const __nv_bfloat16* bf16 = nullptr;  // [n, k], or
   const uint8_t* fp8 = nullptr;         // [n, k] codes and
-  const uint8_t* scales = nullptr;      // [n / 32, k / 32] scale bytes
+  cuda::Fp8BlockScales scales{};             // their scales
   int64_t n = 0, k = 0;
-  // Rows [first, first + count) (first and count multiples of 32 where FP8).
+  // Rows [first, first + count) (first a multiple of the scales' block where FP8).
   DeviceLinear rows(int64_t first, int64_t count) const;
 };
 

@@ -128,6 +128,11 @@ bool CudaMoe::experts_stay_on_device(int64_t pairs) const {
   if (config_.batch_invariant) return false;
   if (experts_.format() == CudaExpertStore::Format::kFp4 && pairs >= fp4_tiles_from_pairs_ && !fp4_mma(pairs))
     return false;
+  if (experts_.format() == CudaExpertStore::Format::kFp8 &&
+      (pairs > std::max(kGemvMaxPairs, kFp8GemvMaxPairsPerPlace * experts_.capacity()) ||
+       !cuda::moe_gemv_fp8_supports(config_.hidden_size, config_.moe_intermediate_size, config_.num_experts_per_tok,
+                                    experts_.fp8_block())))
+    return false;
   // Both device paths (moe_gemv, moe_grouped) read rows in 16-byte pieces; moe_route sorts within its limits
   // (one more expert id with expert parallelism).
   static_assert(kGroupedMaxPairs <= cuda::kMoeRouteMaxRows);
@@ -299,6 +304,17 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:experts (fp4 gemv)");
     return false;
   }
+  if (experts_.format() == CudaExpertStore::Format::kFp8 && experts_stay_on_device(n)) {
+    // FP8 experts at decode: matrix-vector kernels on the codes as stored, each pair streaming its expert; entries
+    // served elsewhere give zeros.
+    auto* act = scratch.alloc<Bf16>(n * I);
+    cuda::moe_gemv_gate_up_fp8(x, ids, rows, K, E, H, I, experts_.gate_up_fp8(moe_layer), swiglu_limit_, act,
+                               nullptr);
+    wait_for(out_ready);
+    cuda::moe_gemv_down_fp8(act, ids, weights, rows, K, E, H, I, experts_.down_fp8(moe_layer), out, nullptr);
+    profiler_.mark("moe:experts (fp8 gemv)");
+    return false;
+  }
   if (num_ids == E && n <= kGemvMaxPairs && experts_stay_on_device(n)) {
     // A few tokens: matrix-vector products straight from the routing, no permutation and no host round trip.
     auto* act = scratch.alloc<Bf16>(n * I);
@@ -310,7 +326,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   }
   auto* row_of = scratch.alloc<int32_t>(n);
   auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
-  if (!fp4 && experts_stay_on_device(n)) {
+  if (!experts_.quantized() && experts_stay_on_device(n)) {
     // Decode: each expert's weights streamed once for all its rows, the row ranges read on the device, and
     // the rows read from x where they are (no expert-sorted copy).
     auto* token_of_row = scratch.alloc<int32_t>(n);
@@ -373,6 +389,12 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     // batched chunks, below, choose their algorithm by the chunk count).
     std::vector<int32_t> identity(n);
     std::iota(identity.begin(), identity.end(), 0);
+    if (experts_.quantized()) {  // FP8 experts: every place dequantised first (the kernel waits for them)
+      auto* gate_up_all = scratch.alloc<Bf16>(E * 2 * I * H);
+      auto* down_all = scratch.alloc<Bf16>(E * H * I);
+      experts_.dequantize(moe_layer, 0, E, gate_up_all, down_all);
+      gate_up_w = gate_up_all, down_w = down_all;
+    }
     auto* act = scratch.alloc<Bf16>(n * I);
     auto* y_perm = scratch.alloc<Bf16>(n * H);
     if (computed < n) DI_CUDA_CHECK(cudaMemsetAsync(y_perm + computed * H, 0, (n - computed) * H * sizeof(Bf16)));
@@ -387,7 +409,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // (cuBLAS tiles it far better than the grouped call's ragged groups); the entries served elsewhere (expert
   // parallelism's extra id) point at a zero row after the chunks. bf16 experts under expert parallelism: one
   // grouped GEMM over the real experts.
-  const bool chunked = num_ids == E || fp4;
+  const bool chunked = num_ids == E || experts_.quantized();
   std::vector<int32_t> chunk_expert, padded_offsets(E + 1);
   for (int64_t e = 0; chunked && e < E; ++e) {
     padded_offsets[e] = static_cast<int32_t>(chunk_expert.size() * kExpertChunk);
@@ -404,8 +426,8 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     auto* x_pad = scratch.alloc<Bf16>(m * H);
     cuda::moe_pad_rows(x_perm, offsets, device_copy(scratch, padded_offsets), E, n, H, x_pad, row_of, nullptr);
     void** pointers = scratch.alloc<void*>(2 * 3 * chunk_expert.size());
-    if (fp4) {
-      chunked_fp4_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, pointers, scratch);
+    if (experts_.quantized()) {
+      chunked_quantized_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, pointers, scratch);
     } else {
       DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad, gate_up_w, gate_up, chunk_expert,
                                               kExpertChunk, 2 * I, H, pointers));
@@ -430,7 +452,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   return false;
 }
 
-void CudaMoe::chunked_fp4_experts(int64_t moe_layer, const Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
+void CudaMoe::chunked_quantized_experts(int64_t moe_layer, const Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
                                   Bf16* gate_up, Bf16* act, Bf16* y_perm, void** pointers,
                                   ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = experts_.capacity();

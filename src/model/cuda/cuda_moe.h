@@ -63,6 +63,10 @@ class CudaMoe {
   static constexpr int64_t kFp4MmaMinPairs = 96;
   static constexpr int64_t kFp4MmaMaxPairsPerPlace = 8;
   static constexpr int64_t kDequantExperts = 16;
+  // FP8 experts (DeepSeek-V3's) at decode: the per-pair matrix-vector kernels (each pair streams its expert's codes)
+  // up to this many pairs a place, or kGemvMaxPairs; above, the permuted rows' chunked GEMMs on experts dequantised
+  // kDequantExperts at a time (a host round trip). Not tuned yet: a grouped FP8 form is the next step.
+  static constexpr int64_t kFp8GemvMaxPairsPerPlace = 4;
 
   // `config`, `experts` and `profiler` are the model's and outlive this block.
   CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sms, StepProfiler& profiler);
@@ -102,8 +106,8 @@ class CudaMoe {
   // moe_unpermute's, so a token's bits are the one-rank run's whatever the EP layout.
   void host_exchange_pairs(int64_t moe_layer, const __nv_bfloat16* h, const int32_t* ids, const float* weights,
                            int64_t rows, __nv_bfloat16* out, ExpertDispatcher& dispatcher, ScratchPool& scratch) const;
-  // The chunked GEMMs of FP4 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs.
-  void chunked_fp4_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
+  // The chunked GEMMs of FP4 or FP8 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs.
+  void chunked_quantized_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
                            __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
                            ScratchPool& scratch) const;
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }

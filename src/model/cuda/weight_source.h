@@ -27,6 +27,12 @@ class DeviceWeightSource {
   // Whether the checkpoint stores `name` as FP8 e4m3 blocks; nullopt where there is no checkpoint (dummy values:
   // the model's quantization_config decides, as the released checkpoint would store it).
   virtual std::optional<bool> stored_fp8(const std::string& name) const = 0;
+  // A weight of `shape` [n, k] as FP8 e4m3 codes [n, k] and fp32 scales a block x block tile ([ceil(n / block),
+  // ceil(k / block)]), into device memory: a checkpoint's codes and scales as stored (its block must be `block`),
+  // a host store's values brought back to the codes and scales they were (cpu::recover_fp8_scaled), dummy values
+  // quantised on the device (cuda::quantize_fp8_scaled).
+  virtual void fill_fp8(const std::string& name, const Shape& shape, int64_t block, uint8_t* codes,
+                        float* scales) const = 0;
 };
 
 class HostWeightSource final : public DeviceWeightSource {
@@ -38,6 +44,8 @@ class HostWeightSource final : public DeviceWeightSource {
   void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
                       __nv_bfloat16* dst) const override;
   std::optional<bool> stored_fp8(const std::string& name) const override { return weights_.stored_as_fp8(name); }
+  void fill_fp8(const std::string& name, const Shape& shape, int64_t block, uint8_t* codes,
+                float* scales) const override;
 
  private:
   const WeightStore& weights_;
@@ -52,6 +60,8 @@ class CheckpointWeightSource final : public DeviceWeightSource {
   void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
                       __nv_bfloat16* dst) const override;
   std::optional<bool> stored_fp8(const std::string& name) const override { return tensors_.stored_fp8(name); }
+  void fill_fp8(const std::string& name, const Shape& shape, int64_t block, uint8_t* codes,
+                float* scales) const override;
 
  private:
   const CheckpointTensors& tensors_;
@@ -66,6 +76,8 @@ class DummyWeightSource final : public DeviceWeightSource {
   void fill_bf16_rows(const std::string& name, const Shape& shape, int64_t first_row, int64_t num_rows,
                       __nv_bfloat16* dst) const override;
   std::optional<bool> stored_fp8(const std::string&) const override { return std::nullopt; }
+  void fill_fp8(const std::string& name, const Shape& shape, int64_t block, uint8_t* codes,
+                float* scales) const override;
 
  private:
   uint64_t seed_;

@@ -40,14 +40,20 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
   DI_INPUT_CHECK(cuda::mla_decode_supports(c.kv_lora_rank, c.qk_rope_head_dim),
                  "the CUDA decode attention holds kv_lora_rank <= 512 and kv_lora_rank + qk_rope_head_dim <= 768; the "
                  "model has {} + {}", c.kv_lora_rank, c.qk_rope_head_dim);
+  const QuantizationConfig& q = c.quantization;
+  if (q.fp8 && !q.ue8m0_scales && q.block_rows == q.block_cols && q.block_rows % 16 == 0) fp8_block_ = q.block_rows;
   const RotaryTable rotary(c);
   inv_freq_ = DeviceArray<float>::from_host(rotary.inv_freq());
   attention_factor_ = rotary.attention_factor();
 
+  // Routed experts in FP8 where their tiles line up with the rows of an expert (and of its gate and up).
+  const bool fp8_experts =
+      fp8_block_ > 0 && c.hidden_size % fp8_block_ == 0 && c.moe_intermediate_size % fp8_block_ == 0;
+  const auto expert_format = fp8_experts ? CudaExpertStore::Format::kFp8 : CudaExpertStore::Format::kBf16;
   experts_ = std::make_unique<CudaExpertStore>(
       ExpertStore::Dims{c.num_hidden_layers - c.first_k_dense_replace, c.n_routed_experts, c.hidden_size,
                         c.moe_intermediate_size},
-      arena_, num_sms_, static_cast<float>(c.swiglu_limit), CudaExpertStore::Format::kBf16, c.expert_slots_per_rank);
+      arena_, num_sms_, static_cast<float>(c.swiglu_limit), expert_format, c.expert_slots_per_rank, fp8_block_);
   moe_ = std::make_unique<CudaMoe>(config_, *experts_, num_sms_, profiler_);
   embed_ = upload(weights, "model.embed_tokens.weight");
   final_norm_ = upload(weights, "model.norm.weight");
@@ -62,19 +68,21 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     // Its experts held whole on every rank (weights_held_by keeps them): expert e at place e.
     mtp->experts = std::make_unique<CudaExpertStore>(
         ExpertStore::Dims{1, c.n_routed_experts, c.hidden_size, c.moe_intermediate_size}, arena_, num_sms_,
-        static_cast<float>(c.swiglu_limit));
+        static_cast<float>(c.swiglu_limit), expert_format, 0, fp8_block_);
     mtp->layer = upload_layer(weights, c.num_hidden_layers, *mtp->experts, 0);
     mtp->moe = std::make_unique<CudaMoe>(config_, *mtp->experts, num_sms_, profiler_);
     mtp->enorm = upload(weights, mtp_prefix + "enorm.weight");
     mtp->hnorm = upload(weights, mtp_prefix + "hnorm.weight");
-    mtp->eh_proj = upload(weights, mtp_prefix + "eh_proj.weight");
+    mtp->eh_proj = upload_linear(weights, {mtp_prefix + "eh_proj.weight"}, fp8_block_);
     mtp->head_norm = upload(weights, mtp_prefix + "shared_head.norm.weight");
     mtp->head = upload(weights, mtp_prefix + "shared_head.head.weight");
     mtp_ = std::move(mtp);
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  spdlog::info("CUDA model: {:.2f} GiB of bf16 weights on GPU {}", arena_.bytes_in_use() / double(1 << 30),
-               device_.id());
+  spdlog::info("CUDA model: {:.2f} GiB of weights on GPU {} ({})", arena_.bytes_in_use() / double(1 << 30),
+               device_.id(), fp8_block_ > 0 ? fmt::format("FP8 as stored, fp32 scales a {} x {} tile, where the "
+                                                          "checkpoint has FP8; the rest bf16", fp8_block_, fp8_block_)
+                                            : "bf16");
 }
 
 CudaDeepseekModel::Layer CudaDeepseekModel::upload_layer(const DeviceWeightSource& weights, int64_t l,
@@ -90,25 +98,17 @@ CudaDeepseekModel::Layer CudaDeepseekModel::upload_layer(const DeviceWeightSourc
   // The query's first projection and kv_a both read h: stored back to back, a decode step runs them as one.
   const std::string first = s + (c.q_lora_rank > 0 ? "q_a_proj.weight" : "q_proj.weight");
   const std::string kv_a = s + "kv_a_proj_with_mqa.weight";
-  const Shape &first_shape = shapes_.at(first), &kv_a_shape = shapes_.at(kv_a);
-  auto* first_and_kv_a = static_cast<Bf16*>(
-      arena_.take((shape_numel(first_shape) + shape_numel(kv_a_shape)) * sizeof(Bf16)));
-  weights.fill_bf16(first, first_shape, first_and_kv_a);
-  weights.fill_bf16(kv_a, kv_a_shape, first_and_kv_a + shape_numel(first_shape));
-  a.kv_a = first_and_kv_a + shape_numel(first_shape);
+  a.first_and_kv_a = upload_linear(weights, {first, kv_a}, fp8_block_);
   if (c.q_lora_rank > 0) {
-    a.q_a = first_and_kv_a;
     a.q_a_norm = upload(weights, s + "q_a_layernorm.weight");
-    a.q_b = upload(weights, s + "q_b_proj.weight");
-  } else {
-    a.q = first_and_kv_a;
+    a.q_b = upload_linear(weights, {s + "q_b_proj.weight"}, fp8_block_);
   }
   a.kv_a_norm = upload(weights, s + "kv_a_layernorm.weight");
   a.kv_b = upload(weights, s + "kv_b_proj.weight");
   // (the skinny kernel reads x, w rows in 16-byte pieces: every stride a multiple of 8 elements)
   if (c.batch_invariant && c.qk_nope_head_dim % 8 == 0 && c.qk_head_dim() % 8 == 0 && c.kv_entry_dim() % 8 == 0)
     a.w_uk_t = transposed_w_uk(a.kv_b);
-  a.o = upload(weights, s + "o_proj.weight");
+  a.o = upload_linear(weights, {s + "o_proj.weight"}, fp8_block_);
   layer.is_moe = c.is_moe_layer(l);
   if (layer.is_moe) {
     CudaMoeWeights& m = layer.moe;
@@ -148,15 +148,11 @@ CudaDeepseekModel::Bf16* CudaDeepseekModel::transposed_w_uk(const Bf16* kv_b) {
 }
 
 DeviceMlp CudaDeepseekModel::upload_mlp(const DeviceWeightSource& weights, const std::string& prefix,
-                                                     int64_t inter) {
-  const int64_t H = config_.hidden_size;
+                                        int64_t inter) {
   Mlp mlp;
   mlp.inter = inter;
-  auto* gate_up = static_cast<Bf16*>(arena_.take(2 * inter * H * sizeof(Bf16)));
-  weights.fill_bf16(prefix + ".gate_proj.weight", {inter, H}, gate_up);
-  weights.fill_bf16(prefix + ".up_proj.weight", {inter, H}, gate_up + inter * H);
-  mlp.gate_up = {.bf16 = gate_up, .n = 2 * inter, .k = H};
-  mlp.down = {.bf16 = upload(weights, prefix + ".down_proj.weight"), .n = H, .k = inter};
+  mlp.gate_up = upload_linear(weights, {prefix + ".gate_proj.weight", prefix + ".up_proj.weight"}, fp8_block_);
+  mlp.down = upload_linear(weights, {prefix + ".down_proj.weight"}, fp8_block_);
   return mlp;
 }
 
@@ -173,7 +169,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
                                   const Bf16* h, Bf16* out, ScratchPool& scratch, const int32_t* read_rows,
                                   int64_t num_read) const {
   const ModelConfig& c = config_;
-  const int64_t T = plan.num_tokens, H = c.hidden_size, heads = c.num_attention_heads;
+  const int64_t T = plan.num_tokens, heads = c.num_attention_heads;
   const int64_t nope = c.qk_nope_head_dim, rope = c.qk_rope_head_dim, qk = c.qk_head_dim(), v = c.v_head_dim;
   const int64_t lora = c.kv_lora_rank, D = c.kv_entry_dim();
   cublasHandle_t blas = cublas_.get();
@@ -189,12 +185,12 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     first = scratch.alloc<Bf16>(T * (first_rows + D));
     kv = first + first_rows;
     first_stride = kv_stride = first_rows + D;
-    linear(h, q_lora ? w.q_a : w.q, first, false, T, first_rows + D, H);
+    linear(h, w.first_and_kv_a, first, false, T, scratch);
   } else {
     first = scratch.alloc<Bf16>(T * first_rows);
     kv = scratch.alloc<Bf16>(T * D);
-    linear(h, q_lora ? w.q_a : w.q, first, false, T, first_rows, H);
-    linear(h, w.kv_a, kv, false, T, D, H);
+    linear(h, w.first_and_kv_a.rows(0, first_rows), first, false, T, scratch);
+    linear(h, w.first_and_kv_a.rows(first_rows, D), kv, false, T, scratch);
   }
   Bf16* q = first;
   int64_t q_stride = first_stride;
@@ -203,7 +199,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     cuda::rms_norm(first, first_stride, w.q_a_norm, q_a, c.q_lora_rank, T, c.q_lora_rank, c.rms_norm_eps, nullptr);
     q = scratch.alloc<Bf16>(T * heads * qk);
     q_stride = heads * qk;
-    linear(q_a, w.q_b, q, false, T, heads * qk, c.q_lora_rank);
+    linear(q_a, w.q_b, q, false, T, scratch);
   }
   // The absorbed form's queries [W_uk^T q_nope | RoPE'd q_pe]: the tail is written by mla_prepare. A few rows:
   // matrix-vector kernels for W_uk and W_uv, all heads in one launch each (each head's W_uk, W_uv read once; rows
@@ -314,7 +310,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     if (read_rows != nullptr) cuda::embedding(attn_all, read_rows, attn, A, heads * v, nullptr);
     profiler_.mark("attn:prefill kernel");
   }
-  linear(attn, w.o, out, false, A, H, heads * v);
+  linear(attn, w.o, out, false, A, scratch);
   profiler_.mark("attn:unabsorb+o_proj");
 }
 
@@ -492,7 +488,7 @@ float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const 
   cuda::rms_norm(delta, H, w.enorm, joined, 2 * H, T, H, eps, nullptr);
   cuda::embedding(last_hidden_, hidden_at, h, T, H, nullptr);  // a row gather
   cuda::rms_norm(h, H, w.hnorm, joined + H, 2 * H, T, H, eps, nullptr);
-  linear(joined, w.eh_proj, x, false, T, H, 2 * H);
+  linear(joined, w.eh_proj, x, false, T, scratch);
   // One decoder layer with its own cache layer (index num_hidden_layers) and experts.
   cuda::add_rms_norm(nullptr, x, w.layer.input_norm, h, T, H, eps, nullptr);
   // Every row's latent goes into the module's cache; past that only the rows read (one a sequence) go on: a row's

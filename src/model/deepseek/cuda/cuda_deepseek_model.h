@@ -41,23 +41,26 @@ class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
   std::vector<DraftBlock> finish_chained_draft() const override;
 
   using Mlp = DeviceMlp;
+  // The projections are bf16, or FP8 as an FP8 checkpoint stores them (fp8_block_), but kv_b: the absorbed decode
+  // reads each head's W_uk and W_uv in place as bf16.
   struct Attention {
-    const Bf16* q_a = nullptr;
+    // The query's first projection (q_a_proj, or q_proj without q_lora) and kv_a_proj_with_mqa stacked by rows: a
+    // decode step runs them as one product.
+    DeviceLinear first_and_kv_a;
     const Bf16* q_a_norm = nullptr;
-    const Bf16* q_b = nullptr;
-    const Bf16* q = nullptr;
-    const Bf16* kv_a = nullptr;
+    DeviceLinear q_b;
     const Bf16* kv_a_norm = nullptr;
     const Bf16* kv_b = nullptr;
     // --batch-invariant only: each head's W_uk (its first qk_nope rows of kv_b, [nope, lora]) stored transposed,
     // [heads, lora, nope], so the skinny kernel runs W_uk's product in launches of 64 rows at every row count.
     const Bf16* w_uk_t = nullptr;
-    const Bf16* o = nullptr;
+    DeviceLinear o;
   };
   using Layer = DeepseekLayerWeights<Bf16, Attention, Mlp, CudaMoeWeights>;
   struct Mtp {  // the module's weights (model.layers.<num_hidden_layers>.*) and its routed experts, held whole
     Layer layer;
-    const Bf16 *enorm = nullptr, *hnorm = nullptr, *eh_proj = nullptr, *head_norm = nullptr, *head = nullptr;
+    const Bf16 *enorm = nullptr, *hnorm = nullptr, *head_norm = nullptr, *head = nullptr;
+    DeviceLinear eh_proj;
     std::unique_ptr<CudaExpertStore> experts;
     std::unique_ptr<CudaMoe> moe;
   };
@@ -96,6 +99,9 @@ class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
   static constexpr int64_t kInvariantWorkspaceBytes = int64_t{256} << 20;
 
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
+  // The tile of the FP8 weights held as stored (a square quantization block, a multiple of 16: the kernels read 16
+  // codes under one scale); 0: every weight bf16 (a bf16 checkpoint, or tiles the kernels do not read).
+  int64_t fp8_block_ = 0;
   Bf16* transposed_w_uk(const Bf16* kv_b);  // Attention::w_uk_t from a layer's kv_b on the device
 
   // A layer's attention over the plan's rows, every row's latent into `cache_layer`; out [T, hidden], or with

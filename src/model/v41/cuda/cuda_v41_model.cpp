@@ -274,7 +274,7 @@ CudaV41Model::Projection CudaV41Model::upload_projection(const DeviceWeightSourc
   cuda::quantize_fp8_blocks(rows, p.n, p.k, codes, scales, nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());  // before the staging buffer goes
   p.fp8 = codes;
-  p.scales = scales;
+  p.scales = cuda::Fp8BlockScales::ue8m0(scales);
   return p;
 }
 

@@ -1,0 +1,164 @@
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_codes.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/moe_fp8.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kGateUpRowsPerWarp = 2;
+constexpr int kBatch = 4;  // 16-byte pieces of each of two rows a lane keeps in flight
+constexpr int kSharedLimit = 48 * 1024;
+
+// 16 e4m3 codes times 16 bf16 values (two 16-byte pieces), summed in fp32.
+__device__ __forceinline__ float dot16(const uint4& codes, const __nv_bfloat16* values) {
+  const uint4 v0 = reinterpret_cast<const uint4*>(values)[0], v1 = reinterpret_cast<const uint4*>(values)[1];
+  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+  const __nv_bfloat162* a = reinterpret_cast<const __nv_bfloat162*>(&v0);
+  const __nv_bfloat162* b = reinterpret_cast<const __nv_bfloat162*>(&v1);
+  float sum = 0.0f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float2 lo = e4m3x2_to_float2(words[w] & 0xffffu), hi = e4m3x2_to_float2(words[w] >> 16);
+    const float2 xa = __bfloat1622float2(w < 2 ? a[2 * w] : b[2 * w - 4]);
+    const float2 xb = __bfloat1622float2(w < 2 ? a[2 * w + 1] : b[2 * w - 3]);
+    sum += lo.x * xa.x + lo.y * xa.y + hi.x * xb.x + hi.y * xb.y;
+  }
+  return sum;
+}
+
+// Dot products of two FP8 weight rows (codes row0/row1, their tiles' scales scales0/scales1) with two bf16 vectors in
+// shared memory over `n` values (a multiple of 16): lane takes 16-code pieces lane, lane + 32, ..., kBatch of both
+// rows loaded before any is used. row1 may be null (its sum is 0). The warp sums.
+__device__ __forceinline__ float2 dot_pair(const uint8_t* row0, const float* scales0, const __nv_bfloat16* vec0,
+                                           const uint8_t* row1, const float* scales1, const __nv_bfloat16* vec1,
+                                           int n, int block) {
+  const int lane = threadIdx.x % 32, pieces = n / 16;
+  float sum0 = 0.0f, sum1 = 0.0f;
+  for (int base = lane; base < pieces; base += 32 * kBatch) {
+    uint4 w0[kBatch], w1[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + 32 * u;
+      w0[u] = i < pieces ? __ldg(reinterpret_cast<const uint4*>(row0) + i) : uint4{};
+      w1[u] = i < pieces && row1 != nullptr ? __ldg(reinterpret_cast<const uint4*>(row1) + i) : uint4{};
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = base + 32 * u;
+      if (i >= pieces) break;
+      const int tile = 16 * i / block;
+      sum0 += __ldg(scales0 + tile) * dot16(w0[u], vec0 + 16 * i);
+      if (row1 != nullptr) sum1 += __ldg(scales1 + tile) * dot16(w1[u], vec1 + 16 * i);
+    }
+  }
+  return {warp_sum(sum0), warp_sum(sum1)};
+}
+
+// Row r of an expert's weight [rows, cols]: its codes and its tile row's scales.
+struct RowOf {
+  Fp8Rows w;
+  int64_t cols;
+  __device__ const uint8_t* codes(int64_t row) const { return w.codes + row * cols; }
+  __device__ const float* scales(int64_t row) const {
+    return w.scales + (row / w.block) * ((cols + w.block - 1) / w.block);
+  }
+};
+
+// Block (pair p = (t, k), tile of kWarps * kGateUpRowsPerWarp rows of inter).
+template <bool kClamp>
+__global__ void gate_up_kernel(const __nv_bfloat16* x, const int32_t* ids, int64_t top_k, int64_t num_experts,
+                               int64_t hidden, int64_t inter, Fp8Rows gate_up, float swiglu_limit,
+                               __nv_bfloat16* act) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  extern __shared__ __align__(16) __nv_bfloat16 xs[];  // [hidden]
+  const int64_t pair = blockIdx.x, t = pair / top_k;
+  const int warp = threadIdx.x / 32;
+  const int64_t first = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kGateUpRowsPerWarp;
+  const int64_t e = ids[pair];
+  if (e >= num_experts) {  // served on another rank
+    for (int r = 0; r < kGateUpRowsPerWarp; ++r)
+      if (first + r < inter && threadIdx.x % 32 == 0) act[pair * inter + first + r] = to_bf16(0.0f);
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < hidden / 8; i += blockDim.x)
+    reinterpret_cast<uint4*>(xs)[i] = reinterpret_cast<const uint4*>(x + t * hidden)[i];
+  __syncthreads();
+  const RowOf w{gate_up, hidden};
+  const int64_t base = e * 2 * inter;
+#pragma unroll
+  for (int r = 0; r < kGateUpRowsPerWarp; ++r) {
+    const int64_t row = first + r;
+    if (row >= inter) break;
+    const float2 dots = dot_pair(w.codes(base + row), w.scales(base + row), xs, w.codes(base + inter + row),
+                                 w.scales(base + inter + row), xs, static_cast<int>(hidden), gate_up.block);
+    float gate = dots.x, up = dots.y;
+    if constexpr (kClamp) clamp_swiglu(gate, up, swiglu_limit);
+    if (threadIdx.x % 32 == 0) act[pair * inter + row] = to_bf16(gate / (1.0f + expf(-gate)) * up);
+  }
+}
+
+// Block (token t, tile of kWarps hidden rows): every k of the token in k order, added onto out.
+__global__ void down_kernel(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t top_k,
+                            int64_t num_experts, int64_t hidden, int64_t inter, Fp8Rows down, __nv_bfloat16* out) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  extern __shared__ __align__(16) __nv_bfloat16 as[];  // [top_k][inter]
+  const int64_t t = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < top_k * inter / 8; i += blockDim.x)
+    reinterpret_cast<uint4*>(as)[i] = reinterpret_cast<const uint4*>(act + t * top_k * inter)[i];
+  __syncthreads();
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32;
+  if (row >= hidden) return;
+  const RowOf w{down, inter};
+  // The k of this token served here, in order (others add nothing).
+  auto expert_row = [&](int64_t k) { return ids[t * top_k + k] * hidden + row; };
+  float sum = 0.0f;
+  int64_t k = 0;
+  while (k < top_k) {
+    int64_t k0 = k;
+    while (k0 < top_k && ids[t * top_k + k0] >= num_experts) ++k0;
+    if (k0 >= top_k) break;
+    int64_t k1 = k0 + 1;
+    while (k1 < top_k && ids[t * top_k + k1] >= num_experts) ++k1;
+    const bool second = k1 < top_k;
+    const int64_t r0 = expert_row(k0), r1 = second ? expert_row(k1) : r0;
+    const float2 dots = dot_pair(w.codes(r0), w.scales(r0), as + k0 * inter, second ? w.codes(r1) : nullptr,
+                                 w.scales(r1), as + (second ? k1 : k0) * inter, static_cast<int>(inter), down.block);
+    sum += weights[t * top_k + k0] * dots.x;
+    if (second) sum += weights[t * top_k + k1] * dots.y;
+    k = k1 + (second ? 1 : 0);
+  }
+  if (threadIdx.x % 32 == 0) out[t * hidden + row] = to_bf16(to_float(out[t * hidden + row]) + sum);
+}
+
+}  // namespace
+
+bool moe_gemv_fp8_supports(int64_t hidden, int64_t inter, int64_t top_k, int64_t block) {
+  return block > 0 && block % 16 == 0 && hidden % block == 0 && inter % block == 0 && hidden % 16 == 0 &&
+         inter % 16 == 0 && hidden * 2 <= kSharedLimit && top_k * inter * 2 <= kSharedLimit;
+}
+
+void moe_gemv_gate_up_fp8(const __nv_bfloat16* x, const int32_t* ids, int64_t tokens, int64_t top_k,
+                          int64_t num_experts, int64_t hidden, int64_t inter, Fp8Rows gate_up, float swiglu_limit,
+                          __nv_bfloat16* act, cudaStream_t stream) {
+  if (tokens == 0) return;
+  constexpr int rows_per_block = kWarps * kGateUpRowsPerWarp;
+  const dim3 grid(static_cast<unsigned>(tokens * top_k), static_cast<unsigned>((inter + rows_per_block - 1) / rows_per_block));
+  const size_t shared = hidden * sizeof(__nv_bfloat16);
+  // The clamp a template flag: the unclamped models' kernels stay as they are.
+  launch_dependent(swiglu_limit > 0.0f ? gate_up_kernel<true> : gate_up_kernel<false>, grid, kWarps * 32, shared,
+                   stream, x, ids, top_k, num_experts, hidden, inter, gate_up, swiglu_limit, act);
+}
+
+void moe_gemv_down_fp8(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t tokens,
+                       int64_t top_k, int64_t num_experts, int64_t hidden, int64_t inter, Fp8Rows down,
+                       __nv_bfloat16* out, cudaStream_t stream) {
+  if (tokens == 0) return;
+  const dim3 grid(static_cast<unsigned>(tokens), static_cast<unsigned>((hidden + kWarps - 1) / kWarps));
+  launch_dependent(down_kernel, grid, kWarps * 32, top_k * inter * sizeof(__nv_bfloat16), stream, act, ids, weights,
+                   top_k, num_experts, hidden, inter, down, out);
+}
+
+}  // namespace deepinfer::cuda
