@@ -1,8 +1,8 @@
 // `deepinfer memory --deploy D --model M`: what one rank of each role of a deployment holds of a model, before
 // anything is launched — its expert slots (as generate places them, redundant replicas included), its weights as the
-// CUDA backend holds them (V2/V3: bench/deepseek_floor.h — FP8 as the checkpoint stores it, and dequantised to bf16,
-// how the backend holds an FP8 V2/V3 checkpoint today; V4.1: bench/v41_floor.h, its engram tables where
-// --engram-tables / --engram-split put them), the draft module where the model has one (the engine loads it whenever
+// CUDA backend holds them (V2/V3: bench/deepseek_floor.h — FP8 as the checkpoint stores it but kv_b_proj in bf16,
+// and beside that every weight in bf16 (how the backend held an FP8 checkpoint before); V4.1: bench/v41_floor.h, its
+// engram tables where --engram-tables / --engram-split put them), the draft module where the model has one (the engine loads it whenever
 // the checkpoint carries it), and what a GPU's memory leaves for the KV cache and the activations. Reads config.json
 // and, for a checkpoint directory, its tensors' headers; one process.
 #include <fmt/format.h>
@@ -107,7 +107,7 @@ int run_memory(const MemoryOptions& options, const World& world) {
                deployment->name, options.gpu_memory_gib);
     constexpr std::string_view kRow = "{:<9} {:>5} {:>4} {:>10} {:>10} {:>10} {:>10}  {:<33} {}\n";
     fmt::print(fmt::runtime(kRow), "role", "ranks", "ep", "slots/rank", "non-expert", "experts", "total",
-               "left for KV and activations", dequantised_column ? "dequantised to bf16: total, left" : "");
+               "left for KV and activations", dequantised_column ? "all bf16: total, left" : "");
     for (size_t role = 0; role < deployment->roles.size(); ++role) {
       const RoleSpec& spec = deployment->roles[role];
       auto rank_bytes = [&](WeightForm form) {
@@ -122,7 +122,7 @@ int run_memory(const MemoryOptions& options, const World& world) {
         if (kv_per_token == 0) return size_text(bytes);
         return fmt::format("{} ({:.2f}M tokens of KV)", size_text(bytes), bytes / kv_per_token / 1e6);
       };
-      const RankWeightBytes stored = rank_bytes(WeightForm::kAsStored);
+      const RankWeightBytes stored = rank_bytes(WeightForm::kCudaBackend);
       const RankWeightBytes bf16 = dequantised_column ? rank_bytes(WeightForm::kBf16) : RankWeightBytes{};
       fmt::print(fmt::runtime(kRow), role_name(spec.role), spec.num_ranks, spec.ep_size, slots[role],
                  size_text(stored.non_expert), size_text(stored.experts), size_text(stored.total()), left(stored),

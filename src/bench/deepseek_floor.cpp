@@ -49,14 +49,15 @@ NonExpertWeights non_expert_weights(const ModelConfig& c, WeightForm form) {
     double n = 1;
     for (int64_t d : spec.shape) n *= static_cast<double>(d);
     t.params += n;
-    const bool fp8 = form == WeightForm::kAsStored && stored_fp8(c, spec.name, spec.shape);
+    const bool fp8 = form != WeightForm::kBf16 && stored_fp8(c, spec.name, spec.shape) &&
+                     !(form == WeightForm::kCudaBackend && spec.name.ends_with("kv_b_proj.weight"));
     t.bytes += spec.shape.size() == 2 ? matrix_bytes(c, spec.shape[0], spec.shape[1], fp8) : 2.0 * n;
     if (spec.shape.size() == 2 && &t != &w.embedding) (fp8 ? t.fp8_flops : t.bf16_flops) += 2.0 * n;
   }
   return w;
 }
 
-bool experts_fp8(const ModelConfig& c, WeightForm form) { return form == WeightForm::kAsStored && c.quantization.fp8; }
+bool experts_fp8(const ModelConfig& c, WeightForm form) { return form != WeightForm::kBf16 && c.quantization.fp8; }
 
 double num_moe_layers(const ModelConfig& c) {
   int64_t n = 0;

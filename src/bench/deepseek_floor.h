@@ -21,8 +21,10 @@
 namespace deepinfer {
 
 enum class WeightForm {
-  kAsStored,  // as the checkpoint stores them
-  kBf16,      // every weight bf16
+  kAsStored,     // as the checkpoint stores them
+  kCudaBackend,  // as the CUDA backend holds them: as stored, but kv_b_proj in bf16 (the absorbed decode reads its
+                 // heads' W_uk and W_uv in place)
+  kBf16,         // every weight bf16
 };
 
 // A rank holding `expert_slots` routed experts in each MoE layer (its share of an EP group's slots, redundant

@@ -24,6 +24,7 @@ std::vector<float> logits_of(CausalLm& model) {
   ForwardBatch step;
   step.token_ids = {7};
   step.sequences.push_back({prompt, 1, table});
+  step.sequences.back().earlier_tokens = prefill.token_ids;  // as the engine passes them (V4.1's engram hashing)
   const Tensor second = model.forward(step, *cache);
   std::vector<float> out(first.data<float>(), first.data<float>() + first.numel());
   out.insert(out.end(), second.data<float>(), second.data<float>() + second.numel());
