@@ -67,15 +67,18 @@ int run(int argc, char** argv) {
       auto s8 = [&](int c) { return scales.data() + c * scale_bytes; };
       const float gemv_us = m > cuda::kLinearGemvMaxRows ? 0.0f : 1e3f / copies * median_ms(reps, [&] {
         for (int c = 0; c < copies; ++c)
-          cuda::linear_gemv_fp8(x.data(), s.k, c8(c), cuda::Fp8BlockScales::ue8m0(s8(c)), y_fp8.data(), s.n, false, m, s.n, s.k, cudaStreamPerThread);
+          cuda::linear_gemv_fp8(x.data(), s.k, c8(c), cuda::Fp8BlockScales::ue8m0(s8(c)), y_fp8.data(), s.n, false, m,
+                                s.n, s.k, cudaStreamPerThread);
       });
       const float fp8_us = 1e3f / copies * median_ms(reps, [&] {
         for (int c = 0; c < copies; ++c)
-          cuda::linear_skinny_fp8(x.data(), c8(c), cuda::Fp8BlockScales::ue8m0(s8(c)), y_fp8.data(), false, m, s.n, s.k, sms, cudaStreamPerThread);
+          cuda::linear_skinny_fp8(x.data(), c8(c), cuda::Fp8BlockScales::ue8m0(s8(c)), y_fp8.data(), false, m, s.n,
+                                  s.k, sms, cudaStreamPerThread);
       });
       const float blas_us = 1e3f / copies * median_ms(reps, [&] {
         for (int c = 0; c < copies; ++c) {
-          cuda::dequantize_fp8_blocks(c8(c), cuda::Fp8BlockScales::ue8m0(s8(c)), s.n, s.k, scratch.data(), cudaStreamPerThread);
+          cuda::dequantize_fp8_blocks(c8(c), cuda::Fp8BlockScales::ue8m0(s8(c)), s.n, s.k, scratch.data(),
+                                      cudaStreamPerThread);
           DI_CUBLAS_CHECK(cuda::linear_bf16(blas.get(), x.data(), scratch.data(), y_blas.data(), false, m, s.n, s.k));
         }
       });

@@ -27,6 +27,17 @@ struct ScaleGrid {
   }
 };
 
+// The largest of a 256-thread block's values, for every thread.
+__device__ __forceinline__ float block_max_256(float value) {
+  __shared__ float partial[8];
+  value = warp_max(value);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = value;
+  __syncthreads();
+  value = partial[0];
+  for (int i = 1; i < 8; ++i) value = fmaxf(value, partial[i]);
+  return value;
+}
+
 // A block of 256 threads per 32 x 32 weight block: its largest magnitude, then 4 codes a thread.
 __global__ void __launch_bounds__(256) quantize_kernel(const __nv_bfloat16* w, int64_t k, uint8_t* codes,
                                                        uint8_t* scales) {
@@ -36,12 +47,7 @@ __global__ void __launch_bounds__(256) quantize_kernel(const __nv_bfloat16* w, i
   float v[4], amax = 0.0f;
 #pragma unroll
   for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i] = to_float(w[r * k + c + i])));
-  __shared__ float partial[8];
-  amax = warp_max(amax);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = amax;
-  __syncthreads();
-  amax = partial[0];
-  for (int i = 1; i < 8; ++i) amax = fmaxf(amax, partial[i]);
+  amax = block_max_256(amax);
   const uint8_t byte = fp8_weight_scale_byte(amax);
   if (threadIdx.x == 0) scales[blockIdx.y * gridDim.x + blockIdx.x] = byte;
   const float scale = ue8m0_value(byte);
@@ -59,12 +65,7 @@ __global__ void __launch_bounds__(256) quantize_scaled_kernel(const __nv_bfloat1
   float amax = 0.0f;
   for (int64_t i = threadIdx.x; i < rows * cols; i += blockDim.x)
     amax = fmaxf(amax, fabsf(to_float(w[(r0 + i / cols) * k + c0 + i % cols])));
-  __shared__ float partial[8];
-  amax = warp_max(amax);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = amax;
-  __syncthreads();
-  amax = partial[0];
-  for (int i = 1; i < 8; ++i) amax = fmaxf(amax, partial[i]);
+  amax = block_max_256(amax);
   const float scale = fp8_tile_scale(amax);
   if (threadIdx.x == 0) scales[blockIdx.y * gridDim.x + blockIdx.x] = scale;
   for (int64_t i = threadIdx.x; i < rows * cols; i += blockDim.x) {
@@ -173,7 +174,8 @@ void dequantize_fp8_blocks(const uint8_t* codes, Fp8BlockScales scales, int64_t 
   if (pieces == 0 || !readable(scales, n, k)) return;  // the model checks
   const auto blocks = static_cast<unsigned>((pieces + 255) / 256);
   if (scales.f32)
-    launch_dependent(dequantize_kernel<true>, blocks, 256, 0, stream, codes, ScaleGrid<true>(scales, k), k, pieces, out);
+    launch_dependent(dequantize_kernel<true>, blocks, 256, 0, stream, codes, ScaleGrid<true>(scales, k), k, pieces,
+                     out);
   else
     launch_dependent(dequantize_kernel<false>, blocks, 256, 0, stream, codes, ScaleGrid<false>(scales, k), k, pieces,
                      out);

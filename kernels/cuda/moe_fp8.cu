@@ -145,7 +145,8 @@ void moe_gemv_gate_up_fp8(const __nv_bfloat16* x, const int32_t* ids, int64_t to
                           __nv_bfloat16* act, cudaStream_t stream) {
   if (tokens == 0) return;
   constexpr int rows_per_block = kWarps * kGateUpRowsPerWarp;
-  const dim3 grid(static_cast<unsigned>(tokens * top_k), static_cast<unsigned>((inter + rows_per_block - 1) / rows_per_block));
+  const dim3 grid(static_cast<unsigned>(tokens * top_k),
+                  static_cast<unsigned>((inter + rows_per_block - 1) / rows_per_block));
   const size_t shared = hidden * sizeof(__nv_bfloat16);
   // The clamp a template flag: the unclamped models' kernels stay as they are.
   launch_dependent(swiglu_limit > 0.0f ? gate_up_kernel<true> : gate_up_kernel<false>, grid, kWarps * 32, shared,

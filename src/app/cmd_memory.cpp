@@ -2,9 +2,9 @@
 // anything is launched — its expert slots (as generate places them, redundant replicas included), its weights as the
 // CUDA backend holds them (V2/V3: bench/deepseek_floor.h — FP8 as the checkpoint stores it but kv_b_proj in bf16,
 // and beside that every weight in bf16 (how the backend held an FP8 checkpoint before); V4.1: bench/v41_floor.h, its
-// engram tables where --engram-tables / --engram-split put them), the draft module where the model has one (the engine loads it whenever
-// the checkpoint carries it), and what a GPU's memory leaves for the KV cache and the activations. Reads config.json
-// and, for a checkpoint directory, its tensors' headers; one process.
+// engram tables where --engram-tables / --engram-split put them), the draft module where the model has one (the
+// engine loads it whenever the checkpoint carries it), and what a GPU's memory leaves for the KV cache and the
+// activations. Reads config.json and, for a checkpoint directory, its tensors' headers; one process.
 #include <fmt/format.h>
 
 #include <cstdio>

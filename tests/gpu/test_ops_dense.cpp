@@ -631,7 +631,9 @@ void fp8_scaled(OpRun& r) {
   std::vector<Bf16> bits = r.random_bf16(n * k, w_f);
   for (int64_t i = 0; i < n * k; ++i) {
     const int64_t tile = (i / k / block) * per_row + (i % k) / block;
-    const float v = tile == 1 ? std::ldexp(w_f[i], -20) : tile == 2 ? 0.0f : std::ldexp(w_f[i], static_cast<int>(tile % 7) - 3);
+    const float v = tile == 1   ? std::ldexp(w_f[i], -20)
+                    : tile == 2 ? 0.0f
+                                : std::ldexp(w_f[i], static_cast<int>(tile % 7) - 3);
     bits[i] = float_to_bf16(v);
     w_f[i] = bf16_to_float(bits[i]);
   }
@@ -643,8 +645,8 @@ void fp8_scaled(OpRun& r) {
   scales.poison();
   back.poison();
   cuda::quantize_fp8_scaled(bf(w), n, k, static_cast<int32_t>(block), codes.data(), scales.data(), nullptr);
-  cuda::dequantize_fp8_blocks(codes.data(), cuda::Fp8BlockScales::fp32(scales.data(), static_cast<int32_t>(block)), n, k,
-                              bf(back), nullptr);
+  const auto grid = cuda::Fp8BlockScales::fp32(scales.data(), static_cast<int32_t>(block));
+  cuda::dequantize_fp8_blocks(codes.data(), grid, n, k, bf(back), nullptr);
   sync();
   std::vector<uint8_t> want_codes(n * k);
   std::vector<float> want_scales(tiles), want_back(n * k);
@@ -663,7 +665,8 @@ struct Fp8Weight {
   int64_t f32_block = 0;
   cuda::Fp8BlockScales scales() const {
     if (f32_block == 0) return cuda::Fp8BlockScales::ue8m0(scale_bytes.data());
-    return cuda::Fp8BlockScales::fp32(reinterpret_cast<const float*>(scale_bytes.data()), static_cast<int32_t>(f32_block));
+    const auto* values = reinterpret_cast<const float*>(scale_bytes.data());
+    return cuda::Fp8BlockScales::fp32(values, static_cast<int32_t>(f32_block));
   }
 };
 Fp8Weight random_fp8_weight(OpRun& r, int64_t n, int64_t k, int64_t f32_block = 0) {
@@ -769,8 +772,8 @@ void add_dense_rows(OpTable& t) {
   for (int64_t rows : {1, 2})
     for (auto [n, k, block] : {std::tuple<int64_t, int64_t, int64_t>{576, 7168, 128}, {7168, 2048, 128}, {24, 64, 16}})
       t.add("linear_gemv_fp8", "bf16",
-            {{"rows", rows}, {"n", n}, {"k", k}, {"x_row", k}, {"y_row", n}, {"f32_out", 0}, {"f32_block", block}}, kBf16,
-            linear_gemv_fp8);
+            {{"rows", rows}, {"n", n}, {"k", k}, {"x_row", k}, {"y_row", n}, {"f32_out", 0}, {"f32_block", block}},
+            kBf16, linear_gemv_fp8);
   // Decode batches past the FP8 matrix-vector kernel (3 rows on); V4.1's shapes (the stacked q/KV projection, the shared expert's
   // down projection, wo_b's k = 8192 split over a cluster), columns that end inside a block's 64, k = 64.
   for (int64_t rows : {3, 16, 33, 64})
@@ -785,8 +788,8 @@ void add_dense_rows(OpTable& t) {
   // and up.
   for (int64_t rows : {3, 16, 64})
     for (auto [n, k] : {std::pair<int64_t, int64_t>{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}})
-      t.add("linear_skinny_fp8", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", 0}, {"f32_block", 128}}, kBf16,
-            linear_skinny_fp8);
+      t.add("linear_skinny_fp8", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", 0}, {"f32_block", 128}},
+            kBf16, linear_skinny_fp8);
   for (int64_t width : {576, 1536})
     t.add("write_kv_entries", "bf16",
           {{"tokens", 70}, {"dim", 576}, {"src_stride", 600}, {"slots", 640}, {"cache_stride", width}}, kExact,

@@ -290,6 +290,33 @@ void fp4_rows(OpRun& r) {
   r.exact("FP4 values quantised again", again.to_host(), back.to_host());
 }
 
+// The routing of a rank's experts under expert parallelism: every fifth (token, k) entry another rank's (id =
+// experts), the rest spread over the experts; weights random in [0.1, 1).
+void routed_entries(OpRun& r, int64_t entries, int64_t experts, std::vector<int32_t>& ids,
+                    std::vector<float>& weights) {
+  ids.resize(entries);
+  weights.resize(entries);
+  for (int64_t i = 0; i < entries; ++i) {
+    ids[i] = static_cast<int32_t>(i % 5 == 4 ? experts : (i * 7 + 3) % experts);
+    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
+  }
+}
+
+// base + the CPU's experts (gate_up [E, 2I, H], down [E, H, I] in fp32) over the entries served here.
+std::vector<float> sums_here(const std::vector<float>& x, std::vector<float> base, const std::vector<int32_t>& ids,
+                             const std::vector<float>& weights, int64_t tokens, int64_t top_k, int64_t experts,
+                             int64_t hidden, int64_t inter, const std::vector<float>& gate_up,
+                             const std::vector<float>& down, float swiglu_limit) {
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t k = 0; k < top_k; ++k) {
+      const int32_t e = ids[t * top_k + k];
+      if (e >= experts) continue;
+      cpu::moe_experts(x.data() + t * hidden, &e, &weights[t * top_k + k], 1, 1, hidden, inter, gate_up.data(),
+                       down.data(), swiglu_limit, base.data() + t * hidden);
+    }
+  return base;
+}
+
 // FP4 routed experts for a few tokens against the CPU's experts on the dequantised weights: ids past the experts
 // (entries served on another rank) included, the clamp on and off; the V4.1-Flash hidden size and one that is no
 // multiple of a warp's step. The grouped form (moe_grouped_gemv_fp4, the pairs sorted by moe_route) against the
@@ -312,12 +339,9 @@ void moe_gemv_fp4(OpRun& r) {
   cpu::dequantize_fp4_rows(d_codes.data(), d_scales.data(), experts * hidden, inter, down_f.data());
   const std::vector<Bf16> base = r.random_bf16(tokens * hidden, base_f);
   auto out = DeviceArray<Bf16>::from_host(base);
-  std::vector<int32_t> ids(tokens * top_k);
-  std::vector<float> weights(tokens * top_k);
-  for (int64_t i = 0; i < tokens * top_k; ++i) {
-    ids[i] = static_cast<int32_t>(i % 5 == 4 ? experts : (i * 7 + 3) % experts);  // every fifth: another rank's
-    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
-  }
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  routed_entries(r, tokens * top_k, experts, ids, weights);
   auto d_ids = DeviceArray<int32_t>::from_host(ids);
   auto d_w = DeviceArray<float>::from_host(weights);
   auto dgc = DeviceArray<uint8_t>::from_host(gu_codes), dgs = DeviceArray<uint8_t>::from_host(gu_scales);
@@ -348,14 +372,8 @@ void moe_gemv_fp4(OpRun& r) {
   };
   const std::vector<Bf16> grouped = run_grouped(cuda::moe_grouped_gemv_fp4);
   r.exact("grouped form against the per-pair kernels", grouped, out.to_host());
-  std::vector<float> want = base_f;
-  for (int64_t t = 0; t < tokens; ++t)  // the CPU's experts over this rank's pairs only
-    for (int64_t k = 0; k < top_k; ++k) {
-      const int32_t e = ids[t * top_k + k];
-      if (e >= experts) continue;
-      cpu::moe_experts(x_f.data() + t * hidden, &e, &weights[t * top_k + k], 1, 1, hidden, inter, gu_f.data(),
-                       down_f.data(), swiglu_limit(r), want.data() + t * hidden);
-    }
+  const std::vector<float> want =
+      sums_here(x_f, base_f, ids, weights, tokens, top_k, experts, hidden, inter, gu_f, down_f, swiglu_limit(r));
   r.close("routed sums", to_float(out.to_host()), want);
   if (!cuda::moe_grouped_mma_fp4_supports(hidden, inter)) return;
   // The tensor-core form (its own summation order): against the CPU.
@@ -384,12 +402,9 @@ void moe_gemv_fp8(OpRun& r) {
   const auto [d_codes, d_scales] = quantize(down_raw, experts * hidden, inter, down_f);
   const std::vector<Bf16> base = r.random_bf16(tokens * hidden, base_f);
   auto out = DeviceArray<Bf16>::from_host(base);
-  std::vector<int32_t> ids(tokens * top_k);
-  std::vector<float> weights(tokens * top_k);
-  for (int64_t i = 0; i < tokens * top_k; ++i) {
-    ids[i] = static_cast<int32_t>(i % 5 == 4 ? experts : (i * 7 + 3) % experts);  // every fifth: another rank's
-    weights[i] = std::uniform_real_distribution<float>(0.1f, 1.0f)(r.rng());
-  }
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+  routed_entries(r, tokens * top_k, experts, ids, weights);
   auto d_ids = DeviceArray<int32_t>::from_host(ids);
   auto d_w = DeviceArray<float>::from_host(weights);
   DeviceArray<Bf16> act(tokens * top_k * inter);
@@ -401,14 +416,8 @@ void moe_gemv_fp8(OpRun& r) {
   cuda::moe_gemv_down_fp8(bf(act), d_ids.data(), d_w.data(), tokens, top_k, experts, hidden, inter,
                           {d_codes.data(), d_scales.data(), b}, bf(out), nullptr);
   sync();
-  std::vector<float> want = base_f;
-  for (int64_t t = 0; t < tokens; ++t)  // the CPU's experts over this rank's pairs only
-    for (int64_t k = 0; k < top_k; ++k) {
-      const int32_t e = ids[t * top_k + k];
-      if (e >= experts) continue;
-      cpu::moe_experts(x_f.data() + t * hidden, &e, &weights[t * top_k + k], 1, 1, hidden, inter, gu_f.data(),
-                       down_f.data(), swiglu_limit(r), want.data() + t * hidden);
-    }
+  const std::vector<float> want =
+      sums_here(x_f, base_f, ids, weights, tokens, top_k, experts, hidden, inter, gu_f, down_f, swiglu_limit(r));
   r.close("routed sums", to_float(out.to_host()), want);
 }
 

@@ -110,7 +110,8 @@ DeviceLinear CudaCausalLm::upload_linear(const DeviceWeightSource& weights, cons
   auto* codes = static_cast<uint8_t*>(arena_.take(w.n * w.k));
   auto* scales = static_cast<float*>(arena_.take(grid.bytes(w.n, w.k)));
   for (const std::string& name : names) {
-    weights.fill_fp8(name, shapes_.at(name), fp8_block, codes + row * w.k, scales + row / fp8_block * grid.per_row(w.k));
+    weights.fill_fp8(name, shapes_.at(name), fp8_block, codes + row * w.k,
+                     scales + row / fp8_block * grid.per_row(w.k));
     row += shapes_.at(name)[0];
   }
   w.fp8 = codes;

@@ -175,8 +175,8 @@ void CudaExpertStore::dequantize(int64_t moe_layer, int64_t first, int64_t count
     const auto grid = [&](const cuda::Fp8Rows& rows, int64_t first_row, int64_t cols) {
       return cuda::Fp8BlockScales::fp32(fp8_scales(rows, first_row, cols), rows.block);
     };
-    cuda::dequantize_fp8_blocks(fp8_codes(layer.gate_up_fp8, first * 2 * I, H), grid(layer.gate_up_fp8, first * 2 * I, H),
-                                count * 2 * I, H, gate_up, nullptr);
+    cuda::dequantize_fp8_blocks(fp8_codes(layer.gate_up_fp8, first * 2 * I, H),
+                                grid(layer.gate_up_fp8, first * 2 * I, H), count * 2 * I, H, gate_up, nullptr);
     cuda::dequantize_fp8_blocks(fp8_codes(layer.down_fp8, first * H, I), grid(layer.down_fp8, first * H, I), count * H,
                                 I, down, nullptr);
     return;

@@ -107,9 +107,9 @@ class CudaMoe {
   void host_exchange_pairs(int64_t moe_layer, const __nv_bfloat16* h, const int32_t* ids, const float* weights,
                            int64_t rows, __nv_bfloat16* out, ExpertDispatcher& dispatcher, ScratchPool& scratch) const;
   // The chunked GEMMs of FP4 or FP8 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs.
-  void chunked_quantized_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
-                           __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
-                           ScratchPool& scratch) const;
+  void chunked_quantized_experts(int64_t moe_layer, const __nv_bfloat16* x_pad,
+                                 const std::vector<int32_t>& chunk_expert, __nv_bfloat16* gate_up, __nv_bfloat16* act,
+                                 __nv_bfloat16* y_perm, void** pointers, ScratchPool& scratch) const;
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
   Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant}; }
 
