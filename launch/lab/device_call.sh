@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One device call made of named steps, run in order on the GPU machine from a pack of binaries (tests/gpu/run.sh says
 # how to make one; PACK=/tmp/b by default), each step's log under $OUT (or /tmp/device-call) and the whole folder
-# packed after every step to $TAR (default $OUT/call.tar.xz: a device call brings back few files, so point TAR into
-# the call's $OUT and OUT elsewhere), so that a call cut short by its time limit still brings back what ran.
+# packed after every step to $TAR (default $OUT/call.tar.xz: a device call brings back at most 8 files and drops the
+# rest, so point TAR into the call's $OUT and OUT elsewhere, and run several steps in one device_call.sh rather than
+# several device_call.sh with a tarball each), so that a call cut short by its time limit still brings back what ran.
 # The one-off scripts of earlier device calls were all compositions of these steps (results/h200/runs.md lists them).
 #
 #   launch/lab/device_call.sh STEP [STEP ...]
-#   suite                         tests/gpu/run.sh: the CUDA op suite against the CPU, memcheck, synccheck, initcheck
+#   suite                         tests/gpu/run.sh: the CUDA op suite against the CPU, the sanitizers, the end-to-end
+#                                 checks (PARTS=... picks some: run.sh says which fit a call)
 #   ops FILTER                    gpu_tests --gtest_filter=FILTER
 #   memcheck FILTER | racecheck FILTER   compute-sanitizer over those op rows
 #   decode MODEL BATCHES CONTEXTS [ARGS...]   bench decode at dummy weights (MODEL: configs/models/NAME.json)
