@@ -50,6 +50,12 @@ TEST(DeepseekFloor, AnEp8RankOfV3FitsAnH200OnlyAsStored) {
   EXPECT_LT(fp8.total(), 101e9);
   EXPECT_GT(fp8.total(), 99e9);
   EXPECT_GT(bf16.total(), 141e9);
+  // As the CUDA backend holds it (what `deepinfer memory` reports): as stored but kv_b_proj in bf16 in each layer,
+  // still well within an H200.
+  const RankWeightBytes held = deepseek_rank_weight_bytes(c, 32, WeightForm::kCudaBackend, false);
+  EXPECT_NEAR(held.non_expert - fp8.non_expert, 61 * (2.0 * 32768 * 512 - fp8_matrix(32768, 512)), 1.0);
+  EXPECT_DOUBLE_EQ(held.experts, fp8.experts);
+  EXPECT_LT(held.total(), 102.5e9);
 }
 
 TEST(DeepseekFloor, Bf16CheckpointsReadWhatTheyStore) {
