@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -133,7 +135,138 @@ __global__ void down_kernel(const __nv_bfloat16* act, const int32_t* ids, const 
   if (threadIdx.x % 32 == 0) out[t * hidden + row] = to_bf16(to_float(out[t * hidden + row]) + sum);
 }
 
+// The grouped forms: a block per (expert e, tile of weight rows), e's pairs (moe_route's rows [offsets[e],
+// offsets[e + 1])) taken kGroupedVecs at a time from shared memory, each warp's rows streamed once for them.
+constexpr int kGroupedVecs = 4;
+constexpr int kGroupedRowsPerWarp = 4;  // gate_up: 2 activations (their gate and up rows); down: 4 hidden rows
+constexpr int64_t kGroupedMaxShared = 96 * 1024;
+
+// sums[v][r] = W[rows[r]] . vecs[v] for v < count (vecs `stride` apart in shared memory), each lane over its pieces in
+// dot_pair's order, then the warp's sum.
+__device__ __forceinline__ void dot_rows(const RowOf& w, const int64_t (&rows)[kGroupedRowsPerWarp], int n,
+                                         const __nv_bfloat16* vecs, int64_t stride, int count,
+                                         float (&sums)[kGroupedVecs][kGroupedRowsPerWarp]) {
+  const int lane = threadIdx.x % 32, pieces = n / 16;
+#pragma unroll
+  for (int v = 0; v < kGroupedVecs; ++v)
+#pragma unroll
+    for (int r = 0; r < kGroupedRowsPerWarp; ++r) sums[v][r] = 0.0f;
+  for (int i = lane; i < pieces; i += 32) {
+    const int tile = 16 * i / w.w.block;
+#pragma unroll
+    for (int r = 0; r < kGroupedRowsPerWarp; ++r) {
+      const uint4 codes = __ldg(reinterpret_cast<const uint4*>(w.codes(rows[r])) + i);
+      const float scale = __ldg(w.scales(rows[r]) + tile);
+#pragma unroll
+      for (int v = 0; v < kGroupedVecs; ++v)
+        if (v < count) sums[v][r] += scale * dot16(codes, vecs + v * stride + 16 * i);
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < kGroupedVecs; ++v)
+#pragma unroll
+    for (int r = 0; r < kGroupedRowsPerWarp; ++r) sums[v][r] = warp_sum(sums[v][r]);
+}
+
+// Rows [chunk, chunk + count) of the expert's inputs into shared memory: row v from src + source(v) * cols.
+template <class Source>
+__device__ __forceinline__ void load_vecs(const __nv_bfloat16* src, Source source, int count, int64_t cols,
+                                          __nv_bfloat16* dst) {
+  __syncthreads();  // (the previous chunk's reads done)
+  for (int64_t i = threadIdx.x; i < count * cols / 8; i += blockDim.x) {
+    const int64_t v = i / (cols / 8), at = i % (cols / 8);
+    reinterpret_cast<uint4*>(dst + v * cols)[at] = reinterpret_cast<const uint4*>(src + source(v) * cols)[at];
+  }
+  __syncthreads();
+}
+
+// Block (expert e, tile of kWarps * 2 activations): act_perm[r, j] for e's rows r.
+template <bool kClamp>
+__global__ void __launch_bounds__(kWarps * 32)
+    grouped_gate_up_kernel(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                           int64_t hidden, int64_t inter, Fp8Rows gate_up, float swiglu_limit,
+                           __nv_bfloat16* act_perm) {
+  begin_dependent_kernel();
+  extern __shared__ __align__(16) __nv_bfloat16 xs[];  // [kGroupedVecs, hidden]
+  constexpr int kActs = kGroupedRowsPerWarp / 2;
+  const int64_t e = blockIdx.x;
+  const int begin = offsets[e], end = offsets[e + 1];
+  const int64_t first = (static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32) * kActs;
+  const RowOf w{gate_up, hidden};
+  int64_t rows[kGroupedRowsPerWarp];
+  for (int a = 0; a < kActs; ++a) {  // (rows past inter read the last one; their sums are not stored)
+    const int64_t j = first + a < inter ? first + a : inter - 1;
+    rows[a] = e * 2 * inter + j, rows[kActs + a] = e * 2 * inter + inter + j;
+  }
+  for (int chunk = begin; chunk < end; chunk += kGroupedVecs) {
+    const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
+    load_vecs(x, [&](int64_t v) { return static_cast<int64_t>(token_of_row[chunk + v]); }, count, hidden, xs);
+    if (first >= inter) continue;
+    float sums[kGroupedVecs][kGroupedRowsPerWarp];
+    dot_rows(w, rows, static_cast<int>(hidden), xs, hidden, count, sums);
+    if (threadIdx.x % 32 != 0) continue;
+    for (int v = 0; v < count; ++v)
+      for (int a = 0; a < kActs && first + a < inter; ++a) {
+        float gate = sums[v][a], up = sums[v][kActs + a];
+        if constexpr (kClamp) clamp_swiglu(gate, up, swiglu_limit);
+        act_perm[(chunk + v) * inter + first + a] = to_bf16(gate / (1.0f + expf(-gate)) * up);
+      }
+  }
+}
+
+// Block (expert e, tile of kWarps * kGroupedRowsPerWarp hidden rows): y_perm[r, i] = W_down[e] . act_perm[r] for e's
+// rows r, unrounded.
+__global__ void __launch_bounds__(kWarps * 32)
+    grouped_down_kernel(const __nv_bfloat16* act_perm, const int32_t* offsets, int64_t hidden, int64_t inter,
+                        Fp8Rows down, float* y_perm) {
+  begin_dependent_kernel();
+  extern __shared__ __align__(16) __nv_bfloat16 as[];  // [kGroupedVecs, inter]
+  const int64_t e = blockIdx.x;
+  const int begin = offsets[e], end = offsets[e + 1];
+  const int64_t first = (static_cast<int64_t>(blockIdx.y) * kWarps + threadIdx.x / 32) * kGroupedRowsPerWarp;
+  const RowOf w{down, inter};
+  int64_t rows[kGroupedRowsPerWarp];
+  for (int r = 0; r < kGroupedRowsPerWarp; ++r) rows[r] = e * hidden + (first + r < hidden ? first + r : hidden - 1);
+  for (int chunk = begin; chunk < end; chunk += kGroupedVecs) {
+    const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
+    load_vecs(act_perm, [&](int64_t v) { return chunk + v; }, count, inter, as);
+    if (first >= hidden) continue;
+    float sums[kGroupedVecs][kGroupedRowsPerWarp];
+    dot_rows(w, rows, static_cast<int>(inter), as, inter, count, sums);
+    if (threadIdx.x % 32 != 0) continue;
+    for (int v = 0; v < count; ++v)
+      for (int r = 0; r < kGroupedRowsPerWarp && first + r < hidden; ++r)
+        y_perm[(chunk + v) * hidden + first + r] = sums[v][r];
+  }
+}
+
 }  // namespace
+
+bool moe_grouped_gemv_fp8_supports(int64_t hidden, int64_t inter, int64_t block) {
+  return block > 0 && block % 16 == 0 && hidden % block == 0 && inter % block == 0 &&
+         kGroupedVecs * std::max(hidden, inter) * static_cast<int64_t>(sizeof(__nv_bfloat16)) <= kGroupedMaxShared;
+}
+
+void moe_grouped_gemv_fp8(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                          int64_t num_experts, int64_t hidden, int64_t inter, Fp8Rows gate_up, Fp8Rows down,
+                          float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream) {
+  if (num_experts == 0 || !moe_grouped_gemv_fp8_supports(hidden, inter, gate_up.block)) return;  // the caller checks
+  const int64_t acts_per_block = kWarps * kGroupedRowsPerWarp / 2;
+  const size_t gate_up_shared = kGroupedVecs * hidden * sizeof(__nv_bfloat16);
+  const dim3 gate_up_grid(static_cast<unsigned>(num_experts),
+                          static_cast<unsigned>((inter + acts_per_block - 1) / acts_per_block));
+  const auto gate_up_kernel = swiglu_limit > 0.0f ? grouped_gate_up_kernel<true> : grouped_gate_up_kernel<false>;
+  cudaFuncSetAttribute(gate_up_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gate_up_shared));
+  launch_dependent(gate_up_kernel, gate_up_grid, kWarps * 32, gate_up_shared, stream, x, token_of_row, offsets, hidden,
+                   inter, gate_up, swiglu_limit, act_perm);
+  const int64_t rows_per_block = kWarps * kGroupedRowsPerWarp;
+  const size_t down_shared = kGroupedVecs * inter * sizeof(__nv_bfloat16);
+  const dim3 down_grid(static_cast<unsigned>(num_experts),
+                       static_cast<unsigned>((hidden + rows_per_block - 1) / rows_per_block));
+  cudaFuncSetAttribute(grouped_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(down_shared));
+  launch_dependent(grouped_down_kernel, down_grid, kWarps * 32, down_shared, stream, act_perm, offsets, hidden, inter,
+                   down, y_perm);
+}
 
 bool moe_gemv_fp8_supports(int64_t hidden, int64_t inter, int64_t top_k, int64_t block) {
   return block > 0 && block % 16 == 0 && hidden % block == 0 && inter % block == 0 && hidden % 16 == 0 &&

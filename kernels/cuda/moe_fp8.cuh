@@ -11,6 +11,13 @@
 // multiples of the block). Pairs with ids[t, k] >= num_experts (served on another rank) give zero activations and
 // add nothing. moe_gemv_fp8_supports: hidden and inter multiples of 16 and of the block (a multiple of 16), the
 // input rows within 48 KB of shared memory.
+//   moe_grouped_gemv_fp8  the same two projections with each expert's codes streamed once for up to 4 of its pairs at
+//                         a time: the pairs sorted by expert on the device first (moe_route over the ids, num_ids >=
+//                         num_experts places), a block per (expert, tile of rows); act_perm [T * K, inter] bf16
+//                         (scratch) and y_perm [T * K, hidden] fp32, the permuted rows' unweighted products in
+//                         moe_route's row order, summed by moe_grouped_combine (moe_fp4.cuh). Each product's sum runs
+//                         in the per-pair kernels' order. moe_grouped_gemv_fp8_supports: moe_gemv_fp8's rules, four
+//                         input rows within 96 KB.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,5 +40,9 @@ void moe_gemv_gate_up_fp8(const __nv_bfloat16* x, const int32_t* ids, int64_t to
 void moe_gemv_down_fp8(const __nv_bfloat16* act, const int32_t* ids, const float* weights, int64_t tokens,
                        int64_t top_k, int64_t num_experts, int64_t hidden, int64_t inter, Fp8Rows down,
                        __nv_bfloat16* out, cudaStream_t stream);
+bool moe_grouped_gemv_fp8_supports(int64_t hidden, int64_t inter, int64_t block);
+void moe_grouped_gemv_fp8(const __nv_bfloat16* x, const int32_t* token_of_row, const int32_t* offsets,
+                          int64_t num_experts, int64_t hidden, int64_t inter, Fp8Rows gate_up, Fp8Rows down,
+                          float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -380,8 +380,8 @@ void moe_gemv_fp4(OpRun& r) {
   r.close("routed sums, the tensor-core grouped form", to_float(run_grouped(cuda::moe_grouped_mma_fp4)), want);
 }
 
-// FP8 experts as DeepSeek-V3 stores them (fp32 scales a block x block tile): the per-pair kernels against the CPU's
-// experts on the dequantised weights, every fifth pair another rank's.
+// FP8 experts as DeepSeek-V3 stores them (fp32 scales a block x block tile): the per-pair kernels and the grouped form
+// against the CPU's experts on the dequantised weights, every fifth pair another rank's.
 void moe_gemv_fp8(OpRun& r) {
   const int64_t tokens = r["tokens"], top_k = r["top_k"], hidden = r["hidden"], inter = r["inter"];
   const int64_t block = r["block"], experts = 4;  // (V3's experts are 44M values each: the CPU side's time)
@@ -419,6 +419,22 @@ void moe_gemv_fp8(OpRun& r) {
   const std::vector<float> want =
       sums_here(x_f, base_f, ids, weights, tokens, top_k, experts, hidden, inter, gu_f, down_f, swiglu_limit(r));
   r.close("routed sums", to_float(out.to_host()), want);
+  // The grouped form over the pairs sorted by expert, summed onto a copy of the base rows.
+  ASSERT_TRUE(cuda::moe_grouped_gemv_fp8_supports(hidden, inter, block));
+  const int64_t n = tokens * top_k;
+  DeviceArray<int32_t> row_of(n), token_of_row(n), offsets(experts + 2);
+  DeviceArray<Bf16> act_perm(n * inter);
+  DeviceArray<float> y_perm(n * hidden);
+  act_perm.poison();
+  auto sums = DeviceArray<Bf16>::from_host(base);
+  cuda::moe_route(d_ids.data(), tokens, top_k, experts + 1, row_of.data(), token_of_row.data(), offsets.data(), nullptr);
+  cuda::moe_grouped_gemv_fp8(bf(x), token_of_row.data(), offsets.data(), experts, hidden, inter,
+                             {gu_codes.data(), gu_scales.data(), b}, {d_codes.data(), d_scales.data(), b},
+                             swiglu_limit(r), bf(act_perm), y_perm.data(), nullptr);
+  cuda::moe_grouped_combine(y_perm.data(), d_ids.data(), row_of.data(), d_w.data(), tokens, top_k, experts, hidden,
+                            bf(sums), nullptr);
+  sync();
+  r.close("routed sums, the grouped form", to_float(sums.to_host()), want);
 }
 
 // The prefill form of FP4 experts: one projection over expert-sorted rows against FP4 weights, every expert's

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
 #include "kernels/cuda/moe_fp4_gemm.cuh"
+#include "kernels/cuda/moe_fp8.cuh"
 #include "kernels/cuda/moe_grouped.cuh"
 #include "kernels/cuda/moe_permute.cuh"
 #include "kernels/cuda/router.cuh"
@@ -67,6 +69,14 @@ int64_t fp4_mma_up_to_pairs(int64_t places) {
   return pairs_threshold("DEEPINFER_FP4_MMA_UP_TO_PAIRS", places * CudaMoe::kFp4MmaMaxPairsPerPlace);
 }
 
+// FP8 experts (DeepSeek-V3's) at decode: the grouped form (moe_grouped_gemv_fp8, each expert streamed once for its
+// pairs) from this many pairs a step; DEEPINFER_FP8_GROUPED_FROM_PAIRS sets it. Off by default (never): the form was
+// written without a GPU at hand; its op rows (moe_gemv_fp8's) and a measurement against the per-pair kernels come
+// first.
+int64_t fp8_grouped_from_pairs() {
+  return pairs_threshold("DEEPINFER_FP8_GROUPED_FROM_PAIRS", std::numeric_limits<int64_t>::max());
+}
+
 // A layer's routed rows on the host, for the exchange over host memory: h as fp32, the top-k ids and weights.
 struct HostRows {
   std::vector<float> h, weights;
@@ -97,12 +107,19 @@ CudaMoe::CudaMoe(const ModelConfig& config, CudaExpertStore& experts, int num_sm
       fp4_grouped_from_pairs_(fp4_grouped_from_pairs(experts.capacity())),
       fp4_mma_from_pairs_(fp4_mma_from_pairs(experts.capacity())),
       fp4_mma_up_to_pairs_(fp4_mma_up_to_pairs(experts.capacity())),
+      fp8_grouped_from_pairs_(fp8_grouped_from_pairs()),
       experts_(experts),
       num_sms_(num_sms),
       profiler_(profiler),
       swiglu_limit_(static_cast<float>(config.swiglu_limit)),
       expert_sync_(DeviceArray<int32_t>::from_host(
           std::vector<int32_t>(cuda::moe_grouped_sync_ints(config.n_routed_experts), 0))) {}
+
+bool CudaMoe::fp8_grouped(int64_t pairs) const {
+  return experts_.format() == CudaExpertStore::Format::kFp8 && pairs >= fp8_grouped_from_pairs_ &&
+         pairs < kGroupedMaxPairs && !config_.batch_invariant &&
+         cuda::moe_grouped_gemv_fp8_supports(config_.hidden_size, config_.moe_intermediate_size, experts_.fp8_block());
+}
 
 bool CudaMoe::fp4_mma(int64_t pairs) const {
   return pairs >= fp4_mma_from_pairs_ && pairs <= fp4_mma_up_to_pairs_ && pairs < kGroupedMaxPairs &&
@@ -128,7 +145,7 @@ bool CudaMoe::experts_stay_on_device(int64_t pairs) const {
   if (config_.batch_invariant) return false;
   if (experts_.format() == CudaExpertStore::Format::kFp4 && pairs >= fp4_tiles_from_pairs_ && !fp4_mma(pairs))
     return false;
-  if (experts_.format() == CudaExpertStore::Format::kFp8 &&
+  if (experts_.format() == CudaExpertStore::Format::kFp8 && !fp8_grouped(pairs) &&
       (pairs > std::max(kGemvMaxPairs, kFp8GemvMaxPairsPerPlace * experts_.capacity()) ||
        !cuda::moe_gemv_fp8_supports(config_.hidden_size, config_.moe_intermediate_size, config_.num_experts_per_tok,
                                     experts_.fp8_block())))
@@ -302,6 +319,22 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     wait_for(out_ready);
     cuda::moe_gemv_down_fp4(act, ids, weights, rows, K, E, H, I, experts_.down_fp4(moe_layer), out, nullptr);
     profiler_.mark("moe:experts (fp4 gemv)");
+    return false;
+  }
+  if (fp8_grouped(n) && experts_stay_on_device(n)) {
+    // FP8 experts at decode, the grouped form: the pairs sorted by expert on the device, each expert's codes streamed
+    // once for its pairs.
+    auto* row_of = scratch.alloc<int32_t>(n);
+    auto* token_of_row = scratch.alloc<int32_t>(n);
+    auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
+    auto* act_perm = scratch.alloc<Bf16>(n * I);
+    auto* y_perm = scratch.alloc<float>(n * H);
+    cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
+    cuda::moe_grouped_gemv_fp8(x, token_of_row, offsets, E, H, I, experts_.gate_up_fp8(moe_layer),
+                               experts_.down_fp8(moe_layer), swiglu_limit_, act_perm, y_perm, nullptr);
+    wait_for(out_ready);
+    cuda::moe_grouped_combine(y_perm, ids, row_of, weights, rows, K, E, H, out, nullptr);
+    profiler_.mark("moe:experts (fp8 grouped gemv)");
     return false;
   }
   if (experts_.format() == CudaExpertStore::Format::kFp8 && experts_stay_on_device(n)) {

@@ -89,6 +89,8 @@ class CudaMoe {
   Fp4Form fp4_form(int64_t pairs, int64_t num_ids) const;
   // Whether `pairs` pairs are in the tensor-core grouped form's range (fp4_mma_from_pairs_ to fp4_mma_up_to_pairs_).
   bool fp4_mma(int64_t pairs) const;
+  // Whether FP8 experts take the grouped form for `pairs` pairs (from fp8_grouped_from_pairs_; cuda_moe.cpp).
+  bool fp8_grouped(int64_t pairs) const;
   // out[t] += sum_k weights[t, k] * expert_{ids[t, k]}(x[t]) over this rank's experts; ids are places of the
   // expert store (the experts themselves where it holds every one) in [0, num_ids), and ids >= its capacity are
   // entries to leave out (num_ids = capacity + 1 for expert parallelism).
@@ -122,6 +124,7 @@ class CudaMoe {
   int64_t fp4_grouped_from_pairs_;
   int64_t fp4_mma_from_pairs_;
   int64_t fp4_mma_up_to_pairs_;
+  int64_t fp8_grouped_from_pairs_;
   CudaExpertStore& experts_;
   int num_sms_;
   StepProfiler& profiler_;
