@@ -33,7 +33,6 @@ struct Fp8BlockScales {
 
   static Fp8BlockScales ue8m0(const uint8_t* bytes) { return {bytes, false, 32}; }
   static Fp8BlockScales fp32(const float* values, int32_t block) { return {values, true, block}; }
-  bool is_ue8m0() const { return !f32; }
   DEEPINFER_HOST_DEVICE int64_t per_row(int64_t k) const { return (k + block - 1) / block; }
   int64_t count(int64_t n, int64_t k) const { return (n + block - 1) / block * per_row(k); }
   int64_t bytes(int64_t n, int64_t k) const { return count(n, k) * (f32 ? 4 : 1); }

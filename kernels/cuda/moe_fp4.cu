@@ -214,18 +214,6 @@ __global__ void __launch_bounds__(kWarps * 32)
 constexpr int kGroupedVecs = 4;
 constexpr int kGroupedPasses = 4;
 
-// Copies rows [chunk, chunk + count) of the expert's inputs into shared memory: row v from src + source(v) * cols.
-template <class Source>
-__device__ __forceinline__ void load_chunk(const __nv_bfloat16* src, Source source, int count, int64_t cols,
-                                           int64_t dst_stride, __nv_bfloat16* dst) {
-  __syncthreads();  // (the previous chunk's reads done)
-  for (int64_t i = threadIdx.x; i < count * cols / 8; i += blockDim.x) {
-    const int64_t v = i / (cols / 8), at = i % (cols / 8);
-    reinterpret_cast<uint4*>(dst + v * dst_stride)[at] = reinterpret_cast<const uint4*>(src + source(v) * cols)[at];
-  }
-  __syncthreads();
-}
-
 // Block (expert e, tile of kWarps * kActs * kGroupedPasses activations): act_perm[r, j] for e's rows r.
 template <bool kClamp>
 __global__ void __launch_bounds__(kWarps * 32, 2)

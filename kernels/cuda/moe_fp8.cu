@@ -168,18 +168,6 @@ __device__ __forceinline__ void dot_rows(const RowOf& w, const int64_t (&rows)[k
     for (int r = 0; r < kGroupedRowsPerWarp; ++r) sums[v][r] = warp_sum(sums[v][r]);
 }
 
-// Rows [chunk, chunk + count) of the expert's inputs into shared memory: row v from src + source(v) * cols.
-template <class Source>
-__device__ __forceinline__ void load_vecs(const __nv_bfloat16* src, Source source, int count, int64_t cols,
-                                          __nv_bfloat16* dst) {
-  __syncthreads();  // (the previous chunk's reads done)
-  for (int64_t i = threadIdx.x; i < count * cols / 8; i += blockDim.x) {
-    const int64_t v = i / (cols / 8), at = i % (cols / 8);
-    reinterpret_cast<uint4*>(dst + v * cols)[at] = reinterpret_cast<const uint4*>(src + source(v) * cols)[at];
-  }
-  __syncthreads();
-}
-
 // Block (expert e, tile of kWarps * 2 activations): act_perm[r, j] for e's rows r.
 template <bool kClamp>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -200,7 +188,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   for (int chunk = begin; chunk < end; chunk += kGroupedVecs) {
     const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
-    load_vecs(x, [&](int64_t v) { return static_cast<int64_t>(token_of_row[chunk + v]); }, count, hidden, xs);
+    load_chunk(x, [&](int64_t v) { return static_cast<int64_t>(token_of_row[chunk + v]); }, count, hidden, hidden, xs);
     if (first >= inter) continue;
     float sums[kGroupedVecs][kGroupedRowsPerWarp];
     dot_rows(w, rows, static_cast<int>(hidden), xs, hidden, count, sums);
@@ -229,7 +217,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < kGroupedRowsPerWarp; ++r) rows[r] = e * hidden + (first + r < hidden ? first + r : hidden - 1);
   for (int chunk = begin; chunk < end; chunk += kGroupedVecs) {
     const int count = end - chunk < kGroupedVecs ? end - chunk : kGroupedVecs;
-    load_vecs(act_perm, [&](int64_t v) { return chunk + v; }, count, inter, as);
+    load_chunk(act_perm, [&](int64_t v) { return chunk + v; }, count, inter, inter, as);
     if (first >= hidden) continue;
     float sums[kGroupedVecs][kGroupedRowsPerWarp];
     dot_rows(w, rows, static_cast<int>(inter), as, inter, count, sums);

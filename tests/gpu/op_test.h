@@ -155,6 +155,7 @@ class OpTable {
 
 // Each file's rows (test_ops_dense.cpp, test_ops_moe.cpp, test_ops_attention.cpp, test_ops_v41.cpp).
 void add_dense_rows(OpTable& t);
+void add_fp8_rows(OpTable& t);
 void add_moe_rows(OpTable& t);
 void add_attention_rows(OpTable& t);
 void add_v41_rows(OpTable& t);

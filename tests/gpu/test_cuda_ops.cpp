@@ -9,6 +9,7 @@ const std::vector<OpCase>& table() {
   static const std::vector<OpCase> cases = [] {
     OpTable t;
     add_dense_rows(t);
+    add_fp8_rows(t);
     add_moe_rows(t);
     add_attention_rows(t);
     add_v41_rows(t);

@@ -5,13 +5,11 @@
 #include <numeric>
 #include <tuple>
 
-#include "kernels/cpu/fp8_weights.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/sampling.h"
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/embedding.cuh"
-#include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
@@ -379,38 +377,6 @@ void linear_skinny(OpRun& r) {
   }
 }
 
-// The skinny Linear over a weight an earlier kernel of the stream writes: an FP8 weight dequantised into a buffer
-// poisoned (NaN) just before, `repeats` times back to back with no host wait between, as the V4.1 model runs
-// its FP8 projections above the matrix-vector rows. Reading that weight before the wait for its dequantisation
-// (the resident weights' early loads) gave NaN rows under 2p2d on one GPU; every repeat must match.
-void linear_skinny_dequantised(OpRun& r) {
-  const int64_t rows = r["rows"], n = r["n"], k = r["k"], repeats = r["repeats"];
-  std::vector<float> x_f, w_raw;
-  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(rows * k, x_f));
-  r.random_bf16(n * k, w_raw, 0.05f);
-  std::vector<uint8_t> codes(n * k), scales(n / 32 * (k / 32));
-  std::vector<float> w_f(n * k), want(rows * n);
-  cpu::quantize_fp8_blocks(w_raw.data(), n, k, codes.data(), scales.data());
-  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, w_f.data());
-  cpu::linear(x_f.data(), w_f.data(), nullptr, want.data(), rows, n, k);
-  auto d_codes = DeviceArray<uint8_t>::from_host(codes), d_scales = DeviceArray<uint8_t>::from_host(scales);
-  DeviceArray<Bf16> dequantised(n * k);
-  DeviceArray<float> y(repeats * rows * n);
-  y.poison();
-  for (int64_t i = 0; i < repeats; ++i) {
-    DI_CUDA_CHECK(cudaMemsetAsync(dequantised.data(), 0xff, n * k * sizeof(Bf16), cudaStreamPerThread));
-    cuda::dequantize_fp8_blocks(d_codes.data(), cuda::Fp8BlockScales::ue8m0(d_scales.data()), n, k, bf(dequantised),
-                                nullptr);
-    cuda::linear_skinny(bf(x), bf(dequantised), y.data() + i * rows * n, true, rows, n, k, num_sms(), nullptr,
-                        cuda::WeightSource::kFromStream);
-  }
-  sync();
-  const std::vector<float> all = y.to_host();
-  for (int64_t i = 0; i < repeats; ++i)
-    r.close("y, repeat " + std::to_string(i),
-            std::vector<float>(all.begin() + i * rows * n, all.begin() + (i + 1) * rows * n), want);
-}
-
 // The absorbed MLA projections per head in the model's layouts: W_uk (rows of kv_b [heads, nope + v, lora]) folds
 // each head's q_nope into the latent space (batched_gemv_transposed), W_uv unfolds each head's latent output into
 // values (batched_gemv; batched_linear_skinny beyond the matrix-vector rows). lora 136 leaves a partial block of
@@ -587,152 +553,6 @@ void apply_token_bitmask(OpRun& r) {
   r.exact("masked logits", d_logits.to_host(), logits);
 }
 
-// FP8 weight blocks: random bf16 values over a wide range (a block of tiny ones, a zero block) quantised on the
-// device and on the CPU — the same codes and scales — dequantised back the same, and FP8 values quantised again
-// unchanged.
-void fp8_blocks(OpRun& r) {
-  const int64_t n = r["n"], k = r["k"];
-  std::vector<float> w_f;
-  std::vector<Bf16> bits = r.random_bf16(n * k, w_f);
-  for (int64_t i = 0; i < n * k; ++i) {
-    const int64_t block = (i / k / 32) * (k / 32) + (i % k) / 32;
-    const float v = block == 1 ? std::ldexp(w_f[i], -20) : block == 2 ? 0.0f : std::ldexp(w_f[i], static_cast<int>(block % 7) - 3);
-    bits[i] = float_to_bf16(v);
-    w_f[i] = bf16_to_float(bits[i]);
-  }
-  auto w = DeviceArray<Bf16>::from_host(bits);
-  DeviceArray<uint8_t> codes(n * k), scales(n / 32 * (k / 32)), codes2(n * k), scales2(n / 32 * (k / 32));
-  DeviceArray<Bf16> back(n * k), again(n * k);
-  codes.poison();
-  scales.poison();
-  back.poison();
-  cuda::quantize_fp8_blocks(bf(w), n, k, codes.data(), scales.data(), nullptr);
-  cuda::dequantize_fp8_blocks(codes.data(), cuda::Fp8BlockScales::ue8m0(scales.data()), n, k, bf(back), nullptr);
-  cuda::quantize_fp8_blocks(bf(back), n, k, codes2.data(), scales2.data(), nullptr);
-  cuda::dequantize_fp8_blocks(codes2.data(), cuda::Fp8BlockScales::ue8m0(scales2.data()), n, k, bf(again), nullptr);
-  sync();
-  std::vector<uint8_t> want_codes(n * k), want_scales(n / 32 * (k / 32));
-  std::vector<float> want_back(n * k);
-  cpu::quantize_fp8_blocks(w_f.data(), n, k, want_codes.data(), want_scales.data());
-  cpu::dequantize_fp8_blocks(want_codes.data(), want_scales.data(), n, k, want_back.data());
-  r.exact("codes", codes.to_host(), want_codes);
-  r.exact("scales", scales.to_host(), want_scales);
-  r.exact("dequantised", to_float(back.to_host()), want_back);
-  r.exact("FP8 values quantised again", again.to_host(), back.to_host());
-}
-
-// DeepSeek-V3's FP8 form, fp32 scales a block x block tile (partial tiles at the edges where n or k is not a multiple):
-// random bf16 values (a tile of tiny ones, a zero tile) quantised on the device and on the CPU — the same codes and
-// scales — and dequantised: the CPU's fp32 values rounded to bf16.
-void fp8_scaled(OpRun& r) {
-  const int64_t n = r["n"], k = r["k"], block = r["block"];
-  const int64_t per_row = (k + block - 1) / block, tiles = (n + block - 1) / block * per_row;
-  std::vector<float> w_f;
-  std::vector<Bf16> bits = r.random_bf16(n * k, w_f);
-  for (int64_t i = 0; i < n * k; ++i) {
-    const int64_t tile = (i / k / block) * per_row + (i % k) / block;
-    const float v = tile == 1   ? std::ldexp(w_f[i], -20)
-                    : tile == 2 ? 0.0f
-                                : std::ldexp(w_f[i], static_cast<int>(tile % 7) - 3);
-    bits[i] = float_to_bf16(v);
-    w_f[i] = bf16_to_float(bits[i]);
-  }
-  auto w = DeviceArray<Bf16>::from_host(bits);
-  DeviceArray<uint8_t> codes(n * k);
-  DeviceArray<float> scales(tiles);
-  DeviceArray<Bf16> back(n * k);
-  codes.poison();
-  scales.poison();
-  back.poison();
-  cuda::quantize_fp8_scaled(bf(w), n, k, static_cast<int32_t>(block), codes.data(), scales.data(), nullptr);
-  const auto grid = cuda::Fp8BlockScales::fp32(scales.data(), static_cast<int32_t>(block));
-  cuda::dequantize_fp8_blocks(codes.data(), grid, n, k, bf(back), nullptr);
-  sync();
-  std::vector<uint8_t> want_codes(n * k);
-  std::vector<float> want_scales(tiles), want_back(n * k);
-  cpu::quantize_fp8_scaled(w_f.data(), n, k, block, want_codes.data(), want_scales.data());
-  cpu::dequantize_fp8_scaled(want_codes.data(), want_scales.data(), n, k, block, want_back.data());
-  r.exact("codes", codes.to_host(), want_codes);
-  r.exact("scales", scales.to_host(), want_scales);
-  r.exact("dequantised", to_float(back.to_host()), round_bf16(want_back));
-}
-
-// A random [n, k] weight as FP8 blocks: its exact values on the host, its codes and scales on the device — ue8m0
-// bytes a 32 x 32 block, or (f32_block > 0) fp32 a f32_block x f32_block tile.
-struct Fp8Weight {
-  std::vector<float> values;
-  DeviceArray<uint8_t> codes, scale_bytes;
-  int64_t f32_block = 0;
-  cuda::Fp8BlockScales scales() const {
-    if (f32_block == 0) return cuda::Fp8BlockScales::ue8m0(scale_bytes.data());
-    const auto* values = reinterpret_cast<const float*>(scale_bytes.data());
-    return cuda::Fp8BlockScales::fp32(values, static_cast<int32_t>(f32_block));
-  }
-};
-Fp8Weight random_fp8_weight(OpRun& r, int64_t n, int64_t k, int64_t f32_block = 0) {
-  std::vector<float> raw;
-  r.random_bf16(n * k, raw, 0.05f);
-  std::vector<uint8_t> codes(n * k);
-  std::vector<float> values(n * k);
-  if (f32_block > 0) {
-    std::vector<float> scales((n + f32_block - 1) / f32_block * ((k + f32_block - 1) / f32_block));
-    cpu::quantize_fp8_scaled(raw.data(), n, k, f32_block, codes.data(), scales.data());
-    cpu::dequantize_fp8_scaled(codes.data(), scales.data(), n, k, f32_block, values.data());
-    std::vector<uint8_t> bytes(scales.size() * sizeof(float));
-    std::memcpy(bytes.data(), scales.data(), bytes.size());
-    return {std::move(values), DeviceArray<uint8_t>::from_host(codes), DeviceArray<uint8_t>::from_host(bytes),
-            f32_block};
-  }
-  std::vector<uint8_t> scales(n / 32 * (k / 32));
-  cpu::quantize_fp8_blocks(raw.data(), n, k, codes.data(), scales.data());
-  cpu::dequantize_fp8_blocks(codes.data(), scales.data(), n, k, values.data());
-  return {std::move(values), DeviceArray<uint8_t>::from_host(codes), DeviceArray<uint8_t>::from_host(scales)};
-}
-
-// The FP8 matrix-vector Linear against the CPU's Linear on the dequantised weight; rows `x_row` and `y_row` apart
-// (the grouped output projection reads its group's columns of the attention output).
-void linear_gemv_fp8(OpRun& r) {
-  const int64_t m = r["rows"], n = r["n"], k = r["k"], x_row = r["x_row"], y_row = r["y_row"];
-  const bool f32 = r["f32_out"] != 0;
-  std::vector<float> x_f;
-  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * x_row, x_f));
-  const Fp8Weight w = random_fp8_weight(r, n, k, r["f32_block"]);
-  DeviceArray<Bf16> y16(m * y_row);
-  DeviceArray<float> y32(m * y_row);
-  y16.poison();
-  y32.poison();
-  cuda::linear_gemv_fp8(bf(x), x_row, w.codes.data(), w.scales(), f32 ? static_cast<void*>(y32.data()) : bf(y16),
-                        y_row, f32, m, n, k, nullptr);
-  sync();
-  std::vector<float> x_rows(m * k), want(m * n), got(m * n);
-  for (int64_t t = 0; t < m; ++t) std::copy_n(x_f.data() + t * x_row, k, x_rows.data() + t * k);
-  cpu::linear(x_rows.data(), w.values.data(), nullptr, want.data(), m, n, k);
-  const std::vector<float> all = f32 ? y32.to_host() : to_float(y16.to_host());
-  for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
-  r.close("outputs", got, want);
-}
-
-// The FP8 tensor-core Linear for decode batches against the CPU's Linear on the dequantised weight (the same
-// products as the bf16 skinny kernel: only the order of the fp32 sums differs).
-void linear_skinny_fp8(OpRun& r) {
-  const int64_t m = r["rows"], n = r["n"], k = r["k"];
-  const bool f32 = r["f32_out"] != 0;
-  std::vector<float> x_f;
-  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
-  const Fp8Weight w = random_fp8_weight(r, n, k, r["f32_block"]);
-  DeviceArray<Bf16> y16(m * n);
-  DeviceArray<float> y32(m * n);
-  y16.poison();
-  y32.poison();
-  ASSERT_TRUE(cuda::linear_skinny_fp8_supports(n, k, w.scales()));
-  cuda::linear_skinny_fp8(bf(x), w.codes.data(), w.scales(), f32 ? static_cast<void*>(y32.data()) : bf(y16), f32,
-                          m, n, k, num_sms(), nullptr);
-  sync();
-  std::vector<float> want(m * n);
-  cpu::linear(x_f.data(), w.values.data(), nullptr, want.data(), m, n, k);
-  r.close("outputs", f32 ? y32.to_host() : to_float(y16.to_host()), want);
-}
-
 }  // namespace
 
 void add_dense_rows(OpTable& t) {
@@ -752,44 +572,6 @@ void add_dense_rows(OpTable& t) {
     t.add("fill_dummy_f32", "f32", {{"tensor", tensor}}, 1e-6, [](OpRun& r) { fill_dummy(r, true); });
     t.add("fill_dummy_bf16", "bf16", {{"tensor", tensor}}, 4e-3, [](OpRun& r) { fill_dummy(r, false); });  // rounding
   }
-  for (auto [n, k] : {std::pair<int64_t, int64_t>{96, 160}, {1280, 5120}})
-    t.add("fp8_blocks", "u8", {{"n", n}, {"k", k}}, kExact, fp8_blocks);
-  for (int64_t rows : {1, 3, 8})
-    for (int64_t f32 : {0, 1}) {
-      t.add("linear_gemv_fp8", f32 ? "f32" : "bf16",
-            {{"rows", rows}, {"n", 1024}, {"k", 5120}, {"x_row", 5120}, {"y_row", 1024}, {"f32_out", f32},
-             {"f32_block", 0}},
-            f32 ? kF32 : kBf16, linear_gemv_fp8);
-      t.add("linear_gemv_fp8", f32 ? "f32" : "bf16",  // a group of the grouped output projection, and k = 64
-            {{"rows", rows}, {"n", 96}, {"k", 64}, {"x_row", 256}, {"y_row", 200}, {"f32_out", f32}, {"f32_block", 0}},
-            f32 ? kF32 : kBf16, linear_gemv_fp8);
-    }
-  // DeepSeek-V3's fp32 scales a 128 x 128 tile: its kv_a projection (576 rows: a partial tile row), the experts'
-  // down projection, and the FP8 fixture's 16 x 16 tiles over 24 rows.
-  for (auto [n, k, block] : {std::tuple<int64_t, int64_t, int64_t>{576, 7168, 128}, {7168, 2048, 128}, {24, 64, 16},
-                             {96, 160, 16}})
-    t.add("fp8_scaled", "u8", {{"n", n}, {"k", k}, {"block", block}}, kExact, fp8_scaled);
-  for (int64_t rows : {1, 2})
-    for (auto [n, k, block] : {std::tuple<int64_t, int64_t, int64_t>{576, 7168, 128}, {7168, 2048, 128}, {24, 64, 16}})
-      t.add("linear_gemv_fp8", "bf16",
-            {{"rows", rows}, {"n", n}, {"k", k}, {"x_row", k}, {"y_row", n}, {"f32_out", 0}, {"f32_block", block}},
-            kBf16, linear_gemv_fp8);
-  // Decode batches past the FP8 matrix-vector kernel (3 rows on); V4.1's shapes (the stacked q/KV projection, the shared expert's
-  // down projection, wo_b's k = 8192 split over a cluster), columns that end inside a block's 64, k = 64.
-  for (int64_t rows : {3, 16, 33, 64})
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{1792, 5120}, {5120, 2304}, {512, 8192}, {1056, 160}, {96, 64}})
-      for (int64_t f32 : {0, 1}) {
-        if (f32 && rows != 33) continue;
-        t.add("linear_skinny_fp8", f32 ? "f32" : "bf16",
-              {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", f32}, {"f32_block", 0}}, f32 ? kF32 : kBf16,
-              linear_skinny_fp8);
-      }
-  // DeepSeek-V3's fp32 scales a 128 x 128 tile: q_a and kv_a stacked, q_b, o_proj (k = 16,384), an expert's gate
-  // and up.
-  for (int64_t rows : {3, 16, 64})
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}})
-      t.add("linear_skinny_fp8", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", 0}, {"f32_block", 128}},
-            kBf16, linear_skinny_fp8);
   for (int64_t width : {576, 1536})
     t.add("write_kv_entries", "bf16",
           {{"tokens", 70}, {"dim", 576}, {"src_stride", 600}, {"slots", 640}, {"cache_stride", width}}, kExact,
@@ -828,8 +610,6 @@ void add_dense_rows(OpTable& t) {
       for (int64_t f32 : {0, 1})
         t.add("linear_skinny", f32 ? "f32" : "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", f32}},
               f32 ? kF32 : kBf16, linear_skinny);
-  t.add("linear_skinny_dequantised", "f32", {{"rows", 16}, {"n", 4096}, {"k", 1024}, {"repeats", 64}}, kF32,
-        linear_skinny_dequantised);
   for (int64_t rows : {3, 17, 64})
     t.add("batched_linear_skinny", "bf16", {{"rows", rows}, {"heads", 3}, {"nope", 8}, {"v", 20}, {"lora", 520}},
           kBf16, [](OpRun& r) { batched_gemv(r, true); });

@@ -291,24 +291,31 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   // tiles; bf16: the grouped kernel over the sorted rows — and a pair's bits do not depend on how many pairs share
   // the layer.)
   const Fp4Form form = fp4 ? fp4_form(n, num_ids) : Fp4Form::kTiles;
-  if (form == Fp4Form::kGrouped || form == Fp4Form::kGroupedMma) {
-    // FP4 experts at decode, a few pairs an expert: the pairs sorted by expert on the device and each expert's rows
-    // streamed once for them: on the CUDA cores with the per-pair kernels' bits (below, without their repeated
-    // reads), or, for more pairs an expert, on the tensor cores.
-    const bool cuda_cores = form == Fp4Form::kGrouped;
+  // The grouped forms at decode (FP4's and FP8's): the pairs sorted by expert on the device, `experts` streaming each
+  // expert's weights once for its pairs into act_perm and y_perm, then the weighted sum over k.
+  const auto grouped = [&](const char* mark, auto experts) {
     auto* row_of = scratch.alloc<int32_t>(n);
     auto* token_of_row = scratch.alloc<int32_t>(n);
     auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
     auto* act_perm = scratch.alloc<Bf16>(n * I);
     auto* y_perm = scratch.alloc<float>(n * H);
     cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
-    (cuda_cores ? cuda::moe_grouped_gemv_fp4 : cuda::moe_grouped_mma_fp4)(
-        x, token_of_row, offsets, E, H, I, experts_.gate_up_fp4(moe_layer), experts_.down_fp4(moe_layer),
-        swiglu_limit_, act_perm, y_perm, nullptr);
+    experts(token_of_row, offsets, act_perm, y_perm);
     wait_for(out_ready);
     cuda::moe_grouped_combine(y_perm, ids, row_of, weights, rows, K, E, H, out, nullptr);
-    profiler_.mark(cuda_cores ? "moe:experts (fp4 grouped gemv)" : "moe:experts (fp4 grouped mma)");
+    profiler_.mark(mark);
     return false;
+  };
+  if (form == Fp4Form::kGrouped || form == Fp4Form::kGroupedMma) {
+    // FP4 experts at decode, a few pairs an expert: on the CUDA cores with the per-pair kernels' bits (below, without
+    // their repeated reads), or, for more pairs an expert, on the tensor cores.
+    const bool cuda_cores = form == Fp4Form::kGrouped;
+    return grouped(cuda_cores ? "moe:experts (fp4 grouped gemv)" : "moe:experts (fp4 grouped mma)",
+                   [&](const int32_t* token_of_row, const int32_t* offsets, Bf16* act_perm, float* y_perm) {
+                     (cuda_cores ? cuda::moe_grouped_gemv_fp4 : cuda::moe_grouped_mma_fp4)(
+                         x, token_of_row, offsets, E, H, I, experts_.gate_up_fp4(moe_layer),
+                         experts_.down_fp4(moe_layer), swiglu_limit_, act_perm, y_perm, nullptr);
+                   });
   }
   if (form == Fp4Form::kPerPair) {
     // FP4 experts at decode, fewer pairs than a quarter of the places (or a few experts of many pairs, below 256):
@@ -321,22 +328,13 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:experts (fp4 gemv)");
     return false;
   }
-  if (fp8_grouped(n) && experts_stay_on_device(n)) {
-    // FP8 experts at decode, the grouped form: the pairs sorted by expert on the device, each expert's codes streamed
-    // once for its pairs.
-    auto* row_of = scratch.alloc<int32_t>(n);
-    auto* token_of_row = scratch.alloc<int32_t>(n);
-    auto* offsets = scratch.alloc<int32_t>(num_ids + 1);
-    auto* act_perm = scratch.alloc<Bf16>(n * I);
-    auto* y_perm = scratch.alloc<float>(n * H);
-    cuda::moe_route(ids, rows, K, num_ids, row_of, token_of_row, offsets, nullptr);
-    cuda::moe_grouped_gemv_fp8(x, token_of_row, offsets, E, H, I, experts_.gate_up_fp8(moe_layer),
-                               experts_.down_fp8(moe_layer), swiglu_limit_, act_perm, y_perm, nullptr);
-    wait_for(out_ready);
-    cuda::moe_grouped_combine(y_perm, ids, row_of, weights, rows, K, E, H, out, nullptr);
-    profiler_.mark("moe:experts (fp8 grouped gemv)");
-    return false;
-  }
+  if (fp8_grouped(n) && experts_stay_on_device(n))  // FP8 experts at decode, many pairs an expert
+    return grouped("moe:experts (fp8 grouped gemv)",
+                   [&](const int32_t* token_of_row, const int32_t* offsets, Bf16* act_perm, float* y_perm) {
+                     cuda::moe_grouped_gemv_fp8(x, token_of_row, offsets, E, H, I, experts_.gate_up_fp8(moe_layer),
+                                                experts_.down_fp8(moe_layer), swiglu_limit_, act_perm, y_perm,
+                                                nullptr);
+                   });
   if (experts_.format() == CudaExpertStore::Format::kFp8 && experts_stay_on_device(n)) {
     // FP8 experts at decode: matrix-vector kernels on the codes as stored, each pair streaming its expert; entries
     // served elsewhere give zeros.
