@@ -10,7 +10,8 @@
 #   suite                         tests/gpu/run.sh: the CUDA op suite against the CPU, the sanitizers, the end-to-end
 #                                 checks (PARTS=... picks some: run.sh says which fit a call)
 #   ops FILTER                    gpu_tests --gtest_filter=FILTER
-#   memcheck FILTER | racecheck FILTER   compute-sanitizer over those op rows
+#   memcheck FILTER               compute-sanitizer over those op rows (also racecheck, synccheck, initcheck; the
+#                                 GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX variables split the rows across calls)
 #   decode MODEL BATCHES CONTEXTS [ARGS...]   bench decode at dummy weights (MODEL: configs/models/NAME.json)
 #   prefill MODEL CHUNKS PROMPT_LEN [ARGS...]  bench prefill
 #   bench NAME [ARGS...]          build/benchmarks/NAME (kernel and drafter benchmarks)
@@ -32,7 +33,7 @@ step() {
   case "$name" in
     suite) OUT="$out/suite" "$(dirname "$0")/../../tests/gpu/run.sh" > "$log" 2>&1 ;;
     ops) timeout 600 $build/tests/gpu_tests --gtest_color=no --gtest_filter="$1" > "$log" 2>&1 ;;
-    memcheck|racecheck)
+    memcheck|racecheck|synccheck|initcheck)
       timeout 600 compute-sanitizer --tool "$name" --error-exitcode 9 $build/tests/gpu_tests --gtest_brief=1 \
         --gtest_color=no --gtest_filter="$1" > "$log" 2>&1 ;;
     decode)
@@ -48,7 +49,7 @@ step() {
       local model=$1 batch=$2 context=$3; shift 3
       DEEPINFER_PROFILE=1 timeout 600 $di bench decode --model "$model" --load-format dummy --device cuda \
         --batch "$batch" --context "$context" --warmup 2 --steps 2 "$@" > "$log" 2>&1 ;;
-    *) echo "unknown step '$name' (suite, ops, memcheck, racecheck, decode, prefill, bench, profile)"; return 2 ;;
+    *) echo "unknown step '$name' (suite, ops, memcheck, racecheck, synccheck, initcheck, decode, prefill, bench, profile)"; return 2 ;;
   esac
   local status=$?
   echo "step $n $name $*: exit $status ($(basename "$log"))"

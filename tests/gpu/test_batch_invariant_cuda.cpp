@@ -4,6 +4,7 @@
 // absorbed in fixed key chunks, W_uk and W_uv through the skinny kernel, experts through the grouped kernel) is as
 // accurate as the default path against the CPU in fp32. configs/models/tiny.json widened to DeepSeek's MLA head
 // (latent 512 + rope 64, nope and v 128: the tensor-core decode kernel), seeded weights generated on the GPU.
+// The same for the V4.1 model on its fixture, whose steps cross the size where a hyper-connection site changes form.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,8 @@
 #include <sstream>
 
 #include "src/core/device.h"
+#include "src/model/architectures.h"
+#include "src/model/backend.h"
 #include "src/model/deepseek/cuda/cuda_deepseek_model.h"
 #include "src/model/cuda/weight_source.h"
 #include "src/model/deepseek/deepseek_model.h"
@@ -133,12 +136,11 @@ int64_t differing_bits(const std::vector<float>& a, const std::vector<float>& b)
   return differing;
 }
 
-TEST(CudaBatchInvariant, V3RowsCarryTheSameBitsWhateverTheBatch) {
-  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const ModelConfig config = wide_mla_config(true);
-  const CudaDeepseekModel model(config, DummyWeightSource(3, nullptr), 0);
+// Each sequence's rows, batched in chunks of each of `chunks` tokens a step, carry the bits they carry alone.
+void expect_same_bits_whatever_the_batch(const CausalLm& model, const ModelConfig& config,
+                                         std::initializer_list<int64_t> chunks) {
   const Rows alone = run_alone(model, config);
-  for (const int64_t chunk : {int64_t{1000}, int64_t{64}, int64_t{37}}) {
+  for (const int64_t chunk : chunks) {
     const Rows together = run_together(model, config, chunk);
     for (size_t s = 0; s < kLengths.size(); ++s) {
       ASSERT_EQ(together[s].size(), alone[s].size()) << "sequence " << s << ", chunks of " << chunk;
@@ -148,6 +150,26 @@ TEST(CudaBatchInvariant, V3RowsCarryTheSameBitsWhateverTheBatch) {
             << chunk;
     }
   }
+}
+
+TEST(CudaBatchInvariant, V3RowsCarryTheSameBitsWhateverTheBatch) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const ModelConfig config = wide_mla_config(true);
+  const CudaDeepseekModel model(config, DummyWeightSource(3, nullptr), 0);
+  expect_same_bits_whatever_the_batch(model, config, {1000, 64, 37});
+}
+
+// V4.1 (tiny-v41): together with chunks of 1000 the prompts make one step of 352 tokens, above kHcSiteMaxTokens, where
+// each alone stays below it; the flag must keep one hyper-connection form for both.
+TEST(CudaBatchInvariant, V41RowsCarryTheSameBitsWhateverTheBatch) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  const auto dir = testing::fixture_dir("tiny-v41");
+  ModelConfig config = load_model_config(dir);
+  config.batch_invariant = true;
+  WeightOrigin weights;
+  weights.host = std::make_unique<WeightStore>(WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
+  const std::unique_ptr<CausalLm> model = make_causal_lm(config, std::move(weights), Device::kCuda, 0);
+  expect_same_bits_whatever_the_batch(*model, config, {1000, 64});
 }
 
 // The flag's path (every row absorbed, W_uk and W_uv by the skinny kernel, fixed key chunks, experts by the grouped

@@ -142,8 +142,12 @@ class CudaV41Model final : public CudaCausalLm, private DraftModule {
   // once where cuda::hc_site reads it again for every token: at V4.1-Flash's width the launch took 98.6 us a site
   // against the chain's 121.4 at 256 tokens and 1,213 against 913 at 4,096 (results/h200/v41/README.md, "One
   // launch a hyper-connection site").
+  // Under --batch-invariant every step takes the one launch: the two forms differ in bits, so choosing by the step's
+  // size would make a token's bits depend on what it was batched with.
   static constexpr int64_t kHcSiteMaxTokens = 256;
-  bool fuses_hc_sites(int64_t T) const { return hc_site_fused_ && T <= kHcSiteMaxTokens; }
+  bool fuses_hc_sites(int64_t T) const {
+    return hc_site_fused_ && (T <= kHcSiteMaxTokens || config_.batch_invariant);
+  }
   // A layer's queries and window K=V from h [T, hidden] (in scratch): the query's low-rank residual [T, q_lora] (the
   // indexer reads it), the rotated queries [T, heads * head_dim], and K=V normalised and rotated, rows of q_lora_rank +
   // head_dim apart.
