@@ -4,9 +4,10 @@
 #   here:  launch/build.sh && ../shared/device/pack.sh .device/pack.tar.xz build/deepinfer build/tests
 #   there: mkdir -p /tmp/b && tar -C /tmp/b -xJf .device/pack.tar.xz && PACK=/tmp/b tests/gpu/run.sh
 # Runs the CUDA op suite against the CPU ops, then the same under compute-sanitizer, then the end-to-end checks, and
-# leaves the logs under $OUT (or /tmp/gpu-out). PARTS picks some of them ("ops sanitizers e2e", the default): on the
-# H200 the op table took about 3 minutes and the sanitizers more than 6 (2026-12-05), so a device call of at most 10
-# minutes runs them as separate calls (e.g. PARTS=ops, PARTS=sanitizers, PARTS=e2e).
+# leaves the logs under $OUT (or /tmp/gpu-out). PARTS picks some of them ("ops sanitizers e2e", the default): the op
+# table and the end-to-end checks took 5 minutes together, memcheck over the table about 5 and racecheck 4 (2026-12-05,
+# results/h200/tests/2026-12-05-6bd1b40.md), so a device call of at most 10 minutes runs PARTS="ops e2e", and the
+# sanitizers as launch/lab/device_call.sh steps over two more calls (memcheck in GTEST_TOTAL_SHARDS shards).
 set -uo pipefail
 pack=${PACK:-/tmp/b}
 source "$pack/env.sh"
