@@ -49,7 +49,8 @@ step() {
       local model=$1 batch=$2 context=$3; shift 3
       DEEPINFER_PROFILE=1 timeout 600 $di bench decode --model "$model" --load-format dummy --device cuda \
         --batch "$batch" --context "$context" --warmup 2 --steps 2 "$@" > "$log" 2>&1 ;;
-    *) echo "unknown step '$name' (suite, ops, memcheck, racecheck, synccheck, initcheck, decode, prefill, bench, profile)"; return 2 ;;
+    *) echo "unknown step '$name' (suite, ops, memcheck, racecheck, synccheck, initcheck, decode, prefill, bench," \
+            "profile)"; return 2 ;;
   esac
   local status=$?
   echo "step $n $name $*: exit $status ($(basename "$log"))"
