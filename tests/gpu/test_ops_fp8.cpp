@@ -1,12 +1,15 @@
 // The op table's FP8 Linear rows (tests/gpu/op_test.h says the harness's rules): the conversions of both scale grids
 // (V4.1's ue8m0 32 x 32 blocks, V3's fp32 tiles) against their CPU forms, and the FP8 matrix-vector and skinny
-// tensor-core Linear layers against the CPU's Linear on the dequantised weight.
+// tensor-core Linear layers against the CPU's Linear on the dequantised weight; the FP8 GEMM (activations quantised
+// too) against the CPU's Linear on both sides' dequantised values.
 #include <cmath>
 #include <cstring>
 #include <tuple>
 
 #include "kernels/cpu/fp8_weights.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/fp_formats.h"
+#include "kernels/cuda/fp8_gemm.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
 #include "tests/gpu/op_test.h"
@@ -192,6 +195,40 @@ void linear_skinny_fp8(OpRun& r) {
   r.close("outputs", f32 ? y32.to_host() : to_float(y16.to_host()), want);
 }
 
+// The FP8 tensor-core GEMM with DeepSeek's scaling: the activations quantised on the device as on the CPU (the same
+// codes and scales), then the product against the CPU's Linear on both operands' dequantised values (only the order
+// of the fp32 sums differs), y rows y_row apart.
+void fp8_gemm(OpRun& r) {
+  const int64_t m = r["rows"], n = r["n"], k = r["k"], y_row = r["y_row"], groups = k / cuda::kFp8GemmGroup;
+  std::vector<float> x_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
+  const Fp8Weight w = random_fp8_weight(r, n, k, cuda::kFp8GemmGroup);
+  if (!cuda::fp8_gemm_supports(m, n, k, w.scales(), y_row))
+    GTEST_SKIP() << "the FP8 GEMM runs on compute capability 9.0";
+  DeviceArray<uint8_t> codes(m * k), workspace(std::max<size_t>(1, cuda::fp8_gemm_workspace_bytes(m, n, k)));
+  DeviceArray<float> scales(m * groups);
+  DeviceArray<Bf16> y(m * y_row);
+  codes.poison();
+  scales.poison();
+  y.poison();
+  cuda::quantize_fp8_activations(bf(x), k, m, k, codes.data(), scales.data(), nullptr);
+  ASSERT_TRUE(cuda::fp8_gemm(codes.data(), scales.data(), w.codes.data(), static_cast<const float*>(w.scales().data),
+                             bf(y), y_row, m, n, k, workspace.data(), workspace.size(), nullptr));
+  sync();
+  std::vector<uint8_t> want_codes(m * k);
+  std::vector<float> want_scales(m * groups), x_q(m * k), want(m * n), got(m * n);
+  cpu::quantize_fp8_activations(x_f.data(), m, k, want_codes.data(), want_scales.data());
+  r.exact("activation codes", codes.to_host(), want_codes);
+  r.exact("activation scales", scales.to_host(), want_scales);
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t c = 0; c < k; ++c)
+      x_q[t * k + c] = e4m3_value(want_codes[t * k + c]) * want_scales[(c / cuda::kFp8GemmGroup) * m + t];
+  cpu::linear(x_q.data(), w.values.data(), nullptr, want.data(), m, n, k);
+  const std::vector<float> all = to_float(y.to_host());
+  for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
+  r.close("outputs", got, want);
+}
+
 }  // namespace
 
 void add_fp8_rows(OpTable& t) {
@@ -235,6 +272,11 @@ void add_fp8_rows(OpTable& t) {
       t.add("linear_skinny_fp8", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", 0}, {"f32_block", 128}},
             kBf16, linear_skinny_fp8);
     }
+  // The FP8 GEMM: a few rows (a partial tile), a prefill chunk's at V3's q_b and an expert's down projection, rows
+  // of a wider output.
+  for (auto [rows, n, k, y_row] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{5, 256, 384, 256},
+                                   {300, 640, 1024, 1024}, {512, 24576, 1536, 24576}, {200, 7168, 2048, 7168}})
+    t.add("fp8_gemm", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"y_row", y_row}}, kBf16, fp8_gemm);
   t.add("linear_skinny_dequantised", "f32", {{"rows", 16}, {"n", 4096}, {"k", 1024}, {"repeats", 64}}, kF32,
         linear_skinny_dequantised);
 }
