@@ -63,7 +63,8 @@ int run(int argc, char** argv) {
     DeviceArray<__nv_bfloat16> w(s.n * s.k), dequantised(s.n * s.k), x(max_m * s.k), y_fp8(max_m * s.n),
         y_blas(max_m * s.n);
     DeviceArray<uint8_t> codes(s.n * s.k), x_codes(max_m * s.k);
-    DeviceArray<float> scales(s.n / kBlock * (s.k / kBlock)), x_scales(max_m * (s.k / kBlock));
+    DeviceArray<float> scales(s.n / kBlock * (s.k / kBlock)),
+        x_scales(cuda::fp8_activation_scale_stride(max_m) * (s.k / kBlock));
     cuda::fill_dummy_bf16(w.data(), s.n * s.k, 7, 0.05f, 0.0f, cudaStreamPerThread);
     cuda::fill_dummy_bf16(x.data(), max_m * s.k, 11, 1.0f, 0.0f, cudaStreamPerThread);
     cuda::quantize_fp8_scaled(w.data(), s.n, s.k, kBlock, codes.data(), scales.data(), cudaStreamPerThread);

@@ -2,9 +2,10 @@
 // (DeepGEMM's contract): activations quantised per token and 128 channels, weights as the checkpoint stores them (e4m3
 // codes [n, k] and an fp32 scale a 128 x 128 tile, Fp8BlockScales::fp32(..., 128)). The CPU forms:
 // kernels/cpu/fp8_weights.h (quantize_fp8_activations) and cpu::linear on the dequantised values.
-//   quantize_fp8_activations  bf16 x [rows, k], rows x_row apart -> e4m3 codes [rows, k] and scales [k / 128, rows]
-//                     (column-major: a scale per row and 128 columns, amax / 448, 1 for a zero group; a warp a group;
-//                     x_row a multiple of 4)
+//   quantize_fp8_activations  bf16 x [rows, k], rows x_row apart -> e4m3 codes [rows, k] and a scale a row and 128
+//                     columns (amax / 448, 1 for a zero group; a warp a group; x_row a multiple of 4), stored with the
+//                     rows fastest, fp8_activation_scale_stride(rows) apart: [k / 128, stride] (CUTLASS loads them
+//                     with TMA, whose strides are multiples of 16 bytes; the padding is never read into a product)
 //   fp8_gemm          y[m, n] (bf16, rows y_row apart) = sum over k of x's codes * their scale * w's codes * its tile's
 //                     scale, accumulated in fp32 with the scales applied per 128 columns: CUTLASS 4's Hopper kernel
 //                     (KernelTmaWarpSpecializedCooperativeFP8Blockwise, tiles 128 x 128 x 128, clusters of 1 x 2),
@@ -28,6 +29,8 @@ inline constexpr int64_t kFp8GemmGroup = 128;  // the activations' scale group a
 
 // k and n multiples of 128, the weight's scales fp32 per 128 x 128, y rows 8-element aligned, and the current device
 // of compute capability 9.0.
+DEEPINFER_HOST_DEVICE inline int64_t fp8_activation_scale_stride(int64_t rows) { return (rows + 3) / 4 * 4; }
+
 bool fp8_gemm_supports(int64_t m, int64_t n, int64_t k, const Fp8BlockScales& w_scales, int64_t y_row);
 size_t fp8_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k);
 

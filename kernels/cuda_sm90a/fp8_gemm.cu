@@ -21,8 +21,9 @@ namespace {
 
 // The GEMM as CUTLASS composes it: A the activations [m, k] row-major, B the weight [n, k] row-major (CUTLASS's
 // column-major k x n), D bf16 [m, n] row-major; no source C. The activations' scales a row and 128 columns, stored
-// with m fastest (GMMA::Major::MN), the weight's a 128 x 128 tile with k fastest (the checkpoint's
-// weight_scale_inv [n / 128, k / 128]).
+// with m fastest (GMMA::Major::MN; described to CUTLASS as fp8_activation_scale_stride(m) rows, the rows past m
+// feeding only rows of the tile that are not stored), the weight's a 128 x 128 tile with k fastest (the
+// checkpoint's weight_scale_inv [n / 128, k / 128]).
 namespace sm90 {
 
 using namespace cute;
@@ -61,6 +62,7 @@ typename Gemm::Arguments arguments(const uint8_t* x_codes, const float* x_scales
                                    const float* w_scales, __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n,
                                    int64_t k) {
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  const int scale_rows = static_cast<int>(fp8_activation_scale_stride(m));
   using StrideA = typename Gemm::GemmKernel::StrideA;
   using StrideB = typename Gemm::GemmKernel::StrideB;
   using StrideC = typename Gemm::GemmKernel::StrideC;
@@ -72,7 +74,7 @@ typename Gemm::Arguments arguments(const uint8_t* x_codes, const float* x_scales
       {M, N, K, 1},
       {reinterpret_cast<const ElementA*>(x_codes), cutlass::make_cute_packed_stride(StrideA{}, make_shape(M, K, 1)),
        reinterpret_cast<const ElementB*>(w_codes), cutlass::make_cute_packed_stride(StrideB{}, make_shape(N, K, 1)),
-       x_scales, ScaleConfig::tile_atom_to_shape_SFA(make_shape(M, N, K, 1)), w_scales,
+       x_scales, ScaleConfig::tile_atom_to_shape_SFA(make_shape(scale_rows, N, K, 1)), w_scales,
        ScaleConfig::tile_atom_to_shape_SFB(make_shape(M, N, K, 1))},
       {{}, nullptr, cutlass::make_cute_packed_stride(StrideC{}, make_shape(M, N, 1)),
        reinterpret_cast<ElementD*>(y), stride_d}};
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__(256) quantize_activations_kernel(const __nv_bf
   uint32_t packed = 0;
   for (int i = 0; i < 4; ++i) packed |= e4m3_code(fminf(fmaxf(v[i] / scale, -448.0f), 448.0f)) << (8 * i);
   *reinterpret_cast<uint32_t*>(codes + row * k + column) = packed;
-  if (lane == 0) scales[group * rows + row] = scale;
+  if (lane == 0) scales[group * fp8_activation_scale_stride(rows) + row] = scale;
 }
 
 bool on_sm90() {

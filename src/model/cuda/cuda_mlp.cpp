@@ -69,7 +69,7 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
     return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
   if (lane.fp8_gemm && !y_fp32 && !lane.batch_invariant && cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
     auto* codes = scratch.alloc<uint8_t>(m * w.k);
-    auto* scales = scratch.alloc<float>(m * (w.k / cuda::kFp8GemmGroup));
+    auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
     const size_t workspace_bytes = cuda::fp8_gemm_workspace_bytes(m, w.n, w.k);
     void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
     cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
