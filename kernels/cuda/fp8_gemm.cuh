@@ -5,13 +5,15 @@
 //   quantize_fp8_activations  bf16 x [rows, k], rows x_row apart -> e4m3 codes [rows, k] and a scale a row and 128
 //                     columns (amax / 448, 1 for a zero group; a warp a group; x_row a multiple of 4), stored with the
 //                     rows fastest, fp8_activation_scale_stride(rows) apart: [k / 128, stride] (CUTLASS loads them
-//                     with TMA, whose strides are multiples of 16 bytes; the padding is never read into a product)
+//                     with TMA, whose strides are multiples of 16 bytes; the padding, written 1, scales only rows of
+//                     the tile that are not stored)
 //   fp8_gemm          y[m, n] (bf16, rows y_row apart) = sum over k of x's codes * their scale * w's codes * its tile's
 //                     scale, accumulated in fp32 with the scales applied per 128 columns: CUTLASS 4's Hopper kernel
 //                     (KernelTmaWarpSpecializedCooperativeFP8Blockwise, tiles 128 x 128 x 128, clusters of 1 x 2),
 //                     built for sm_90a in kernels/cuda_sm90a. Shapes: fp8_gemm_supports. `workspace` holds
-//                     fp8_gemm_workspace_bytes(m, n, k) (kernels never allocate). False where CUTLASS refused the
-//                     arguments (nothing launched).
+//                     fp8_gemm_workspace_bytes(m, n, k) (kernels never allocate). Pointers 16-byte aligned. False
+//                     where the pointers or CUTLASS refused the arguments (nothing launched). CUTLASS clears the
+//                     stream's pending error after its launch: check earlier launches before calling.
 // fp8_gemm_supports is false on a GPU other than compute capability 9.0, where the model keeps its bf16 path.
 #pragma once
 

@@ -86,13 +86,17 @@ typename Gemm::Arguments arguments(const uint8_t* x_codes, const float* x_scales
 }  // namespace sm90
 
 // A warp a (row, 128 columns) group, lane L its columns [4 L, 4 L + 4): the group's largest magnitude, scale =
-// amax / 448, codes = e4m3(value / scale) — quantize_fp8_scaled's rule on a 1 x 128 tile.
+// amax / 448, codes = e4m3(value / scale) — quantize_fp8_scaled's rule on a 1 x 128 tile. The padding rows' scales
+// are written 1 (TMA reads them, for rows of the tile that are not stored).
 __global__ void __launch_bounds__(256) quantize_activations_kernel(const __nv_bfloat16* x, int64_t x_row,
                                                                    int64_t rows, int64_t k, uint8_t* codes,
                                                                    float* scales) {
   begin_dependent_kernel();
-  const int64_t row = blockIdx.y * 8 + threadIdx.x / 32, group = blockIdx.x;
-  if (row >= rows) return;
+  const int64_t row = blockIdx.x * 8 + threadIdx.x / 32, group = blockIdx.y, stride = fp8_activation_scale_stride(rows);
+  if (row >= rows) {
+    if (row < stride && threadIdx.x % 32 == 0) scales[group * stride + row] = 1.0f;
+    return;
+  }
   const int lane = threadIdx.x % 32;
   const int64_t column = group * kFp8GemmGroup + 4 * lane;
   const uint2 raw = *reinterpret_cast<const uint2*>(x + row * x_row + column);
@@ -106,7 +110,7 @@ __global__ void __launch_bounds__(256) quantize_activations_kernel(const __nv_bf
   uint32_t packed = 0;
   for (int i = 0; i < 4; ++i) packed |= e4m3_code(fminf(fmaxf(v[i] / scale, -448.0f), 448.0f)) << (8 * i);
   *reinterpret_cast<uint32_t*>(codes + row * k + column) = packed;
-  if (lane == 0) scales[group * fp8_activation_scale_stride(rows) + row] = scale;
+  if (lane == 0) scales[group * stride + row] = scale;
 }
 
 bool on_sm90() {
@@ -120,7 +124,8 @@ bool on_sm90() {
 }  // namespace
 
 bool fp8_gemm_supports(int64_t m, int64_t n, int64_t k, const Fp8BlockScales& w_scales, int64_t y_row) {
-  return m > 0 && m < (int64_t{1} << 31) && n % kFp8GemmGroup == 0 && k % kFp8GemmGroup == 0 && n <= y_row &&
+  return m > 0 && m < (int64_t{1} << 31) && n > 0 && k > 0 && n % kFp8GemmGroup == 0 && k % kFp8GemmGroup == 0 &&
+         n <= y_row &&
          y_row % sm90::kAlignmentD == 0 && w_scales.f32 && w_scales.block == kFp8GemmGroup && on_sm90();
 }
 
@@ -131,14 +136,19 @@ size_t fp8_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
 void quantize_fp8_activations(const __nv_bfloat16* x, int64_t x_row, int64_t rows, int64_t k, uint8_t* codes,
                               float* scales, cudaStream_t stream) {
   if (rows == 0 || k == 0) return;
+  const int64_t stride = fp8_activation_scale_stride(rows);
   launch_dependent(quantize_activations_kernel,
-                   dim3(static_cast<unsigned>(k / kFp8GemmGroup), static_cast<unsigned>((rows + 7) / 8)), 256, 0,
+                   dim3(static_cast<unsigned>((stride + 7) / 8), static_cast<unsigned>(k / kFp8GemmGroup)), 256, 0,
                    stream, x, x_row, rows, k, codes, scales);
 }
 
 bool fp8_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes, const float* w_scales,
               __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n, int64_t k, void* workspace,
               size_t workspace_bytes, cudaStream_t stream) {
+  // TMA reads and writes 16-byte-aligned addresses; CUTLASS does not check them.
+  for (const void* p : {static_cast<const void*>(x_codes), static_cast<const void*>(x_scales),
+                        static_cast<const void*>(w_codes), static_cast<const void*>(y)})
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
   const auto args = sm90::arguments(x_codes, x_scales, w_codes, w_scales, y, y_row, m, n, k);
   sm90::Gemm gemm;
   if (sm90::Gemm::get_workspace_size(args) > workspace_bytes) return false;

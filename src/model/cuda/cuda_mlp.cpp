@@ -73,6 +73,7 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
     const size_t workspace_bytes = cuda::fp8_gemm_workspace_bytes(m, w.n, w.k);
     void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
     cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
+    DI_CUDA_CHECK(cudaGetLastError());  // (CUTLASS's launch clears a pending error)
     DI_CHECK(cuda::fp8_gemm(codes, scales, w.fp8, static_cast<const float*>(w.scales.data),
                             static_cast<__nv_bfloat16*>(y), w.n, m, w.n, w.k, workspace, workspace_bytes, lane.stream),
              "the FP8 GEMM refused {} x {} x {}", m, w.n, w.k);
