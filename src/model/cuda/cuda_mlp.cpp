@@ -1,6 +1,7 @@
 #include "src/model/cuda/cuda_mlp.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
@@ -67,7 +68,9 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
     return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, lane.stream);
   if (m <= cuda::kLinearSkinnyMaxRows && skinny && !lane.batch_invariant)
     return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
-  if (lane.fp8_gemm && !y_fp32 && !lane.batch_invariant && cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (lane.fp8_gemm && !y_fp32 && !lane.batch_invariant && aligned(x) && aligned(y) &&
+      cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
     auto* codes = scratch.alloc<uint8_t>(m * w.k);
     auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
     const size_t workspace_bytes = cuda::fp8_gemm_workspace_bytes(m, w.n, w.k);
