@@ -94,15 +94,11 @@ int run(int argc, char** argv) {
         DI_CUBLAS_CHECK(cuda::linear_bf16(blas.get(), x.data(), dequantised.data(), y_blas.data(), false, m, s.n, s.k));
       });
       const std::vector<float> a = to_host_float(y_fp8.data(), m * s.n), b = to_host_float(y_blas.data(), m * s.n);
-      double max_diff = 0.0, max_ref = 0.0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-        max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[i])));
-      }
+      const double rel_diff = max_relative_difference(a, b);
       const double flops = 2.0 * static_cast<double>(m) * s.n * s.k;
       auto line = [&](const char* path, float ms, bool diff) {
         std::printf("%-16s %6ld %-22s %10.1f %9.1f", s.name, static_cast<long>(m), path, ms * 1e3, flops / (ms * 1e9));
-        if (diff) std::printf(" %12.2e", max_diff / std::max(max_ref, 1e-30));
+        if (diff) std::printf(" %12.2e", rel_diff);
         std::printf("\n");
       };
       line("quantise + FP8 GEMM", fp8_ms, true);

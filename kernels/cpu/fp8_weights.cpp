@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/fp_formats.h"
 
@@ -46,15 +47,11 @@ void quantize_fp8_scaled(const float* w, int64_t n, int64_t k, int64_t block, ui
 
 void quantize_fp8_activations(const float* x, int64_t rows, int64_t k, uint8_t* codes, float* scales) {
   constexpr int64_t kGroup = 128;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c0 = 0; c0 < k; c0 += kGroup) {
-      float amax = 0.0f;
-      for (int64_t c = c0; c < c0 + kGroup; ++c) amax = std::max(amax, std::fabs(x[r * k + c]));
-      const float scale = fp8_tile_scale(amax);
-      scales[(c0 / kGroup) * rows + r] = scale;
-      for (int64_t c = c0; c < c0 + kGroup; ++c)
-        codes[r * k + c] = static_cast<uint8_t>(e4m3_code(std::clamp(x[r * k + c] / scale, -448.0f, 448.0f)));
-    }
+  std::vector<float> row_scales(k / kGroup);
+  for (int64_t r = 0; r < rows; ++r) {  // a row is quantize_fp8_scaled's weight of one row, its tiles 1 x 128
+    quantize_fp8_scaled(x + r * k, 1, k, kGroup, codes + r * k, row_scales.data());
+    for (int64_t g = 0; g < k / kGroup; ++g) scales[g * rows + r] = row_scales[g];
+  }
 }
 
 void dequantize_fp8_scaled(const uint8_t* codes, const float* scales, int64_t n, int64_t k, int64_t block,

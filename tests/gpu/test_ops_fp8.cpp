@@ -159,17 +159,13 @@ void linear_gemv_fp8(OpRun& r) {
   std::vector<float> x_f;
   auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * x_row, x_f));
   const Fp8Weight w = random_fp8_weight(r, n, k, r["f32_block"]);
-  DeviceArray<Bf16> y16(m * y_row);
-  DeviceArray<float> y32(m * y_row);
-  y16.poison();
-  y32.poison();
-  cuda::linear_gemv_fp8(bf(x), x_row, w.codes.data(), w.scales(), f32 ? static_cast<void*>(y32.data()) : bf(y16),
-                        y_row, f32, m, n, k, nullptr);
+  LinearOutput y(f32, m * y_row);
+  cuda::linear_gemv_fp8(bf(x), x_row, w.codes.data(), w.scales(), y.data(), y_row, f32, m, n, k, nullptr);
   sync();
   std::vector<float> x_rows(m * k), want(m * n), got(m * n);
   for (int64_t t = 0; t < m; ++t) std::copy_n(x_f.data() + t * x_row, k, x_rows.data() + t * k);
   cpu::linear(x_rows.data(), w.values.data(), nullptr, want.data(), m, n, k);
-  const std::vector<float> all = f32 ? y32.to_host() : to_float(y16.to_host());
+  const std::vector<float> all = y.host();
   for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
   r.close("outputs", got, want);
 }
@@ -182,17 +178,13 @@ void linear_skinny_fp8(OpRun& r) {
   std::vector<float> x_f;
   auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
   const Fp8Weight w = random_fp8_weight(r, n, k, r["f32_block"]);
-  DeviceArray<Bf16> y16(m * n);
-  DeviceArray<float> y32(m * n);
-  y16.poison();
-  y32.poison();
+  LinearOutput y(f32, m * n);
   ASSERT_TRUE(cuda::linear_skinny_fp8_supports(n, k, w.scales()));
-  cuda::linear_skinny_fp8(bf(x), w.codes.data(), w.scales(), f32 ? static_cast<void*>(y32.data()) : bf(y16), f32,
-                          m, n, k, num_sms(), nullptr);
+  cuda::linear_skinny_fp8(bf(x), w.codes.data(), w.scales(), y.data(), f32, m, n, k, num_sms(), nullptr);
   sync();
   std::vector<float> want(m * n);
   cpu::linear(x_f.data(), w.values.data(), nullptr, want.data(), m, n, k);
-  r.close("outputs", f32 ? y32.to_host() : to_float(y16.to_host()), want);
+  r.close("outputs", y.host(), want);
 }
 
 // The FP8 tensor-core GEMM with DeepSeek's scaling: the activations quantised on the device as on the CPU (the same
