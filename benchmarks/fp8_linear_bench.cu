@@ -83,14 +83,10 @@ int run(int argc, char** argv) {
         }
       });
       const std::vector<float> a = to_host_float(y_fp8.data(), m * s.n), b = to_host_float(y_blas.data(), m * s.n);
-      double max_diff = 0.0, max_ref = 0.0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-        max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[i])));
-      }
+      const double rel_diff = max_relative_difference(a, b);
       const double bytes = static_cast<double>(codes_bytes + scale_bytes) + static_cast<double>(m) * s.k * 2;
       std::printf("%-18s %4ld %-22s %9.2f %9.2f %8.2f %12.2e\n", s.name, static_cast<long>(m), "linear_skinny_fp8", fp8_us,
-                  bytes / 1e6, bytes / (fp8_us * 1e-6) / 1e12, max_diff / std::max(max_ref, 1e-30));
+                  bytes / 1e6, bytes / (fp8_us * 1e-6) / 1e12, rel_diff);
       if (gemv_us > 0.0f)
         std::printf("%-18s %4ld %-22s %9.2f %9.2f %8.2f\n", s.name, static_cast<long>(m), "linear_gemv_fp8", gemv_us,
                     bytes / 1e6, bytes / (gemv_us * 1e-6) / 1e12);

@@ -102,7 +102,6 @@ int run(int argc, char** argv) {
           deepinfer::cuda::linear_gemv(x, weight(c), y_blas, fp32, m, s.n, s.k, cudaStreamPerThread);
       });
       // Both outputs of the last copy, compared (as floats).
-      double max_diff = 0.0, max_ref = 0.0;
       const size_t count = static_cast<size_t>(m) * s.n;
       std::vector<float> a, b;
       if (fp32) {
@@ -112,15 +111,12 @@ int run(int argc, char** argv) {
       } else {
         a = to_host_float(y_skinny, count), b = to_host_float(y_blas, count);
       }
-      for (size_t i = 0; i < count; ++i) {
-        max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-        max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[i])));
-      }
+      const double rel_diff = max_relative_difference(a, b);
       const double bytes = static_cast<double>(weight_bytes) + static_cast<double>(m) * s.k * 2;
       std::printf("%-20s %4ld %-8s %9.2f %9.2f %8.2f\n", s.name, static_cast<long>(m), "skinny", skinny_us,
                   bytes / 1e6, bytes / (skinny_us * 1e-6) / 1e12);
       std::printf("%-20s %4ld %-8s %9.2f %9.2f %8.2f %10.2e\n", s.name, static_cast<long>(m), "cublas", blas_us,
-                  bytes / 1e6, bytes / (blas_us * 1e-6) / 1e12, max_diff / std::max(max_ref, 1e-30));
+                  bytes / 1e6, bytes / (blas_us * 1e-6) / 1e12, rel_diff);
       if (gemv_us > 0.0f)
         std::printf("%-20s %4ld %-8s %9.2f %9.2f %8.2f\n", s.name, static_cast<long>(m), "gemv", gemv_us,
                     bytes / 1e6, bytes / (gemv_us * 1e-6) / 1e12);

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <vector>
@@ -43,6 +44,16 @@ inline std::vector<float> to_host_float(const __nv_bfloat16* data, size_t n) {
   std::vector<float> out(n);
   for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(bits[i]);
   return out;
+}
+
+// The largest |got - ref| relative to the largest |ref| (two kernels' outputs compared).
+inline double max_relative_difference(const std::vector<float>& got, const std::vector<float>& ref) {
+  double max_diff = 0.0, max_ref = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(got[i]) - ref[i]));
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+  }
+  return max_diff / std::max(max_ref, 1e-30);
 }
 
 // main()'s body: run(argc, argv), or one line on stderr naming the benchmark and the failure (a failed CUDA call,

@@ -18,3 +18,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # Not packaged by Debian: xgrammar's C++ core (structured output), built from its PyPI source distribution.
 "$(dirname "$0")/build_xgrammar.sh"
+# Not packaged by Debian: CUTLASS 4's headers (the Hopper FP8 GEMM), from PyPI's nvidia-cutlass wheel.
+"$(dirname "$0")/fetch_cutlass.sh"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/fp_formats.h"
 
@@ -42,6 +43,15 @@ void quantize_fp8_scaled(const float* w, int64_t n, int64_t k, int64_t block, ui
         for (int64_t c = c0; c < c1; ++c)
           codes[r * k + c] = static_cast<uint8_t>(e4m3_code(std::clamp(w[r * k + c] / scale, -448.0f, 448.0f)));
     }
+}
+
+void quantize_fp8_activations(const float* x, int64_t rows, int64_t k, uint8_t* codes, float* scales) {
+  constexpr int64_t kGroup = 128;
+  std::vector<float> row_scales(k / kGroup);
+  for (int64_t r = 0; r < rows; ++r) {  // a row is quantize_fp8_scaled's weight of one row, its tiles 1 x 128
+    quantize_fp8_scaled(x + r * k, 1, k, kGroup, codes + r * k, row_scales.data());
+    for (int64_t g = 0; g < k / kGroup; ++g) scales[g * rows + r] = row_scales[g];
+  }
 }
 
 void dequantize_fp8_scaled(const uint8_t* codes, const float* scales, int64_t n, int64_t k, int64_t block,

@@ -15,6 +15,10 @@ void dequantize_fp8_blocks(const uint8_t* codes, const uint8_t* scales, int64_t 
 // DeepSeek-V3's form: an fp32 scale for each block x block tile (fp8_tile_scale), [ceil(n / block), ceil(k / block)].
 void quantize_fp8_scaled(const float* w, int64_t n, int64_t k, int64_t block, uint8_t* codes, float* scales);
 void dequantize_fp8_scaled(const uint8_t* codes, const float* scales, int64_t n, int64_t k, int64_t block, float* out);
+// Activations as DeepSeek's FP8 inference quantises them (kernels/cuda/fp8_gemm.cuh): x [rows, k], k a multiple of
+// 128, as e4m3 codes [rows, k] and a scale a row and 128 columns (quantize_fp8_scaled's rule on a 1 x 128 tile),
+// stored column-major [k / 128, rows].
+void quantize_fp8_activations(const float* x, int64_t rows, int64_t k, uint8_t* codes, float* scales);
 // Values that were FP8 in this form (a checkpoint's, dequantised: code x scale in fp32) back to their codes and
 // scales, bit for bit where some scale reproduces every value of a tile (it tries the tile's largest value over each
 // e4m3 magnitude, and the fp32 neighbours of each); a tile no scale reproduces is quantised as quantize_fp8_scaled.

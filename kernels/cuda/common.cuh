@@ -142,17 +142,4 @@ __device__ __forceinline__ float block_sum(float v) {
   return result;
 }
 
-// The grouped expert kernels' input rows: `count` bf16 rows of `cols` (a multiple of 8) into shared memory
-// `dst_stride` apart, row v from src + source(v) * cols, between two barriers (the previous rows' reads done first).
-template <class Source>
-__device__ __forceinline__ void load_chunk(const __nv_bfloat16* src, Source source, int count, int64_t cols,
-                                           int64_t dst_stride, __nv_bfloat16* dst) {
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < count * cols / 8; i += blockDim.x) {
-    const int64_t v = i / (cols / 8), at = i % (cols / 8);
-    reinterpret_cast<uint4*>(dst + v * dst_stride)[at] = reinterpret_cast<const uint4*>(src + source(v) * cols)[at];
-  }
-  __syncthreads();
-}
-
 }  // namespace deepinfer::cuda

@@ -3,6 +3,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/grouped_expert_launch.cuh"
 #include "kernels/cuda/moe_fp8.cuh"
 
 namespace deepinfer::cuda {
@@ -239,21 +240,10 @@ void moe_grouped_gemv_fp8(const __nv_bfloat16* x, const int32_t* token_of_row, c
                           int64_t num_experts, int64_t hidden, int64_t inter, Fp8Rows gate_up, Fp8Rows down,
                           float swiglu_limit, __nv_bfloat16* act_perm, float* y_perm, cudaStream_t stream) {
   if (num_experts == 0 || !moe_grouped_gemv_fp8_supports(hidden, inter, gate_up.block)) return;  // the caller checks
-  const int64_t acts_per_block = kWarps * kGroupedRowsPerWarp / 2;
-  const size_t gate_up_shared = kGroupedVecs * hidden * sizeof(__nv_bfloat16);
-  const dim3 gate_up_grid(static_cast<unsigned>(num_experts),
-                          static_cast<unsigned>((inter + acts_per_block - 1) / acts_per_block));
   const auto gate_up_kernel = swiglu_limit > 0.0f ? grouped_gate_up_kernel<true> : grouped_gate_up_kernel<false>;
-  cudaFuncSetAttribute(gate_up_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gate_up_shared));
-  launch_dependent(gate_up_kernel, gate_up_grid, kWarps * 32, gate_up_shared, stream, x, token_of_row, offsets, hidden,
-                   inter, gate_up, swiglu_limit, act_perm);
-  const int64_t rows_per_block = kWarps * kGroupedRowsPerWarp;
-  const size_t down_shared = kGroupedVecs * inter * sizeof(__nv_bfloat16);
-  const dim3 down_grid(static_cast<unsigned>(num_experts),
-                       static_cast<unsigned>((hidden + rows_per_block - 1) / rows_per_block));
-  cudaFuncSetAttribute(grouped_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(down_shared));
-  launch_dependent(grouped_down_kernel, down_grid, kWarps * 32, down_shared, stream, act_perm, offsets, hidden, inter,
-                   down, y_perm);
+  launch_grouped_experts(gate_up_kernel, grouped_down_kernel, kWarps * kGroupedRowsPerWarp / 2,
+                         kWarps * kGroupedRowsPerWarp, kGroupedVecs, kWarps * 32, x, token_of_row, offsets,
+                         num_experts, hidden, inter, gate_up, down, swiglu_limit, act_perm, y_perm, stream);
 }
 
 bool moe_gemv_fp8_supports(int64_t hidden, int64_t inter, int64_t top_k, int64_t block) {

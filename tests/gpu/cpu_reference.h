@@ -34,16 +34,22 @@ inline void round_to_bf16(WeightStore& store, const ModelConfig& config) {
   }
 }
 
-// A fixture's model on `device`, its draft module enabled; on the CPU with `rounded`, its weights rounded to bf16.
-inline std::unique_ptr<CausalLm> load_with_drafter(const std::string& fixture, Device device, bool rounded,
-                                                   bool batch_invariant = false) {
+// A fixture's model on `device`; with `rounded`, its weights rounded to bf16 first.
+inline std::unique_ptr<CausalLm> load_fixture(const std::string& fixture, Device device, bool rounded,
+                                              bool batch_invariant = false) {
   const auto dir = fixture_dir(fixture);
   ModelConfig config = load_model_config(dir);
   config.batch_invariant = batch_invariant;
   WeightOrigin weights;
   weights.host = std::make_unique<WeightStore>(WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
   if (rounded) round_to_bf16(*weights.host, config);
-  std::unique_ptr<CausalLm> model = make_causal_lm(std::move(config), std::move(weights), device, 0);
+  return make_causal_lm(std::move(config), std::move(weights), device, 0);
+}
+
+// The same with its draft module enabled.
+inline std::unique_ptr<CausalLm> load_with_drafter(const std::string& fixture, Device device, bool rounded,
+                                                   bool batch_invariant = false) {
+  std::unique_ptr<CausalLm> model = load_fixture(fixture, device, rounded, batch_invariant);
   require_draft_module(*model).enable();
   return model;
 }

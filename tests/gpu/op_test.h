@@ -43,6 +43,19 @@ inline std::vector<float> to_float(const std::vector<Bf16>& bits) {
   for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
   return out;
 }
+// A Linear's output of `count` values, bf16 or fp32 (a row's f32_out), poisoned: the pointer the kernel writes and
+// the values it wrote, as floats.
+struct LinearOutput {
+  LinearOutput(bool f32_out, int64_t count) : f32(f32_out), y16(count), y32(count) {
+    y16.poison();
+    y32.poison();
+  }
+  void* data() { return f32 ? static_cast<void*>(y32.data()) : static_cast<void*>(y16.data()); }
+  std::vector<float> host() const { return f32 ? y32.to_host() : to_float(y16.to_host()); }
+  const bool f32;
+  DeviceArray<Bf16> y16;
+  DeviceArray<float> y32;
+};
 inline std::vector<float> round_bf16(std::vector<float> v) {
   for (float& x : v) x = bf16_to_float(float_to_bf16(x));
   return v;

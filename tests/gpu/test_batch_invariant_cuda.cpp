@@ -16,13 +16,12 @@
 #include <sstream>
 
 #include "src/core/device.h"
-#include "src/model/architectures.h"
-#include "src/model/backend.h"
 #include "src/model/deepseek/cuda/cuda_deepseek_model.h"
 #include "src/model/cuda/weight_source.h"
 #include "src/model/deepseek/deepseek_model.h"
 #include "src/model/weights.h"
 #include "src/model/model_config.h"
+#include "tests/gpu/cpu_reference.h"
 #include "tests/unit/fixtures.h"
 
 namespace deepinfer {
@@ -163,13 +162,8 @@ TEST(CudaBatchInvariant, V3RowsCarryTheSameBitsWhateverTheBatch) {
 // each alone stays below it; the flag must keep one hyper-connection form for both.
 TEST(CudaBatchInvariant, V41RowsCarryTheSameBitsWhateverTheBatch) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const auto dir = testing::fixture_dir("tiny-v41");
-  ModelConfig config = load_model_config(dir);
-  config.batch_invariant = true;
-  WeightOrigin weights;
-  weights.host = std::make_unique<WeightStore>(WeightStore::load(config, dir, LoadFormat::kSafetensors, 0));
-  const std::unique_ptr<CausalLm> model = make_causal_lm(config, std::move(weights), Device::kCuda, 0);
-  expect_same_bits_whatever_the_batch(*model, config, {1000, 64});
+  const std::unique_ptr<CausalLm> model = testing::load_fixture("tiny-v41", Device::kCuda, false, true);
+  expect_same_bits_whatever_the_batch(*model, model->config(), {1000, 64});
 }
 
 // The flag's path (every row absorbed, W_uk and W_uv by the skinny kernel, fixed key chunks, experts by the grouped

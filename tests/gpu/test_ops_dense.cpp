@@ -260,14 +260,10 @@ void linear_bf16(OpRun& r) {
   LinearInputs in(r, m, n, k, 0.02f);
   auto &x = in.x, &w = in.w;
   const std::vector<float>& want = in.want;
-  DeviceArray<Bf16> y(m * n);
-  DeviceArray<float> y32(m * n);
-  y.poison();
-  y32.poison();
-  ASSERT_EQ(cuda::linear_bf16(r.blas(), bf(x), bf(w), f32 ? static_cast<void*>(y32.data()) : y.data(), f32, m, n, k),
-            CUBLAS_STATUS_SUCCESS);
+  LinearOutput y(f32, m * n);
+  ASSERT_EQ(cuda::linear_bf16(r.blas(), bf(x), bf(w), y.data(), f32, m, n, k), CUBLAS_STATUS_SUCCESS);
   sync();
-  r.close("y", f32 ? y32.to_host() : to_float(y.to_host()), want);
+  r.close("y", y.host(), want);
 }
 
 // The MLA absorption shape: per head, q_latent[T, latent] = q_nope[T, nope] . W_uk[h] ([nope, latent]), written
@@ -335,16 +331,13 @@ void linear_gemv(OpRun& r) {
   auto act = DeviceArray<Bf16>::from_host(r.random_bf16(rows * I, act_f));
   const __nv_bfloat16* x = f32 ? bf(act) : bf(in.x);
   const __nv_bfloat16* w = f32 ? bf(in.down) : bf(in.gate_up) + I * H;
-  DeviceArray<Bf16> y(rows * n);
-  DeviceArray<float> y32(rows * n);
-  y.poison();
-  y32.poison();
-  cuda::linear_gemv(x, w, f32 ? static_cast<void*>(y32.data()) : y.data(), f32, rows, n, k, nullptr);
+  LinearOutput y(f32, rows * n);
+  cuda::linear_gemv(x, w, y.data(), f32, rows, n, k, nullptr);
   sync();
   std::vector<float> want(rows * n);
   cpu::linear(f32 ? act_f.data() : in.x_f.data(), f32 ? in.down_f.data() : in.gu_f.data() + I * H, nullptr,
               want.data(), rows, n, k);
-  r.close("y", f32 ? y32.to_host() : to_float(y.to_host()), want);
+  r.close("y", y.host(), want);
 }
 
 // The decode-batch Linear (k split over a block cluster) at row counts that fill 1..4 MMA row tiles and leave

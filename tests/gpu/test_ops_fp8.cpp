@@ -1,12 +1,15 @@
 // The op table's FP8 Linear rows (tests/gpu/op_test.h says the harness's rules): the conversions of both scale grids
 // (V4.1's ue8m0 32 x 32 blocks, V3's fp32 tiles) against their CPU forms, and the FP8 matrix-vector and skinny
-// tensor-core Linear layers against the CPU's Linear on the dequantised weight.
+// tensor-core Linear layers against the CPU's Linear on the dequantised weight; the FP8 GEMM (activations quantised
+// too) against the CPU's Linear on both sides' dequantised values.
 #include <cmath>
 #include <cstring>
 #include <tuple>
 
 #include "kernels/cpu/fp8_weights.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/fp_formats.h"
+#include "kernels/cuda/fp8_gemm.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
 #include "tests/gpu/op_test.h"
@@ -156,17 +159,13 @@ void linear_gemv_fp8(OpRun& r) {
   std::vector<float> x_f;
   auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * x_row, x_f));
   const Fp8Weight w = random_fp8_weight(r, n, k, r["f32_block"]);
-  DeviceArray<Bf16> y16(m * y_row);
-  DeviceArray<float> y32(m * y_row);
-  y16.poison();
-  y32.poison();
-  cuda::linear_gemv_fp8(bf(x), x_row, w.codes.data(), w.scales(), f32 ? static_cast<void*>(y32.data()) : bf(y16),
-                        y_row, f32, m, n, k, nullptr);
+  LinearOutput y(f32, m * y_row);
+  cuda::linear_gemv_fp8(bf(x), x_row, w.codes.data(), w.scales(), y.data(), y_row, f32, m, n, k, nullptr);
   sync();
   std::vector<float> x_rows(m * k), want(m * n), got(m * n);
   for (int64_t t = 0; t < m; ++t) std::copy_n(x_f.data() + t * x_row, k, x_rows.data() + t * k);
   cpu::linear(x_rows.data(), w.values.data(), nullptr, want.data(), m, n, k);
-  const std::vector<float> all = f32 ? y32.to_host() : to_float(y16.to_host());
+  const std::vector<float> all = y.host();
   for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
   r.close("outputs", got, want);
 }
@@ -179,17 +178,51 @@ void linear_skinny_fp8(OpRun& r) {
   std::vector<float> x_f;
   auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
   const Fp8Weight w = random_fp8_weight(r, n, k, r["f32_block"]);
-  DeviceArray<Bf16> y16(m * n);
-  DeviceArray<float> y32(m * n);
-  y16.poison();
-  y32.poison();
+  LinearOutput y(f32, m * n);
   ASSERT_TRUE(cuda::linear_skinny_fp8_supports(n, k, w.scales()));
-  cuda::linear_skinny_fp8(bf(x), w.codes.data(), w.scales(), f32 ? static_cast<void*>(y32.data()) : bf(y16), f32,
-                          m, n, k, num_sms(), nullptr);
+  cuda::linear_skinny_fp8(bf(x), w.codes.data(), w.scales(), y.data(), f32, m, n, k, num_sms(), nullptr);
   sync();
   std::vector<float> want(m * n);
   cpu::linear(x_f.data(), w.values.data(), nullptr, want.data(), m, n, k);
-  r.close("outputs", f32 ? y32.to_host() : to_float(y16.to_host()), want);
+  r.close("outputs", y.host(), want);
+}
+
+// The FP8 tensor-core GEMM with DeepSeek's scaling: the activations quantised on the device as on the CPU (the same
+// codes and scales), then the product against the CPU's Linear on both operands' dequantised values (only the order
+// of the fp32 sums differs), y rows y_row apart; row counts not a multiple of 4 have padded scale columns.
+void fp8_gemm(OpRun& r) {
+  const int64_t m = r["rows"], n = r["n"], k = r["k"], y_row = r["y_row"], groups = k / cuda::kFp8GemmGroup;
+  std::vector<float> x_f;
+  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
+  const Fp8Weight w = random_fp8_weight(r, n, k, cuda::kFp8GemmGroup);
+  if (!cuda::fp8_gemm_supports(m, n, k, w.scales(), y_row))
+    GTEST_SKIP() << "the FP8 GEMM runs on compute capability 9.0";
+  DeviceArray<uint8_t> codes(m * k), workspace(std::max<size_t>(1, cuda::fp8_gemm_workspace_bytes(m, n, k)));
+  const int64_t stride = cuda::fp8_activation_scale_stride(m);
+  DeviceArray<float> scales(stride * groups);
+  DeviceArray<Bf16> y(m * y_row);
+  codes.poison();
+  scales.poison();
+  y.poison();
+  cuda::quantize_fp8_activations(bf(x), k, m, k, codes.data(), scales.data(), nullptr);
+  ASSERT_TRUE(cuda::fp8_gemm(codes.data(), scales.data(), w.codes.data(), static_cast<const float*>(w.scales().data),
+                             bf(y), y_row, m, n, k, workspace.data(), workspace.size(), nullptr));
+  sync();
+  std::vector<uint8_t> want_codes(m * k);
+  std::vector<float> want_scales(m * groups), x_q(m * k), want(m * n), got(m * n);
+  cpu::quantize_fp8_activations(x_f.data(), m, k, want_codes.data(), want_scales.data());
+  r.exact("activation codes", codes.to_host(), want_codes);
+  const std::vector<float> all_scales = scales.to_host();
+  std::vector<float> got_scales(m * groups);
+  for (int64_t g = 0; g < groups; ++g) std::copy_n(all_scales.data() + g * stride, m, got_scales.data() + g * m);
+  r.exact("activation scales", got_scales, want_scales);
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t c = 0; c < k; ++c)
+      x_q[t * k + c] = e4m3_value(want_codes[t * k + c]) * want_scales[(c / cuda::kFp8GemmGroup) * m + t];
+  cpu::linear(x_q.data(), w.values.data(), nullptr, want.data(), m, n, k);
+  const std::vector<float> all = to_float(y.to_host());
+  for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
+  r.close("outputs", got, want);
 }
 
 }  // namespace
@@ -235,6 +268,11 @@ void add_fp8_rows(OpTable& t) {
       t.add("linear_skinny_fp8", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"f32_out", 0}, {"f32_block", 128}},
             kBf16, linear_skinny_fp8);
     }
+  // The FP8 GEMM: a few rows (a partial tile), rows of a wider output, a prefill chunk's at q_b's k (an eighth of its
+  // n: the whole would cost the CPU reference 19 G multiply-adds) and at an expert's down projection.
+  for (auto [rows, n, k, y_row] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{5, 256, 384, 256},
+                                   {300, 640, 1024, 1024}, {512, 3072, 1536, 3072}, {200, 7168, 2048, 7168}})
+    t.add("fp8_gemm", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"y_row", y_row}}, kBf16, fp8_gemm);
   t.add("linear_skinny_dequantised", "f32", {{"rows", 16}, {"n", 4096}, {"k", 1024}, {"repeats", 64}}, kF32,
         linear_skinny_dequantised);
 }

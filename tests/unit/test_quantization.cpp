@@ -11,6 +11,7 @@
 #include "kernels/cpu/fake_quant.h"
 #include "kernels/cpu/fp4_weights.h"
 #include "kernels/cpu/fp8_weights.h"
+#include "kernels/fp_formats.h"
 #include "src/model/checkpoint_tensors.h"
 #include "src/model/deepseek/deepseek_model.h"
 #include "src/model/quantization.h"
@@ -192,6 +193,36 @@ TEST(Quantization, V3Fp8TilesComeBackFromTheirValues) {
   for (int64_t i = 0; i < n * k; ++i) {
     const float s = got_scales[(i / k / tile) * 3 + (i % k) / tile];
     ASSERT_LE(std::fabs(again[i] - values[i]), std::max(std::fabs(values[i]) / 16.0f, s / 512.0f)) << i;
+  }
+}
+
+// The FP8 GEMM's activations (quantize_fp8_activations): a scale a row and 128 columns, amax / 448, stored with the
+// rows fastest. Values that are e4m3 grid points times a group's scale, the largest 448 of it, come back exactly;
+// a zero group gets scale 1 and zero codes; random values within 1/16 (the e4m3 step) of themselves.
+TEST(Quantization, ActivationsAScaleARowAnd128Columns) {
+  std::mt19937 rng(5);
+  const int64_t rows = 3, k = 384, groups = k / 128;
+  std::vector<float> x(rows * k), scales(rows * groups), want_scales(rows * groups);
+  std::vector<uint8_t> codes(rows * k);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      const bool zero = r == 1 && g == 2;
+      want_scales[g * rows + r] = zero ? 1.0f : std::ldexp(1.0f, static_cast<int>(r + 2 * g) - 6);
+      for (int64_t c = g * 128; c < (g + 1) * 128; ++c) {
+        const uint8_t code = c == g * 128 ? 0x7e : static_cast<uint8_t>(rng() % 0x7e | (rng() % 2 ? 0x80 : 0));
+        x[r * k + c] = zero ? 0.0f : e4m3_value(code) * want_scales[g * rows + r];  // 0x7e: 448
+      }
+    }
+  cpu::quantize_fp8_activations(x.data(), rows, k, codes.data(), scales.data());
+  EXPECT_EQ(scales, want_scales);
+  for (int64_t i = 0; i < rows * k; ++i)
+    ASSERT_EQ(e4m3_value(codes[i]) * scales[(i % k / 128) * rows + i / k], x[i]) << i;
+
+  for (float& v : x) v = std::uniform_real_distribution<float>(-3.0f, 3.0f)(rng);
+  cpu::quantize_fp8_activations(x.data(), rows, k, codes.data(), scales.data());
+  for (int64_t i = 0; i < rows * k; ++i) {
+    const float s = scales[(i % k / 128) * rows + i / k];
+    ASSERT_LE(std::fabs(e4m3_value(codes[i]) * s - x[i]), std::max(std::fabs(x[i]) / 16.0f, s / 512.0f)) << i;
   }
 }
 

@@ -81,7 +81,7 @@ class CudaCausalLm : public CausalLm, public DeviceSteps {
   // `scratch`.
   void linear(const Bf16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m, ScratchPool& scratch) const;
   // The model's stream (the per-thread default).
-  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant, fp8_gemm_}; }
 
   ModelConfig config_;
   std::map<std::string, Shape> shapes_;  // every tensor the architecture names
@@ -89,6 +89,7 @@ class CudaCausalLm : public CausalLm, public DeviceSteps {
   int num_sms_ = 0;                      // the device's multiprocessors
   DeviceArena arena_;
   CublasHandle cublas_;
+  const bool fp8_gemm_ = fp8_gemm_enabled();  // the lanes' FP8 GEMM (Lane::fp8_gemm)
   std::unique_ptr<CudaExpertStore> experts_;
   std::unique_ptr<CudaMoe> moe_;
   // Step buffers, reused across steps. A step is const but not reentrant: one step at a time per model.

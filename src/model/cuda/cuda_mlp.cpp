@@ -1,7 +1,11 @@
 #include "src/model/cuda/cuda_mlp.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
+#include "kernels/cuda/fp8_gemm.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
@@ -20,6 +24,11 @@ DeviceLinear DeviceLinear::rows(int64_t first, int64_t count) const {
     part.scales = scales.from_row(first, k);
   }
   return part;
+}
+
+bool fp8_gemm_enabled() {
+  const char* env = std::getenv("DEEPINFER_FP8_GEMM");
+  return env == nullptr || std::string_view(env) != "0";
 }
 
 namespace {
@@ -59,6 +68,20 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
     return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, lane.stream);
   if (m <= cuda::kLinearSkinnyMaxRows && skinny && !lane.batch_invariant)
     return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (lane.fp8_gemm && !y_fp32 && !lane.batch_invariant && aligned(x) && aligned(y) &&
+      cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
+    auto* codes = scratch.alloc<uint8_t>(m * w.k);
+    auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
+    const size_t workspace_bytes = cuda::fp8_gemm_workspace_bytes(m, w.n, w.k);
+    void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
+    cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
+    DI_CUDA_CHECK(cudaGetLastError());  // (CUTLASS's launch clears a pending error)
+    DI_CHECK(cuda::fp8_gemm(codes, scales, w.fp8, static_cast<const float*>(w.scales.data),
+                            static_cast<__nv_bfloat16*>(y), w.n, m, w.n, w.k, workspace, workspace_bytes, lane.stream),
+             "the FP8 GEMM refused {} x {} x {}", m, w.n, w.k);
+    return;
+  }
   auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
   cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, lane.stream);
   device_linear(lane, x, dequantised, y, y_fp32, m, w.n, w.k, num_sms, cuda::WeightSource::kFromStream);

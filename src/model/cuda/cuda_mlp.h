@@ -25,7 +25,14 @@ struct Lane {
   cublasHandle_t blas;
   // One kernel for every row count (ModelConfig::batch_invariant): the skinny one, 64 rows a launch.
   bool batch_invariant = false;
+  // FP8 weights above the skinny kernel's rows through the FP8 GEMM (activations quantised, kernels/cuda/fp8_gemm.cuh)
+  // where it takes the shape; else dequantised for the bf16 GEMM (fp8_gemm_enabled: DEEPINFER_FP8_GEMM=0 turns it
+  // off, for A/B runs).
+  bool fp8_gemm = true;
 };
+
+// Whether the models' lanes take the FP8 GEMM: yes unless the environment sets DEEPINFER_FP8_GEMM=0.
+bool fp8_gemm_enabled();
 
 // A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a scale per block x block
 // tile (kernels/cuda/fp8_linear.cuh): V4's ue8m0 bytes a 32 x 32 block, V3's fp32 a 128 x 128 one.
@@ -55,8 +62,9 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
 // projection, at 8 up to 2.9x (benchmarks/fp8_linear_bench, results/h200/v41/fp8-linear-bench.txt).
 inline constexpr int64_t kFp8GemvMaxLinearRows = 2;
 
-// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows; above, where a
-// step's many rows amortise it, the weight is dequantised into `scratch` for the bf16 GEMM.
+// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows; above, by the FP8 GEMM
+// with the rows quantised into `scratch` (lane.fp8_gemm, where cuda::fp8_gemm_supports the shape: V3's fp32 128 x 128
+// tiles on an sm_90 GPU, bf16 outputs), else the weight is dequantised into `scratch` for the bf16 GEMM.
 void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
                    ScratchPool& scratch, int num_sms, cuda::WeightSource source = cuda::WeightSource::kResident);
 // out [rows, hidden] = down(silu(gate h) * (up h)), gate and up clamped first where swiglu_limit > 0 (V4.1),

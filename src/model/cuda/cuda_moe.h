@@ -112,8 +112,8 @@ class CudaMoe {
   void chunked_quantized_experts(int64_t moe_layer, const __nv_bfloat16* x_pad,
                                  const std::vector<int32_t>& chunk_expert, __nv_bfloat16* gate_up, __nv_bfloat16* act,
                                  __nv_bfloat16* y_perm, void** pointers, ScratchPool& scratch) const;
-  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant}; }
-  Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant}; }
+  Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant, fp8_gemm_}; }
+  Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant, fp8_gemm_}; }
 
   const ModelConfig& config_;
   // FP4 experts at decode, by pairs a step (cuda_moe.cpp says why): the grouped form on the tensor cores from
@@ -130,6 +130,7 @@ class CudaMoe {
   StepProfiler& profiler_;
   float swiglu_limit_;
   CublasHandle cublas_;
+  const bool fp8_gemm_ = fp8_gemm_enabled();  // the lanes' FP8 GEMM (Lane::fp8_gemm)
   // The shared experts run here, beside the router and the routed experts (they need only the layer input).
   CudaStream side_stream_;
   CublasHandle side_cublas_{side_stream_.get()};

@@ -1,0 +1,160 @@
+// kernels/cuda/fp8_gemm.cuh's kernels. This folder is built for sm_90a only (kernels/CMakeLists.txt): the warpgroup
+// MMAs CUTLASS's Hopper kernels issue exist on no other target.
+#include "kernels/cuda/fp8_gemm.cuh"
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/detail/blockwise_scale_layout.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/fp_formats.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+// The GEMM as CUTLASS composes it: A the activations [m, k] row-major, B the weight [n, k] row-major (CUTLASS's
+// column-major k x n), D bf16 [m, n] row-major; no source C. The activations' scales a row and 128 columns, stored
+// with m fastest (GMMA::Major::MN; described to CUTLASS as fp8_activation_scale_stride(m) rows, the rows past m
+// feeding only rows of the tile that are not stored), the weight's a 128 x 128 tile with k fastest (the
+// checkpoint's weight_scale_inv [n / 128, k / 128]).
+namespace sm90 {
+
+using namespace cute;
+
+using ElementA = cutlass::float_e4m3_t;
+using ElementB = cutlass::float_e4m3_t;
+using ElementD = cutlass::bfloat16_t;
+using LayoutA = cutlass::layout::RowMajor;
+using LayoutB = cutlass::layout::ColumnMajor;
+using LayoutD = cutlass::layout::RowMajor;
+constexpr int kAlignmentAB = 16;  // elements of a 16-byte access
+constexpr int kAlignmentD = 8;
+using TileShape = Shape<_128, _128, _128>;
+using ClusterShape = Shape<_1, _2, _1>;
+using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kFp8GemmGroup, kFp8GemmGroup, GMMA::Major::MN,
+                                                              GMMA::Major::K>;
+using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlignmentD, ElementD, LayoutD,
+    kAlignmentD, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+
+using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA, LayoutSFA>, kAlignmentAB,
+    ElementB, cute::tuple<LayoutB, LayoutSFB>, kAlignmentAB, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+        sizeof(typename Epilogue::SharedStorage))>,
+    cutlass::gemm::KernelTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+
+using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
+using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+typename Gemm::Arguments arguments(const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
+                                   const float* w_scales, __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n,
+                                   int64_t k) {
+  const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+  const int scale_rows = static_cast<int>(fp8_activation_scale_stride(m));
+  using StrideA = typename Gemm::GemmKernel::StrideA;
+  using StrideB = typename Gemm::GemmKernel::StrideB;
+  using StrideC = typename Gemm::GemmKernel::StrideC;
+  using StrideD = typename Gemm::GemmKernel::StrideD;
+  StrideD stride_d = cutlass::make_cute_packed_stride(StrideD{}, make_shape(M, N, 1));
+  get<0>(stride_d) = y_row;
+  typename Gemm::Arguments args{
+      cutlass::gemm::GemmUniversalMode::kGemm,
+      {M, N, K, 1},
+      {reinterpret_cast<const ElementA*>(x_codes), cutlass::make_cute_packed_stride(StrideA{}, make_shape(M, K, 1)),
+       reinterpret_cast<const ElementB*>(w_codes), cutlass::make_cute_packed_stride(StrideB{}, make_shape(N, K, 1)),
+       x_scales, ScaleConfig::tile_atom_to_shape_SFA(make_shape(scale_rows, N, K, 1)), w_scales,
+       ScaleConfig::tile_atom_to_shape_SFB(make_shape(M, N, K, 1))},
+      {{}, nullptr, cutlass::make_cute_packed_stride(StrideC{}, make_shape(M, N, 1)),
+       reinterpret_cast<ElementD*>(y), stride_d}};
+  args.epilogue.thread.alpha = 1.0f;
+  args.epilogue.thread.beta = 0.0f;
+  return args;
+}
+
+}  // namespace sm90
+
+// A warp a (row, 128 columns) group, lane L its columns [4 L, 4 L + 4): the group's largest magnitude, scale =
+// amax / 448, codes = e4m3(value / scale) — quantize_fp8_scaled's rule on a 1 x 128 tile. The padding rows' scales
+// are written 1 (TMA reads them, for rows of the tile that are not stored).
+__global__ void __launch_bounds__(256) quantize_activations_kernel(const __nv_bfloat16* x, int64_t x_row,
+                                                                   int64_t rows, int64_t k, uint8_t* codes,
+                                                                   float* scales) {
+  begin_dependent_kernel();
+  const int64_t row = blockIdx.x * 8 + threadIdx.x / 32, group = blockIdx.y, stride = fp8_activation_scale_stride(rows);
+  if (row >= rows) {
+    if (row < stride && threadIdx.x % 32 == 0) scales[group * stride + row] = 1.0f;
+    return;
+  }
+  const int lane = threadIdx.x % 32;
+  const int64_t column = group * kFp8GemmGroup + 4 * lane;
+  const uint2 raw = *reinterpret_cast<const uint2*>(x + row * x_row + column);
+  const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+  const float2 lo = __bfloat1622float2(pairs[0]), hi = __bfloat1622float2(pairs[1]);
+  const float v[4] = {lo.x, lo.y, hi.x, hi.y};
+  float amax = 0.0f;
+  for (float value : v) amax = fmaxf(amax, fabsf(value));
+  amax = warp_max(amax);
+  const float scale = fp8_tile_scale(amax);
+  uint32_t packed = 0;
+  for (int i = 0; i < 4; ++i) packed |= e4m3_code(fminf(fmaxf(v[i] / scale, -448.0f), 448.0f)) << (8 * i);
+  *reinterpret_cast<uint32_t*>(codes + row * k + column) = packed;
+  if (lane == 0) scales[group * stride + row] = scale;
+}
+
+bool on_sm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  return major == 9 && minor == 0;
+}
+
+}  // namespace
+
+bool fp8_gemm_supports(int64_t m, int64_t n, int64_t k, const Fp8BlockScales& w_scales, int64_t y_row) {
+  return m > 0 && m < (int64_t{1} << 31) && n > 0 && k > 0 && n % kFp8GemmGroup == 0 && k % kFp8GemmGroup == 0 &&
+         n <= y_row &&
+         y_row % sm90::kAlignmentD == 0 && w_scales.f32 && w_scales.block == kFp8GemmGroup && on_sm90();
+}
+
+size_t fp8_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
+  return sm90::Gemm::get_workspace_size(sm90::arguments(nullptr, nullptr, nullptr, nullptr, nullptr, n, m, n, k));
+}
+
+void quantize_fp8_activations(const __nv_bfloat16* x, int64_t x_row, int64_t rows, int64_t k, uint8_t* codes,
+                              float* scales, cudaStream_t stream) {
+  if (rows == 0 || k == 0) return;
+  const int64_t stride = fp8_activation_scale_stride(rows);
+  launch_dependent(quantize_activations_kernel,
+                   dim3(static_cast<unsigned>((stride + 7) / 8), static_cast<unsigned>(k / kFp8GemmGroup)), 256, 0,
+                   stream, x, x_row, rows, k, codes, scales);
+}
+
+bool fp8_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes, const float* w_scales,
+              __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n, int64_t k, void* workspace,
+              size_t workspace_bytes, cudaStream_t stream) {
+  // TMA reads and writes 16-byte-aligned addresses; CUTLASS does not check them.
+  for (const void* p : {static_cast<const void*>(x_codes), static_cast<const void*>(x_scales),
+                        static_cast<const void*>(w_codes), static_cast<const void*>(y)})
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  const auto args = sm90::arguments(x_codes, x_scales, w_codes, w_scales, y, y_row, m, n, k);
+  sm90::Gemm gemm;
+  if (sm90::Gemm::get_workspace_size(args) > workspace_bytes) return false;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
+  return gemm.run(stream) == cutlass::Status::kSuccess;
+}
+
+}  // namespace deepinfer::cuda
