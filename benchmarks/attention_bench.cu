@@ -1,7 +1,8 @@
 // The decode attention kernels alone, at the shapes FlashMLA's SM90 decode kernels are compared at (the peer is built
 // from its public source on the GPU machine, outside this repository: results/h200/v41/README.md says how):
 //  - dense: V2/V3's MLA decode (cuda::mla_decode_attention: latent 512 + rope 64 in bf16, 64-token pages), 16 and
-//    128 heads, batch 1-256, context 1K and 4K, the KV splits chosen as CudaDeepseekModel::decode_splits does;
+//    128 heads, batch 1-256, context 1K, 4K and 32K (up to 1M cached keys in all), the KV splits chosen as the model
+//    does (cuda::mla_decode_splits); at 128 heads the warpgroup-MMA kernel and the mma.sync kernel side by side;
 //  - sparse: V4.1's attention (cuda::sparse_window_attention: 64 heads of 512, the window of 128 FP8 entries + 512
 //    selected compressed entries in bf16, per-head sinks), batch 1-256.
 // Prints one JSON line a point: the median of 30 launches after 5, the bytes the kernel must read (cache entries
@@ -21,6 +22,7 @@
 #include "benchmarks/microbench.h"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 #include "src/core/device_array.h"
 
@@ -36,16 +38,7 @@ int num_sms() {
   return sms;
 }
 
-// CudaDeepseekModel::decode_splits (src/model/deepseek/cuda/cuda_deepseek_model.cpp), for a batch at one context length.
-int64_t decode_splits(int64_t batch, int64_t heads, int64_t max_len) {
-  const int64_t blocks = batch * ((heads + 15) / 16), sms = num_sms();
-  const int64_t one_per_sm = (sms + blocks - 1) / blocks;
-  const int64_t two_per_sm = std::max<int64_t>(1, 2 * sms / blocks);
-  const int64_t wanted = max_len / two_per_sm >= 256 ? two_per_sm : one_per_sm;
-  return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
-}
-
-void dense(int64_t batch, int64_t heads, int64_t context) {
+void dense(int64_t batch, int64_t heads, int64_t context, bool wgmma) {
   const int64_t latent = 512, rope = 64, d = latent + rope, page = cuda::kMlaBlockSize;
   const int64_t blocks_per_seq = (context + page - 1) / page;
   DeviceArray<Bf16> q(batch * heads * d), cache(batch * blocks_per_seq * page * d), out(batch * heads * latent);
@@ -54,17 +47,20 @@ void dense(int64_t batch, int64_t heads, int64_t context) {
   std::vector<int32_t> table(batch * blocks_per_seq), lens(batch, static_cast<int32_t>(context));
   std::iota(table.begin(), table.end(), 0);
   auto d_table = DeviceArray<int32_t>::from_host(table), d_lens = DeviceArray<int32_t>::from_host(lens);
-  const int64_t splits = decode_splits(batch, heads, context);
+  const int64_t splits = cuda::mla_decode_splits(batch, heads, latent, rope, context, num_sms(), wgmma);
   DeviceArray<uint8_t> workspace(cuda::mla_decode_workspace_bytes(batch, heads, latent, splits));
   const float ms = median_ms(30, [&] {
     cuda::mla_decode_attention(q.data(), cache.data(), d_table.data(), blocks_per_seq, d_lens.data(), batch, heads,
                                latent, rope, 1.0f / std::sqrt(static_cast<float>(d)), splits,
-                               reinterpret_cast<float*>(workspace.data()), out.data(), cudaStreamPerThread);
+                               reinterpret_cast<float*>(workspace.data()), out.data(), cudaStreamPerThread, 0,
+                               wgmma);
   });
+  const double flops = 2.0 * batch * heads * context * (d + latent);
   const double bytes = static_cast<double>(batch) * context * d * 2 + static_cast<double>(batch) * heads * (d + latent) * 2;
-  std::printf("{\"impl\": \"deepinfer\", \"kind\": \"dense\", \"heads\": %ld, \"batch\": %ld, \"context\": %ld, "
-              "\"splits\": %ld, \"us\": %.2f, \"bytes\": %.0f, \"tb_s\": %.3f}\n", heads, batch, context, splits,
-              ms * 1e3, bytes, bytes / (ms * 1e-3) / 1e12);
+  std::printf("{\"impl\": \"deepinfer\", \"kind\": \"dense\", \"kernel\": \"%s\", \"heads\": %ld, \"batch\": %ld, "
+              "\"context\": %ld, \"splits\": %ld, \"us\": %.2f, \"bytes\": %.0f, \"tb_s\": %.3f, \"tflop_s\": %.1f}\n",
+              wgmma && cuda::mla_decode_wgmma_supports(heads, latent, rope) ? "wgmma" : "mma_sync", heads, batch,
+              context, splits, ms * 1e3, bytes, bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12);
 }
 
 void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
@@ -101,8 +97,12 @@ void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
 
 int run(int, char**) {
   for (int64_t heads : {16, 128})
-    for (int64_t context : {1024, 4096})
-      for (int64_t batch : {1, 8, 64, 128, 256}) dense(batch, heads, context);
+    for (int64_t context : {1024, 4096, 32768})
+      for (int64_t batch : {1, 8, 64, 128, 256}) {
+        if (static_cast<double>(batch) * context > 4096.0 * 256) continue;  // at most 1.2 GB of cache
+        dense(batch, heads, context, true);
+        if (heads == 128) dense(batch, heads, context, false);  // the mma.sync kernel beside it
+      }
   for (int64_t batch : {1, 8, 64, 128, 256}) sparse(batch, 512, 128, 4096);
   return 0;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Puts CUTLASS 4's C++ headers (the Hopper FP8 block-scaled GEMMs that kernels/cuda/fp8_gemm.cu instantiates) into
+# Puts CUTLASS 4's C++ headers (the Hopper FP8 block-scaled GEMMs that kernels/cuda_sm90a/fp8_gemm.cu instantiates) into
 # third_party/cutlass (or $CUTLASS_PREFIX), from PyPI's nvidia-cutlass wheel, which carries them under
 # cutlass_library/source. Header-only: nothing is built. Idempotent; the release and its checksum are pinned.
 set -euo pipefail

@@ -1,6 +1,9 @@
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace deepinfer::cuda {
@@ -485,6 +488,28 @@ bool mla_decode_supports(int64_t latent, int64_t rope) {
   return latent <= 32 * kMaxLatentRegs && latent + rope <= 32 * kMaxDimRegs;
 }
 
+int64_t mla_decode_splits(int64_t rows, int64_t heads, int64_t latent, int64_t rope, int64_t max_len, int64_t num_sms,
+                          bool allow_wgmma) {
+  if (rows == 0) return 1;
+  if (allow_wgmma && mla_decode_wgmma_supports(heads, latent, rope)) {
+    // 64 heads a block, one block an SM (230 KB of shared memory): as many splits as fill the SMs once, each at
+    // least two 64-key tiles.
+    const int64_t blocks = rows * (heads / 64);
+    return std::clamp<int64_t>(num_sms / blocks, 1, std::clamp<int64_t>(max_len / 128, 1, 64));
+  }
+  // The mma.sync kernel, 16 heads a block: enough (sequence, split, head group) blocks for one block per SM, each
+  // split at least 32 keys long: at batch 1 a long context is spread over many SMs; at large batch the splits'
+  // partials (extra traffic) are avoided (better than four blocks per SM; splits of at least 32 keys better than 64
+  // or 16). Two blocks per SM (the kernel's occupancy) where each split still has at least 256 keys (four 64-key
+  // tiles), so the second block's share of the traffic outweighs its partials; at shorter splits it did not pay.
+  // (Measurements: results/h200/design-measurements.md.)
+  const int64_t blocks = rows * ((heads + kMmaHeads - 1) / kMmaHeads);
+  const int64_t one_per_sm = (num_sms + blocks - 1) / blocks;
+  const int64_t two_per_sm = std::max<int64_t>(1, 2 * num_sms / blocks);  // never fewer than one_per_sm
+  const int64_t wanted = max_len / two_per_sm >= 256 ? two_per_sm : one_per_sm;
+  return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
+}
+
 size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, int64_t num_splits) {
   return static_cast<size_t>(batch * heads * num_splits * (latent + 2)) * sizeof(float);
 }
@@ -492,12 +517,17 @@ size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                           int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
                           int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
-                          __nv_bfloat16* out, cudaStream_t stream, int64_t keys_per_split) {
+                          __nv_bfloat16* out, cudaStream_t stream, int64_t keys_per_split, bool allow_wgmma) {
   if (batch == 0) return;
   // Preconditions (mla_decode_supports): latent <= 512, latent + rope <= 768; every sequence has an entry;
   // 1 <= num_splits <= kMlaDecodeMaxSplits; with keys_per_split, num_splits of them cover every sequence.
   if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > kMlaDecodeMaxSplits) return;
-  if (latent == kMmaLatent && rope == kMmaRope) {
+  if (allow_wgmma && mla_decode_wgmma_supports(heads, latent, rope)) {
+    // 64 heads a block on warpgroup MMAs (mla_decode_wgmma.cuh): each split's entries read once per 64 heads.
+    mla_decode_wgmma(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits,
+                     keys_per_split, workspace, out, stream);
+    if (num_splits == 1) return;
+  } else if (latent == kMmaLatent && rope == kMmaRope) {
     // The tensor-core kernel, built for DeepSeek's 512 + 64, with 32-key tiles in two buffers (the next tile loads
     // while this one computes), faster than one 64-key buffer above batch 4. With one split it writes the output
     // itself: no partials, no combine. (Measurements: results/h200/design-measurements.md.)

@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/sm90a.cuh"
 #include "kernels/fp_formats.h"
 
 namespace deepinfer::cuda {
@@ -111,14 +112,6 @@ __global__ void __launch_bounds__(256) quantize_activations_kernel(const __nv_bf
   for (int i = 0; i < 4; ++i) packed |= e4m3_code(fminf(fmaxf(v[i] / scale, -448.0f), 448.0f)) << (8 * i);
   *reinterpret_cast<uint32_t*>(codes + row * k + column) = packed;
   if (lane == 0) scales[group * stride + row] = scale;
-}
-
-bool on_sm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-  return major == 9 && minor == 0;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 #include "kernels/cuda/mla_prepare.cuh"
 #include "kernels/cuda/rms_norm.cuh"
@@ -108,18 +109,19 @@ void mla_prepare(OpRun& r) {
 }
 
 // A paged latent cache shared by the decode rows: lengths across block edges (1, 63, 64, 65, 300, 511, 17),
-// blocks shuffled.
+// blocks shuffled; 16 heads (V2-Lite) or the row's "heads" (128: V3, the warpgroup-MMA kernel).
 struct DecodeInputs {
-  static constexpr int64_t kHeads = 16, kLatent = 512, kRope = 64, kBlocks = 40, kMaxBlocks = 8;
+  static constexpr int64_t kLatent = 512, kRope = 64, kBlocks = 40, kMaxBlocks = 8;
+  int64_t heads = 16;
   std::vector<int32_t> lens = {1, 63, 64, 65, 300, 511, 17}, table;
   std::vector<float> q_f, cache_f;
   DeviceArray<Bf16> q, cache;
   DeviceArray<int32_t> d_table, d_lens;
   float scale = 0.07f;
-  explicit DecodeInputs(OpRun& r) {
+  explicit DecodeInputs(OpRun& r, int64_t num_heads = 16) : heads(num_heads) {
     const auto batch = static_cast<int64_t>(lens.size());
     const int64_t dim = kLatent + kRope;
-    q = DeviceArray<Bf16>::from_host(r.random_bf16(batch * kHeads * dim, q_f, 0.1f));
+    q = DeviceArray<Bf16>::from_host(r.random_bf16(batch * heads * dim, q_f, 0.1f));
     cache = DeviceArray<Bf16>::from_host(r.random_bf16(kBlocks * 64 * dim, cache_f));
     std::vector<int32_t> blocks(kBlocks);
     std::iota(blocks.begin(), blocks.end(), 0);
@@ -130,23 +132,27 @@ struct DecodeInputs {
     d_lens = DeviceArray<int32_t>::from_host(lens);
   }
   std::vector<float> cpu_attention(int64_t rows) const {
-    std::vector<float> out(rows * kHeads * kLatent);
-    cpu::mla_decode_attention(q_f.data(), cache_f.data(), table.data(), kMaxBlocks, lens.data(), rows, kHeads, kLatent,
+    std::vector<float> out(rows * heads * kLatent);
+    cpu::mla_decode_attention(q_f.data(), cache_f.data(), table.data(), kMaxBlocks, lens.data(), rows, heads, kLatent,
                               kRope, scale, out.data());
     return out;
   }
 };
 
 // All seven sequences or the first three (up to four the kernel loads its first tiles before the wait), split
-// 1, 4 or 16 ways.
+// 1, 4 or 16 ways; at 64 or 128 heads on the warpgroup-MMA kernel ("wgmma" 1) or the mma.sync one.
 void mla_decode_attention(OpRun& r) {
-  DecodeInputs in(r);
-  const int64_t rows = r["rows"], splits = r["splits"], H = DecodeInputs::kHeads, L = DecodeInputs::kLatent;
+  DecodeInputs in(r, r["heads"]);
+  const int64_t rows = r["rows"], splits = r["splits"], H = in.heads, L = DecodeInputs::kLatent;
+  if (r["wgmma"] == 1) {
+    ASSERT_TRUE(cuda::mla_decode_wgmma_supports(H, L, DecodeInputs::kRope));
+  }
   DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(rows, H, L, splits) / sizeof(float));
   DeviceArray<Bf16> out(rows * H * L);
   out.poison();
   cuda::mla_decode_attention(bf(in.q), bf(in.cache), in.d_table.data(), DecodeInputs::kMaxBlocks, in.d_lens.data(),
-                             rows, H, L, DecodeInputs::kRope, in.scale, splits, workspace.data(), bf(out), nullptr);
+                             rows, H, L, DecodeInputs::kRope, in.scale, splits, workspace.data(), bf(out), nullptr, 0,
+                             r["wgmma"] == 1);
   sync();
   r.close("latent outputs", to_float(out.to_host()), in.cpu_attention(rows));
 }
@@ -154,8 +160,8 @@ void mla_decode_attention(OpRun& r) {
 // --batch-invariant's partition: chunks of keys_per_split keys from each sequence's first, the launch's split count
 // only enough for the longest or far more (empty splits): against the CPU, and the two launches bit for bit.
 void mla_decode_attention_fixed_chunks(OpRun& r) {
-  DecodeInputs in(r);
-  const int64_t rows = 7, keys = r["keys_per_split"], H = DecodeInputs::kHeads, L = DecodeInputs::kLatent;
+  DecodeInputs in(r, r["heads"]);
+  const int64_t rows = 7, keys = r["keys_per_split"], H = in.heads, L = DecodeInputs::kLatent;
   const int64_t enough = (511 + keys - 1) / keys, more = enough + r["extra_splits"];
   DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(rows, H, L, more) / sizeof(float));
   std::vector<std::vector<float>> outs;
@@ -176,7 +182,7 @@ void mla_decode_attention_fixed_chunks(OpRun& r) {
 // weight; against the CPU attention rounded to bf16 (as the unfused path stores it), then W_uv.
 void mla_decode_attention_projected(OpRun& r) {
   DecodeInputs in(r);
-  const int64_t splits = r["splits"], H = DecodeInputs::kHeads, L = DecodeInputs::kLatent;
+  const int64_t splits = r["splits"], H = in.heads, L = DecodeInputs::kLatent;
   const auto batch = static_cast<int64_t>(in.lens.size());
   const int64_t rows = 40, head_stride = (rows + 2) * L;
   ASSERT_TRUE(cuda::mla_decode_projected_supports(L, DecodeInputs::kRope, splits));
@@ -240,10 +246,17 @@ void add_attention_rows(OpTable& t) {
           kExact, mla_prepare);
   for (int64_t rows : {7, 3})
     for (int64_t splits : {1, 4, 16})
-      t.add("mla_decode_attention", "bf16", {{"rows", rows}, {"splits", splits}}, kBf16, mla_decode_attention);
-  for (auto [keys, extra] : {std::pair<int64_t, int64_t>{64, 30}, {256, 1}, {32, 200}})
-    t.add("mla_decode_attention_fixed_chunks", "bf16", {{"keys_per_split", keys}, {"extra_splits", extra}}, kBf16,
-          mla_decode_attention_fixed_chunks);
+      t.add("mla_decode_attention", "bf16", {{"heads", 16}, {"wgmma", 0}, {"rows", rows}, {"splits", splits}}, kBf16,
+            mla_decode_attention);
+  for (auto [heads, wgmma] : {std::pair<int64_t, int64_t>{128, 1}, {64, 1}, {128, 0}})
+    for (int64_t splits : {1, 4, 16})
+      t.add("mla_decode_attention", "bf16", {{"heads", heads}, {"wgmma", wgmma}, {"rows", 7}, {"splits", splits}},
+            kBf16, mla_decode_attention);
+  for (int64_t heads : {16, 128})
+    for (auto [keys, extra] : {std::pair<int64_t, int64_t>{64, 30}, {256, 1}, {32, 200}})
+      t.add("mla_decode_attention_fixed_chunks", "bf16",
+            {{"heads", heads}, {"keys_per_split", keys}, {"extra_splits", extra}}, kBf16,
+            mla_decode_attention_fixed_chunks);
   for (int64_t splits : {2, 16, 64})
     t.add("mla_decode_attention_projected", "bf16", {{"splits", splits}}, kBf16, mla_decode_attention_projected);
   t.add("mla_prefill_attention", "bf16", {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}}, kBf16,

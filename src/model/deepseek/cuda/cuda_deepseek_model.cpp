@@ -419,12 +419,6 @@ int64_t CudaDeepseekModel::invariant_keys_per_split() const {
 }
 
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
-  // Enough (sequence, split, 16-head group) blocks for one block per SM, each split at least 32 keys long: at
-  // batch 1 a long context is spread over many SMs; at large batch the splits' partials (extra traffic) are
-  // avoided (better than four blocks per SM; splits of at least 32 keys better than 64 or 16). Two blocks per SM
-  // (the attention kernel's occupancy) where each split still has at least 256 keys (four 64-key tiles), so the
-  // second block's share of the traffic outweighs its partials; at shorter splits it did not pay.
-  // (Measurements: results/h200/design-measurements.md.)
   if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
   // --batch-invariant: chunks of a fixed number of keys (invariant_keys_per_split), enough of them for the longest
   // sequence; the splits past a shorter sequence's keys are empty and weigh nothing in its combine.
@@ -434,12 +428,9 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
              config_.max_position_embeddings);
     return std::max<int64_t>(splits, 1);
   }
-  const int64_t head_groups = (config_.num_attention_heads + 15) / 16;
-  const int64_t blocks = num_tokens * head_groups;
-  const int64_t one_per_sm = (num_sms_ + blocks - 1) / blocks;
-  const int64_t two_per_sm = std::max<int64_t>(1, 2 * num_sms_ / blocks);  // never fewer than one_per_sm
-  const int64_t wanted = max_len / two_per_sm >= 256 ? two_per_sm : one_per_sm;
-  return std::clamp<int64_t>(wanted, 1, std::clamp<int64_t>(max_len / 32, 1, 64));
+  // The kernel's shape decides (mla_decode.cuh); 1-2 rows take the projected form, on the mma.sync kernel.
+  return cuda::mla_decode_splits(num_tokens, config_.num_attention_heads, config_.kv_lora_rank,
+                                 config_.qk_rope_head_dim, max_len, num_sms_, num_tokens > kGemvMaxLinearRows);
 }
 
 float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,

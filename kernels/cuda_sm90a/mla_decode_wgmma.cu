@@ -1,0 +1,265 @@
+// MLA decode attention for 64 heads a block on Hopper's warpgroup MMAs (kernels/cuda/mla_decode_wgmma.cuh). Built
+// for sm_90a only (kernels/CMakeLists.txt): wgmma exists on no other target.
+#include "kernels/cuda/mla_decode_wgmma.cuh"
+
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+
+#include <utility>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/sm90a.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+namespace gmma = cute::SM90::GMMA;
+
+constexpr int kHeads = 64;                       // a block's heads: one warpgroup MMA's M
+constexpr int kKeys = 64;                        // a tile: one 64-entry cache page's worth of keys
+constexpr int kLatent = 512, kRope = 64, kDim = kLatent + kRope;
+constexpr int kUnits = kDim / 8;                 // 16-byte pieces of an entry
+constexpr int kAtomBytes = 64 * 128;             // 64 rows of one 128-byte swizzle atom (64 bf16 of each row)
+constexpr int kOperandBytes = kDim / 64 * kAtomBytes;  // Q, or one tile of cache entries: 9 atoms
+constexpr int kThreads = 256;                    // two warpgroups
+constexpr int kHalfKeys = kKeys / 2;             // each warpgroup scores half a tile's keys
+constexpr int kHalfLatent = kLatent / 2;         // and accumulates half the latent columns
+// Shared memory: Q | tile 0 | tile 1 | P (64 heads x 64 keys, one atom) | row maxima and sums [2 warpgroups][64],
+// after up to 1,024 bytes that bring the first to a 1,024-byte boundary (the swizzle repeats every 1,024 bytes).
+constexpr int kPOffset = 3 * kOperandBytes;
+constexpr int kStatsOffset = kPOffset + kAtomBytes;
+constexpr size_t kSharedBytes = kStatsOffset + 2 * 2 * kHeads * sizeof(float) + 1024;
+static_assert(kSharedBytes <= 227 * 1024, "one block an SM");
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Byte offset of row `row`, 16-byte piece `unit` of a K-major operand stored as 128-byte swizzle atoms of 64 rows
+// (the layout a wgmma descriptor with 128-byte swizzling reads: piece u of a row's atom lands at u ^ (row % 8)).
+__device__ __forceinline__ uint32_t swizzled(int row, int unit) {
+  return (unit / 8) * kAtomBytes + row * 128 + (((unit % 8) ^ (row % 8)) << 4);
+}
+
+// Descriptors of 128-byte-swizzled operands. K-major (Q, K, P): 8-row groups 1,024 bytes apart. MN-major (V, the
+// same tile read with the latent columns as N): 64-column atoms kAtomBytes apart, 8-key groups 1,024 bytes apart.
+__device__ __forceinline__ uint64_t k_major(uint32_t address) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = static_cast<uint16_t>((address & 0x3FFFF) >> 4);
+  d.bitfield.leading_byte_offset_ = 1;
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
+  return d.desc_;
+}
+__device__ __forceinline__ uint64_t mn_major(uint32_t address) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = static_cast<uint16_t>((address & 0x3FFFF) >> 4);
+  d.bitfield.leading_byte_offset_ = kAtomBytes >> 4;
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
+  return d.desc_;
+}
+
+template <class Mma, size_t... I>
+__device__ __forceinline__ void mma(uint64_t a, uint64_t b, float (&d)[sizeof...(I)], gmma::ScaleOut scale,
+                                    std::index_sequence<I...>) {
+  Mma::fma(a, b, d[I]..., scale);
+}
+template <size_t N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (size_t i = 0; i < N; ++i) cute::warpgroup_fence_operand(d[i]);
+}
+
+// Shared-memory writes by threads made visible to the warpgroup MMAs (which read through the async proxy).
+__device__ __forceinline__ void fence_shared_for_mma() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// One block per (64-head group, KV split, sequence); warpgroup w of the block scores keys [32 w, 32 w + 32) of each
+// 64-key tile for all 64 heads (S = Q K^T, wgmma m64n32k16 over the 576 columns), the two halves' row maxima meet in
+// shared memory, each writes its half of P (bf16) to shared memory, then warpgroup w accumulates latent columns
+// [256 w, 256 w + 256) of O += P V over the whole tile (wgmma m64n256k16, V the tile's first 512 columns read
+// MN-major). Tiles load by cp.async into two buffers: the next tile loads while this one computes. Each warpgroup
+// keeps its own softmax sum (both rescale by the same maxima); they add at the end. Partials as mla_decode.cu's.
+__global__ void __launch_bounds__(kThreads, 1)
+    decode_wgmma_kernel(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
+                        int max_blocks_per_seq, const int32_t* seq_lens, int heads, float scale, int num_splits,
+                        int keys_per_split, float* partial, __nv_bfloat16* out) {
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* shared = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
+  const uint32_t q_base = shared_address(shared);
+  float* row_max = reinterpret_cast<float*>(shared + kStatsOffset);  // [2][kHeads]
+  float* row_sum = row_max + 2 * kHeads;                              // [2][kHeads]
+
+  const int head0 = blockIdx.x * kHeads, split = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int rows[2] = {16 * warp + g, 16 * warp + g + 8};  // this thread's heads in the block (accumulator rows)
+
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  const int len = seq_lens[b];
+  const int per_split = keys_per_split > 0 ? keys_per_split : (len + num_splits - 1) / num_splits;
+  const int begin = split * per_split, end = min(len, begin + per_split);
+  const int num_tiles = end > begin ? (end - begin + kKeys - 1) / kKeys : 0;
+  const int32_t* table = block_table + static_cast<int64_t>(b) * max_blocks_per_seq;
+
+  // Thread tid stages entry tid / 4 of a tile, pieces tid % 4, tid % 4 + 4, ...: one block-table lookup a tile.
+  const int stage_row = tid / 4, stage_first = tid % 4;
+  auto stage = [&](int tile) {
+    const int j = begin + tile * kKeys + stage_row;
+    const bool valid = j < end;
+    const int64_t block = valid ? table[j / kMlaBlockSize] : 0;
+    const __nv_bfloat16* src = cache + (block * kMlaBlockSize + (valid ? j % kMlaBlockSize : 0)) * kDim;
+    unsigned char* dst = shared + (1 + tile % 2) * kOperandBytes;
+#pragma unroll
+    for (int u = stage_first; u < kUnits; u += 4) cp_async_16(dst + swizzled(stage_row, u), src + 8 * u, valid);
+  };
+  // Q (rows past the heads zero) in the first group, with the first tile.
+  for (int i = tid; i < kHeads * kUnits; i += kThreads) {
+    const int row = i / kUnits, unit = i % kUnits;
+    const bool valid = head0 + row < heads;
+    const __nv_bfloat16* src = q + (static_cast<int64_t>(b) * heads + (valid ? head0 + row : 0)) * kDim + 8 * unit;
+    cp_async_16(shared + swizzled(row, unit), src, valid);
+  }
+  if (num_tiles > 0) stage(0);
+  cp_async_commit();
+
+  float o[kHalfLatent / 2] = {};  // 64 x 256 fp32 over the warpgroup: columns 256 wg + 8 n + 2 t (+1), rows above
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // log2 units; l over this warpgroup's keys
+  const float scale_log2 = scale * kLog2e;
+  const uint32_t p_base = q_base + kPOffset;
+  unsigned char* p_tile = shared + kPOffset;
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    if (tile + 1 < num_tiles) stage(tile + 1);  // its buffer was last read before the previous tile's end barrier
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_shared_for_mma();
+    __syncthreads();  // this tile (and Q) in shared memory, visible to the MMAs
+    const uint32_t kv_base = q_base + (1 + tile % 2) * kOperandBytes;
+    const int tile_len = min(kKeys, end - begin - tile * kKeys);
+
+    float s[kHalfKeys / 2] = {};  // 64 x 32 fp32: keys 32 wg + 8 n + 2 t (+1)
+    fence_operands(s);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int kk = 0; kk < kDim / 16; ++kk) {
+      const uint32_t step = (kk / 4) * kAtomBytes + (kk % 4) * 32;
+      mma<gmma::MMA_64x32x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>>(
+          k_major(q_base + step), k_major(kv_base + wg * kHalfKeys * 128 + step), s,
+          kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One, std::make_index_sequence<kHalfKeys / 2>{});
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    fence_operands(s);
+
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < kHalfKeys / 2; ++i) {
+      const int key = wg * kHalfKeys + 8 * (i / 4) + 2 * t + (i % 2);
+      s[i] = key < tile_len ? s[i] * scale_log2 : -INFINITY;
+      mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      if (t == 0) row_max[wg * kHeads + rows[r]] = mx[r];
+    }
+    __syncthreads();
+    float correction[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float new_m = fmaxf(m_run[r], fmaxf(row_max[rows[r]], row_max[kHeads + rows[r]]));  // finite: a key
+      correction[r] = exp2f(m_run[r] - new_m);
+      m_run[r] = new_m;
+    }
+#pragma unroll
+    for (int i = 0; i < kHalfKeys / 2; i += 2) {
+      const int r = (i / 2) % 2, key = wg * kHalfKeys + 8 * (i / 4) + 2 * t;
+      const float p0 = exp2f(s[i] - m_run[r]), p1 = exp2f(s[i + 1] - m_run[r]);
+      sum[r] += p0 + p1;
+      const int row = rows[r];
+      *reinterpret_cast<uint32_t*>(p_tile + row * 128 + (((key / 8) ^ (row % 8)) << 4) + (key % 8) * 2) =
+          pack_floats(p0, p1);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+      l_run[r] = l_run[r] * correction[r] + sum[r];
+    }
+#pragma unroll
+    for (int i = 0; i < kHalfLatent / 2; ++i) o[i] *= correction[(i / 2) % 2];
+    fence_shared_for_mma();
+    __syncthreads();  // all of P written
+
+    fence_operands(o);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk)
+      mma<gmma::MMA_64x256x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::MN>>(
+          k_major(p_base + kk * 32), mn_major(kv_base + wg * (kHalfLatent / 64) * kAtomBytes + kk * 16 * 128), o,
+          gmma::ScaleOut::One, std::make_index_sequence<kHalfLatent / 2>{});
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    fence_operands(o);
+    __syncthreads();  // the tile's buffer, P and the row maxima are free
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+
+  // The two warpgroups' sums (over their halves of every tile) meet; both rescaled by the same maxima.
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    if (t == 0) row_sum[wg * kHeads + rows[r]] = l_run[r];
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int h = head0 + rows[r];
+    if (h >= heads) continue;
+    const float l = row_sum[rows[r]] + row_sum[kHeads + rows[r]];
+    const int64_t pair = static_cast<int64_t>(b) * heads + h;
+    if (out != nullptr) {  // one split: the output itself, as the combine would write it (o / l)
+      __nv_bfloat16* o_row = out + pair * kLatent + wg * kHalfLatent;
+      const float weight = 1.0f / l;
+#pragma unroll
+      for (int n = 0; n < kHalfLatent / 8; ++n)
+        *reinterpret_cast<__nv_bfloat162*>(o_row + 8 * n + 2 * t) =
+            __floats2bfloat162_rn(weight * o[4 * n + 2 * r], weight * o[4 * n + 2 * r + 1]);
+      continue;
+    }
+    // Partials: [latent accumulators | running max | running sum] per (sequence, head, split), the max in natural
+    // units as mla_decode.cu's combine reads it.
+    float* part = partial + (pair * num_splits + split) * (kLatent + 2);
+#pragma unroll
+    for (int n = 0; n < kHalfLatent / 8; ++n)
+      *reinterpret_cast<float2*>(part + wg * kHalfLatent + 8 * n + 2 * t) =
+          make_float2(o[4 * n + 2 * r], o[4 * n + 2 * r + 1]);
+    if (wg == 0 && t == 0) {
+      part[kLatent] = m_run[r] / kLog2e;
+      part[kLatent + 1] = l;
+    }
+  }
+}
+
+}  // namespace
+
+bool mla_decode_wgmma_supports(int64_t heads, int64_t latent, int64_t rope) {
+  return heads > 0 && heads % kHeads == 0 && latent == kLatent && rope == kRope && on_sm90();
+}
+
+void mla_decode_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
+                      int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads, float scale,
+                      int64_t num_splits, int64_t keys_per_split, float* partial, __nv_bfloat16* out,
+                      cudaStream_t stream) {
+  cudaFuncSetAttribute(decode_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(kSharedBytes));
+  const dim3 grid(static_cast<unsigned>(heads / kHeads), static_cast<unsigned>(num_splits),
+                  static_cast<unsigned>(batch));
+  launch_dependent(decode_wgmma_kernel, grid, kThreads, kSharedBytes, stream, q, cache, block_table,
+                   static_cast<int>(max_blocks_per_seq), seq_lens, static_cast<int>(heads), scale,
+                   static_cast<int>(num_splits), static_cast<int>(keys_per_split), partial,
+                   num_splits == 1 ? out : nullptr);
+}
+
+}  // namespace deepinfer::cuda
