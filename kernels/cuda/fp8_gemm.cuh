@@ -38,6 +38,9 @@ size_t fp8_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k);
 
 void quantize_fp8_activations(const __nv_bfloat16* x, int64_t x_row, int64_t rows, int64_t k, uint8_t* codes,
                               float* scales, cudaStream_t stream);
+// The activations as the GEMM sees them, in bf16: x[r, c] = bf16(code * its scale) (a reference path's input).
+void dequantize_fp8_activations(const uint8_t* codes, const float* scales, int64_t rows, int64_t k,
+                                __nv_bfloat16* x, cudaStream_t stream);
 [[nodiscard]] bool fp8_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
                             const float* w_scales, __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n, int64_t k,
                             void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -12,6 +12,7 @@
 #include <cutlass/util/packed_stride.hpp>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fp8_codes.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sm90a.cuh"
 #include "kernels/fp_formats.h"
@@ -114,7 +115,29 @@ __global__ void __launch_bounds__(256) quantize_activations_kernel(const __nv_bf
   if (lane == 0) scales[group * stride + row] = scale;
 }
 
+// The inverse for a reference path: a thread 4 columns of a row, x = bf16(code * the group's scale).
+__global__ void __launch_bounds__(256) dequantize_activations_kernel(const uint8_t* codes, const float* scales,
+                                                                     int64_t rows, int64_t k, __nv_bfloat16* x) {
+  begin_dependent_kernel();
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (i >= rows * k) return;
+  const int64_t row = i / k, column = i % k;
+  const float scale = scales[column / kFp8GemmGroup * fp8_activation_scale_stride(rows) + row];
+  const uint32_t four = *reinterpret_cast<const uint32_t*>(codes + i);
+  const float2 lo = e4m3x2_to_float2(four & 0xffffu), hi = e4m3x2_to_float2(four >> 16);
+  auto* out = reinterpret_cast<__nv_bfloat162*>(x + i);
+  out[0] = __floats2bfloat162_rn(lo.x * scale, lo.y * scale);
+  out[1] = __floats2bfloat162_rn(hi.x * scale, hi.y * scale);
+}
+
 }  // namespace
+
+void dequantize_fp8_activations(const uint8_t* codes, const float* scales, int64_t rows, int64_t k,
+                                __nv_bfloat16* x, cudaStream_t stream) {
+  if (rows == 0 || k == 0) return;  // k a multiple of 128 (fp8_gemm_supports)
+  launch_dependent(dequantize_activations_kernel, dim3(static_cast<unsigned>((rows * k / 4 + 255) / 256)), 256, 0,
+                   stream, codes, scales, rows, k, x);
+}
 
 bool fp8_gemm_supports(int64_t m, int64_t n, int64_t k, const Fp8BlockScales& w_scales, int64_t y_row) {
   return m > 0 && m < (int64_t{1} << 31) && n > 0 && k > 0 && n % kFp8GemmGroup == 0 && k % kFp8GemmGroup == 0 &&

@@ -26,9 +26,13 @@ DeviceLinear DeviceLinear::rows(int64_t first, int64_t count) const {
   return part;
 }
 
-bool fp8_gemm_enabled() {
+Fp8GemmMode fp8_gemm_mode() {
   const char* env = std::getenv("DEEPINFER_FP8_GEMM");
-  return env == nullptr || std::string_view(env) != "0";
+  const std::string_view value = env == nullptr ? "1" : env;
+  if (value == "0") return Fp8GemmMode::kOff;
+  if (value == "emulate") return Fp8GemmMode::kEmulated;
+  DI_INPUT_CHECK(value == "1", "DEEPINFER_FP8_GEMM={}: expected 1, 0 or emulate", value);
+  return Fp8GemmMode::kOn;
 }
 
 namespace {
@@ -69,13 +73,21 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
   if (m <= cuda::kLinearSkinnyMaxRows && skinny && !lane.batch_invariant)
     return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (lane.fp8_gemm && !y_fp32 && !lane.batch_invariant && aligned(x) && aligned(y) &&
+  if (lane.fp8_gemm != Fp8GemmMode::kOff && !y_fp32 && !lane.batch_invariant && aligned(x) && aligned(y) &&
       cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
     auto* codes = scratch.alloc<uint8_t>(m * w.k);
     auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
+    cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
+    if (lane.fp8_gemm == Fp8GemmMode::kEmulated) {  // the same quantised activations, back to bf16, dequantised path
+      auto* x_seen = scratch.alloc<__nv_bfloat16>(m * w.k);
+      cuda::dequantize_fp8_activations(codes, scales, m, w.k, x_seen, lane.stream);
+      auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
+      cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, lane.stream);
+      return device_linear(lane, x_seen, dequantised, y, y_fp32, m, w.n, w.k, num_sms,
+                           cuda::WeightSource::kFromStream);
+    }
     const size_t workspace_bytes = cuda::fp8_gemm_workspace_bytes(m, w.n, w.k);
     void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
-    cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
     DI_CUDA_CHECK(cudaGetLastError());  // (CUTLASS's launch clears a pending error)
     DI_CHECK(cuda::fp8_gemm(codes, scales, w.fp8, static_cast<const float*>(w.scales.data),
                             static_cast<__nv_bfloat16*>(y), w.n, m, w.n, w.k, workspace, workspace_bytes, lane.stream),

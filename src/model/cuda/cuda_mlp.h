@@ -20,19 +20,22 @@ namespace deepinfer {
 inline constexpr int64_t kGemvMaxLinearRows = 2;
 
 // Where a piece of a step runs: a stream and the cuBLAS handle bound to it.
+enum class Fp8GemmMode { kOff, kOn, kEmulated };
+
 struct Lane {
   cudaStream_t stream;
   cublasHandle_t blas;
   // One kernel for every row count (ModelConfig::batch_invariant): the skinny one, 64 rows a launch.
   bool batch_invariant = false;
   // FP8 weights above the skinny kernel's rows through the FP8 GEMM (activations quantised, kernels/cuda/fp8_gemm.cuh)
-  // where it takes the shape; else dequantised for the bf16 GEMM (fp8_gemm_enabled: DEEPINFER_FP8_GEMM=0 turns it
-  // off, for A/B runs).
-  bool fp8_gemm = true;
+  // where it takes the shape; else dequantised for the bf16 GEMM (fp8_gemm_mode: DEEPINFER_FP8_GEMM=0 turns it off,
+  // for A/B runs; =emulate keeps the bf16 GEMM but feeds it the activations as the FP8 GEMM sees them, quantised and
+  // back, the reference the GEMM path is checked against).
+  Fp8GemmMode fp8_gemm = Fp8GemmMode::kOn;
 };
 
-// Whether the models' lanes take the FP8 GEMM: yes unless the environment sets DEEPINFER_FP8_GEMM=0.
-bool fp8_gemm_enabled();
+// The models' lanes' FP8 GEMM mode, from the environment's DEEPINFER_FP8_GEMM (unset or 1: on).
+Fp8GemmMode fp8_gemm_mode();
 
 // A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a scale per block x block
 // tile (kernels/cuda/fp8_linear.cuh): V4's ue8m0 bytes a 32 x 32 block, V3's fp32 a 128 x 128 one.

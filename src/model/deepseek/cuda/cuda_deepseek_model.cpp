@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 #include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/embedding.cuh"
@@ -274,7 +276,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
         cuda::mla_decode_attention(queries + first * heads * D, cache_layer, block_table + first * plan.max_blocks,
                                    plan.max_blocks, seq_lens + first, std::min(rows_per_launch, A - first), heads,
                                    lora, rope, scale, splits, workspace, o_latent + first * heads * lora, nullptr,
-                                   c.batch_invariant ? invariant_keys_per_split() : 0);
+                                   c.batch_invariant ? invariant_keys_per_split() : 0, mla_wgmma_);
       profiler_.mark("attn:decode kernel");
       // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows,
       // faster than cuBLAS's batched GEMM for these 2 MB (benchmarks/linear_bench;
@@ -418,6 +420,11 @@ int64_t CudaDeepseekModel::invariant_keys_per_split() const {
                                     cuda::kMlaDecodeMaxSplits);
 }
 
+bool CudaDeepseekModel::mla_wgmma_enabled() {
+  const char* env = std::getenv("DEEPINFER_MLA_WGMMA");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
   if (num_tokens == 0) return 1;  // a rank with no rows this step still runs it with its expert-parallel group
   // --batch-invariant: chunks of a fixed number of keys (invariant_keys_per_split), enough of them for the longest
@@ -430,7 +437,8 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
   }
   // The kernel's shape decides (mla_decode.cuh); 1-2 rows take the projected form, on the mma.sync kernel.
   return cuda::mla_decode_splits(num_tokens, config_.num_attention_heads, config_.kv_lora_rank,
-                                 config_.qk_rope_head_dim, max_len, num_sms_, num_tokens > kGemvMaxLinearRows);
+                                 config_.qk_rope_head_dim, max_len, num_sms_,
+                                 mla_wgmma_ && num_tokens > kGemvMaxLinearRows);
 }
 
 float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,

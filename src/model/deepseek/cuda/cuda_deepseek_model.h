@@ -97,6 +97,10 @@ class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
   int64_t invariant_keys_per_split() const;
   // Its rows launched in groups whose partial sums fit this workspace (a prefill step's rows would need gigabytes).
   static constexpr int64_t kInvariantWorkspaceBytes = int64_t{256} << 20;
+  // The decode attention's splits on warpgroup MMAs where the kernel takes the heads (mla_decode_wgmma.cuh);
+  // DEEPINFER_MLA_WGMMA=0 keeps the mma.sync kernel (the A side of an A/B run).
+  static bool mla_wgmma_enabled();
+  const bool mla_wgmma_ = mla_wgmma_enabled();
 
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
   // The tile of the FP8 weights held as stored (a square quantization block, a multiple of 16: the kernels read 16
