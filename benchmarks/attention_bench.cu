@@ -4,25 +4,32 @@
 //    128 heads, batch 1-256, context 1K, 4K and 32K (up to 1M cached keys in all), the KV splits chosen as the model
 //    does (cuda::mla_decode_splits); at 128 heads the warpgroup-MMA kernel and the mma.sync kernel side by side;
 //  - sparse: V4.1's attention (cuda::sparse_window_attention: 64 heads of 512, the window of 128 FP8 entries + 512
-//    selected compressed entries in bf16, per-head sinks), batch 1-256.
+//    selected compressed entries in bf16, per-head sinks), batch 1-256;
+//  - prefill: V3's MLA prefill (cuda::mla_prefill_attention: q.k 192, v 128, 128 heads, causal), one sequence of 1K,
+//    4K and 16K tokens, both kernels (TFLOP/s over the causal half).
 // Prints one JSON line a point: the median of 30 launches after 5, the bytes the kernel must read (cache entries
 // touched, q and out), the rate.
 //
-//   attention_bench
+//   attention_bench                                  every point
+//   attention_bench --dense HEADS BATCH CONTEXT      one dense point, both kernels (for a profiler)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "benchmarks/microbench.h"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/mla_decode_wgmma.cuh"
+#include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/mla_prefill_wgmma.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 #include "src/core/device_array.h"
 
@@ -63,6 +70,31 @@ void dense(int64_t batch, int64_t heads, int64_t context, bool wgmma) {
               context, splits, ms * 1e3, bytes, bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12);
 }
 
+// V3's prefill attention (cuda::mla_prefill_attention, the expanded form: q.k 128 + 64, v 128, 128 heads), one
+// sequence of `tokens` from scratch, causal; both kernels.
+void prefill(int64_t tokens, bool wgmma) {
+  const int64_t heads = 128, nope = 128, rope = 64, v = 128, qk = nope + rope;
+  DeviceArray<Bf16> q(tokens * heads * qk), kv(tokens * heads * (nope + v)), pe(tokens * rope), out(tokens * heads * v);
+  cuda::fill_dummy_bf16(q.data(), q.size(), 3, 1.0f, 0.0f, cudaStreamPerThread);
+  cuda::fill_dummy_bf16(kv.data(), kv.size(), 4, 1.0f, 0.0f, cudaStreamPerThread);
+  cuda::fill_dummy_bf16(pe.data(), pe.size(), 5, 1.0f, 0.0f, cudaStreamPerThread);
+  std::vector<int32_t> seq(tokens, 0), pos(tokens), cu = {0, static_cast<int32_t>(tokens)};
+  std::iota(pos.begin(), pos.end(), 0);
+  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(seq, nope, rope, v);
+  auto d_seq = DeviceArray<int32_t>::from_host(seq), d_pos = DeviceArray<int32_t>::from_host(pos);
+  auto d_cu = DeviceArray<int32_t>::from_host(cu), d_tiles = DeviceArray<int32_t>::from_host(tiles);
+  const float ms = median_ms(10, [&] {
+    cuda::mla_prefill_attention(q.data(), kv.data(), pe.data(), rope, d_seq.data(), d_pos.data(), d_cu.data(),
+                                d_tiles.data(), static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v,
+                                1.0f / std::sqrt(static_cast<float>(qk)), out.data(), cudaStreamPerThread, wgmma);
+  });
+  const double flops = 2.0 * heads * (qk + v) * (static_cast<double>(tokens) * (tokens + 1) / 2);
+  std::printf("{\"impl\": \"deepinfer\", \"kind\": \"prefill\", \"kernel\": \"%s\", \"heads\": %ld, \"tokens\": %ld, "
+              "\"us\": %.2f, \"tflop_s\": %.1f}\n",
+              wgmma && cuda::mla_prefill_wgmma_supports(nope, rope, v) ? "wgmma" : "mma_sync", heads, tokens,
+              ms * 1e3, flops / (ms * 1e-3) / 1e12);
+}
+
 void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
   const int64_t heads = 64, hd = 512, page = 64, blocks_per_seq = (context + page - 1) / page;
   DeviceArray<Bf16> q(batch * heads * hd), extra(batch * picks * hd), out(batch * heads * hd);
@@ -95,7 +127,13 @@ void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
               bytes, bytes / (ms * 1e-3) / 1e12);
 }
 
-int run(int, char**) {
+int run(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--dense") {  // one point (for a profiler): --dense HEADS BATCH CONTEXT
+    const int64_t heads = std::atol(argv[2]), batch = std::atol(argv[3]), context = std::atol(argv[4]);
+    dense(batch, heads, context, true);
+    dense(batch, heads, context, false);
+    return 0;
+  }
   for (int64_t heads : {16, 128})
     for (int64_t context : {1024, 4096, 32768})
       for (int64_t batch : {1, 8, 64, 128, 256}) {
@@ -104,6 +142,8 @@ int run(int, char**) {
         if (heads == 128) dense(batch, heads, context, false);  // the mma.sync kernel beside it
       }
   for (int64_t batch : {1, 8, 64, 128, 256}) sparse(batch, 512, 128, 4096);
+  for (int64_t tokens : {1024, 4096, 16384})
+    for (bool wgmma : {true, false}) prefill(tokens, wgmma);
   return 0;
 }
 

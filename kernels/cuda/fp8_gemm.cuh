@@ -14,6 +14,9 @@
 //                     fp8_gemm_workspace_bytes(m, n, k) (kernels never allocate). Pointers 16-byte aligned. False
 //                     where the pointers or CUTLASS refused the arguments (nothing launched). CUTLASS clears the
 //                     stream's pending error after its launch: check earlier launches before calling.
+//                     x_scale_stride: the scales' row stride where x is rows of a larger quantised block (an
+//                     expert's rows of the permuted tokens: x_scales then points at its first row's scale; a
+//                     multiple of 4); 0: fp8_activation_scale_stride(m).
 // fp8_gemm_supports is false on a GPU other than compute capability 9.0, where the model keeps its bf16 path.
 #pragma once
 
@@ -43,6 +46,7 @@ void dequantize_fp8_activations(const uint8_t* codes, const float* scales, int64
                                 __nv_bfloat16* x, cudaStream_t stream);
 [[nodiscard]] bool fp8_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
                             const float* w_scales, __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n, int64_t k,
-                            void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                            int64_t x_scale_stride = 0);
 
 }  // namespace deepinfer::cuda

@@ -1,5 +1,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/mla_prefill_wgmma.cuh"
 #include "kernels/cuda/mma.cuh"
 
 namespace deepinfer::cuda {
@@ -227,8 +228,11 @@ bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v_dim) {
 void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
                            int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
                            const int32_t* tiles, int64_t num_tiles, int64_t heads, int64_t nope, int64_t rope,
-                           int64_t v_dim, float scale, __nv_bfloat16* out, cudaStream_t stream) {
+                           int64_t v_dim, float scale, __nv_bfloat16* out, cudaStream_t stream, bool allow_wgmma) {
   if (num_tiles == 0 || !mla_prefill_supports(nope, rope, v_dim)) return;
+  if (allow_wgmma && mla_prefill_wgmma_supports(nope, rope, v_dim))  // the same 64-row tiles (mla_prefill_uses_mma)
+    return mla_prefill_wgmma(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, num_tiles, heads, scale, out,
+                             stream);
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(heads));
   if (mla_prefill_uses_mma(nope, rope, v_dim)) {
     const size_t shared =

@@ -6,7 +6,8 @@
 // Work is split into row tiles of consecutive rows of one sequence (mla_prefill_tiles builds them on the host
 // for the kernel the shape selects: tile t covers rows [tiles[t], tiles[t + 1])); a tile's keys are staged once in
 // shared memory for all its rows. v_dim 128 with 16-multiple q.k widths (DeepSeek's 128 + 64) runs on tensor
-// cores in 64-row tiles (16 rows per warp); other shapes one warp per row in 8-row tiles.
+// cores in 64-row tiles (16 rows per warp); other shapes one warp per row in 8-row tiles. At 128 + 64 and 128 on
+// sm_90 the 64-row tiles run on warpgroup MMAs (mla_prefill_wgmma.cuh) unless allow_wgmma is false.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,6 +26,7 @@ bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v_dim);
 void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
                            int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
                            const int32_t* tiles, int64_t num_tiles, int64_t heads, int64_t nope, int64_t rope,
-                           int64_t v_dim, float scale, __nv_bfloat16* out, cudaStream_t stream);
+                           int64_t v_dim, float scale, __nv_bfloat16* out, cudaStream_t stream,
+                           bool allow_wgmma = true);
 
 }  // namespace deepinfer::cuda

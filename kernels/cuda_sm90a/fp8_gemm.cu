@@ -62,9 +62,9 @@ using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
 typename Gemm::Arguments arguments(const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes,
                                    const float* w_scales, __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n,
-                                   int64_t k) {
+                                   int64_t k, int64_t x_scale_stride) {
   const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
-  const int scale_rows = static_cast<int>(fp8_activation_scale_stride(m));
+  const int scale_rows = static_cast<int>(x_scale_stride);
   using StrideA = typename Gemm::GemmKernel::StrideA;
   using StrideB = typename Gemm::GemmKernel::StrideB;
   using StrideC = typename Gemm::GemmKernel::StrideC;
@@ -146,7 +146,8 @@ bool fp8_gemm_supports(int64_t m, int64_t n, int64_t k, const Fp8BlockScales& w_
 }
 
 size_t fp8_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k) {
-  return sm90::Gemm::get_workspace_size(sm90::arguments(nullptr, nullptr, nullptr, nullptr, nullptr, n, m, n, k));
+  return sm90::Gemm::get_workspace_size(
+      sm90::arguments(nullptr, nullptr, nullptr, nullptr, nullptr, n, m, n, k, fp8_activation_scale_stride(m)));
 }
 
 void quantize_fp8_activations(const __nv_bfloat16* x, int64_t x_row, int64_t rows, int64_t k, uint8_t* codes,
@@ -160,12 +161,14 @@ void quantize_fp8_activations(const __nv_bfloat16* x, int64_t x_row, int64_t row
 
 bool fp8_gemm(const uint8_t* x_codes, const float* x_scales, const uint8_t* w_codes, const float* w_scales,
               __nv_bfloat16* y, int64_t y_row, int64_t m, int64_t n, int64_t k, void* workspace,
-              size_t workspace_bytes, cudaStream_t stream) {
+              size_t workspace_bytes, cudaStream_t stream, int64_t x_scale_stride) {
+  if (x_scale_stride == 0) x_scale_stride = fp8_activation_scale_stride(m);
+  if (x_scale_stride < m || x_scale_stride % 4 != 0) return false;
   // TMA reads and writes 16-byte-aligned addresses; CUTLASS does not check them.
   for (const void* p : {static_cast<const void*>(x_codes), static_cast<const void*>(x_scales),
                         static_cast<const void*>(w_codes), static_cast<const void*>(y)})
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  const auto args = sm90::arguments(x_codes, x_scales, w_codes, w_scales, y, y_row, m, n, k);
+  const auto args = sm90::arguments(x_codes, x_scales, w_codes, w_scales, y, y_row, m, n, k, x_scale_stride);
   sm90::Gemm gemm;
   if (sm90::Gemm::get_workspace_size(args) > workspace_bytes) return false;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;

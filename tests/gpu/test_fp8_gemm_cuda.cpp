@@ -1,8 +1,9 @@
-// DeepSeek-V3's FP8 Linear layers through the FP8 GEMM inside the model (src/model/cuda/cuda_mlp.cpp: above 64 rows,
-// activations quantised per token and 128 channels) against the same model with DEEPINFER_FP8_GEMM=emulate (the
-// same quantised activations, the weights dequantised, cuBLAS's bf16 GEMM). configs/models/tiny.json widened so that its projections are whole 128 x 128
-// tiles (q_b 768 x 256, o_proj 256 x 512, the MLPs), with V3's quantization_config, dummy weights quantised on the
-// GPU. Skipped without a GPU of compute capability 9.0.
+// DeepSeek-V3's FP8 Linear layers and experts through the FP8 GEMM inside the model (src/model/cuda/cuda_mlp.cpp and
+// cuda_moe.cpp: above 64 rows, activations quantised per token and 128 channels) against the same model with
+// DEEPINFER_FP8_GEMM=emulate (the same quantised activations, the weights dequantised, cuBLAS's bf16 GEMM).
+// configs/models/tiny.json widened so that its projections are whole 128 x 128 tiles (q_b 768 x 256, o_proj 256 x 512,
+// the MLPs and experts), with V3's quantization_config, dummy weights quantised on the GPU. Skipped without a GPU of
+// compute capability 9.0.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -79,29 +80,41 @@ std::vector<float> logits_with(const ModelConfig& config, const char* fp8_gemm) 
 // The GEMM path against its reference: the same model with DEEPINFER_FP8_GEMM=emulate, whose Linear layers quantise
 // the activations as the GEMM does, turn them back into bf16 and multiply the dequantised weights with cuBLAS. What
 // differs is rounding only (the dequantised weights and activations in bf16, 2^-9 of a value; the order of the fp32
-// sums): the median row within 3%, 90% of rows within 10%, where a wrong scale or layout moves rows by order 1.
-// Beside it, what quantising the activations costs this random-weight model against the bf16 activations of
-// DEEPINFER_FP8_GEMM=0 (printed, not bounded: four layers, the expert choices among it).
+// sums): at one layer, dense or of experts, the median row within 3%, 90% of rows within 10%, where a wrong scale or
+// layout moves rows by order 1. Deeper models are printed, not bounded: a rounding difference grows through the
+// layers of this random-weight model, and one that flips a token's expert choice changes its row by order 1. Beside
+// it, what quantising the activations costs against the bf16 activations of DEEPINFER_FP8_GEMM=0.
 TEST(CudaFp8Gemm, ModelRowsAgreeWithTheEmulatedPath) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
   if (!cuda::fp8_gemm_supports(300, 768, 256, cuda::Fp8BlockScales::fp32(nullptr, 128), 768))
     GTEST_SKIP() << "the FP8 GEMM runs on compute capability 9.0";
-  const ModelConfig config = fp8_config();
-  const int64_t vocab = config.vocab_size;
-  const std::vector<float> dequantised = logits_with(config, "0");
-  const std::vector<float> emulated = logits_with(config, "emulate");
-  const std::vector<float> gemm = logits_with(config, "1");
-  ASSERT_EQ(gemm.size(), emulated.size());
-  EXPECT_NE(gemm, emulated) << "the FP8 GEMM path gave the emulated path's bits: it did not run";
-  const std::vector<double> errors = row_errors(gemm, emulated, vocab);
-  const std::vector<double> w8a8 = row_errors(emulated, dequantised, vocab);
   const auto at = [](const std::vector<double>& e, double q) { return e[static_cast<size_t>(q * (e.size() - 1))]; };
-  std::printf("FP8 GEMM vs emulated, %zu rows: median relative error %.3e, 90%% %.3e, worst %.3e\n", errors.size(),
-              at(errors, 0.5), at(errors, 0.9), errors.back());
-  std::printf("emulated vs bf16 activations: median %.3e, 90%% %.3e, worst %.3e\n", at(w8a8, 0.5), at(w8a8, 0.9),
-              w8a8.back());
-  EXPECT_LT(at(errors, 0.5), 0.03);
-  EXPECT_LT(at(errors, 0.9), 0.1);
+  for (const auto& [layers, dense] : {std::pair<int64_t, int64_t>{1, 1}, {1, 0}, {2, 2}, {4, 4}, {4, 1}}) {
+    ModelConfig config = fp8_config();
+    config.num_hidden_layers = layers;
+    config.first_k_dense_replace = dense;
+    const int64_t vocab = config.vocab_size;
+    const std::vector<float> dequantised = logits_with(config, "0");
+    const std::vector<float> emulated = logits_with(config, "emulate");
+    const std::vector<float> gemm = logits_with(config, "1");
+    const std::vector<float> again = logits_with(config, "1");  // the control: the same path twice
+    ASSERT_EQ(gemm.size(), emulated.size());
+    EXPECT_NE(gemm, emulated) << "the FP8 GEMM path gave the emulated path's bits: it did not run";
+    const std::vector<double> errors = row_errors(gemm, emulated, vocab);
+    const std::vector<double> w8a8 = row_errors(emulated, dequantised, vocab);
+    const std::vector<double> both = row_errors(gemm, dequantised, vocab);
+    const std::vector<double> control = row_errors(again, gemm, vocab);
+    std::printf("%ld layers (%ld dense): the FP8 GEMM path twice, median / worst %.3e / %.3e\n", layers, dense,
+                at(control, 0.5), control.back());
+    std::printf("%ld layers (%ld dense), %zu rows, relative error median / 90%% / worst: FP8 GEMM vs emulated %.3e / %.3e / %.3e;"
+                " emulated vs bf16 activations %.3e / %.3e / %.3e; FP8 GEMM vs bf16 activations %.3e / %.3e / %.3e\n",
+                layers, dense, errors.size(), at(errors, 0.5), at(errors, 0.9), errors.back(), at(w8a8, 0.5), at(w8a8, 0.9),
+                w8a8.back(), at(both, 0.5), at(both, 0.9), both.back());
+    if (layers == 1) {  // (dense or experts)
+      EXPECT_LT(at(errors, 0.5), 0.03);
+      EXPECT_LT(at(errors, 0.9), 0.1);
+    }
+  }
 }
 
 }  // namespace

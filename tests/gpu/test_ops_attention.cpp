@@ -202,10 +202,13 @@ void mla_decode_attention_projected(OpRun& r) {
 }
 
 // Three sequences: 30 new tokens after 20 cached, 45 from scratch, and 70 after 90 cached (keys span several 64-key
-// tiles of the tensor-core kernel; its rows two 64-row tiles, with partial and idle warps).
+// tiles of the tensor-core kernels; its rows two 64-row tiles, with partial and idle warps); "long": 200 after 100
+// and 329 from scratch. "wgmma" 0: the mma.sync kernel where the warpgroup-MMA one would take the shape.
 void mla_prefill_attention(OpRun& r) {
   const int64_t heads = r["heads"], nope = r["nope"], rope = r["rope"], v_dim = r["v"];
-  const std::vector<int64_t> cached = {20, 0, 90}, fresh = {30, 45, 70};
+  const bool long_rows = r["long"] != 0;
+  const std::vector<int64_t> cached = long_rows ? std::vector<int64_t>{100, 0} : std::vector<int64_t>{20, 0, 90};
+  const std::vector<int64_t> fresh = long_rows ? std::vector<int64_t>{200, 329} : std::vector<int64_t>{30, 45, 70};
   std::vector<int32_t> q_seq, q_pos, cu_k = {0};
   for (size_t s = 0; s < cached.size(); ++s) {
     for (int64_t i = 0; i < fresh[s]; ++i) {
@@ -229,7 +232,8 @@ void mla_prefill_attention(OpRun& r) {
   const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, nope, rope, v_dim);
   auto d_tiles = DeviceArray<int32_t>::from_host(tiles);
   cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(), d_tiles.data(),
-                              static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v_dim, scale, bf(out), nullptr);
+                              static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v_dim, scale, bf(out), nullptr,
+                              r["wgmma"] != 0);
   sync();
   std::vector<float> want(tq * heads * v_dim);
   cpu::mla_prefill_attention(q_f.data(), kv_f.data(), pe_f.data(), rope, q_seq.data(), q_pos.data(), cu_k.data(), tq,
@@ -259,8 +263,10 @@ void add_attention_rows(OpTable& t) {
             mla_decode_attention_fixed_chunks);
   for (int64_t splits : {2, 16, 64})
     t.add("mla_decode_attention_projected", "bf16", {{"splits", splits}}, kBf16, mla_decode_attention_projected);
-  t.add("mla_prefill_attention", "bf16", {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}}, kBf16,
-        mla_prefill_attention);
+  for (auto [wgmma, long_rows] : {std::pair<int64_t, int64_t>{1, 0}, {1, 1}, {0, 0}})
+    t.add("mla_prefill_attention", "bf16",
+          {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}, {"wgmma", wgmma}, {"long", long_rows}}, kBf16,
+          mla_prefill_attention);
 }
 
 }  // namespace deepinfer::op_test

@@ -131,9 +131,14 @@ struct Fp8Weight {
     return cuda::Fp8BlockScales::fp32(values, static_cast<int32_t>(f32_block));
   }
 };
-Fp8Weight random_fp8_weight(OpRun& r, int64_t n, int64_t k, int64_t f32_block = 0) {
+// spread: f32 blocks' magnitudes 2^-2 .. 2^2 by block (a block read under another block's scale is off by order 1).
+Fp8Weight random_fp8_weight(OpRun& r, int64_t n, int64_t k, int64_t f32_block = 0, bool spread = false) {
   std::vector<float> raw;
   r.random_bf16(n * k, raw, 0.05f);
+  if (spread && f32_block > 0)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        raw[i * k + j] = std::ldexp(raw[i * k + j], static_cast<int>((i / f32_block * 3 + j / f32_block) % 5) - 2);
   std::vector<uint8_t> codes(n * k);
   std::vector<float> values(n * k);
   if (f32_block > 0) {
@@ -190,11 +195,37 @@ void linear_skinny_fp8(OpRun& r) {
 // The FP8 tensor-core GEMM with DeepSeek's scaling: the activations quantised on the device as on the CPU (the same
 // codes and scales), then the product against the CPU's Linear on both operands' dequantised values (only the order
 // of the fp32 sums differs), y rows y_row apart; row counts not a multiple of 4 have padded scale columns.
+// Rows' and weight blocks' magnitudes spread over powers of two, so that a scale applied to the wrong row, group or
+// block moves outputs by order 1.
+DeviceArray<Bf16> spread_activations(OpRun& r, int64_t m, int64_t k, std::vector<float>& x_f) {
+  std::vector<Bf16> x_bits = r.random_bf16(m * k, x_f);
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t c = 0; c < k; ++c) {  // row t, group g times 2^((t + 2 g) % 7 - 3): exact in bf16
+      const int64_t i = t * k + c;
+      x_f[i] = std::ldexp(x_f[i], static_cast<int>((t + 2 * (c / cuda::kFp8GemmGroup)) % 7) - 3);
+      x_bits[i] = float_to_bf16(x_f[i]);
+    }
+  return DeviceArray<Bf16>::from_host(x_bits);
+}
+
+// The CPU's product of x's quantised rows [first, first + rows) (of m) and w's values: [rows, n].
+std::vector<float> cpu_fp8_gemm(const std::vector<float>& x_f, int64_t m, int64_t k, const std::vector<float>& w,
+                                int64_t n, int64_t first, int64_t rows) {
+  std::vector<uint8_t> codes(m * k);
+  std::vector<float> scales(m * (k / cuda::kFp8GemmGroup)), x_q(rows * k), want(rows * n);
+  cpu::quantize_fp8_activations(x_f.data(), m, k, codes.data(), scales.data());
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t c = 0; c < k; ++c)
+      x_q[t * k + c] = e4m3_value(codes[(first + t) * k + c]) * scales[(c / cuda::kFp8GemmGroup) * m + first + t];
+  cpu::linear(x_q.data(), w.data(), nullptr, want.data(), rows, n, k);
+  return want;
+}
+
 void fp8_gemm(OpRun& r) {
   const int64_t m = r["rows"], n = r["n"], k = r["k"], y_row = r["y_row"], groups = k / cuda::kFp8GemmGroup;
   std::vector<float> x_f;
-  auto x = DeviceArray<Bf16>::from_host(r.random_bf16(m * k, x_f));
-  const Fp8Weight w = random_fp8_weight(r, n, k, cuda::kFp8GemmGroup);
+  auto x = spread_activations(r, m, k, x_f);
+  const Fp8Weight w = random_fp8_weight(r, n, k, cuda::kFp8GemmGroup, true);
   if (!cuda::fp8_gemm_supports(m, n, k, w.scales(), y_row))
     GTEST_SKIP() << "the FP8 GEMM runs on compute capability 9.0";
   DeviceArray<uint8_t> codes(m * k), workspace(std::max<size_t>(1, cuda::fp8_gemm_workspace_bytes(m, n, k)));
@@ -209,20 +240,37 @@ void fp8_gemm(OpRun& r) {
                              bf(y), y_row, m, n, k, workspace.data(), workspace.size(), nullptr));
   sync();
   std::vector<uint8_t> want_codes(m * k);
-  std::vector<float> want_scales(m * groups), x_q(m * k), want(m * n), got(m * n);
+  std::vector<float> want_scales(m * groups), got(m * n);
   cpu::quantize_fp8_activations(x_f.data(), m, k, want_codes.data(), want_scales.data());
   r.exact("activation codes", codes.to_host(), want_codes);
   const std::vector<float> all_scales = scales.to_host();
   std::vector<float> got_scales(m * groups);
   for (int64_t g = 0; g < groups; ++g) std::copy_n(all_scales.data() + g * stride, m, got_scales.data() + g * m);
   r.exact("activation scales", got_scales, want_scales);
-  for (int64_t t = 0; t < m; ++t)
-    for (int64_t c = 0; c < k; ++c)
-      x_q[t * k + c] = e4m3_value(want_codes[t * k + c]) * want_scales[(c / cuda::kFp8GemmGroup) * m + t];
-  cpu::linear(x_q.data(), w.values.data(), nullptr, want.data(), m, n, k);
   const std::vector<float> all = to_float(y.to_host());
   for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
-  r.close("outputs", got, want);
+  r.close("outputs", got, cpu_fp8_gemm(x_f, m, k, w.values, n, 0, m));
+}
+
+// An expert's rows of the permuted tokens: all `total` rows quantised in one launch, the GEMM over rows
+// [first, first + rows) with the scales' stride of the whole block (x_scale_stride).
+void fp8_gemm_row_range(OpRun& r) {
+  const int64_t first = r["first"], rows = r["rows"], total = r["total"], n = r["n"], k = r["k"];
+  std::vector<float> x_f;
+  auto x = spread_activations(r, total, k, x_f);
+  const Fp8Weight w = random_fp8_weight(r, n, k, cuda::kFp8GemmGroup, true);
+  if (!cuda::fp8_gemm_supports(rows, n, k, w.scales(), n)) GTEST_SKIP() << "the FP8 GEMM runs on compute capability 9.0";
+  const int64_t stride = cuda::fp8_activation_scale_stride(total);
+  DeviceArray<uint8_t> codes(total * k), workspace(std::max<size_t>(1, cuda::fp8_gemm_workspace_bytes(rows, n, k)));
+  DeviceArray<float> scales(stride * (k / cuda::kFp8GemmGroup));
+  DeviceArray<Bf16> y(rows * n);
+  y.poison();
+  cuda::quantize_fp8_activations(bf(x), k, total, k, codes.data(), scales.data(), nullptr);
+  ASSERT_TRUE(cuda::fp8_gemm(codes.data() + first * k, scales.data() + first, w.codes.data(),
+                             static_cast<const float*>(w.scales().data), bf(y), n, rows, n, k, workspace.data(),
+                             workspace.size(), nullptr, stride));
+  sync();
+  r.close("outputs", to_float(y.to_host()), cpu_fp8_gemm(x_f, total, k, w.values, n, first, rows));
 }
 
 }  // namespace
@@ -273,6 +321,9 @@ void add_fp8_rows(OpTable& t) {
   for (auto [rows, n, k, y_row] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{5, 256, 384, 256},
                                    {300, 640, 1024, 1024}, {512, 3072, 1536, 3072}, {200, 7168, 2048, 7168}})
     t.add("fp8_gemm", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"y_row", y_row}}, kBf16, fp8_gemm);
+  for (auto [first, rows] : {std::pair<int64_t, int64_t>{256, 512}, {0, 256}})
+    t.add("fp8_gemm_row_range", "bf16", {{"first", first}, {"rows", rows}, {"total", 1036}, {"n", 512}, {"k", 768}},
+          kBf16, fp8_gemm_row_range);
   t.add("linear_skinny_dequantised", "f32", {{"rows", 16}, {"n", 4096}, {"k", 1024}, {"repeats", 64}}, kF32,
         linear_skinny_dequantised);
 }

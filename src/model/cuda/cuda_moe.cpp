@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cuda/convert.cuh"
+#include "kernels/cuda/fp8_gemm.cuh"
 #include "kernels/cuda/gemm.cuh"
 #include "kernels/cuda/moe_gemv.cuh"
 #include "kernels/cuda/moe_fp4.cuh"
@@ -483,11 +484,62 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   return false;
 }
 
-void CudaMoe::chunked_quantized_experts(int64_t moe_layer, const Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
-                                  Bf16* gate_up, Bf16* act, Bf16* y_perm, void** pointers,
-                                  ScratchPool& scratch) const {
+bool CudaMoe::fp8_gemm_takes_experts() const {
+  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size;
+  const auto scales = cuda::Fp8BlockScales::fp32(nullptr, static_cast<int32_t>(experts_.fp8_block()));
+  return experts_.format() == CudaExpertStore::Format::kFp8 && fp8_gemm_ != Fp8GemmMode::kOff &&
+         cuda::fp8_gemm_supports(kExpertChunk, 2 * I, H, scales, 2 * I) &&
+         cuda::fp8_gemm_supports(kExpertChunk, H, I, scales, H);
+}
+
+void CudaMoe::fp8_gemm_experts(int64_t moe_layer, const Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
+                               Bf16* gate_up, Bf16* act, Bf16* y_perm, ScratchPool& scratch) const {
+  const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, G = cuda::kFp8GemmGroup;
+  const auto chunks = static_cast<int64_t>(chunk_expert.size());
+  const int64_t m = chunks * kExpertChunk, stride = cuda::fp8_activation_scale_stride(m);
+  const cudaStream_t stream = cudaStreamPerThread;
+  auto* codes = scratch.alloc<uint8_t>(m * std::max(H, I));
+  auto* scales = scratch.alloc<float>(stride * (std::max(H, I) / G));
+  const size_t workspace_bytes = std::max(cuda::fp8_gemm_workspace_bytes(m, 2 * I, H),
+                                          cuda::fp8_gemm_workspace_bytes(m, H, I));
+  void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
+  // One projection: x's rows quantised at once, then each expert's run of chunks (rows r0 .. r0 + rows) against
+  // its weight (expert e's rows of the stacked codes and their scales).
+  const auto project = [&](const Bf16* x, int64_t k, const cuda::Fp8Rows& w, int64_t n, Bf16* y) {
+    cuda::quantize_fp8_activations(x, k, m, k, codes, scales, stream);
+    DI_CUDA_CHECK(cudaGetLastError());  // (CUTLASS's launch clears a pending error)
+    for (int64_t c0 = 0; c0 < chunks;) {
+      int64_t c1 = c0;
+      while (c1 < chunks && chunk_expert[c1] == chunk_expert[c0]) ++c1;
+      const int64_t e = chunk_expert[c0], r0 = c0 * kExpertChunk, rows = (c1 - c0) * kExpertChunk;
+      DI_CHECK(cuda::fp8_gemm(codes + r0 * k, scales + r0, w.codes + e * n * k, w.scales + e * (n / G) * (k / G),
+                              y + r0 * n, n, rows, n, k, workspace, workspace_bytes, stream, stride),
+               "the FP8 GEMM refused expert {}'s {} x {} x {}", e, rows, n, k);
+      c0 = c1;
+    }
+  };
+  project(x_pad, H, experts_.gate_up_fp8(moe_layer), 2 * I, gate_up);
+  cuda::silu_mul(gate_up, act, m, I, swiglu_limit_, stream);
+  project(act, I, experts_.down_fp8(moe_layer), H, y_perm);
+}
+
+void CudaMoe::chunked_quantized_experts(int64_t moe_layer, Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
+                                        Bf16* gate_up, Bf16* act, Bf16* y_perm, void** pointers,
+                                        ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = experts_.capacity();
   const auto chunks = static_cast<int64_t>(chunk_expert.size());
+  const bool emulated = fp8_gemm_ == Fp8GemmMode::kEmulated && fp8_gemm_takes_experts();
+  if (fp8_gemm_takes_experts() && !emulated)
+    return fp8_gemm_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, scratch);
+  // DEEPINFER_FP8_GEMM=emulate: the activations as the FP8 GEMM sees them (quantised per row and 128 channels, back
+  // in bf16) into the dequantised experts' GEMMs.
+  const auto as_fp8_gemm_sees = [&](Bf16* x, int64_t rows, int64_t k) {
+    auto* codes = scratch.alloc<uint8_t>(rows * k);
+    auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(rows) * (k / cuda::kFp8GemmGroup));
+    cuda::quantize_fp8_activations(x, k, rows, k, codes, scales, cudaStreamPerThread);
+    cuda::dequantize_fp8_activations(codes, scales, rows, k, x, cudaStreamPerThread);
+  };
+  if (emulated) as_fp8_gemm_sees(x_pad, chunks * kExpertChunk, H);
   // kDequantExperts experts at a time dequantised to bf16, then the GEMMs of their chunks (contiguous: the chunks
   // are in expert order).
   auto* w_gate_up = scratch.alloc<Bf16>(kDequantExperts * 2 * I * H);
@@ -505,6 +557,7 @@ void CudaMoe::chunked_quantized_experts(int64_t moe_layer, const Bf16* x_pad, co
     DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad + row0 * H, w_gate_up, gate_up + row0 * 2 * I, local,
                                             kExpertChunk, 2 * I, H, pointers + 3 * c0));
     cuda::silu_mul(gate_up + row0 * 2 * I, act + row0 * I, rows, I, swiglu_limit_, nullptr);
+    if (emulated) as_fp8_gemm_sees(act + row0 * I, rows, I);
     DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act + row0 * I, w_down, y_perm + row0 * H, local,
                                             kExpertChunk, H, I, pointers + 3 * (chunks + c0)));
     c0 = c1;

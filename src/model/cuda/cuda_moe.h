@@ -108,10 +108,16 @@ class CudaMoe {
   // moe_unpermute's, so a token's bits are the one-rank run's whatever the EP layout.
   void host_exchange_pairs(int64_t moe_layer, const __nv_bfloat16* h, const int32_t* ids, const float* weights,
                            int64_t rows, __nv_bfloat16* out, ExpertDispatcher& dispatcher, ScratchPool& scratch) const;
-  // The chunked GEMMs of FP4 or FP8 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs.
-  void chunked_quantized_experts(int64_t moe_layer, const __nv_bfloat16* x_pad,
-                                 const std::vector<int32_t>& chunk_expert, __nv_bfloat16* gate_up, __nv_bfloat16* act,
-                                 __nv_bfloat16* y_perm, void** pointers, ScratchPool& scratch) const;
+  // The chunked GEMMs of FP4 or FP8 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs;
+  // V3's FP8 experts through the FP8 GEMM instead where it takes their shapes (fp8_gemm_experts).
+  void chunked_quantized_experts(int64_t moe_layer, __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
+                                 __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
+                                 ScratchPool& scratch) const;
+  // Each expert's padded rows through the FP8 GEMM against its codes as stored (activations quantised per row and
+  // 128 channels once a projection, kernels/cuda/fp8_gemm.cuh), one launch an expert and projection.
+  bool fp8_gemm_takes_experts() const;
+  void fp8_gemm_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
+                        __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, ScratchPool& scratch) const;
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant, fp8_gemm_}; }
   Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant, fp8_gemm_}; }
 

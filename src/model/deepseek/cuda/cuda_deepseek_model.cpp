@@ -308,7 +308,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
     profiler_.mark("attn:expand kv");
     auto* attn_all = read_rows != nullptr ? scratch.alloc<Bf16>(T * heads * v) : attn;
     cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k, plan.tiles,
-                                plan.num_tiles, heads, nope, rope, v, scale, attn_all, nullptr);
+                                plan.num_tiles, heads, nope, rope, v, scale, attn_all, nullptr, mla_wgmma_);
     if (read_rows != nullptr) cuda::embedding(attn_all, read_rows, attn, A, heads * v, nullptr);
     profiler_.mark("attn:prefill kernel");
   }

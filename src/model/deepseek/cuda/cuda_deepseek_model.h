@@ -97,8 +97,9 @@ class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
   int64_t invariant_keys_per_split() const;
   // Its rows launched in groups whose partial sums fit this workspace (a prefill step's rows would need gigabytes).
   static constexpr int64_t kInvariantWorkspaceBytes = int64_t{256} << 20;
-  // The decode attention's splits on warpgroup MMAs where the kernel takes the heads (mla_decode_wgmma.cuh);
-  // DEEPINFER_MLA_WGMMA=0 keeps the mma.sync kernel (the A side of an A/B run).
+  // The decode attention's splits and the prefill attention on warpgroup MMAs where the kernels take the shape
+  // (mla_decode_wgmma.cuh, mla_prefill_wgmma.cuh); DEEPINFER_MLA_WGMMA=0 keeps the mma.sync kernels (an A/B run's
+  // A side).
   static bool mla_wgmma_enabled();
   const bool mla_wgmma_ = mla_wgmma_enabled();
 

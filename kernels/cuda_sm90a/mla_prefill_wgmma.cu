@@ -1,0 +1,224 @@
+// MLA prefill attention for DeepSeek's 128 + 64 query/key widths and 128-wide values on Hopper's warpgroup MMAs
+// (kernels/cuda/mla_prefill_wgmma.cuh). Built for sm_90a only (kernels/CMakeLists.txt).
+#include "kernels/cuda/mla_prefill_wgmma.cuh"
+
+#include <cute/arch/mma_sm90_desc.hpp>
+#include <cute/arch/mma_sm90_gmma.hpp>
+
+#include <utility>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/sm90a.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+namespace gmma = cute::SM90::GMMA;
+
+constexpr int kRows = 64, kKeys = 64;  // a tile's query rows (one warpgroup MMA's M) and a key tile
+constexpr int kNope = 128, kRope = 64, kQk = kNope + kRope, kV = 128;
+constexpr int kThreads = 128;        // one warpgroup
+constexpr int kAtomBytes = 64 * 128;  // 64 rows of one 128-byte swizzle atom (64 bf16 of each row)
+constexpr int kQBytes = kQk / 64 * kAtomBytes, kKBytes = kQBytes, kVBytes = kV / 64 * kAtomBytes;
+constexpr int kStageBytes = kKBytes + kVBytes;
+// Q | stage 0 (K | V) | stage 1, after up to 1,024 bytes that bring Q to a 1,024-byte boundary: 105 KB, two blocks
+// an SM (one block's softmax runs while the other's MMAs do).
+constexpr size_t kSharedBytes = kQBytes + 2 * kStageBytes + 1024;
+static_assert(2 * kSharedBytes <= 227 * 1024, "two blocks an SM");
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Row `row`, 16-byte piece `unit` of a K-major operand in 128-byte swizzle atoms of 64 rows (as in
+// mla_decode_wgmma.cu).
+__device__ __forceinline__ uint32_t swizzled(int row, int unit) {
+  return (unit / 8) * kAtomBytes + row * 128 + (((unit % 8) ^ (row % 8)) << 4);
+}
+__device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t leading_bytes) {
+  cute::GmmaDescriptor d;
+  d.bitfield.start_address_ = static_cast<uint16_t>((address & 0x3FFFF) >> 4);
+  d.bitfield.leading_byte_offset_ = static_cast<uint16_t>(leading_bytes >> 4);
+  d.bitfield.stride_byte_offset_ = 1024 >> 4;  // 8-row groups
+  d.bitfield.base_offset_ = 0;
+  d.bitfield.layout_type_ = static_cast<uint8_t>(gmma::LayoutType::B128);
+  return d.desc_;
+}
+// K-major (Q, K: the leading offset unused) and MN-major (V read with its columns as N: 64-column atoms apart).
+__device__ __forceinline__ uint64_t k_major(uint32_t address) { return descriptor(address, 16); }
+__device__ __forceinline__ uint64_t mn_major(uint32_t address) { return descriptor(address, kAtomBytes); }
+
+template <size_t... I>
+__device__ __forceinline__ void scores(uint64_t a, uint64_t b, float (&d)[sizeof...(I)], gmma::ScaleOut scale,
+                                       std::index_sequence<I...>) {
+  gmma::MMA_64x64x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>::fma(a, b, d[I]..., scale);
+}
+template <size_t... I>
+__device__ __forceinline__ void accumulate(const uint32_t (&a)[4], uint64_t b, float (&d)[sizeof...(I)],
+                                           std::index_sequence<I...>) {
+  gmma::MMA_64x128x16_F32BF16BF16_RS<gmma::Major::K, gmma::Major::MN>::fma(a[0], a[1], a[2], a[3], b, d[I]...,
+                                                                           gmma::ScaleOut::One);
+}
+template <size_t N>
+__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#pragma unroll
+  for (size_t i = 0; i < N; ++i) cute::warpgroup_fence_operand(d[i]);
+}
+__device__ __forceinline__ void fence_shared_for_mma() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// One block per (tile of up to 64 rows of one sequence, head), the tiles taken last first (the later rows of a
+// sequence see the most keys). Per 64-key tile, loaded by cp.async into two stages (the next loads while this one
+// computes): S[64, 64] = Q K^T (wgmma m64n64k16, K = [k_nope | k_pe] staged side by side), the causal mask, the
+// online softmax in registers (the accumulator layout is the mma.sync one, a warp 16 rows), then O[64, 128] += P V
+// with P straight from the registers (wgmma m64n128k16, A from registers; V read MN-major).
+__global__ void __launch_bounds__(kThreads, 2)
+    prefill_wgmma_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
+                         int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
+                         const int32_t* tiles, int num_tiles, int heads, float scale, __nv_bfloat16* out) {
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* shared = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
+  const uint32_t q_base = shared_address(shared);
+
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  const int tile = num_tiles - 1 - static_cast<int>(blockIdx.x), h = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int row_begin = tiles[tile], row_end = tiles[tile + 1];
+  const int64_t key_begin = cu_k[q_seq[row_begin]];
+  const int tile_keys = q_pos[row_end - 1] + 1;  // the tile's last row sees the most keys
+  const int num_key_tiles = (tile_keys + kKeys - 1) / kKeys;
+  int pos[2];  // this thread's two rows' positions (-1 past the tile: scores kept finite, never written)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_begin + 16 * warp + g + 8 * r;
+    pos[r] = row < row_end ? q_pos[row] : -1;
+  }
+
+  // Thread tid stages key tid / 2 of a tile, the pieces of parity tid % 2: K's 24 (k_nope's 16, then k_pe's 8)
+  // and V's 16.
+  const int stage_row = tid / 2, parity = tid % 2;
+  auto stage = [&](int key_tile) {
+    const int key = key_tile * kKeys + stage_row;
+    const bool valid = key < tile_keys;
+    const int64_t src_key = valid ? key_begin + key : 0;
+    const __nv_bfloat16* row = kv + (src_key * heads + h) * (kNope + kV);
+    const __nv_bfloat16* pe = k_pe + src_key * k_pe_stride;
+    unsigned char* k_dst = shared + kQBytes + (key_tile % 2) * kStageBytes;
+#pragma unroll
+    for (int u = parity; u < kQk / 8; u += 2)
+      cp_async_16(k_dst + swizzled(stage_row, u), u < kNope / 8 ? row + 8 * u : pe + 8 * (u - kNope / 8), valid);
+#pragma unroll
+    for (int u = parity; u < kV / 8; u += 2)
+      cp_async_16(k_dst + kKBytes + swizzled(stage_row, u), row + kNope + 8 * u, valid);
+  };
+  for (int i = tid; i < kRows * (kQk / 8); i += kThreads) {
+    const int row = i / (kQk / 8), unit = i % (kQk / 8);
+    const bool valid = row_begin + row < row_end;
+    const __nv_bfloat16* src = q + (static_cast<int64_t>(valid ? row_begin + row : row_begin) * heads + h) * kQk;
+    cp_async_16(shared + swizzled(row, unit), src + 8 * unit, valid);
+  }
+  stage(0);
+  cp_async_commit();
+
+  float o[kV / 2] = {};  // 64 x 128 fp32 over the warpgroup: columns 8 n + 2 t (+1), rows 16 warp + g (+8)
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // log2 units
+  const float scale_log2 = scale * kLog2e;
+  for (int kt = 0; kt < num_key_tiles; ++kt) {
+    if (kt + 1 < num_key_tiles) stage(kt + 1);  // its stage was last read before the previous tile's barrier
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_shared_for_mma();
+    __syncthreads();
+    const uint32_t k_base = q_base + kQBytes + (kt % 2) * kStageBytes, v_base = k_base + kKBytes;
+
+    float s[kKeys / 2] = {};  // 64 x 64 fp32: keys 8 n + 2 t (+1)
+    fence_operands(s);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int kk = 0; kk < kQk / 16; ++kk) {
+      const uint32_t step = (kk / 4) * kAtomBytes + (kk % 4) * 32;
+      scores(k_major(q_base + step), k_major(k_base + step), s, kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One,
+             std::make_index_sequence<kKeys / 2>{});
+    }
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    fence_operands(s);
+
+    const int base = kt * kKeys;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < kKeys / 2; ++i) {
+      const int key = base + 8 * (i / 4) + 2 * t + (i % 2), r = (i / 2) % 2;
+      s[i] = pos[r] < 0 ? 0.0f : (key <= pos[r] ? s[i] * scale_log2 : -INFINITY);
+      mx[r] = fmaxf(mx[r], s[i]);
+    }
+    float correction[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float new_m = fmaxf(m_run[r], mx[r]);
+      // A row with no visible key yet (not possible from the first tile on: key 0 is every row's) keeps its state.
+      correction[r] = new_m == -INFINITY ? 1.0f : exp2f(m_run[r] - new_m);
+      m_run[r] = new_m;
+    }
+#pragma unroll
+    for (int i = 0; i < kKeys / 2; ++i) {
+      const int r = (i / 2) % 2;
+      s[i] = m_run[r] == -INFINITY ? 0.0f : exp2f(s[i] - m_run[r]);
+      sum[r] += s[i];
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
+      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
+      l_run[r] = l_run[r] * correction[r] + sum[r];
+    }
+#pragma unroll
+    for (int i = 0; i < kV / 2; ++i) o[i] *= correction[(i / 2) % 2];
+
+    // P as the A operand from registers: keys [16 kk, 16 kk + 16) are accumulator values 8 kk .. 8 kk + 7.
+    uint32_t p[kKeys / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) p[kk][j] = pack_floats(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+    fence_operands(o);
+    cute::warpgroup_arrive();
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk)
+      accumulate(p[kk], mn_major(v_base + kk * 16 * 128), o, std::make_index_sequence<kV / 2>{});
+    cute::warpgroup_commit_batch();
+    cute::warpgroup_wait<0>();
+    fence_operands(o);
+    __syncthreads();  // this stage is free for the tile after next
+  }
+  cp_async_wait<0>();  // no copy may still target shared memory when the block exits
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row_begin + 16 * warp + g + 8 * r;
+    if (row >= row_end) continue;
+    const float weight = 1.0f / l_run[r];
+    auto* dst = reinterpret_cast<uint32_t*>(out + (static_cast<int64_t>(row) * heads + h) * kV + 2 * t);
+#pragma unroll
+    for (int n = 0; n < kV / 8; ++n) dst[4 * n] = pack_floats(weight * o[4 * n + 2 * r], weight * o[4 * n + 2 * r + 1]);
+  }
+}
+
+}  // namespace
+
+bool mla_prefill_wgmma_supports(int64_t nope, int64_t rope, int64_t v_dim) {
+  return nope == kNope && rope == kRope && v_dim == kV && on_sm90();
+}
+
+void mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
+                       int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
+                       const int32_t* tiles, int64_t num_tiles, int64_t heads, float scale, __nv_bfloat16* out,
+                       cudaStream_t stream) {
+  cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(kSharedBytes));
+  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(heads));
+  launch_dependent(prefill_wgmma_kernel, grid, kThreads, kSharedBytes, stream, q, kv, k_pe, k_pe_stride, q_seq, q_pos,
+                   cu_k, tiles, static_cast<int>(num_tiles), static_cast<int>(heads), scale, out);
+}
+
+}  // namespace deepinfer::cuda
