@@ -12,6 +12,7 @@
 //
 //   attention_bench                                  every point
 //   attention_bench --dense HEADS BATCH CONTEXT      one dense point, both kernels (for a profiler)
+//   attention_bench --prefill TOKENS                 one prefill point, both kernels
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -132,6 +133,10 @@ int run(int argc, char** argv) {
     const int64_t heads = std::atol(argv[2]), batch = std::atol(argv[3]), context = std::atol(argv[4]);
     dense(batch, heads, context, true);
     dense(batch, heads, context, false);
+    return 0;
+  }
+  if (argc == 3 && std::string(argv[1]) == "--prefill") {  // one prefill point, both kernels: --prefill TOKENS
+    for (bool wgmma : {true, false}) prefill(std::atol(argv[2]), wgmma);
     return 0;
   }
   for (int64_t heads : {16, 128})

@@ -319,7 +319,9 @@ void add_fp8_rows(OpTable& t) {
   // The FP8 GEMM: a few rows (a partial tile), rows of a wider output, a prefill chunk's at q_b's k (an eighth of its
   // n: the whole would cost the CPU reference 19 G multiply-adds) and at an expert's down projection.
   for (auto [rows, n, k, y_row] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{5, 256, 384, 256},
-                                   {300, 640, 1024, 1024}, {512, 3072, 1536, 3072}, {200, 7168, 2048, 7168}})
+                                   {300, 640, 1024, 1024}, {512, 3072, 1536, 3072}, {200, 7168, 2048, 7168},
+                                   {300, 256, 256, 256}, {300, 1024, 256, 1024}, {300, 256, 128, 256},
+                                   {300, 256, 512, 256}})
     t.add("fp8_gemm", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"y_row", y_row}}, kBf16, fp8_gemm);
   for (auto [first, rows] : {std::pair<int64_t, int64_t>{256, 512}, {0, 256}})
     t.add("fp8_gemm_row_range", "bf16", {{"first", first}, {"rows", rows}, {"total", 1036}, {"n", 512}, {"k", 768}},
