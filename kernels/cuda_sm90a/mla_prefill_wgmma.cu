@@ -84,6 +84,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int row_begin = tiles[tile], row_end = tiles[tile + 1];
   const int64_t key_begin = cu_k[q_seq[row_begin]];
   const int tile_keys = q_pos[row_end - 1] + 1;  // the tile's last row sees the most keys
+  const int first_pos = q_pos[row_begin];        // and its first the fewest (a tile's rows are consecutive)
   const int num_key_tiles = (tile_keys + kKeys - 1) / kKeys;
   int pos[2];  // this thread's two rows' positions (-1 past the tile: scores kept finite, never written)
 #pragma unroll
@@ -144,11 +145,19 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     const int base = kt * kKeys;
     float mx[2] = {-INFINITY, -INFINITY};
+    if (base + kKeys - 1 <= first_pos) {  // every row sees every key of the tile: no mask (rows past the tile: Q 0)
 #pragma unroll
-    for (int i = 0; i < kKeys / 2; ++i) {
-      const int key = base + 8 * (i / 4) + 2 * t + (i % 2), r = (i / 2) % 2;
-      s[i] = pos[r] < 0 ? 0.0f : (key <= pos[r] ? s[i] * scale_log2 : -INFINITY);
-      mx[r] = fmaxf(mx[r], s[i]);
+      for (int i = 0; i < kKeys / 2; ++i) {
+        s[i] *= scale_log2;
+        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kKeys / 2; ++i) {
+        const int key = base + 8 * (i / 4) + 2 * t + (i % 2), r = (i / 2) % 2;
+        s[i] = pos[r] < 0 ? 0.0f : (key <= pos[r] ? s[i] * scale_log2 : -INFINITY);
+        mx[r] = fmaxf(mx[r], s[i]);
+      }
     }
     float correction[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
