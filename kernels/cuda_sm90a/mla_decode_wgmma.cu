@@ -2,27 +2,23 @@
 // for sm_90a only (kernels/CMakeLists.txt): wgmma exists on no other target.
 #include "kernels/cuda/mla_decode_wgmma.cuh"
 
-#include <cute/arch/mma_sm90_desc.hpp>
-#include <cute/arch/mma_sm90_gmma.hpp>
-
 #include <utility>
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mla_decode.cuh"
-#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/sm90a.cuh"
+#include "kernels/cuda_sm90a/wgmma.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-namespace gmma = cute::SM90::GMMA;
+using namespace wgmma;
 
 constexpr int kHeads = 64;                       // a block's heads: one warpgroup MMA's M
 constexpr int kKeys = 64;                        // a tile: one 64-entry cache page's worth of keys
 constexpr int kLatent = 512, kRope = 64, kDim = kLatent + kRope;
 constexpr int kUnits = kDim / 8;                 // 16-byte pieces of an entry
-constexpr int kAtomBytes = 64 * 128;             // 64 rows of one 128-byte swizzle atom (64 bf16 of each row)
 constexpr int kOperandBytes = kDim / 64 * kAtomBytes;  // Q, or one tile of cache entries: 9 atoms
 constexpr int kThreads = 256;                    // two warpgroups
 constexpr int kHalfKeys = kKeys / 2;             // each warpgroup scores half a tile's keys
@@ -33,49 +29,6 @@ constexpr int kPOffset = 3 * kOperandBytes;
 constexpr int kStatsOffset = kPOffset + kAtomBytes;
 constexpr size_t kSharedBytes = kStatsOffset + 2 * 2 * kHeads * sizeof(float) + 1024;
 static_assert(kSharedBytes <= 227 * 1024, "one block an SM");
-
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Byte offset of row `row`, 16-byte piece `unit` of a K-major operand stored as 128-byte swizzle atoms of 64 rows
-// (the layout a wgmma descriptor with 128-byte swizzling reads: piece u of a row's atom lands at u ^ (row % 8)).
-__device__ __forceinline__ uint32_t swizzled(int row, int unit) {
-  return (unit / 8) * kAtomBytes + row * 128 + (((unit % 8) ^ (row % 8)) << 4);
-}
-
-// Descriptors of 128-byte-swizzled operands. K-major (Q, K, P): 8-row groups 1,024 bytes apart. MN-major (V, the
-// same tile read with the latent columns as N): 64-column atoms kAtomBytes apart, 8-key groups 1,024 bytes apart.
-__device__ __forceinline__ uint64_t k_major(uint32_t address) {
-  cute::GmmaDescriptor d;
-  d.bitfield.start_address_ = static_cast<uint16_t>((address & 0x3FFFF) >> 4);
-  d.bitfield.leading_byte_offset_ = 1;
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;
-  d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
-  return d.desc_;
-}
-__device__ __forceinline__ uint64_t mn_major(uint32_t address) {
-  cute::GmmaDescriptor d;
-  d.bitfield.start_address_ = static_cast<uint16_t>((address & 0x3FFFF) >> 4);
-  d.bitfield.leading_byte_offset_ = kAtomBytes >> 4;
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;
-  d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = static_cast<uint8_t>(cute::SM90::GMMA::LayoutType::B128);
-  return d.desc_;
-}
-
-template <class Mma, size_t... I>
-__device__ __forceinline__ void mma(uint64_t a, uint64_t b, float (&d)[sizeof...(I)], gmma::ScaleOut scale,
-                                    std::index_sequence<I...>) {
-  Mma::fma(a, b, d[I]..., scale);
-}
-template <size_t N>
-__device__ __forceinline__ void fence_operands(float (&d)[N]) {
-#pragma unroll
-  for (size_t i = 0; i < N; ++i) cute::warpgroup_fence_operand(d[i]);
-}
-
-// Shared-memory writes by threads made visible to the warpgroup MMAs (which read through the async proxy).
-__device__ __forceinline__ void fence_shared_for_mma() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // One block per (64-head group, KV split, sequence); warpgroup w of the block scores keys [32 w, 32 w + 32) of each
 // 64-key tile for all 64 heads (S = Q K^T, wgmma m64n32k16 over the 576 columns), the two halves' row maxima meet in
@@ -88,7 +41,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                         int max_blocks_per_seq, const int32_t* seq_lens, int heads, float scale, int num_splits,
                         int keys_per_split, float* partial, __nv_bfloat16* out) {
   extern __shared__ unsigned char shared_raw[];
-  unsigned char* shared = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
+  unsigned char* shared = aligned_shared(shared_raw);
   const uint32_t q_base = shared_address(shared);
   float* row_max = reinterpret_cast<float*>(shared + kStatsOffset);  // [2][kHeads]
   float* row_sum = row_max + 2 * kHeads;                              // [2][kHeads]
@@ -145,7 +98,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < kDim / 16; ++kk) {
       const uint32_t step = (kk / 4) * kAtomBytes + (kk % 4) * 32;
-      mma<gmma::MMA_64x32x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>>(
+      mma_ss<gmma::MMA_64x32x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>>(
           k_major(q_base + step), k_major(kv_base + wg * kHalfKeys * 128 + step), s,
           kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One, std::make_index_sequence<kHalfKeys / 2>{});
     }
@@ -162,8 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      mx[r] = quad_max(mx[r]);
       if (t == 0) row_max[wg * kHeads + rows[r]] = mx[r];
     }
     __syncthreads();
@@ -184,13 +136,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           pack_floats(p0, p1);
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-      l_run[r] = l_run[r] * correction[r] + sum[r];
-    }
-#pragma unroll
-    for (int i = 0; i < kHalfLatent / 2; ++i) o[i] *= correction[(i / 2) % 2];
+    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * correction[r] + quad_sum(sum[r]);
+    rescale_rows(o, correction);
     fence_shared_for_mma();
     __syncthreads();  // all of P written
 
@@ -198,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     cute::warpgroup_arrive();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk)
-      mma<gmma::MMA_64x256x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::MN>>(
+      mma_ss<gmma::MMA_64x256x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::MN>>(
           k_major(p_base + kk * 32), mn_major(kv_base + wg * (kHalfLatent / 64) * kAtomBytes + kk * 16 * 128), o,
           gmma::ScaleOut::One, std::make_index_sequence<kHalfLatent / 2>{});
     cute::warpgroup_commit_batch();

@@ -2,68 +2,27 @@
 // (kernels/cuda/mla_prefill_wgmma.cuh). Built for sm_90a only (kernels/CMakeLists.txt).
 #include "kernels/cuda/mla_prefill_wgmma.cuh"
 
-#include <cute/arch/mma_sm90_desc.hpp>
-#include <cute/arch/mma_sm90_gmma.hpp>
-
 #include <utility>
 
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/sm90a.cuh"
+#include "kernels/cuda_sm90a/wgmma.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-namespace gmma = cute::SM90::GMMA;
+using namespace wgmma;
 
 constexpr int kRows = 64, kKeys = 64;  // a tile's query rows (one warpgroup MMA's M) and a key tile
 constexpr int kNope = 128, kRope = 64, kQk = kNope + kRope, kV = 128;
 constexpr int kThreads = 128;        // one warpgroup
-constexpr int kAtomBytes = 64 * 128;  // 64 rows of one 128-byte swizzle atom (64 bf16 of each row)
 constexpr int kQBytes = kQk / 64 * kAtomBytes, kKBytes = kQBytes, kVBytes = kV / 64 * kAtomBytes;
 constexpr int kStageBytes = kKBytes + kVBytes;
 // Q | stage 0 (K | V) | stage 1, after up to 1,024 bytes that bring Q to a 1,024-byte boundary: 105 KB, two blocks
 // an SM (one block's softmax runs while the other's MMAs do).
 constexpr size_t kSharedBytes = kQBytes + 2 * kStageBytes + 1024;
 static_assert(2 * kSharedBytes <= 227 * 1024, "two blocks an SM");
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Row `row`, 16-byte piece `unit` of a K-major operand in 128-byte swizzle atoms of 64 rows (as in
-// mla_decode_wgmma.cu).
-__device__ __forceinline__ uint32_t swizzled(int row, int unit) {
-  return (unit / 8) * kAtomBytes + row * 128 + (((unit % 8) ^ (row % 8)) << 4);
-}
-__device__ __forceinline__ uint64_t descriptor(uint32_t address, uint32_t leading_bytes) {
-  cute::GmmaDescriptor d;
-  d.bitfield.start_address_ = static_cast<uint16_t>((address & 0x3FFFF) >> 4);
-  d.bitfield.leading_byte_offset_ = static_cast<uint16_t>(leading_bytes >> 4);
-  d.bitfield.stride_byte_offset_ = 1024 >> 4;  // 8-row groups
-  d.bitfield.base_offset_ = 0;
-  d.bitfield.layout_type_ = static_cast<uint8_t>(gmma::LayoutType::B128);
-  return d.desc_;
-}
-// K-major (Q, K: the leading offset unused) and MN-major (V read with its columns as N: 64-column atoms apart).
-__device__ __forceinline__ uint64_t k_major(uint32_t address) { return descriptor(address, 16); }
-__device__ __forceinline__ uint64_t mn_major(uint32_t address) { return descriptor(address, kAtomBytes); }
-
-template <size_t... I>
-__device__ __forceinline__ void scores(uint64_t a, uint64_t b, float (&d)[sizeof...(I)], gmma::ScaleOut scale,
-                                       std::index_sequence<I...>) {
-  gmma::MMA_64x64x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>::fma(a, b, d[I]..., scale);
-}
-template <size_t... I>
-__device__ __forceinline__ void accumulate(const uint32_t (&a)[4], uint64_t b, float (&d)[sizeof...(I)],
-                                           std::index_sequence<I...>) {
-  gmma::MMA_64x128x16_F32BF16BF16_RS<gmma::Major::K, gmma::Major::MN>::fma(a[0], a[1], a[2], a[3], b, d[I]...,
-                                                                           gmma::ScaleOut::One);
-}
-template <size_t N>
-__device__ __forceinline__ void fence_operands(float (&d)[N]) {
-#pragma unroll
-  for (size_t i = 0; i < N; ++i) cute::warpgroup_fence_operand(d[i]);
-}
-__device__ __forceinline__ void fence_shared_for_mma() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // One block per (tile of up to 64 rows of one sequence, head), the tiles taken last first (the later rows of a
 // sequence see the most keys). Per 64-key tile, loaded by cp.async into two stages (the next loads while this one
@@ -75,7 +34,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                          int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
                          const int32_t* tiles, int num_tiles, int heads, float scale, __nv_bfloat16* out) {
   extern __shared__ unsigned char shared_raw[];
-  unsigned char* shared = shared_raw + ((1024 - shared_address(shared_raw) % 1024) % 1024);
+  unsigned char* shared = aligned_shared(shared_raw);
   const uint32_t q_base = shared_address(shared);
 
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
@@ -136,8 +95,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int kk = 0; kk < kQk / 16; ++kk) {
       const uint32_t step = (kk / 4) * kAtomBytes + (kk % 4) * 32;
-      scores(k_major(q_base + step), k_major(k_base + step), s, kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One,
-             std::make_index_sequence<kKeys / 2>{});
+      mma_ss<gmma::MMA_64x64x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>>(
+          k_major(q_base + step), k_major(k_base + step), s, kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One,
+          std::make_index_sequence<kKeys / 2>{});
     }
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
@@ -162,8 +122,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     float correction[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      mx[r] = quad_max(mx[r]);
       const float new_m = fmaxf(m_run[r], mx[r]);
       // A row with no visible key yet (not possible from the first tile on: key 0 is every row's) keeps its state.
       correction[r] = new_m == -INFINITY ? 1.0f : exp2f(m_run[r] - new_m);
@@ -176,13 +135,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       sum[r] += s[i];
     }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 1);
-      sum[r] += __shfl_xor_sync(0xffffffffu, sum[r], 2);
-      l_run[r] = l_run[r] * correction[r] + sum[r];
-    }
-#pragma unroll
-    for (int i = 0; i < kV / 2; ++i) o[i] *= correction[(i / 2) % 2];
+    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * correction[r] + quad_sum(sum[r]);
+    rescale_rows(o, correction);
 
     // P as the A operand from registers: keys [16 kk, 16 kk + 16) are accumulator values 8 kk .. 8 kk + 7.
     uint32_t p[kKeys / 16][4];
@@ -194,7 +148,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     cute::warpgroup_arrive();
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk)
-      accumulate(p[kk], mn_major(v_base + kk * 16 * 128), o, std::make_index_sequence<kV / 2>{});
+      mma_rs<gmma::MMA_64x128x16_F32BF16BF16_RS<gmma::Major::K, gmma::Major::MN>>(
+          p[kk], mn_major(v_base + kk * 16 * 128), o, std::make_index_sequence<kV / 2>{});
     cute::warpgroup_commit_batch();
     cute::warpgroup_wait<0>();
     fence_operands(o);

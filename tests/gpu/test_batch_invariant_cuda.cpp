@@ -12,8 +12,6 @@
 
 #include <cinttypes>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "src/core/device.h"
 #include "src/model/deepseek/cuda/cuda_deepseek_model.h"
@@ -28,10 +26,7 @@ namespace deepinfer {
 namespace {
 
 ModelConfig wide_mla_config(bool batch_invariant) {
-  std::ifstream in(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str());
+  nlohmann::json j = testing::model_config_json("tiny.json");
   j["kv_lora_rank"] = 512;
   j["qk_rope_head_dim"] = 64;
   j["qk_nope_head_dim"] = 128;

@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "kernels/cuda/fp8_gemm.cuh"
 #include "src/core/device.h"
@@ -24,10 +22,7 @@ namespace deepinfer {
 namespace {
 
 ModelConfig fp8_config() {
-  std::ifstream in(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str());
+  nlohmann::json j = testing::model_config_json("tiny.json");
   j["hidden_size"] = 256;
   j["intermediate_size"] = 512;
   j["moe_intermediate_size"] = 128;

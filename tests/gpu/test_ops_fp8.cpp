@@ -259,7 +259,8 @@ void fp8_gemm_row_range(OpRun& r) {
   std::vector<float> x_f;
   auto x = spread_activations(r, total, k, x_f);
   const Fp8Weight w = random_fp8_weight(r, n, k, cuda::kFp8GemmGroup, true);
-  if (!cuda::fp8_gemm_supports(rows, n, k, w.scales(), n)) GTEST_SKIP() << "the FP8 GEMM runs on compute capability 9.0";
+  if (!cuda::fp8_gemm_supports(rows, n, k, w.scales(), n))
+    GTEST_SKIP() << "the FP8 GEMM runs on compute capability 9.0";
   const int64_t stride = cuda::fp8_activation_scale_stride(total);
   DeviceArray<uint8_t> codes(total * k), workspace(std::max<size_t>(1, cuda::fp8_gemm_workspace_bytes(rows, n, k)));
   DeviceArray<float> scales(stride * (k / cuda::kFp8GemmGroup));

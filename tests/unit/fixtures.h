@@ -16,6 +16,12 @@ inline std::filesystem::path fixture_dir(const std::string& name) {
   return std::filesystem::path(DEEPINFER_SOURCE_DIR) / "tests" / "fixtures" / name;
 }
 
+// configs/models/NAME's config.json, for a test to change before parse_model_config.
+inline nlohmann::json model_config_json(const std::string& name) {
+  std::ifstream in(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs" / "models" / name);
+  return nlohmann::json::parse(in);
+}
+
 inline const std::vector<std::string>& all_fixtures() {
   static const std::vector<std::string> kNames = {"tiny-v3-fp32", "tiny-v3-bf16", "tiny-v2-fp32", "tiny-v2-bf16"};
   return kNames;
