@@ -85,8 +85,8 @@ def decode_plot(pts, out):
         curve = sorted((p for p in pts if p["source"] == source), key=lambda p: p["batch"])
         first = curve[0]
         ax.plot([p["tokens_per_s_per_user"] for p in curve], [p["tokens_per_s_per_gpu"] for p in curve], "o-",
-                label=f"rank slice {first['deploy']} (EP {first['ep_size']}), context {first['context']}: measured + "
-                      f"modelled exchange")
+                label=f"rank slice {first['deploy']} (EP {first['ep_size']}), context {first['context']}, "
+                      f"{source}: measured + modelled exchange")
         for p in curve:
             ax.annotate(str(p["batch"]), (p["tokens_per_s_per_user"], p["tokens_per_s_per_gpu"]), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
@@ -108,7 +108,7 @@ def prefill_plot(pts, out):
         curve = sorted((p for p in pts if p["source"] == source), key=lambda p: p["tokens_per_step"])
         first = curve[0]
         ax.plot([p["step_overlap_ms"] for p in curve], [p["tokens_per_s_per_gpu"] for p in curve], "o-",
-                label=f"rank slice {first['deploy']} (EP {first['ep_size']}), prompts of {first['context']}")
+                label=f"rank slice {first['deploy']} (EP {first['ep_size']}), prompts of {first['context']}, {source}")
         for p in curve:
             ax.annotate(str(p["tokens_per_step"]), (p["step_overlap_ms"], p["tokens_per_s_per_gpu"]), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")
