@@ -1,8 +1,8 @@
 // Decode steps replayed from a captured CUDA graph against the same steps run eagerly: the same kernels on the
 // same data, so the logits must be identical to the bit, step after step (first sighting eager, second captured,
 // then replays, across the 64-token boundary where each sequence's second KV block comes into use).
-// configs/models/tiny.json and the V4.1 fixtures' configurations with seeded weights generated on the GPU;
-// skipped without a GPU.
+// configs/models/tiny.json (also widened to V3's FP8 tiles and 64 heads) and the V4.1 fixtures' configurations with
+// seeded weights generated on the GPU; skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -16,10 +16,13 @@
 namespace deepinfer {
 namespace {
 
+ModelConfig tiny_config() {
+  return load_model_config(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
+}
+
 // `sequences` decode rows a step: 2 (the routed experts as matrix-vector kernels) or 24 (96 pairs: the
 // permute + grouped-kernel path, whose expert row ranges stay on the device).
-void expect_replays_equal_eager(int64_t sequences) {
-  const ModelConfig config = load_model_config(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
+void expect_replays_equal_eager(const ModelConfig& config, int64_t sequences) {
   CudaDeepseekModel graphs(config, DummyWeightSource(3, nullptr), 0);
   CudaDeepseekModel eager(config, DummyWeightSource(3, nullptr), 0);
   eager.set_cuda_graphs(false);
@@ -109,19 +112,38 @@ TEST(CudaGraphs, V41EngramDecodeStepsReplayEqualEagerOnes) {
 
 TEST(CudaGraphs, ReplayedDecodeStepsEqualEagerOnes) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  expect_replays_equal_eager(2);
+  expect_replays_equal_eager(tiny_config(), 2);
 }
 
 TEST(CudaGraphs, ReplayedGroupedExpertStepsEqualEagerOnes) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  expect_replays_equal_eager(24);
+  expect_replays_equal_eager(tiny_config(), 24);
+}
+
+// V3's shapes where they pick other kernels: 64 heads (the warpgroup-MMA decode attention), FP8 weights in 128 x 128
+// tiles (the FP8 GEMM from 65 rows: 80 rows a step, CUTLASS's launch inside the capture), every layer dense.
+TEST(CudaGraphs, V3Fp8TilesAndWideHeadsReplayEqualEager) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
+  nlohmann::json j = testing::model_config_json("tiny.json");
+  for (const char* key : {"hidden_size", "q_lora_rank"}) j[key] = 256;
+  j["intermediate_size"] = 512;
+  j["kv_lora_rank"] = 512;
+  j["qk_rope_head_dim"] = 64;
+  j["qk_nope_head_dim"] = 128;
+  j["v_head_dim"] = 128;
+  j["num_attention_heads"] = 64;
+  j["num_key_value_heads"] = 64;
+  j["first_k_dense_replace"] = j["num_hidden_layers"];
+  j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                              {"weight_block_size", {128, 128}}};
+  expect_replays_equal_eager(parse_model_config(j.dump(), "tiny.json, V3's FP8 tiles and 64 heads"), 80);
 }
 
 // A decode rank with no rows in a step still runs the step with its expert-parallel group (2p2d on two GPUs
 // once divided by zero choosing the attention splits of an empty batch).
 TEST(CudaGraphs, EmptyStepRuns) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  const ModelConfig config = load_model_config(std::filesystem::path(DEEPINFER_SOURCE_DIR) / "configs/models/tiny.json");
+  const ModelConfig config = tiny_config();
   CudaDeepseekModel model(config, DummyWeightSource(3, nullptr), 0);
   std::unique_ptr<KvCache> cache = model.make_kv_cache(2);
   for (int step = 0; step < 3; ++step) {  // eager, captured, replayed

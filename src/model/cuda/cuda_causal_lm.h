@@ -89,7 +89,7 @@ class CudaCausalLm : public CausalLm, public DeviceSteps {
   int num_sms_ = 0;                      // the device's multiprocessors
   DeviceArena arena_;
   CublasHandle cublas_;
-  const Fp8GemmMode fp8_gemm_ = fp8_gemm_mode();  // the lanes' FP8 GEMM (Lane::fp8_gemm)
+  const Fp8Gemm fp8_gemm_ = fp8_gemm_from_environment();  // the lanes' FP8 GEMM (Lane::fp8_gemm)
   std::unique_ptr<CudaExpertStore> experts_;
   std::unique_ptr<CudaMoe> moe_;
   // Step buffers, reused across steps. A step is const but not reentrant: one step at a time per model.

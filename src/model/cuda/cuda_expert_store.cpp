@@ -200,7 +200,8 @@ void CudaExpertStore::compute(int64_t moe_layer, int64_t expert, const float* x,
   auto* y = scratch_.alloc<Bf16>(n * H);
   auto* y32 = scratch_.alloc<float>(n * H);
   const DeviceMlp mlp = expert_mlp(moe_layer, expert);
-  device_mlp({cudaStreamPerThread, cublas_.get()}, mlp, x_dev, y, n, H, scratch_, num_sms_, swiglu_limit_);
+  device_mlp({cudaStreamPerThread, cublas_.get(), false, Fp8Gemm{}}, mlp, x_dev, y, n, H, scratch_, num_sms_,
+             swiglu_limit_);
   cuda::bf16_to_f32(y, y32, n * H, nullptr);
   DI_CUDA_CHECK(cudaMemcpy(out, y32, n * H * sizeof(float), cudaMemcpyDeviceToHost));
 }

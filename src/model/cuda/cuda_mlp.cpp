@@ -26,13 +26,20 @@ DeviceLinear DeviceLinear::rows(int64_t first, int64_t count) const {
   return part;
 }
 
-Fp8GemmMode fp8_gemm_mode() {
+Fp8Gemm fp8_gemm_from_environment() {
+  Fp8Gemm choice;
   const char* env = std::getenv("DEEPINFER_FP8_GEMM");
   const std::string_view value = env == nullptr ? "1" : env;
-  if (value == "0") return Fp8GemmMode::kOff;
-  if (value == "emulate") return Fp8GemmMode::kEmulated;
-  DI_INPUT_CHECK(value == "1", "DEEPINFER_FP8_GEMM={}: expected 1, 0 or emulate", value);
-  return Fp8GemmMode::kOn;
+  DI_INPUT_CHECK(value == "1" || value == "0" || value == "emulate", "DEEPINFER_FP8_GEMM={}: expected 1, 0 or emulate",
+                 value);
+  choice.mode = value == "0" ? Fp8GemmMode::kOff : value == "emulate" ? Fp8GemmMode::kEmulated : Fp8GemmMode::kOn;
+  if (const char* rows = std::getenv("DEEPINFER_FP8_GEMM_FROM_ROWS"); rows != nullptr && *rows != '\0') {
+    char* end = nullptr;
+    choice.from_rows = std::strtoll(rows, &end, 10);
+    DI_INPUT_CHECK(*end == '\0' && choice.from_rows > kFp8GemvMaxLinearRows,
+                   "DEEPINFER_FP8_GEMM_FROM_ROWS='{}': expected a row count above {}", rows, kFp8GemvMaxLinearRows);
+  }
+  return choice;
 }
 
 namespace {
@@ -70,15 +77,13 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
     });
   if (m <= kFp8GemvMaxLinearRows && !lane.batch_invariant)
     return cuda::linear_gemv_fp8(x, w.k, w.fp8, w.scales, y, w.n, y_fp32, m, w.n, w.k, lane.stream);
-  if (m <= cuda::kLinearSkinnyMaxRows && skinny && !lane.batch_invariant)
-    return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (lane.fp8_gemm != Fp8GemmMode::kOff && !y_fp32 && !lane.batch_invariant && aligned(x) && aligned(y) &&
-      cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
+  if (lane.fp8_gemm.mode != Fp8GemmMode::kOff && m >= lane.fp8_gemm.from_rows && !y_fp32 && !lane.batch_invariant &&
+      aligned(x) && aligned(y) && cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
     auto* codes = scratch.alloc<uint8_t>(m * w.k);
     auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
     cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
-    if (lane.fp8_gemm == Fp8GemmMode::kEmulated) {  // the same quantised activations, back to bf16, dequantised path
+    if (lane.fp8_gemm.mode == Fp8GemmMode::kEmulated) {  // the quantised activations back to bf16, dequantised path
       auto* x_seen = scratch.alloc<__nv_bfloat16>(m * w.k);
       cuda::dequantize_fp8_activations(codes, scales, m, w.k, x_seen, lane.stream);
       auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
@@ -94,6 +99,8 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
              "the FP8 GEMM refused {} x {} x {}", m, w.n, w.k);
     return;
   }
+  if (m <= cuda::kLinearSkinnyMaxRows && skinny && !lane.batch_invariant)
+    return cuda::linear_skinny_fp8(x, w.fp8, w.scales, y, y_fp32, m, w.n, w.k, num_sms, lane.stream);
   auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
   cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, lane.stream);
   device_linear(lane, x, dequantised, y, y_fp32, m, w.n, w.k, num_sms, cuda::WeightSource::kFromStream);

@@ -19,23 +19,26 @@ namespace deepinfer {
 // through cuBLAS, which measured better from 4 rows (results/h200/design-measurements.md).
 inline constexpr int64_t kGemvMaxLinearRows = 2;
 
-// Where a piece of a step runs: a stream and the cuBLAS handle bound to it.
+// The FP8 GEMM's use (kernels/cuda/fp8_gemm.cuh), from the environment (fp8_gemm_from_environment):
+// DEEPINFER_FP8_GEMM=0 turns it off, for A/B runs; =emulate keeps the bf16 GEMM but feeds it the activations as the FP8
+// GEMM sees them, quantised and back, the reference the GEMM path is checked against. DEEPINFER_FP8_GEMM_FROM_ROWS:
+// the fewest rows it takes (default: past the skinny kernel's 64), for measuring where it overtakes the skinny kernel.
 enum class Fp8GemmMode { kOff, kOn, kEmulated };
+struct Fp8Gemm {
+  Fp8GemmMode mode = Fp8GemmMode::kOn;
+  int64_t from_rows = cuda::kLinearSkinnyMaxRows + 1;
+};
+Fp8Gemm fp8_gemm_from_environment();
 
+// Where a piece of a step runs: a stream and the cuBLAS handle bound to it.
 struct Lane {
   cudaStream_t stream;
   cublasHandle_t blas;
   // One kernel for every row count (ModelConfig::batch_invariant): the skinny one, 64 rows a launch.
   bool batch_invariant = false;
-  // FP8 weights above the skinny kernel's rows through the FP8 GEMM (activations quantised, kernels/cuda/fp8_gemm.cuh)
-  // where it takes the shape; else dequantised for the bf16 GEMM (fp8_gemm_mode: DEEPINFER_FP8_GEMM=0 turns it off,
-  // for A/B runs; =emulate keeps the bf16 GEMM but feeds it the activations as the FP8 GEMM sees them, quantised and
-  // back, the reference the GEMM path is checked against).
-  Fp8GemmMode fp8_gemm = Fp8GemmMode::kOn;
+  // FP8 weights from fp8_gemm.from_rows rows through the FP8 GEMM (activations quantised) where it takes the shape.
+  Fp8Gemm fp8_gemm;
 };
-
-// The models' lanes' FP8 GEMM mode, from the environment's DEEPINFER_FP8_GEMM (unset or 1: on).
-Fp8GemmMode fp8_gemm_mode();
 
 // A Linear's weight [n, k] as the checkpoint stores it: bf16, or FP8 e4m3 codes with a scale per block x block
 // tile (kernels/cuda/fp8_linear.cuh): V4's ue8m0 bytes a 32 x 32 block, V3's fp32 a 128 x 128 one.
@@ -65,9 +68,10 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
 // projection, at 8 up to 2.9x (benchmarks/fp8_linear_bench, results/h200/v41/fp8-linear-bench.txt).
 inline constexpr int64_t kFp8GemvMaxLinearRows = 2;
 
-// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows; above, by the FP8 GEMM
-// with the rows quantised into `scratch` (lane.fp8_gemm, where cuda::fp8_gemm_supports the shape: V3's fp32 128 x 128
-// tiles on an sm_90 GPU, bf16 outputs), else the weight is dequantised into `scratch` for the bf16 GEMM.
+// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows; from
+// lane.fp8_gemm.from_rows rows by the FP8 GEMM with the rows quantised into `scratch` (where cuda::fp8_gemm_supports
+// the shape: V3's fp32 128 x 128 tiles on an sm_90 GPU, bf16 outputs); else the weight is dequantised into `scratch`
+// for the bf16 GEMM.
 void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
                    ScratchPool& scratch, int num_sms, cuda::WeightSource source = cuda::WeightSource::kResident);
 // out [rows, hidden] = down(silu(gate h) * (up h)), gate and up clamped first where swiglu_limit > 0 (V4.1),

@@ -487,7 +487,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
 bool CudaMoe::fp8_gemm_takes_experts() const {
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size;
   const auto scales = cuda::Fp8BlockScales::fp32(nullptr, static_cast<int32_t>(experts_.fp8_block()));
-  return experts_.format() == CudaExpertStore::Format::kFp8 && fp8_gemm_ != Fp8GemmMode::kOff &&
+  return experts_.format() == CudaExpertStore::Format::kFp8 && fp8_gemm_.mode != Fp8GemmMode::kOff &&
          cuda::fp8_gemm_supports(kExpertChunk, 2 * I, H, scales, 2 * I) &&
          cuda::fp8_gemm_supports(kExpertChunk, H, I, scales, H);
 }
@@ -528,7 +528,7 @@ void CudaMoe::chunked_quantized_experts(int64_t moe_layer, Bf16* x_pad, const st
                                         ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = experts_.capacity();
   const auto chunks = static_cast<int64_t>(chunk_expert.size());
-  const bool emulated = fp8_gemm_ == Fp8GemmMode::kEmulated && fp8_gemm_takes_experts();
+  const bool emulated = fp8_gemm_.mode == Fp8GemmMode::kEmulated && fp8_gemm_takes_experts();
   if (fp8_gemm_takes_experts() && !emulated)
     return fp8_gemm_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, scratch);
   // DEEPINFER_FP8_GEMM=emulate: the activations as the FP8 GEMM sees them (quantised per row and 128 channels, back

@@ -136,7 +136,7 @@ class CudaMoe {
   StepProfiler& profiler_;
   float swiglu_limit_;
   CublasHandle cublas_;
-  const Fp8GemmMode fp8_gemm_ = fp8_gemm_mode();  // the lanes' FP8 GEMM (Lane::fp8_gemm)
+  const Fp8Gemm fp8_gemm_ = fp8_gemm_from_environment();  // the lanes' FP8 GEMM (Lane::fp8_gemm)
   // The shared experts run here, beside the router and the routed experts (they need only the layer input).
   CudaStream side_stream_;
   CublasHandle side_cublas_{side_stream_.get()};
