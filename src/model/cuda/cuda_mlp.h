@@ -22,11 +22,13 @@ inline constexpr int64_t kGemvMaxLinearRows = 2;
 // The FP8 GEMM's use (kernels/cuda/fp8_gemm.cuh), from the environment (fp8_gemm_from_environment):
 // DEEPINFER_FP8_GEMM=0 turns it off, for A/B runs; =emulate keeps the bf16 GEMM but feeds it the activations as the FP8
 // GEMM sees them, quantised and back, the reference the GEMM path is checked against. DEEPINFER_FP8_GEMM_FROM_ROWS:
-// the fewest rows it takes (default: past the skinny kernel's 64), for measuring where it overtakes the skinny kernel.
+// the fewest rows it takes. Default: from 3 rows (past the matrix-vector kernel), ahead of the skinny kernel's 3-64:
+// V3's decode rank of 32P+144D at 8 / 16 / 32 / 64 requests 30.2 / 32.0 / 39.8 / 48.5 ms with the skinny kernel to 64
+// rows, 27.5 / 30.2 / 34.3 / 41.1 with the FP8 GEMM from 3 (an H100, results/h200/v3/README.md).
 enum class Fp8GemmMode { kOff, kOn, kEmulated };
 struct Fp8Gemm {
   Fp8GemmMode mode = Fp8GemmMode::kOn;
-  int64_t from_rows = cuda::kLinearSkinnyMaxRows + 1;
+  int64_t from_rows = 3;
 };
 Fp8Gemm fp8_gemm_from_environment();
 
@@ -68,10 +70,10 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const __nv_bfloat16* w, vo
 // projection, at 8 up to 2.9x (benchmarks/fp8_linear_bench, results/h200/v41/fp8-linear-bench.txt).
 inline constexpr int64_t kFp8GemvMaxLinearRows = 2;
 
-// The same for a DeviceLinear. FP8 weights are read as stored up to kLinearSkinnyMaxRows rows; from
-// lane.fp8_gemm.from_rows rows by the FP8 GEMM with the rows quantised into `scratch` (where cuda::fp8_gemm_supports
-// the shape: V3's fp32 128 x 128 tiles on an sm_90 GPU, bf16 outputs); else the weight is dequantised into `scratch`
-// for the bf16 GEMM.
+// The same for a DeviceLinear. From lane.fp8_gemm.from_rows rows by the FP8 GEMM with the rows quantised into
+// `scratch`, where cuda::fp8_gemm_supports the shape (V3's fp32 128 x 128 tiles on an sm_90 GPU, bf16 outputs); else
+// FP8 weights are read as stored up to kLinearSkinnyMaxRows rows, and above dequantised into `scratch` for the bf16
+// GEMM.
 void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, void* y, bool y_fp32, int64_t m,
                    ScratchPool& scratch, int num_sms, cuda::WeightSource source = cuda::WeightSource::kResident);
 // out [rows, hidden] = down(silu(gate h) * (up h)), gate and up clamped first where swiglu_limit > 0 (V4.1),
