@@ -124,18 +124,10 @@ TEST(CudaGraphs, ReplayedGroupedExpertStepsEqualEagerOnes) {
 // tiles (the FP8 GEMM from 65 rows: 80 rows a step, CUTLASS's launch inside the capture), every layer dense.
 TEST(CudaGraphs, V3Fp8TilesAndWideHeadsReplayEqualEager) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU visible";
-  nlohmann::json j = testing::model_config_json("tiny.json");
-  for (const char* key : {"hidden_size", "q_lora_rank"}) j[key] = 256;
-  j["intermediate_size"] = 512;
-  j["kv_lora_rank"] = 512;
-  j["qk_rope_head_dim"] = 64;
-  j["qk_nope_head_dim"] = 128;
-  j["v_head_dim"] = 128;
+  nlohmann::json j = testing::v3_fp8_tiles_json();
   j["num_attention_heads"] = 64;
   j["num_key_value_heads"] = 64;
   j["first_k_dense_replace"] = j["num_hidden_layers"];
-  j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
-                              {"weight_block_size", {128, 128}}};
   expect_replays_equal_eager(parse_model_config(j.dump(), "tiny.json, V3's FP8 tiles and 64 heads"), 80);
 }
 

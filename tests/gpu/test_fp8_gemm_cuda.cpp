@@ -22,18 +22,7 @@ namespace deepinfer {
 namespace {
 
 ModelConfig fp8_config() {
-  nlohmann::json j = testing::model_config_json("tiny.json");
-  j["hidden_size"] = 256;
-  j["intermediate_size"] = 512;
-  j["moe_intermediate_size"] = 128;
-  j["q_lora_rank"] = 256;
-  j["kv_lora_rank"] = 512;
-  j["qk_rope_head_dim"] = 64;
-  j["qk_nope_head_dim"] = 128;
-  j["v_head_dim"] = 128;
-  j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
-                              {"weight_block_size", {128, 128}}};
-  return parse_model_config(j.dump(), "tiny.json, V3's FP8 at whole tiles");
+  return parse_model_config(testing::v3_fp8_tiles_json().dump(), "tiny.json, V3's FP8 at whole tiles");
 }
 
 // One 300-token prompt's logits, every row.

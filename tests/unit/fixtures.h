@@ -22,6 +22,23 @@ inline nlohmann::json model_config_json(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
+// configs/models/tiny.json widened so that its projections are whole 128 x 128 tiles (q_b 768 x 256, o_proj 256 x 512,
+// the MLPs and experts), with DeepSeek-V3's FP8 quantization_config: the shapes V3's FP8 GEMM takes.
+inline nlohmann::json v3_fp8_tiles_json() {
+  nlohmann::json j = model_config_json("tiny.json");
+  j["hidden_size"] = 256;
+  j["intermediate_size"] = 512;
+  j["moe_intermediate_size"] = 128;
+  j["q_lora_rank"] = 256;
+  j["kv_lora_rank"] = 512;
+  j["qk_rope_head_dim"] = 64;
+  j["qk_nope_head_dim"] = 128;
+  j["v_head_dim"] = 128;
+  j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
+                              {"weight_block_size", {128, 128}}};
+  return j;
+}
+
 inline const std::vector<std::string>& all_fixtures() {
   static const std::vector<std::string> kNames = {"tiny-v3-fp32", "tiny-v3-bf16", "tiny-v2-fp32", "tiny-v2-bf16"};
   return kNames;
