@@ -26,11 +26,7 @@ namespace deepinfer {
 namespace {
 
 ModelConfig wide_mla_config(bool batch_invariant) {
-  nlohmann::json j = testing::model_config_json("tiny.json");
-  j["kv_lora_rank"] = 512;
-  j["qk_rope_head_dim"] = 64;
-  j["qk_nope_head_dim"] = 128;
-  j["v_head_dim"] = 128;
+  nlohmann::json j = testing::deepseek_mla_head_json();
   j["num_attention_heads"] = 8;
   j["num_key_value_heads"] = 8;
   j["num_hidden_layers"] = 3;

@@ -22,18 +22,25 @@ inline nlohmann::json model_config_json(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-// configs/models/tiny.json widened so that its projections are whole 128 x 128 tiles (q_b 768 x 256, o_proj 256 x 512,
-// the MLPs and experts), with DeepSeek-V3's FP8 quantization_config: the shapes V3's FP8 GEMM takes.
-inline nlohmann::json v3_fp8_tiles_json() {
+// configs/models/tiny.json with DeepSeek's MLA head (latent 512, rope 64, nope 128, v 128): the widths the tensor-core
+// attention kernels take.
+inline nlohmann::json deepseek_mla_head_json() {
   nlohmann::json j = model_config_json("tiny.json");
-  j["hidden_size"] = 256;
-  j["intermediate_size"] = 512;
-  j["moe_intermediate_size"] = 128;
-  j["q_lora_rank"] = 256;
   j["kv_lora_rank"] = 512;
   j["qk_rope_head_dim"] = 64;
   j["qk_nope_head_dim"] = 128;
   j["v_head_dim"] = 128;
+  return j;
+}
+
+// That, widened so that its projections are whole 128 x 128 tiles (q_b 768 x 256, o_proj 256 x 512, the MLPs and
+// experts), with DeepSeek-V3's FP8 quantization_config: the shapes V3's FP8 GEMM takes.
+inline nlohmann::json v3_fp8_tiles_json() {
+  nlohmann::json j = deepseek_mla_head_json();
+  j["hidden_size"] = 256;
+  j["intermediate_size"] = 512;
+  j["moe_intermediate_size"] = 128;
+  j["q_lora_rank"] = 256;
   j["quantization_config"] = {{"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"},
                               {"weight_block_size", {128, 128}}};
   return j;

@@ -42,6 +42,14 @@ Fp8Gemm fp8_gemm_from_environment() {
   return choice;
 }
 
+void as_fp8_gemm_sees(const __nv_bfloat16* x, int64_t rows, int64_t k, __nv_bfloat16* out, ScratchPool& scratch,
+                      cudaStream_t stream) {
+  auto* codes = scratch.alloc<uint8_t>(rows * k);
+  auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(rows) * (k / cuda::kFp8GemmGroup));
+  cuda::quantize_fp8_activations(x, k, rows, k, codes, scales, stream);
+  cuda::dequantize_fp8_activations(codes, scales, rows, k, out, stream);
+}
+
 namespace {
 
 // The batch-invariant form: the skinny kernel, whose output row does not depend on the other rows of its launch
@@ -80,17 +88,17 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (lane.fp8_gemm.mode != Fp8GemmMode::kOff && m >= lane.fp8_gemm.from_rows && !y_fp32 && !lane.batch_invariant &&
       aligned(x) && aligned(y) && cuda::fp8_gemm_supports(m, w.n, w.k, w.scales, w.n)) {
-    auto* codes = scratch.alloc<uint8_t>(m * w.k);
-    auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
-    cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
     if (lane.fp8_gemm.mode == Fp8GemmMode::kEmulated) {  // the quantised activations back to bf16, dequantised path
       auto* x_seen = scratch.alloc<__nv_bfloat16>(m * w.k);
-      cuda::dequantize_fp8_activations(codes, scales, m, w.k, x_seen, lane.stream);
+      as_fp8_gemm_sees(x, m, w.k, x_seen, scratch, lane.stream);
       auto* dequantised = scratch.alloc<__nv_bfloat16>(w.n * w.k);
       cuda::dequantize_fp8_blocks(w.fp8, w.scales, w.n, w.k, dequantised, lane.stream);
       return device_linear(lane, x_seen, dequantised, y, y_fp32, m, w.n, w.k, num_sms,
                            cuda::WeightSource::kFromStream);
     }
+    auto* codes = scratch.alloc<uint8_t>(m * w.k);
+    auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
+    cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
     const size_t workspace_bytes = cuda::fp8_gemm_workspace_bytes(m, w.n, w.k);
     void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
     DI_CUDA_CHECK(cudaGetLastError());  // (CUTLASS's launch clears a pending error)

@@ -31,6 +31,10 @@ struct Fp8Gemm {
   int64_t from_rows = 3;
 };
 Fp8Gemm fp8_gemm_from_environment();
+// The emulated path's input: x [rows, k] quantised as the FP8 GEMM quantises it and turned back into bf16 in `out`
+// (which may be x), the codes and scales in `scratch`.
+void as_fp8_gemm_sees(const __nv_bfloat16* x, int64_t rows, int64_t k, __nv_bfloat16* out, ScratchPool& scratch,
+                      cudaStream_t stream);
 
 // Where a piece of a step runs: a stream and the cuBLAS handle bound to it.
 struct Lane {

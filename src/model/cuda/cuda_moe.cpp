@@ -528,18 +528,11 @@ void CudaMoe::chunked_quantized_experts(int64_t moe_layer, Bf16* x_pad, const st
                                         ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = experts_.capacity();
   const auto chunks = static_cast<int64_t>(chunk_expert.size());
-  const bool emulated = fp8_gemm_.mode == Fp8GemmMode::kEmulated && fp8_gemm_takes_experts();
-  if (fp8_gemm_takes_experts() && !emulated)
-    return fp8_gemm_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, scratch);
-  // DEEPINFER_FP8_GEMM=emulate: the activations as the FP8 GEMM sees them (quantised per row and 128 channels, back
-  // in bf16) into the dequantised experts' GEMMs.
-  const auto as_fp8_gemm_sees = [&](Bf16* x, int64_t rows, int64_t k) {
-    auto* codes = scratch.alloc<uint8_t>(rows * k);
-    auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(rows) * (k / cuda::kFp8GemmGroup));
-    cuda::quantize_fp8_activations(x, k, rows, k, codes, scales, cudaStreamPerThread);
-    cuda::dequantize_fp8_activations(codes, scales, rows, k, x, cudaStreamPerThread);
-  };
-  if (emulated) as_fp8_gemm_sees(x_pad, chunks * kExpertChunk, H);
+  const bool fp8_gemm = fp8_gemm_takes_experts();
+  const bool emulated = fp8_gemm && fp8_gemm_.mode == Fp8GemmMode::kEmulated;
+  if (fp8_gemm && !emulated) return fp8_gemm_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, scratch);
+  // DEEPINFER_FP8_GEMM=emulate: the activations as the FP8 GEMM sees them into the dequantised experts' GEMMs.
+  if (emulated) as_fp8_gemm_sees(x_pad, chunks * kExpertChunk, H, x_pad, scratch, cudaStreamPerThread);
   // kDequantExperts experts at a time dequantised to bf16, then the GEMMs of their chunks (contiguous: the chunks
   // are in expert order).
   auto* w_gate_up = scratch.alloc<Bf16>(kDequantExperts * 2 * I * H);
@@ -557,7 +550,7 @@ void CudaMoe::chunked_quantized_experts(int64_t moe_layer, Bf16* x_pad, const st
     DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), x_pad + row0 * H, w_gate_up, gate_up + row0 * 2 * I, local,
                                             kExpertChunk, 2 * I, H, pointers + 3 * c0));
     cuda::silu_mul(gate_up + row0 * 2 * I, act + row0 * I, rows, I, swiglu_limit_, nullptr);
-    if (emulated) as_fp8_gemm_sees(act + row0 * I, rows, I);
+    if (emulated) as_fp8_gemm_sees(act + row0 * I, rows, I, act + row0 * I, scratch, cudaStreamPerThread);
     DI_CUBLAS_CHECK(cuda::chunked_gemm_bf16(cublas_.get(), act + row0 * I, w_down, y_perm + row0 * H, local,
                                             kExpertChunk, H, I, pointers + 3 * (chunks + c0)));
     c0 = c1;
