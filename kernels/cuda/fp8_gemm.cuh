@@ -3,10 +3,10 @@
 // codes [n, k] and an fp32 scale a 128 x 128 tile, Fp8BlockScales::fp32(..., 128)). The CPU forms:
 // kernels/cpu/fp8_weights.h (quantize_fp8_activations) and cpu::linear on the dequantised values.
 //   quantize_fp8_activations  bf16 x [rows, k], rows x_row apart -> e4m3 codes [rows, k] and a scale a row and 128
-//                     columns (amax / 448, 1 for a zero group; a warp a group; x_row a multiple of 4), stored with the
-//                     rows fastest, fp8_activation_scale_stride(rows) apart: [k / 128, stride] (CUTLASS loads them
-//                     with TMA, whose strides are multiples of 16 bytes; the padding, written 1, scales only rows of
-//                     the tile that are not stored)
+//                     columns (amax / 448, 1 for a zero group; 16 threads a group; x 16-byte aligned, x_row a multiple
+//                     of 8), stored with the rows fastest, fp8_activation_scale_stride(rows) apart: [k / 128, stride]
+//                     (CUTLASS loads them with TMA, whose strides are multiples of 16 bytes; the padding, written 1,
+//                     scales only rows of the tile that are not stored)
 //   fp8_gemm          y[m, n] (bf16, rows y_row apart) = sum over k of x's codes * their scale * w's codes * its tile's
 //                     scale, accumulated in fp32 with the scales applied per 128 columns: CUTLASS 4's Hopper kernel
 //                     (KernelTmaWarpSpecializedCooperativeFP8Blockwise, tiles 128 x 128 x 128, clusters of 1 x 2),
@@ -39,8 +39,14 @@ DEEPINFER_HOST_DEVICE inline int64_t fp8_activation_scale_stride(int64_t rows) {
 bool fp8_gemm_supports(int64_t m, int64_t n, int64_t k, const Fp8BlockScales& w_scales, int64_t y_row);
 size_t fp8_gemm_workspace_bytes(int64_t m, int64_t n, int64_t k);
 
+// source_rows [rows] (optional): row r of the codes from x's row source_rows[r], a row of zeros where it is negative
+// (moe_pad_sources: an expert's padded rows read from the tokens' rows where they are).
 void quantize_fp8_activations(const __nv_bfloat16* x, int64_t x_row, int64_t rows, int64_t k, uint8_t* codes,
-                              float* scales, cudaStream_t stream);
+                              float* scales, cudaStream_t stream, const int32_t* source_rows = nullptr);
+// quantize_fp8_activations of silu_mul's output (silu_mul.cuh: gate_up [rows, 2 inter] -> [rows, inter], rounded to
+// bf16 as it stores it) without storing that output: the same codes and scales as the two launches.
+void quantize_fp8_silu_mul(const __nv_bfloat16* gate_up, int64_t rows, int64_t inter, float swiglu_limit,
+                           uint8_t* codes, float* scales, cudaStream_t stream);
 // The activations as the GEMM sees them, in bf16: x[r, c] = bf16(code * its scale) (a reference path's input).
 void dequantize_fp8_activations(const uint8_t* codes, const float* scales, int64_t rows, int64_t k,
                                 __nv_bfloat16* x, cudaStream_t stream);

@@ -82,14 +82,27 @@ __global__ void pad_rows_kernel(const __nv_bfloat16* x_perm, const int32_t* offs
   copy_row(x_perm + p * hidden, x_pad + padded_row(offsets, padded_offsets, num_experts, p) * hidden, hidden);
 }
 
+// row_of onto the padded rows; with `sources`, each padded row's x row (entry j's token, j / top_k) as well.
 __global__ void remap_rows_kernel(const int32_t* offsets, const int32_t* padded_offsets, int64_t num_experts,
-                                  int64_t num_rows, int32_t* row_of) {
+                                  int64_t num_rows, int64_t top_k, int32_t* row_of, int32_t* sources) {
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= num_rows) return;
   const int32_t p = row_of[j];
-  row_of[j] = p >= offsets[num_experts] ? padded_offsets[num_experts]
-                                        : static_cast<int32_t>(padded_row(offsets, padded_offsets, num_experts, p));
+  if (p >= offsets[num_experts]) {
+    row_of[j] = padded_offsets[num_experts];
+    return;
+  }
+  const auto padded = static_cast<int32_t>(padded_row(offsets, padded_offsets, num_experts, p));
+  row_of[j] = padded;
+  if (sources != nullptr) sources[padded] = static_cast<int32_t>(j / top_k);
+}
+
+// moe_permute without the copy: each entry's row in the expert-sorted order.
+__global__ void scatter_rows_kernel(const int32_t* sorted_flat, int64_t n, int32_t* row_of) {
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  const int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p < n) row_of[sorted_flat[p]] = static_cast<int32_t>(p);
 }
 
 __global__ void unpermute_kernel(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights,
@@ -332,7 +345,10 @@ void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_to
     cub::DeviceRadixSort::SortPairs(sort_temp, sort_bytes, keys_in, keys_out, values_in, values_out,
                                     static_cast<int>(n), 0, end_bit, stream);
   cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, expert_offsets, static_cast<int>(num_experts + 1), stream);
-  if (n > 0)
+  if (n > 0 && x_perm == nullptr)
+    launch_dependent(scatter_rows_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, stream, values_out, n,
+                     row_of);
+  else if (n > 0)
     launch_dependent(gather_kernel, static_cast<unsigned>(n), 128, 0, stream, x, values_out, n, top_k, hidden,
                      copied_experts >= 0 && copied_experts < num_experts ? expert_offsets + copied_experts : nullptr,
                      x_perm, row_of);
@@ -345,7 +361,15 @@ void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int
   launch_dependent(pad_rows_kernel, static_cast<unsigned>(num_rows), 128, 0, stream, x_perm, offsets, padded_offsets,
                    num_experts, hidden, x_pad);
   launch_dependent(remap_rows_kernel, static_cast<unsigned>((num_rows + 255) / 256), 256, 0, stream, offsets,
-                   padded_offsets, num_experts, num_rows, row_of);
+                   padded_offsets, num_experts, num_rows, int64_t{1}, row_of, static_cast<int32_t*>(nullptr));
+}
+
+void moe_pad_sources(const int32_t* offsets, const int32_t* padded_offsets, int64_t num_experts, int64_t num_rows,
+                     int64_t top_k, int64_t padded_rows, int32_t* row_of, int32_t* sources, cudaStream_t stream) {
+  if (padded_rows > 0) cudaMemsetAsync(sources, 0xff, padded_rows * sizeof(int32_t), stream);  // every row -1
+  if (num_rows == 0) return;
+  launch_dependent(remap_rows_kernel, static_cast<unsigned>((num_rows + 255) / 256), 256, 0, stream, offsets,
+                   padded_offsets, num_experts, num_rows, top_k, row_of, sources);
 }
 
 void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,

@@ -23,7 +23,8 @@ void remap_expert_ids(const int32_t* ids, int64_t n, const int32_t* places, int6
                       int32_t* out, cudaStream_t stream);
 
 // copied_experts >= 0: only the rows of experts below it are copied into x_perm (the others, entries served on
-// another rank under expert parallelism, keep their row_of and offsets and are left unwritten).
+// another rank under expert parallelism, keep their row_of and offsets and are left unwritten). x_perm null: no row
+// is copied (row_of and expert_offsets only; moe_pad_sources then says where each padded row's x row is).
 void moe_permute(const __nv_bfloat16* x, const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64_t hidden,
                  int64_t num_experts, __nv_bfloat16* x_perm, int32_t* row_of, int32_t* expert_offsets,
                  void* workspace, size_t workspace_bytes, cudaStream_t stream, int64_t copied_experts = -1);
@@ -56,6 +57,12 @@ void moe_route(const int32_t* topk_ids, int64_t num_tokens, int64_t top_k, int64
 void moe_pad_rows(const __nv_bfloat16* x_perm, const int32_t* offsets, const int32_t* padded_offsets,
                   int64_t num_experts, int64_t num_rows, int64_t hidden, __nv_bfloat16* x_pad, int32_t* row_of,
                   cudaStream_t stream);
+
+// moe_pad_rows without x_perm: the same row_of rewrite, and sources [padded_rows] = the x row (token) each padded row
+// stands for, -1 for the padding rows: for a consumer that reads x's rows where they are (the FP8 GEMM's
+// quantisation, quantize_fp8_activations' source_rows) instead of two copies of them.
+void moe_pad_sources(const int32_t* offsets, const int32_t* padded_offsets, int64_t num_experts, int64_t num_rows,
+                     int64_t top_k, int64_t padded_rows, int32_t* row_of, int32_t* sources, cudaStream_t stream);
 
 void moe_unpermute(const __nv_bfloat16* y_perm, const int32_t* row_of, const float* topk_weights, int64_t num_tokens,
                    int64_t top_k, int64_t hidden, __nv_bfloat16* out, cudaStream_t stream);

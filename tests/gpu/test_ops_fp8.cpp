@@ -2,6 +2,7 @@
 // (V4.1's ue8m0 32 x 32 blocks, V3's fp32 tiles) against their CPU forms, and the FP8 matrix-vector and skinny
 // tensor-core Linear layers against the CPU's Linear on the dequantised weight; the FP8 GEMM (activations quantised
 // too) against the CPU's Linear on both sides' dequantised values.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <tuple>
@@ -12,6 +13,7 @@
 #include "kernels/cuda/fp8_gemm.cuh"
 #include "kernels/cuda/fp8_linear.cuh"
 #include "kernels/cuda/linear_skinny.cuh"
+#include "kernels/cuda/silu_mul.cuh"
 #include "tests/gpu/op_test.h"
 
 namespace deepinfer::op_test {
@@ -274,6 +276,74 @@ void fp8_gemm_row_range(OpRun& r) {
   r.close("outputs", to_float(y.to_host()), cpu_fp8_gemm(x_f, total, k, w.values, n, first, rows));
 }
 
+// Quantisation of rows gathered from x (an expert's padded rows read where the tokens are, moe_pad_sources): row r
+// from x's row sources[r], repeated rows and rows of zeros (-1) among them, x's rows further apart than k. The
+// reference: the CPU's quantisation of the gathered rows (a zero row: scale 1, codes 0).
+void fp8_quantize_rows(OpRun& r) {
+  const int64_t total = r["total"], rows = r["rows"], k = r["k"], x_row = k + 64, groups = k / cuda::kFp8GemmGroup;
+  if (!cuda::fp8_gemm_supports(total, cuda::kFp8GemmGroup, k, cuda::Fp8BlockScales::fp32(nullptr, 128), 128))
+    GTEST_SKIP() << "the FP8 GEMM's quantisation runs on compute capability 9.0";
+  std::vector<float> x_f;
+  const auto x = spread_activations(r, total, x_row, x_f);
+  std::vector<int32_t> sources(rows);
+  for (int64_t i = 0; i < rows; ++i)
+    sources[i] = i % 5 == 3 ? -1 : static_cast<int32_t>((i * 7 + 1) % total);  // repeats once rows > total
+  const auto d_sources = DeviceArray<int32_t>::from_host(sources);
+  const int64_t stride = cuda::fp8_activation_scale_stride(rows);
+  DeviceArray<uint8_t> codes(rows * k);
+  DeviceArray<float> scales(stride * groups);
+  codes.poison();
+  scales.poison();
+  cuda::quantize_fp8_activations(bf(x), x_row, rows, k, codes.data(), scales.data(), nullptr, d_sources.data());
+  sync();
+  std::vector<float> gathered(rows * k, 0.0f);
+  for (int64_t i = 0; i < rows; ++i)
+    if (sources[i] >= 0) std::copy_n(x_f.data() + sources[i] * x_row, k, gathered.data() + i * k);
+  std::vector<uint8_t> want_codes(rows * k);
+  std::vector<float> want_scales(rows * groups);
+  cpu::quantize_fp8_activations(gathered.data(), rows, k, want_codes.data(), want_scales.data());
+  r.exact("codes of the gathered rows", codes.to_host(), want_codes);
+  const std::vector<float> all_scales = scales.to_host();
+  std::vector<float> got_scales(rows * groups);
+  for (int64_t g = 0; g < groups; ++g) std::copy_n(all_scales.data() + g * stride, rows, got_scales.data() + g * rows);
+  r.exact("their scales", got_scales, want_scales);
+}
+
+// silu_mul's output quantised without storing it: the same codes and scales as silu_mul then the quantiser (both
+// checked against the CPU in their own rows), bit for bit; and within the CPU's SwiGLU's quantisation's reach.
+void fp8_quantize_silu_mul(OpRun& r) {
+  const int64_t rows = r["rows"], inter = r["inter"], groups = inter / cuda::kFp8GemmGroup;
+  const float limit = static_cast<float>(r["limit_milli"]) / 1000.0f;
+  if (!cuda::fp8_gemm_supports(rows, cuda::kFp8GemmGroup, inter, cuda::Fp8BlockScales::fp32(nullptr, 128), 128))
+    GTEST_SKIP() << "the FP8 GEMM's quantisation runs on compute capability 9.0";
+  std::vector<float> gate_up_f;
+  const auto gate_up = spread_activations(r, rows, 2 * inter, gate_up_f);
+  const int64_t stride = cuda::fp8_activation_scale_stride(rows);
+  DeviceArray<Bf16> act(rows * inter);
+  DeviceArray<uint8_t> codes(rows * inter), want_codes(rows * inter);
+  DeviceArray<float> scales(stride * groups), want_scales(stride * groups);
+  codes.poison();
+  scales.poison();
+  cuda::silu_mul(bf(gate_up), bf(act), rows, inter, limit, nullptr);
+  cuda::quantize_fp8_activations(bf(act), inter, rows, inter, want_codes.data(), want_scales.data(), nullptr);
+  cuda::quantize_fp8_silu_mul(bf(gate_up), rows, inter, limit, codes.data(), scales.data(), nullptr);
+  sync();
+  r.exact("codes as silu_mul then the quantiser give", codes.to_host(), want_codes.to_host());
+  r.exact("scales as silu_mul then the quantiser give", scales.to_host(), want_scales.to_host());
+  // Against the CPU: the dequantised codes against fp32 SwiGLU, within what e4m3's 3 mantissa bits allow.
+  std::vector<float> got(rows * inter), want(rows * inter);
+  const std::vector<uint8_t> got_codes = codes.to_host();
+  const std::vector<float> got_scales = scales.to_host();
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t i = 0; i < inter; ++i) {
+      float g = gate_up_f[t * 2 * inter + i], u = gate_up_f[t * 2 * inter + inter + i];
+      if (limit > 0.0f) u = std::clamp(u, -limit, limit), g = std::min(g, limit);
+      want[t * inter + i] = g / (1.0f + std::exp(-g)) * u;
+      got[t * inter + i] = e4m3_value(got_codes[t * inter + i]) * got_scales[(i / cuda::kFp8GemmGroup) * stride + t];
+    }
+  r.close("dequantised against the CPU's SwiGLU", got, want);
+}
+
 }  // namespace
 
 void add_fp8_rows(OpTable& t) {
@@ -324,6 +394,11 @@ void add_fp8_rows(OpTable& t) {
                                    {300, 256, 256, 256}, {300, 1024, 256, 1024}, {300, 256, 128, 256},
                                    {300, 256, 512, 256}})
     t.add("fp8_gemm", "bf16", {{"rows", rows}, {"n", n}, {"k", k}, {"y_row", y_row}}, kBf16, fp8_gemm);
+  for (auto [total, rows] : {std::pair<int64_t, int64_t>{37, 61}, {300, 256}})
+    t.add("fp8_quantize_rows", "u8", {{"total", total}, {"rows", rows}, {"k", 7168}}, kExact, fp8_quantize_rows);
+  for (int64_t limit : {0, 7000})  // (the tolerance: e4m3's rounding, 3 mantissa bits, against fp32 SwiGLU)
+    t.add("fp8_quantize_silu_mul", "u8", {{"rows", 45}, {"inter", 2048}, {"limit_milli", limit}}, 5e-2,
+          fp8_quantize_silu_mul);
   for (auto [first, rows] : {std::pair<int64_t, int64_t>{256, 512}, {0, 256}})
     t.add("fp8_gemm_row_range", "bf16", {{"first", first}, {"rows", rows}, {"total", 1036}, {"n", 512}, {"k", 768}},
           kBf16, fp8_gemm_row_range);

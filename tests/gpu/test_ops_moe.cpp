@@ -225,6 +225,39 @@ void moe_pad_rows(OpRun& r) {
   r.exact("row_of remapped", d_row_of.to_host(), want_row_of);
 }
 
+// moe_pad_rows' layout without the copies: row_of remapped alike, and each padded row's token (entry j's, j / top_k)
+// named, -1 on the padding rows. The reference: the padded place of each entry as moe_pad_rows' test computes it.
+void moe_pad_sources(OpRun& r) {
+  const int64_t experts = 5, padded = r["padded"], elsewhere = r["elsewhere"], top_k = r["top_k"];
+  const std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // 3, 0, 7, 2, 5 rows
+  const int64_t rows = offsets.back() + elsewhere;
+  std::vector<int32_t> row_of(rows);
+  for (int64_t j = 0; j < rows; ++j) row_of[j] = static_cast<int32_t>((j * 5 + 2) % rows);  // a permutation
+  auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
+  auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
+  std::vector<int32_t> padded_offsets(experts + 1);
+  for (int64_t e = 0; e <= experts; ++e) padded_offsets[e] = static_cast<int32_t>(e * padded);
+  auto d_padded = DeviceArray<int32_t>::from_host(padded_offsets);
+  DeviceArray<int32_t> sources(experts * padded);
+  sources.poison();
+  cuda::moe_pad_sources(d_offsets.data(), d_padded.data(), experts, rows, top_k, experts * padded, d_row_of.data(),
+                        sources.data(), nullptr);
+  sync();
+  std::vector<int32_t> want_row_of(rows), want_sources(experts * padded, -1);
+  for (int64_t j = 0; j < rows; ++j) {
+    if (row_of[j] >= offsets.back()) {
+      want_row_of[j] = static_cast<int32_t>(experts * padded);
+      continue;
+    }
+    int64_t e = 0;
+    while (offsets[e + 1] <= row_of[j]) ++e;
+    want_row_of[j] = static_cast<int32_t>(e * padded + row_of[j] - offsets[e]);
+    want_sources[want_row_of[j]] = static_cast<int32_t>(j / top_k);
+  }
+  r.exact("row_of remapped", d_row_of.to_host(), want_row_of);
+  r.exact("each padded row's token", sources.to_host(), want_sources);
+}
+
 // Routed experts for a few tokens: matrix-vector products straight from the routing. One token (its own load
 // shape) and three; top 6, top 5 (the last expert of a down row without a pair) and top 19 (ten pairs a row).
 void moe_gemv(OpRun& r) {
@@ -671,6 +704,8 @@ void add_moe_rows(OpTable& t) {
   t.add("chunked_gemm_bf16", "bf16", {{"chunk", 8}, {"n", 48}, {"k", 64}}, kBf16, chunked_gemm_bf16);
   for (int64_t elsewhere : {0, 4})
     t.add("moe_pad_rows", "bf16", {{"hidden", 24}, {"padded", 7}, {"elsewhere", elsewhere}}, kExact, moe_pad_rows);
+  for (int64_t elsewhere : {0, 4})
+    t.add("moe_pad_sources", "i32", {{"padded", 8}, {"elsewhere", elsewhere}, {"top_k", 3}}, kExact, moe_pad_sources);
   for (auto [tokens, top_k] : {std::pair<int64_t, int64_t>{1, 6}, {3, 6}, {1, 5}, {2, 19}})
     for (int64_t limit : {0, 500})
       t.add("moe_gemv", "bf16",

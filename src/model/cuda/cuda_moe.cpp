@@ -384,8 +384,12 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
     profiler_.mark("moe:unpermute");
     return false;
   }
-  // Only the rows of this store's experts are copied (moe_permute's copied_experts).
-  auto* x_perm = scratch.alloc<Bf16>((pairs_here >= 0 ? std::min(pairs_here, n) : n) * H);
+  // FP8 experts through the FP8 GEMM read x's rows where they are, quantising them into their padded places
+  // (moe_pad_sources): no expert-sorted copy and no padded copy of them (two bf16 copies of every pair's row).
+  const bool quantise_from_x = !c.batch_invariant && fp8_gemm_.mode == Fp8GemmMode::kOn && fp8_gemm_takes_experts();
+  // Otherwise only the rows of this store's experts are copied (moe_permute's copied_experts).
+  auto* x_perm =
+      quantise_from_x ? nullptr : scratch.alloc<Bf16>((pairs_here >= 0 ? std::min(pairs_here, n) : n) * H);
   const size_t workspace_bytes = cuda::moe_permute_workspace_bytes(n, num_ids);
   void* workspace = scratch.alloc<uint8_t>(workspace_bytes);
   // Entries served elsewhere (expert parallelism's extra id) sort last and are not copied.
@@ -454,7 +458,11 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   auto* act = scratch.alloc<Bf16>(m * I);
   auto* y_perm = scratch.alloc<Bf16>((m + 1) * H);
   if (chunked && computed < n) DI_CUDA_CHECK(cudaMemsetAsync(y_perm + m * H, 0, H * sizeof(Bf16)));
-  if (chunked) {
+  if (quantise_from_x) {
+    auto* sources = scratch.alloc<int32_t>(m);
+    cuda::moe_pad_sources(offsets, device_copy(scratch, padded_offsets), E, n, K, m, row_of, sources, nullptr);
+    fp8_gemm_experts(moe_layer, x, sources, chunk_expert, gate_up, y_perm, scratch);
+  } else if (chunked) {
     auto* x_pad = scratch.alloc<Bf16>(m * H);
     cuda::moe_pad_rows(x_perm, offsets, device_copy(scratch, padded_offsets), E, n, H, x_pad, row_of, nullptr);
     void** pointers = scratch.alloc<void*>(2 * 3 * chunk_expert.size());
@@ -492,8 +500,9 @@ bool CudaMoe::fp8_gemm_takes_experts() const {
          cuda::fp8_gemm_supports(kExpertChunk, H, I, scales, H);
 }
 
-void CudaMoe::fp8_gemm_experts(int64_t moe_layer, const Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
-                               Bf16* gate_up, Bf16* act, Bf16* y_perm, ScratchPool& scratch) const {
+void CudaMoe::fp8_gemm_experts(int64_t moe_layer, const Bf16* x, const int32_t* x_sources,
+                               const std::vector<int32_t>& chunk_expert, Bf16* gate_up, Bf16* y_perm,
+                               ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, G = cuda::kFp8GemmGroup;
   const auto chunks = static_cast<int64_t>(chunk_expert.size());
   const int64_t m = chunks * kExpertChunk, stride = cuda::fp8_activation_scale_stride(m);
@@ -503,10 +512,9 @@ void CudaMoe::fp8_gemm_experts(int64_t moe_layer, const Bf16* x_pad, const std::
   const size_t workspace_bytes = std::max(cuda::fp8_gemm_workspace_bytes(m, 2 * I, H),
                                           cuda::fp8_gemm_workspace_bytes(m, H, I));
   void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
-  // One projection: x's rows quantised at once, then each expert's run of chunks (rows r0 .. r0 + rows) against
-  // its weight (expert e's rows of the stacked codes and their scales).
-  const auto project = [&](const Bf16* x, int64_t k, const cuda::Fp8Rows& w, int64_t n, Bf16* y) {
-    cuda::quantize_fp8_activations(x, k, m, k, codes, scales, stream);
+  // One projection of the rows quantised into codes and scales: each expert's run of chunks (rows r0 .. r0 + rows)
+  // against its weight (expert e's rows of the stacked codes and their scales).
+  const auto project = [&](int64_t k, const cuda::Fp8Rows& w, int64_t n, Bf16* y) {
     DI_CUDA_CHECK(cudaGetLastError());  // (CUTLASS's launch clears a pending error)
     for (int64_t c0 = 0; c0 < chunks;) {
       int64_t c1 = c0;
@@ -518,9 +526,11 @@ void CudaMoe::fp8_gemm_experts(int64_t moe_layer, const Bf16* x_pad, const std::
       c0 = c1;
     }
   };
-  project(x_pad, H, experts_.gate_up_fp8(moe_layer), 2 * I, gate_up);
-  cuda::silu_mul(gate_up, act, m, I, swiglu_limit_, stream);
-  project(act, I, experts_.down_fp8(moe_layer), H, y_perm);
+  cuda::quantize_fp8_activations(x, H, m, H, codes, scales, stream, x_sources);
+  project(H, experts_.gate_up_fp8(moe_layer), 2 * I, gate_up);
+  // silu(gate) * up straight into codes (act is not stored: quantize_fp8_silu_mul gives silu_mul's bits' codes).
+  cuda::quantize_fp8_silu_mul(gate_up, m, I, swiglu_limit_, codes, scales, stream);
+  project(I, experts_.down_fp8(moe_layer), H, y_perm);
 }
 
 void CudaMoe::chunked_quantized_experts(int64_t moe_layer, Bf16* x_pad, const std::vector<int32_t>& chunk_expert,
@@ -528,9 +538,8 @@ void CudaMoe::chunked_quantized_experts(int64_t moe_layer, Bf16* x_pad, const st
                                         ScratchPool& scratch) const {
   const int64_t H = config_.hidden_size, I = config_.moe_intermediate_size, E = experts_.capacity();
   const auto chunks = static_cast<int64_t>(chunk_expert.size());
-  const bool fp8_gemm = fp8_gemm_takes_experts();
-  const bool emulated = fp8_gemm && fp8_gemm_.mode == Fp8GemmMode::kEmulated;
-  if (fp8_gemm && !emulated) return fp8_gemm_experts(moe_layer, x_pad, chunk_expert, gate_up, act, y_perm, scratch);
+  // (The FP8 GEMM itself, DEEPINFER_FP8_GEMM's default, is routed_experts' fp8_gemm_experts, before any copy.)
+  const bool emulated = fp8_gemm_.mode == Fp8GemmMode::kEmulated && fp8_gemm_takes_experts();
   // DEEPINFER_FP8_GEMM=emulate: the activations as the FP8 GEMM sees them into the dequantised experts' GEMMs.
   if (emulated) as_fp8_gemm_sees(x_pad, chunks * kExpertChunk, H, x_pad, scratch, cudaStreamPerThread);
   // kDequantExperts experts at a time dequantised to bf16, then the GEMMs of their chunks (contiguous: the chunks

@@ -109,16 +109,20 @@ class CudaMoe {
   // moe_unpermute's, so a token's bits are the one-rank run's whatever the EP layout.
   void host_exchange_pairs(int64_t moe_layer, const __nv_bfloat16* h, const int32_t* ids, const float* weights,
                            int64_t rows, __nv_bfloat16* out, ExpertDispatcher& dispatcher, ScratchPool& scratch) const;
-  // The chunked GEMMs of FP4 or FP8 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs;
-  // V3's FP8 experts through the FP8 GEMM instead where it takes their shapes (fp8_gemm_experts).
+  // The chunked GEMMs of FP4 or FP8 experts: groups of kDequantExperts dequantised into scratch, their chunks' GEMMs
+  // (V3's FP8 experts take fp8_gemm_experts instead where the FP8 GEMM takes their shapes, unless it is emulated or
+  // off).
   void chunked_quantized_experts(int64_t moe_layer, __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
                                  __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
                                  ScratchPool& scratch) const;
   // Each expert's padded rows through the FP8 GEMM against its codes as stored (activations quantised per row and
-  // 128 channels once a projection, kernels/cuda/fp8_gemm.cuh), one launch an expert and projection.
+  // 128 channels once a projection, kernels/cuda/fp8_gemm.cuh), one launch an expert and projection. The padded
+  // rows are x's rows, or with x_sources (moe_pad_sources) x's rows x_sources[r] (zeros where negative); the down
+  // projection's input is quantised straight from gate_up (quantize_fp8_silu_mul).
   bool fp8_gemm_takes_experts() const;
-  void fp8_gemm_experts(int64_t moe_layer, const __nv_bfloat16* x_pad, const std::vector<int32_t>& chunk_expert,
-                        __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, ScratchPool& scratch) const;
+  void fp8_gemm_experts(int64_t moe_layer, const __nv_bfloat16* x, const int32_t* x_sources,
+                        const std::vector<int32_t>& chunk_expert, __nv_bfloat16* gate_up, __nv_bfloat16* y_perm,
+                        ScratchPool& scratch) const;
   Lane main_lane() const { return {cudaStreamPerThread, cublas_.get(), config_.batch_invariant, fp8_gemm_}; }
   Lane side_lane() const { return {side_stream_.get(), side_cublas_.get(), config_.batch_invariant, fp8_gemm_}; }
 

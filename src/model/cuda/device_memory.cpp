@@ -5,15 +5,11 @@
 namespace deepinfer {
 
 void* DeviceArena::take(size_t bytes) {
-  bytes = (bytes + 255) / 256 * 256;
-  if (chunks_.empty() || used_in_chunk_ + bytes > chunks_.back().size()) {
-    chunks_.emplace_back(std::max(bytes, chunk_bytes_));
-    used_in_chunk_ = 0;
-  }
-  void* ptr = chunks_.back().data() + used_in_chunk_;
-  used_in_chunk_ += bytes;
-  used_total_ += bytes;
-  return ptr;
+  const ArenaPlan::Place place = plan_.take(bytes);
+  if (place.new_block_bytes == 0) return blocks_[chunk_].data() + place.offset;
+  blocks_.emplace_back(place.new_block_bytes);
+  if (!place.own_block) chunk_ = blocks_.size() - 1;
+  return blocks_.back().data() + place.offset;
 }
 
 void* ScratchPool::take(size_t bytes) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/arena_plan.h"
 #include "src/core/device_array.h"
 #include "src/core/tensor.h"
 
@@ -26,18 +27,20 @@ class DeviceSelection {
   int device_;
 };
 
+// Weights: a block per large take and shared 1 GiB chunks for the rest (ArenaPlan says where each take goes), all
+// freed together.
 class DeviceArena {
  public:
-  explicit DeviceArena(size_t chunk_bytes = size_t{1} << 30) : chunk_bytes_(chunk_bytes) {}
+  explicit DeviceArena(size_t chunk_bytes = size_t{1} << 30) : plan_(chunk_bytes) {}
   // 256-byte aligned, valid until the arena is destroyed.
   void* take(size_t bytes);
-  size_t bytes_in_use() const { return used_total_; }
+  size_t bytes_in_use() const { return plan_.bytes_used(); }
+  size_t bytes_reserved() const { return plan_.bytes_reserved(); }  // what cudaMalloc gave the arena
 
  private:
-  size_t chunk_bytes_;
-  std::vector<DeviceArray<uint8_t>> chunks_;
-  size_t used_in_chunk_ = 0;
-  size_t used_total_ = 0;
+  ArenaPlan plan_;
+  std::vector<DeviceArray<uint8_t>> blocks_;
+  size_t chunk_ = 0;  // blocks_' index of the current shared chunk
 };
 
 // Pinned host memory mapped into every device's address space (RAII): kernels read it over PCIe through the

@@ -81,8 +81,9 @@ CudaDeepseekModel::CudaDeepseekModel(ModelConfig config, const DeviceWeightSourc
     mtp_ = std::move(mtp);
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  spdlog::info("CUDA model: {:.2f} GiB of weights on GPU {} ({})", arena_.bytes_in_use() / double(1 << 30),
-               device_.id(), fp8_block_ > 0 ? fmt::format("FP8 as stored, fp32 scales a {} x {} tile, where the "
+  spdlog::info("CUDA model: {:.2f} GiB of weights on GPU {} ({:.2f} GiB allocated for them; {})",
+               arena_.bytes_in_use() / double(1 << 30), device_.id(), arena_.bytes_reserved() / double(1 << 30),
+               fp8_block_ > 0 ? fmt::format("FP8 as stored, fp32 scales a {} x {} tile, where the "
                                                           "checkpoint has FP8; the rest bf16", fp8_block_, fp8_block_)
                                             : "bf16");
 }
