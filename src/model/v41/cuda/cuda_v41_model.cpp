@@ -161,9 +161,9 @@ CudaV41Model::CudaV41Model(ModelConfig config, const DeviceWeightSource& weights
                                            : CudaV41KvCache::LayerSpec{});
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const double GiB = 1 << 30, layers = static_cast<double>(std::max<int64_t>(c.num_hidden_layers, 1));
-  spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {} ({:.2f} GiB allocated for it); a layer: {:.3f} GiB of routed experts ({}, {} places of "
-               "{} experts), {:.3f} GiB of attention ({}), hyper-connection, router and shared-expert weights; "
-               "embedding, norm and head {:.3f} GiB",
+  spdlog::info("CUDA V4.1 model: {:.2f} GiB on GPU {} ({:.2f} GiB allocated for it); a layer: {:.3f} GiB of routed "
+               "experts ({}, {} places of {} experts), {:.3f} GiB of attention ({}), hyper-connection, router and "
+               "shared-expert weights; embedding, norm and head {:.3f} GiB",
                arena_.bytes_in_use() / GiB, device_.id(), arena_.bytes_reserved() / GiB,
                static_cast<double>(experts_->bytes_per_expert()) * static_cast<double>(experts_->capacity()) / GiB,
                fp4_experts ? "FP4 e2m1 + ue8m0 scales" : "bf16", experts_->capacity(), c.n_routed_experts,
