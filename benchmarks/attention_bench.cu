@@ -2,7 +2,8 @@
 // from its public source on the GPU machine, outside this repository: results/h200/v41/README.md says how):
 //  - dense: V2/V3's MLA decode (cuda::mla_decode_attention: latent 512 + rope 64 in bf16, 64-token pages), 16 and
 //    128 heads, batch 1-256, context 1K, 4K and 32K (up to 1M cached keys in all), the KV splits chosen as the model
-//    does (cuda::mla_decode_splits); at 128 heads the warpgroup-MMA kernel and the mma.sync kernel side by side;
+//    does (cuda::mla_decode_splits); at 128 heads the warpgroup-MMA kernels (both warpgroups on each tile, and on
+//    alternate tiles: "seesaw") and the mma.sync kernel side by side;
 //  - sparse: V4.1's attention (cuda::sparse_window_attention: 64 heads of 512, the window of 128 FP8 entries + 512
 //    selected compressed entries in bf16, per-head sinks), batch 1-256;
 //  - prefill: V3's MLA prefill (cuda::mla_prefill_attention: q.k 192, v 128, 128 heads, causal), one sequence of 1K,
@@ -11,7 +12,7 @@
 // touched, q and out), the rate.
 //
 //   attention_bench                                  every point
-//   attention_bench --dense HEADS BATCH CONTEXT      one dense point, both kernels (for a profiler)
+//   attention_bench --dense HEADS BATCH CONTEXT      one dense point, every kernel (for a profiler)
 //   attention_bench --prefill TOKENS                 one prefill point, both kernels
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -28,6 +29,7 @@
 #include "benchmarks/microbench.h"
 #include "kernels/cuda/dummy_init.cuh"
 #include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_decode_seesaw.cuh"
 #include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 #include "kernels/cuda/mla_prefill_wgmma.cuh"
@@ -46,7 +48,15 @@ int num_sms() {
   return sms;
 }
 
-void dense(int64_t batch, int64_t heads, int64_t context, bool wgmma) {
+const char* kernel_name(cuda::MlaDecodeKernel kernel, int64_t heads, int64_t latent, int64_t rope) {
+  if (kernel == cuda::MlaDecodeKernel::kSeesaw && cuda::mla_decode_seesaw_supports(heads, latent, rope, 0))
+    return "seesaw";
+  if (kernel != cuda::MlaDecodeKernel::kMmaSync && cuda::mla_decode_wgmma_supports(heads, latent, rope))
+    return "wgmma";
+  return "mma_sync";
+}
+
+void dense(int64_t batch, int64_t heads, int64_t context, cuda::MlaDecodeKernel kernel) {
   const int64_t latent = 512, rope = 64, d = latent + rope, page = cuda::kMlaBlockSize;
   const int64_t blocks_per_seq = (context + page - 1) / page;
   DeviceArray<Bf16> q(batch * heads * d), cache(batch * blocks_per_seq * page * d), out(batch * heads * latent);
@@ -55,19 +65,19 @@ void dense(int64_t batch, int64_t heads, int64_t context, bool wgmma) {
   std::vector<int32_t> table(batch * blocks_per_seq), lens(batch, static_cast<int32_t>(context));
   std::iota(table.begin(), table.end(), 0);
   auto d_table = DeviceArray<int32_t>::from_host(table), d_lens = DeviceArray<int32_t>::from_host(lens);
-  const int64_t splits = cuda::mla_decode_splits(batch, heads, latent, rope, context, num_sms(), wgmma);
+  const int64_t splits = cuda::mla_decode_splits(batch, heads, latent, rope, context, num_sms(), kernel);
   DeviceArray<uint8_t> workspace(cuda::mla_decode_workspace_bytes(batch, heads, latent, splits));
   const float ms = median_ms(30, [&] {
     cuda::mla_decode_attention(q.data(), cache.data(), d_table.data(), blocks_per_seq, d_lens.data(), batch, heads,
                                latent, rope, 1.0f / std::sqrt(static_cast<float>(d)), splits,
                                reinterpret_cast<float*>(workspace.data()), out.data(), cudaStreamPerThread, 0,
-                               wgmma);
+                               kernel);
   });
   const double flops = 2.0 * batch * heads * context * (d + latent);
   const double bytes = static_cast<double>(batch) * context * d * 2 + static_cast<double>(batch) * heads * (d + latent) * 2;
   std::printf("{\"impl\": \"deepinfer\", \"kind\": \"dense\", \"kernel\": \"%s\", \"heads\": %ld, \"batch\": %ld, "
               "\"context\": %ld, \"splits\": %ld, \"us\": %.2f, \"bytes\": %.0f, \"tb_s\": %.3f, \"tflop_s\": %.1f}\n",
-              wgmma && cuda::mla_decode_wgmma_supports(heads, latent, rope) ? "wgmma" : "mma_sync", heads, batch,
+              kernel_name(kernel, heads, latent, rope), heads, batch,
               context, splits, ms * 1e3, bytes, bytes / (ms * 1e-3) / 1e12, flops / (ms * 1e-3) / 1e12);
 }
 
@@ -128,11 +138,13 @@ void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
               bytes, bytes / (ms * 1e-3) / 1e12);
 }
 
+constexpr cuda::MlaDecodeKernel kDecodeKernels[] = {cuda::MlaDecodeKernel::kWgmma, cuda::MlaDecodeKernel::kSeesaw,
+                                                    cuda::MlaDecodeKernel::kMmaSync};
+
 int run(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "--dense") {  // one point (for a profiler): --dense HEADS BATCH CONTEXT
     const int64_t heads = std::atol(argv[2]), batch = std::atol(argv[3]), context = std::atol(argv[4]);
-    dense(batch, heads, context, true);
-    dense(batch, heads, context, false);
+    for (auto kernel : kDecodeKernels) dense(batch, heads, context, kernel);
     return 0;
   }
   if (argc == 3 && std::string(argv[1]) == "--prefill") {  // one prefill point, both kernels: --prefill TOKENS
@@ -143,8 +155,9 @@ int run(int argc, char** argv) {
     for (int64_t context : {1024, 4096, 32768})
       for (int64_t batch : {1, 8, 64, 128, 256}) {
         if (static_cast<double>(batch) * context > 4096.0 * 256) continue;  // at most 1.2 GB of cache
-        dense(batch, heads, context, true);
-        if (heads == 128) dense(batch, heads, context, false);  // the mma.sync kernel beside it
+        if (heads == 16) dense(batch, heads, context, cuda::MlaDecodeKernel::kMmaSync);  // the only one at 16
+        else
+          for (auto kernel : kDecodeKernels) dense(batch, heads, context, kernel);
       }
   for (int64_t batch : {1, 8, 64, 128, 256}) sparse(batch, 512, 128, 4096);
   for (int64_t tokens : {1024, 4096, 16384})

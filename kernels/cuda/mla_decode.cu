@@ -3,6 +3,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_decode_seesaw.cuh"
 #include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/mma.cuh"
 
@@ -489,11 +490,11 @@ bool mla_decode_supports(int64_t latent, int64_t rope) {
 }
 
 int64_t mla_decode_splits(int64_t rows, int64_t heads, int64_t latent, int64_t rope, int64_t max_len, int64_t num_sms,
-                          bool allow_wgmma) {
+                          MlaDecodeKernel kernel) {
   if (rows == 0) return 1;
-  if (allow_wgmma && mla_decode_wgmma_supports(heads, latent, rope)) {
-    // 64 heads a block, one block an SM (230 KB of shared memory): as many splits as fill the SMs once, each at
-    // least two 64-key tiles.
+  if (kernel != MlaDecodeKernel::kMmaSync && mla_decode_wgmma_supports(heads, latent, rope)) {
+    // 64 heads a block, one block an SM (both warpgroup-MMA kernels: 217-222 KB of shared memory): as many splits as
+    // fill the SMs once, each at least two 64-key tiles.
     const int64_t blocks = rows * (heads / 64);
     return std::clamp<int64_t>(num_sms / blocks, 1, std::clamp<int64_t>(max_len / 128, 1, 64));
   }
@@ -517,12 +518,18 @@ size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, 
 void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, const int32_t* block_table,
                           int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
                           int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
-                          __nv_bfloat16* out, cudaStream_t stream, int64_t keys_per_split, bool allow_wgmma) {
+                          __nv_bfloat16* out, cudaStream_t stream, int64_t keys_per_split, MlaDecodeKernel kernel) {
   if (batch == 0) return;
   // Preconditions (mla_decode_supports): latent <= 512, latent + rope <= 768; every sequence has an entry;
   // 1 <= num_splits <= kMlaDecodeMaxSplits; with keys_per_split, num_splits of them cover every sequence.
   if (!mla_decode_supports(latent, rope) || num_splits < 1 || num_splits > kMlaDecodeMaxSplits) return;
-  if (allow_wgmma && mla_decode_wgmma_supports(heads, latent, rope)) {
+  const bool seesaw = kernel == MlaDecodeKernel::kSeesaw &&
+                      mla_decode_seesaw_supports(heads, latent, rope, keys_per_split) &&
+                      mla_decode_seesaw(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale,
+                                        num_splits, keys_per_split, workspace, out, stream);
+  if (seesaw) {
+    if (num_splits == 1) return;
+  } else if (kernel != MlaDecodeKernel::kMmaSync && mla_decode_wgmma_supports(heads, latent, rope)) {
     // 64 heads a block on warpgroup MMAs (mla_decode_wgmma.cuh): each split's entries read once per 64 heads.
     mla_decode_wgmma(q, cache, block_table, max_blocks_per_seq, seq_lens, batch, heads, scale, num_splits,
                      keys_per_split, workspace, out, stream);

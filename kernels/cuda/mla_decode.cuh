@@ -10,8 +10,9 @@
 // weigh nothing in the combine.
 // Workspace: mla_decode_workspace_bytes(...) bytes of fp32 partials, from the caller.
 // Where mla_decode_wgmma_supports (a multiple of 64 heads at 512 + 64, on sm_90) the splits run on warpgroup MMAs,
-// 64 heads a block (mla_decode_wgmma.cuh); allow_wgmma = false keeps the mma.sync kernel, 16 heads a block (the
-// benchmark's A side). The projected form below always takes the mma.sync kernel (batch 1-2).
+// 64 heads a block (mla_decode_wgmma.cuh; MlaDecodeKernel::kSeesaw: the two warpgroups on alternate tiles,
+// mla_decode_seesaw.cuh, where it takes the partition); kMmaSync keeps the mma.sync kernel, 16 heads a block (an
+// A/B's A side). The projected form below always takes the mma.sync kernel (batch 1-2).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,13 +26,15 @@ namespace deepinfer::cuda {
 constexpr int64_t kMlaBlockSize = 64;
 constexpr int64_t kMlaDecodeMaxSplits = 256;
 
+enum class MlaDecodeKernel { kMmaSync, kWgmma, kSeesaw };
+
 // The kernel's register tiles hold latent <= 512 and latent + rope <= 768 (DeepSeek V2/V3: 512 + 64).
 bool mla_decode_supports(int64_t latent, int64_t rope);
 
 // The split count for `rows` sequences of at most max_len keys on num_sms SMs (the kernel's shape decides it); the
-// projected form's rows pass allow_wgmma = false (it runs the mma.sync kernel).
+// projected form's rows pass kMmaSync (it runs the mma.sync kernel).
 int64_t mla_decode_splits(int64_t rows, int64_t heads, int64_t latent, int64_t rope, int64_t max_len, int64_t num_sms,
-                          bool allow_wgmma = true);
+                          MlaDecodeKernel kernel = MlaDecodeKernel::kWgmma);
 
 size_t mla_decode_workspace_bytes(int64_t batch, int64_t heads, int64_t latent, int64_t num_splits);
 
@@ -39,7 +42,7 @@ void mla_decode_attention(const __nv_bfloat16* q, const __nv_bfloat16* cache, co
                           int64_t max_blocks_per_seq, const int32_t* seq_lens, int64_t batch, int64_t heads,
                           int64_t latent, int64_t rope, float scale, int64_t num_splits, float* workspace,
                           __nv_bfloat16* out, cudaStream_t stream, int64_t keys_per_split = 0,
-                          bool allow_wgmma = true);
+                          MlaDecodeKernel kernel = MlaDecodeKernel::kWgmma);
 
 // The same followed by the absorbed form's output projection per head, for a few sequences: attn[b, h, i] =
 // bf16(o[b, h, :]) . w[h][i, :], head h's rows at projection.w + h * head_stride, `latent` apart, `rows` of them

@@ -8,6 +8,7 @@
 #include "kernels/cuda/kv_cache.cuh"
 #include "kernels/cuda/linear_gemv.cuh"
 #include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_decode_seesaw.cuh"
 #include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
 #include "kernels/cuda/mla_prepare.cuh"
@@ -139,20 +140,31 @@ struct DecodeInputs {
   }
 };
 
+// The kernel of a row's "kernel": 0 the mma.sync one, 1 the warpgroup-MMA one, 2 its alternate-tile form (seesaw),
+// each asserted to take the shape (a fallback would pass in its place).
+cuda::MlaDecodeKernel decode_kernel(OpRun& r, int64_t heads, int64_t keys_per_split = 0) {
+  const auto kernel = static_cast<cuda::MlaDecodeKernel>(r["kernel"]);
+  if (kernel == cuda::MlaDecodeKernel::kWgmma) {
+    EXPECT_TRUE(cuda::mla_decode_wgmma_supports(heads, DecodeInputs::kLatent, DecodeInputs::kRope));
+  }
+  if (kernel == cuda::MlaDecodeKernel::kSeesaw) {
+    EXPECT_TRUE(cuda::mla_decode_seesaw_supports(heads, DecodeInputs::kLatent, DecodeInputs::kRope, keys_per_split));
+  }
+  return kernel;
+}
+
 // All seven sequences or the first three (up to four the kernel loads its first tiles before the wait), split
-// 1, 4 or 16 ways; at 64 or 128 heads on the warpgroup-MMA kernel ("wgmma" 1) or the mma.sync one.
+// 1, 4 or 16 ways; at 64 or 128 heads on either warpgroup-MMA kernel or the mma.sync one ("kernel").
 void mla_decode_attention(OpRun& r) {
   DecodeInputs in(r, r["heads"]);
   const int64_t rows = r["rows"], splits = r["splits"], H = in.heads, L = DecodeInputs::kLatent;
-  if (r["wgmma"] == 1) {
-    ASSERT_TRUE(cuda::mla_decode_wgmma_supports(H, L, DecodeInputs::kRope));
-  }
+  const cuda::MlaDecodeKernel kernel = decode_kernel(r, H);
   DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(rows, H, L, splits) / sizeof(float));
   DeviceArray<Bf16> out(rows * H * L);
   out.poison();
   cuda::mla_decode_attention(bf(in.q), bf(in.cache), in.d_table.data(), DecodeInputs::kMaxBlocks, in.d_lens.data(),
                              rows, H, L, DecodeInputs::kRope, in.scale, splits, workspace.data(), bf(out), nullptr, 0,
-                             r["wgmma"] == 1);
+                             kernel);
   sync();
   r.close("latent outputs", to_float(out.to_host()), in.cpu_attention(rows));
 }
@@ -162,6 +174,7 @@ void mla_decode_attention(OpRun& r) {
 void mla_decode_attention_fixed_chunks(OpRun& r) {
   DecodeInputs in(r, r["heads"]);
   const int64_t rows = 7, keys = r["keys_per_split"], H = in.heads, L = DecodeInputs::kLatent;
+  const cuda::MlaDecodeKernel kernel = decode_kernel(r, H, keys);
   const int64_t enough = (511 + keys - 1) / keys, more = enough + r["extra_splits"];
   DeviceArray<float> workspace(cuda::mla_decode_workspace_bytes(rows, H, L, more) / sizeof(float));
   std::vector<std::vector<float>> outs;
@@ -170,7 +183,7 @@ void mla_decode_attention_fixed_chunks(OpRun& r) {
     out.poison();
     cuda::mla_decode_attention(bf(in.q), bf(in.cache), in.d_table.data(), DecodeInputs::kMaxBlocks, in.d_lens.data(),
                                rows, H, L, DecodeInputs::kRope, in.scale, splits, workspace.data(), bf(out), nullptr,
-                               keys);
+                               keys, kernel);
     sync();
     outs.push_back(to_float(out.to_host()));
   }
@@ -250,17 +263,21 @@ void add_attention_rows(OpTable& t) {
           kExact, mla_prepare);
   for (int64_t rows : {7, 3})
     for (int64_t splits : {1, 4, 16})
-      t.add("mla_decode_attention", "bf16", {{"heads", 16}, {"wgmma", 0}, {"rows", rows}, {"splits", splits}}, kBf16,
+      t.add("mla_decode_attention", "bf16", {{"heads", 16}, {"kernel", 0}, {"rows", rows}, {"splits", splits}}, kBf16,
             mla_decode_attention);
-  for (auto [heads, wgmma] : {std::pair<int64_t, int64_t>{128, 1}, {64, 1}, {128, 0}})
+  for (auto [heads, kernel] : {std::pair<int64_t, int64_t>{128, 1}, {64, 1}, {128, 2}, {64, 2}, {128, 0}})
     for (int64_t splits : {1, 4, 16})
-      t.add("mla_decode_attention", "bf16", {{"heads", heads}, {"wgmma", wgmma}, {"rows", 7}, {"splits", splits}},
+      t.add("mla_decode_attention", "bf16", {{"heads", heads}, {"kernel", kernel}, {"rows", 7}, {"splits", splits}},
             kBf16, mla_decode_attention);
-  for (int64_t heads : {16, 128})
+  for (auto [heads, kernel] : {std::pair<int64_t, int64_t>{16, 0}, {128, 1}})
     for (auto [keys, extra] : {std::pair<int64_t, int64_t>{64, 30}, {256, 1}, {32, 200}})
       t.add("mla_decode_attention_fixed_chunks", "bf16",
-            {{"heads", heads}, {"keys_per_split", keys}, {"extra_splits", extra}}, kBf16,
+            {{"heads", heads}, {"kernel", kernel}, {"keys_per_split", keys}, {"extra_splits", extra}}, kBf16,
             mla_decode_attention_fixed_chunks);
+  for (auto [keys, extra] : {std::pair<int64_t, int64_t>{64, 30}, {256, 1}})  // the seesaw: whole blocks a split
+    t.add("mla_decode_attention_fixed_chunks", "bf16",
+          {{"heads", 128}, {"kernel", 2}, {"keys_per_split", keys}, {"extra_splits", extra}}, kBf16,
+          mla_decode_attention_fixed_chunks);
   for (int64_t splits : {2, 16, 64})
     t.add("mla_decode_attention_projected", "bf16", {{"splits", splits}}, kBf16, mla_decode_attention_projected);
   for (auto [wgmma, long_rows] : {std::pair<int64_t, int64_t>{1, 0}, {1, 1}, {0, 0}})

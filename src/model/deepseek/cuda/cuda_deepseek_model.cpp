@@ -277,7 +277,7 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
         cuda::mla_decode_attention(queries + first * heads * D, cache_layer, block_table + first * plan.max_blocks,
                                    plan.max_blocks, seq_lens + first, std::min(rows_per_launch, A - first), heads,
                                    lora, rope, scale, splits, workspace, o_latent + first * heads * lora, nullptr,
-                                   c.batch_invariant ? invariant_keys_per_split() : 0, mla_wgmma_);
+                                   c.batch_invariant ? invariant_keys_per_split() : 0, mla_decode_kernel_);
       profiler_.mark("attn:decode kernel");
       // W_uv's products above the matrix-vector kernel's rows: the skinny tensor-core kernel up to its 64 rows,
       // faster than cuBLAS's batched GEMM for these 2 MB (benchmarks/linear_bench;
@@ -421,9 +421,12 @@ int64_t CudaDeepseekModel::invariant_keys_per_split() const {
                                     cuda::kMlaDecodeMaxSplits);
 }
 
-bool CudaDeepseekModel::mla_wgmma_enabled() {
-  const char* env = std::getenv("DEEPINFER_MLA_WGMMA");
-  return env == nullptr || std::string_view(env) != "0";
+cuda::MlaDecodeKernel CudaDeepseekModel::mla_decode_kernel_from_environment() {
+  const char* wgmma = std::getenv("DEEPINFER_MLA_WGMMA");
+  if (wgmma != nullptr && std::string_view(wgmma) == "0") return cuda::MlaDecodeKernel::kMmaSync;
+  const char* seesaw = std::getenv("DEEPINFER_MLA_SEESAW");
+  return seesaw != nullptr && std::string_view(seesaw) == "1" ? cuda::MlaDecodeKernel::kSeesaw
+                                                               : cuda::MlaDecodeKernel::kWgmma;
 }
 
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {
@@ -437,9 +440,10 @@ int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) co
     return std::max<int64_t>(splits, 1);
   }
   // The kernel's shape decides (mla_decode.cuh); 1-2 rows take the projected form, on the mma.sync kernel.
+  const cuda::MlaDecodeKernel kernel =
+      num_tokens > kGemvMaxLinearRows ? mla_decode_kernel_ : cuda::MlaDecodeKernel::kMmaSync;
   return cuda::mla_decode_splits(num_tokens, config_.num_attention_heads, config_.kv_lora_rank,
-                                 config_.qk_rope_head_dim, max_len, num_sms_,
-                                 mla_wgmma_ && num_tokens > kGemvMaxLinearRows);
+                                 config_.qk_rope_head_dim, max_len, num_sms_, kernel);
 }
 
 float* CudaDeepseekModel::mtp_logits(const ForwardBatch& batch, std::span<const int64_t> hidden_rows,

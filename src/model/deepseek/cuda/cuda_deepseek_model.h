@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cuda/mla_decode.cuh"
 #include "src/core/device_array.h"
 #include "src/model/cuda/cuda_causal_lm.h"
 #include "src/model/deepseek/deepseek_layers.h"
@@ -99,9 +100,11 @@ class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
   static constexpr int64_t kInvariantWorkspaceBytes = int64_t{256} << 20;
   // The decode attention's splits and the prefill attention on warpgroup MMAs where the kernels take the shape
   // (mla_decode_wgmma.cuh, mla_prefill_wgmma.cuh); DEEPINFER_MLA_WGMMA=0 keeps the mma.sync kernels (an A/B run's
-  // A side).
-  static bool mla_wgmma_enabled();
-  const bool mla_wgmma_ = mla_wgmma_enabled();
+  // A side); DEEPINFER_MLA_SEESAW=1 takes the decode kernel whose warpgroups work on alternate tiles
+  // (mla_decode_seesaw.cuh), not yet the default: not yet measured.
+  static cuda::MlaDecodeKernel mla_decode_kernel_from_environment();
+  const cuda::MlaDecodeKernel mla_decode_kernel_ = mla_decode_kernel_from_environment();
+  const bool mla_wgmma_ = mla_decode_kernel_ != cuda::MlaDecodeKernel::kMmaSync;
 
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
   // The tile of the FP8 weights held as stored (a square quantization block, a multiple of 16: the kernels read 16
