@@ -15,6 +15,8 @@
 #   decode MODEL BATCHES CONTEXTS [ARGS...]   bench decode at dummy weights (MODEL: configs/models/NAME.json)
 #   prefill MODEL CHUNKS PROMPT_LEN [ARGS...]  bench prefill
 #   bench NAME [ARGS...]          build/benchmarks/NAME (kernel and drafter benchmarks)
+#   peer NAME [ARGS...]           .device/peer/NAME from the pack: a peer built outside the repository
+#                                 (launch/lab/peers/build_flashmla_peer.sh: flashmla_dense_decode)
 #   profile MODEL BATCH CONTEXT [ARGS...]      one decode step per phase, each synchronised (DEEPINFER_PROFILE=1)
 # ARGS go to deepinfer as they are (e.g. --num-layers 4 --no-engram --batch-invariant). Steps are separated by "--":
 #   launch/lab/device_call.sh suite -- decode configs/models/deepseek-v2-lite.json 1,64,256 1024,4096 -- \
@@ -45,12 +47,13 @@ step() {
       timeout 600 $di bench prefill --model "$model" --load-format dummy --device cuda --chunk-tokens "$chunks" \
         --prompt-len "$prompt" --warmup 1 --steps 3 --output "$out/$(printf '%02d' $n)-prefill.jsonl" "$@" > "$log" 2>&1 ;;
     bench) local bench=$1; shift; timeout 600 $build/benchmarks/$bench "$@" > "$log" 2>&1 ;;
+    peer) local peer=$1; shift; timeout 600 $pack/.device/peer/$peer "$@" > "$log" 2>&1 ;;
     profile)
       local model=$1 batch=$2 context=$3; shift 3
       DEEPINFER_PROFILE=1 timeout 600 $di bench decode --model "$model" --load-format dummy --device cuda \
         --batch "$batch" --context "$context" --warmup 2 --steps 2 "$@" > "$log" 2>&1 ;;
     *) echo "unknown step '$name' (suite, ops, memcheck, racecheck, synccheck, initcheck, decode, prefill, bench," \
-            "profile)"; return 2 ;;
+            "peer, profile)"; return 2 ;;
   esac
   local status=$?
   echo "step $n $name $*: exit $status ($(basename "$log"))"
