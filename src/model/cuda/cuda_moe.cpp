@@ -455,7 +455,7 @@ bool CudaMoe::routed_experts(int64_t moe_layer, const Bf16* x, const int32_t* id
   const int64_t m = chunked ? static_cast<int64_t>(chunk_expert.size()) * kExpertChunk : n;  // GEMM rows
   padded_offsets[E] = static_cast<int32_t>(m);
   auto* gate_up = scratch.alloc<Bf16>(m * 2 * I);
-  auto* act = scratch.alloc<Bf16>(m * I);
+  auto* act = quantise_from_x ? nullptr : scratch.alloc<Bf16>(m * I);  // (quantised from gate_up there, never stored)
   auto* y_perm = scratch.alloc<Bf16>((m + 1) * H);
   if (chunked && computed < n) DI_CUDA_CHECK(cudaMemsetAsync(y_perm + m * H, 0, H * sizeof(Bf16)));
   if (quantise_from_x) {
