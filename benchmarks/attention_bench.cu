@@ -7,13 +7,13 @@
 //  - sparse: V4.1's attention (cuda::sparse_window_attention: 64 heads of 512, the window of 128 FP8 entries + 512
 //    selected compressed entries in bf16, per-head sinks), batch 1-256;
 //  - prefill: V3's MLA prefill (cuda::mla_prefill_attention: q.k 192, v 128, 128 heads, causal), one sequence of 1K,
-//    4K and 16K tokens, both kernels (TFLOP/s over the causal half).
+//    4K and 16K tokens, every kernel (TFLOP/s over the causal half).
 // Prints one JSON line a point: the median of 30 launches after 5, the bytes the kernel must read (cache entries
 // touched, q and out), the rate.
 //
 //   attention_bench                                  every point
 //   attention_bench --dense HEADS BATCH CONTEXT      one dense point, every kernel (for a profiler)
-//   attention_bench --prefill TOKENS                 one prefill point, both kernels
+//   attention_bench --prefill TOKENS                 one prefill point, every kernel
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "kernels/cuda/mla_decode_seesaw.cuh"
 #include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/mla_prefill_tma.cuh"
 #include "kernels/cuda/mla_prefill_wgmma.cuh"
 #include "kernels/cuda/sparse_attention.cuh"
 #include "src/core/device_array.h"
@@ -82,8 +84,8 @@ void dense(int64_t batch, int64_t heads, int64_t context, cuda::MlaDecodeKernel 
 }
 
 // V3's prefill attention (cuda::mla_prefill_attention, the expanded form: q.k 128 + 64, v 128, 128 heads), one
-// sequence of `tokens` from scratch, causal; both kernels.
-void prefill(int64_t tokens, bool wgmma) {
+// sequence of `tokens` from scratch, causal; every kernel.
+void prefill(int64_t tokens, cuda::MlaPrefillKernel kernel) {
   const int64_t heads = 128, nope = 128, rope = 64, v = 128, qk = nope + rope;
   DeviceArray<Bf16> q(tokens * heads * qk), kv(tokens * heads * (nope + v)), pe(tokens * rope), out(tokens * heads * v);
   cuda::fill_dummy_bf16(q.data(), q.size(), 3, 1.0f, 0.0f, cudaStreamPerThread);
@@ -91,19 +93,24 @@ void prefill(int64_t tokens, bool wgmma) {
   cuda::fill_dummy_bf16(pe.data(), pe.size(), 5, 1.0f, 0.0f, cudaStreamPerThread);
   std::vector<int32_t> seq(tokens, 0), pos(tokens), cu = {0, static_cast<int32_t>(tokens)};
   std::iota(pos.begin(), pos.end(), 0);
-  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(seq, nope, rope, v);
+  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(seq, nope, rope, v, kernel);
   auto d_seq = DeviceArray<int32_t>::from_host(seq), d_pos = DeviceArray<int32_t>::from_host(pos);
   auto d_cu = DeviceArray<int32_t>::from_host(cu), d_tiles = DeviceArray<int32_t>::from_host(tiles);
   const float ms = median_ms(10, [&] {
-    cuda::mla_prefill_attention(q.data(), kv.data(), pe.data(), rope, d_seq.data(), d_pos.data(), d_cu.data(),
-                                d_tiles.data(), static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v,
-                                1.0f / std::sqrt(static_cast<float>(qk)), out.data(), cudaStreamPerThread, wgmma);
+    if (!cuda::mla_prefill_attention(q.data(), kv.data(), pe.data(), rope, d_seq.data(), d_pos.data(), d_cu.data(),
+                                     d_tiles.data(), static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v,
+                                     1.0f / std::sqrt(static_cast<float>(qk)), out.data(), cudaStreamPerThread, kernel,
+                                     tokens, tokens))
+      throw std::runtime_error("mla_prefill_attention launched nothing");
   });
+  const char* name = kernel == cuda::MlaPrefillKernel::kTma && cuda::mla_prefill_tma_supports(nope, rope, v) ? "tma"
+                     : kernel != cuda::MlaPrefillKernel::kMmaSync && cuda::mla_prefill_wgmma_supports(nope, rope, v)
+                         ? "wgmma"
+                         : "mma_sync";
   const double flops = 2.0 * heads * (qk + v) * (static_cast<double>(tokens) * (tokens + 1) / 2);
   std::printf("{\"impl\": \"deepinfer\", \"kind\": \"prefill\", \"kernel\": \"%s\", \"heads\": %ld, \"tokens\": %ld, "
               "\"us\": %.2f, \"tflop_s\": %.1f}\n",
-              wgmma && cuda::mla_prefill_wgmma_supports(nope, rope, v) ? "wgmma" : "mma_sync", heads, tokens,
-              ms * 1e3, flops / (ms * 1e-3) / 1e12);
+              name, heads, tokens, ms * 1e3, flops / (ms * 1e-3) / 1e12);
 }
 
 void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
@@ -138,6 +145,8 @@ void sparse(int64_t batch, int64_t picks, int64_t window, int64_t context) {
               bytes, bytes / (ms * 1e-3) / 1e12);
 }
 
+constexpr cuda::MlaPrefillKernel kPrefillKernels[] = {cuda::MlaPrefillKernel::kWgmma, cuda::MlaPrefillKernel::kTma,
+                                                      cuda::MlaPrefillKernel::kMmaSync};
 constexpr cuda::MlaDecodeKernel kDecodeKernels[] = {cuda::MlaDecodeKernel::kWgmma, cuda::MlaDecodeKernel::kSeesaw,
                                                     cuda::MlaDecodeKernel::kMmaSync};
 
@@ -148,7 +157,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (argc == 3 && std::string(argv[1]) == "--prefill") {  // one prefill point, both kernels: --prefill TOKENS
-    for (bool wgmma : {true, false}) prefill(std::atol(argv[2]), wgmma);
+    for (auto kernel : kPrefillKernels) prefill(std::atol(argv[2]), kernel);
     return 0;
   }
   for (int64_t heads : {16, 128})
@@ -161,7 +170,7 @@ int run(int argc, char** argv) {
       }
   for (int64_t batch : {1, 8, 64, 128, 256}) sparse(batch, 512, 128, 4096);
   for (int64_t tokens : {1024, 4096, 16384})
-    for (bool wgmma : {true, false}) prefill(tokens, wgmma);
+    for (auto kernel : kPrefillKernels) prefill(tokens, kernel);
   return 0;
 }
 

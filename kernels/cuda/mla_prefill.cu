@@ -1,5 +1,6 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/mla_prefill_tma.cuh"
 #include "kernels/cuda/mla_prefill_wgmma.cuh"
 #include "kernels/cuda/mma.cuh"
 
@@ -211,8 +212,12 @@ bool mla_prefill_uses_mma(int64_t nope, int64_t rope, int64_t v_dim) {
   return v_dim == 128 && (nope + rope) % 16 == 0 && nope % 8 == 0 && rope % 8 == 0;
 }
 
-std::vector<int32_t> mla_prefill_tiles(const std::vector<int32_t>& q_seq, int64_t nope, int64_t rope, int64_t v_dim) {
-  const int64_t rows_per_tile = mla_prefill_uses_mma(nope, rope, v_dim) ? kMmaRows : kWarps;
+std::vector<int32_t> mla_prefill_tiles(const std::vector<int32_t>& q_seq, int64_t nope, int64_t rope, int64_t v_dim,
+                                       MlaPrefillKernel kernel) {
+  const int64_t rows_per_tile = kernel == MlaPrefillKernel::kTma && mla_prefill_tma_supports(nope, rope, v_dim)
+                                    ? kMlaPrefillTmaRows
+                                : mla_prefill_uses_mma(nope, rope, v_dim) ? kMmaRows
+                                                                          : kWarps;
   std::vector<int32_t> tiles;
   for (size_t r = 0; r < q_seq.size(); ++r)
     if (tiles.empty() || q_seq[r] != q_seq[r - 1] || static_cast<int64_t>(r) - tiles.back() == rows_per_tile)
@@ -225,14 +230,21 @@ bool mla_prefill_supports(int64_t nope, int64_t rope, int64_t v_dim) {
   return nope + rope <= 32 * kMaxQkRegs && v_dim <= 32 * kMaxVRegs;
 }
 
-void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
+bool mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
                            int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
                            const int32_t* tiles, int64_t num_tiles, int64_t heads, int64_t nope, int64_t rope,
-                           int64_t v_dim, float scale, __nv_bfloat16* out, cudaStream_t stream, bool allow_wgmma) {
-  if (num_tiles == 0 || !mla_prefill_supports(nope, rope, v_dim)) return;
-  if (allow_wgmma && mla_prefill_wgmma_supports(nope, rope, v_dim))  // the same 64-row tiles (mla_prefill_uses_mma)
-    return mla_prefill_wgmma(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, num_tiles, heads, scale, out,
-                             stream);
+                           int64_t v_dim, float scale, __nv_bfloat16* out, cudaStream_t stream, MlaPrefillKernel kernel,
+                           int64_t q_rows, int64_t k_rows) {
+  if (num_tiles == 0) return true;
+  if (!mla_prefill_supports(nope, rope, v_dim)) return false;
+  if (kernel == MlaPrefillKernel::kTma && mla_prefill_tma_supports(nope, rope, v_dim))  // its 128-row tiles
+    return q_rows > 0 && k_rows > 0 &&
+           mla_prefill_tma(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, num_tiles, heads, q_rows, k_rows,
+                           scale, out, stream);
+  if (kernel != MlaPrefillKernel::kMmaSync && mla_prefill_wgmma_supports(nope, rope, v_dim)) {
+    mla_prefill_wgmma(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, num_tiles, heads, scale, out, stream);
+    return true;  // (the same 64-row tiles as mla_prefill_uses_mma's)
+  }
   const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(heads));
   if (mla_prefill_uses_mma(nope, rope, v_dim)) {
     const size_t shared =
@@ -240,11 +252,12 @@ void mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, cons
     cudaFuncSetAttribute(prefill_mma_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
     prefill_mma_kernel<16><<<grid, kMmaThreads, shared, stream>>>(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles,
                                                                   heads, nope, rope, scale, out);
-    return;
+    return true;
   }
   const size_t shared = kTileKeys * (nope + v_dim + rope) * sizeof(__nv_bfloat16);
   prefill_kernel<<<grid, kThreads, shared, stream>>>(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, heads, nope,
                                                      rope, v_dim, scale, out);
+  return true;
 }
 
 }  // namespace deepinfer::cuda

@@ -11,6 +11,7 @@
 #include "kernels/cuda/mla_decode_seesaw.cuh"
 #include "kernels/cuda/mla_decode_wgmma.cuh"
 #include "kernels/cuda/mla_prefill.cuh"
+#include "kernels/cuda/mla_prefill_tma.cuh"
 #include "kernels/cuda/mla_prepare.cuh"
 #include "kernels/cuda/rms_norm.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -216,7 +217,8 @@ void mla_decode_attention_projected(OpRun& r) {
 
 // Three sequences: 30 new tokens after 20 cached, 45 from scratch, and 70 after 90 cached (keys span several 64-key
 // tiles of the tensor-core kernels; its rows two 64-row tiles, with partial and idle warps); "long": 200 after 100
-// and 329 from scratch. "wgmma" 0: the mma.sync kernel where the warpgroup-MMA one would take the shape.
+// and 329 from scratch. "kernel": 0 the mma.sync kernel where a warpgroup-MMA one would take the shape, 1 the
+// warpgroup-MMA kernel of 64-row tiles, 2 the one of 128-row tiles and TMA-fed stages (each on its own tiles).
 void mla_prefill_attention(OpRun& r) {
   const int64_t heads = r["heads"], nope = r["nope"], rope = r["rope"], v_dim = r["v"];
   const bool long_rows = r["long"] != 0;
@@ -242,11 +244,15 @@ void mla_prefill_attention(OpRun& r) {
   DeviceArray<Bf16> out(tq * heads * v_dim);
   out.poison();
   const float scale = 0.072f;
-  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, nope, rope, v_dim);
+  const auto kernel = static_cast<cuda::MlaPrefillKernel>(r["kernel"]);
+  if (kernel == cuda::MlaPrefillKernel::kTma) {
+    ASSERT_TRUE(cuda::mla_prefill_tma_supports(nope, rope, v_dim));
+  }
+  const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, nope, rope, v_dim, kernel);
   auto d_tiles = DeviceArray<int32_t>::from_host(tiles);
-  cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(), d_tiles.data(),
-                              static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope, v_dim, scale, bf(out), nullptr,
-                              r["wgmma"] != 0);
+  ASSERT_TRUE(cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(),
+                                          d_tiles.data(), static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope,
+                                          v_dim, scale, bf(out), nullptr, kernel, tq, tk));
   sync();
   std::vector<float> want(tq * heads * v_dim);
   cpu::mla_prefill_attention(q_f.data(), kv_f.data(), pe_f.data(), rope, q_seq.data(), q_pos.data(), cu_k.data(), tq,
@@ -280,9 +286,9 @@ void add_attention_rows(OpTable& t) {
           mla_decode_attention_fixed_chunks);
   for (int64_t splits : {2, 16, 64})
     t.add("mla_decode_attention_projected", "bf16", {{"splits", splits}}, kBf16, mla_decode_attention_projected);
-  for (auto [wgmma, long_rows] : {std::pair<int64_t, int64_t>{1, 0}, {1, 1}, {0, 0}})
+  for (auto [kernel, long_rows] : {std::pair<int64_t, int64_t>{1, 0}, {1, 1}, {2, 0}, {2, 1}, {0, 0}})
     t.add("mla_prefill_attention", "bf16",
-          {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}, {"wgmma", wgmma}, {"long", long_rows}}, kBf16,
+          {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}, {"kernel", kernel}, {"long", long_rows}}, kBf16,
           mla_prefill_attention);
 }
 

@@ -308,8 +308,10 @@ void CudaDeepseekModel::attention(int64_t layer_idx, const Attention& w, const S
                                     kv_expanded, heads * (nope + v), 0, false, 1));
     profiler_.mark("attn:expand kv");
     auto* attn_all = read_rows != nullptr ? scratch.alloc<Bf16>(T * heads * v) : attn;
-    cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k, plan.tiles,
-                                plan.num_tiles, heads, nope, rope, v, scale, attn_all, nullptr, mla_wgmma_);
+    DI_CHECK(cuda::mla_prefill_attention(q, kv_expanded, context + lora, D, plan.q_seq, plan.q_pos, plan.cu_k,
+                                         plan.tiles, plan.num_tiles, heads, nope, rope, v, scale, attn_all, nullptr,
+                                         mla_prefill_kernel_, T, plan.num_keys),
+             "the prefill attention took no kernel (q.k {} + {}, v {})", nope, rope, v);
     if (read_rows != nullptr) cuda::embedding(attn_all, read_rows, attn, A, heads * v, nullptr);
     profiler_.mark("attn:prefill kernel");
   }
@@ -360,7 +362,8 @@ CudaDeepseekModel::StepPlan CudaDeepseekModel::make_plan(const ForwardBatch& bat
     plan.q_seq = device_copy(scratch, q_seq);
     plan.q_pos = device_copy(scratch, q_pos);
     plan.cu_k = device_copy(scratch, cu_k);
-    const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim);
+    const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, c.qk_nope_head_dim, c.qk_rope_head_dim,
+                                                               c.v_head_dim, mla_prefill_kernel_);
     plan.tiles = device_copy(scratch, tiles);
     plan.num_tiles = static_cast<int64_t>(tiles.size()) - 1;
   }
@@ -421,12 +424,24 @@ int64_t CudaDeepseekModel::invariant_keys_per_split() const {
                                     cuda::kMlaDecodeMaxSplits);
 }
 
+namespace {
+
+bool environment_is(const char* name, std::string_view value) {
+  const char* set = std::getenv(name);
+  return set != nullptr && std::string_view(set) == value;
+}
+
+}  // namespace
+
 cuda::MlaDecodeKernel CudaDeepseekModel::mla_decode_kernel_from_environment() {
-  const char* wgmma = std::getenv("DEEPINFER_MLA_WGMMA");
-  if (wgmma != nullptr && std::string_view(wgmma) == "0") return cuda::MlaDecodeKernel::kMmaSync;
-  const char* seesaw = std::getenv("DEEPINFER_MLA_SEESAW");
-  return seesaw != nullptr && std::string_view(seesaw) == "1" ? cuda::MlaDecodeKernel::kSeesaw
-                                                               : cuda::MlaDecodeKernel::kWgmma;
+  if (environment_is("DEEPINFER_MLA_WGMMA", "0")) return cuda::MlaDecodeKernel::kMmaSync;
+  return environment_is("DEEPINFER_MLA_SEESAW", "1") ? cuda::MlaDecodeKernel::kSeesaw : cuda::MlaDecodeKernel::kWgmma;
+}
+
+cuda::MlaPrefillKernel CudaDeepseekModel::mla_prefill_kernel_from_environment() {
+  if (environment_is("DEEPINFER_MLA_WGMMA", "0")) return cuda::MlaPrefillKernel::kMmaSync;
+  return environment_is("DEEPINFER_MLA_PREFILL_TMA", "1") ? cuda::MlaPrefillKernel::kTma
+                                                          : cuda::MlaPrefillKernel::kWgmma;
 }
 
 int64_t CudaDeepseekModel::decode_splits(int64_t num_tokens, int64_t max_len) const {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/mla_decode.cuh"
+#include "kernels/cuda/mla_prefill.cuh"
 #include "src/core/device_array.h"
 #include "src/model/cuda/cuda_causal_lm.h"
 #include "src/model/deepseek/deepseek_layers.h"
@@ -101,10 +102,12 @@ class CudaDeepseekModel final : public CudaCausalLm, private DraftModule {
   // The decode attention's splits and the prefill attention on warpgroup MMAs where the kernels take the shape
   // (mla_decode_wgmma.cuh, mla_prefill_wgmma.cuh); DEEPINFER_MLA_WGMMA=0 keeps the mma.sync kernels (an A/B run's
   // A side); DEEPINFER_MLA_SEESAW=1 takes the decode kernel whose warpgroups work on alternate tiles
-  // (mla_decode_seesaw.cuh), not yet the default: not yet measured.
+  // (mla_decode_seesaw.cuh), DEEPINFER_MLA_PREFILL_TMA=1 the prefill kernel of 128-row tiles and TMA-fed stages
+  // (mla_prefill_tma.cuh): neither the default yet, not yet measured.
   static cuda::MlaDecodeKernel mla_decode_kernel_from_environment();
+  static cuda::MlaPrefillKernel mla_prefill_kernel_from_environment();
   const cuda::MlaDecodeKernel mla_decode_kernel_ = mla_decode_kernel_from_environment();
-  const bool mla_wgmma_ = mla_decode_kernel_ != cuda::MlaDecodeKernel::kMmaSync;
+  const cuda::MlaPrefillKernel mla_prefill_kernel_ = mla_prefill_kernel_from_environment();
 
   Mlp upload_mlp(const DeviceWeightSource& weights, const std::string& prefix, int64_t inter);
   // The tile of the FP8 weights held as stored (a square quantization block, a multiple of 16: the kernels read 16

@@ -1,0 +1,232 @@
+// MLA prefill attention in 128-row tiles with TMA-fed stages (kernels/cuda/mla_prefill_tma.cuh). Built for sm_90a only
+// (kernels/CMakeLists.txt).
+#include "kernels/cuda/mla_prefill_tma.cuh"
+
+#include <utility>
+
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/sm90a.cuh"
+#include "kernels/cuda/tma.cuh"
+#include "kernels/cuda_sm90a/wgmma.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+using namespace wgmma;
+
+constexpr int kRows = 128, kWgRows = 64, kKeys = 64;  // a tile's rows, a warpgroup's (one MMA's M), a key tile
+static_assert(kRows == kMlaPrefillTmaRows && kRows == 2 * kWgRows, "two warpgroups of rows a tile");
+constexpr int kNope = 128, kRope = 64, kQk = kNope + kRope, kV = 128;
+constexpr int kQAtoms = kQk / 64;                     // a warpgroup's Q: q_nope's 2 atoms, q_pe's 1
+constexpr int kStageAtoms = kQk / 64 + kV / 64;       // a stage: k_nope's 2 atoms, k_pe's 1, V's 2
+constexpr int kStages = 4;
+constexpr int kConsumers = 256, kThreads = kConsumers + 32;  // two warpgroups of rows, and a warp that issues copies
+constexpr int kStageOffset = 2 * kQAtoms * kAtomBytes;
+constexpr int kBarrierOffset = kStageOffset + kStages * kStageAtoms * kAtomBytes;
+constexpr size_t kSharedBytes = kBarrierOffset + (1 + 2 * kStages) * 8 + 1024;  // 209 KB: one block an SM
+static_assert(kSharedBytes <= 227 * 1024, "one block an SM");
+
+// mbarrier_wait (tma.cuh) without its message: a call (printf) anywhere in the kernel makes the compiler serialise
+// its MMAs. A wait of ~10 s traps instead of hanging.
+__device__ __forceinline__ void wait_phase(uint64_t* barrier, unsigned parity) {
+  const uint32_t address = shared_address(barrier);
+  const long long start = clock64();
+  for (;;) {
+    uint32_t done = 0;
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(address), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (clock64() - start > 20'000'000'000LL) __trap();
+  }
+}
+
+// One block per (tile of up to 128 consecutive rows of one sequence, head), the tiles taken last first (the later
+// rows see the most keys). A copy warp brings Q once and then each 64-key tile of keys and values into one of four
+// stages by TMA (k_nope and v from kv's rows of this head, k_pe from its own rows: five 64 x 64 atoms), ahead of the
+// two warpgroups, which share the stages: warpgroup w takes rows [64 w, 64 w + 64) of the tile and, for each key tile
+// its rows see, S = Q K^T (wgmma m64n64k16), the causal mask, the online softmax in registers, then O += P V with P
+// from registers (m64n128k16), as mla_prefill_wgmma.cu's warpgroup does; it releases the stage after its O += P V
+// (both warpgroups release every stage, those past their rows' keys without computing). Against that kernel: the keys
+// and values are read once per 128 rows instead of 64 (its L2 traffic was the bound), no thread spends instructions
+// on loads, and four stages instead of two.
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_tma_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap kv_map,
+                       const __grid_constant__ CUtensorMap pe_map, const int32_t* q_seq, const int32_t* q_pos,
+                       const int32_t* cu_k, const int32_t* tiles, int num_tiles, int heads, float scale,
+                       __nv_bfloat16* out) {
+  extern __shared__ unsigned char shared_raw[];
+  unsigned char* shared = aligned_shared(shared_raw);
+  const uint32_t base = shared_address(shared);
+  auto* q_full = reinterpret_cast<uint64_t*>(shared + kBarrierOffset);
+  uint64_t* full = q_full + 1;       // [stage]: its atoms landed
+  uint64_t* empty = full + kStages;  // [stage]: both warpgroups done with it
+
+  begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
+  const int tile = num_tiles - 1 - static_cast<int>(blockIdx.x), h = blockIdx.y, tid = threadIdx.x;
+  const int row_begin = tiles[tile], row_end = tiles[tile + 1];
+  const int key_begin = cu_k[q_seq[row_begin]];
+  const int block_key_tiles = (q_pos[row_end - 1] + 1 + kKeys - 1) / kKeys;  // what the tile's last row sees
+
+  if (tid == kConsumers) {
+    mbarrier_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], kConsumers);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();  // the barriers initialised (the only block-wide barrier: the copy warp leaves below)
+
+  if (tid >= kConsumers) {
+    if (tid != kConsumers) return;
+    // Q: each warpgroup's 64 rows, q_nope and q_pe (rows past the tensor come as zeros; past the tile, never stored).
+    mbarrier_arrive_expect_tx(q_full, 2 * kQAtoms * kAtomBytes);
+    for (int w = 0; w < 2; ++w)
+      for (int a = 0; a < kQAtoms; ++a)
+        tma_load_3d(shared + (w * kQAtoms + a) * kAtomBytes, &q_map, 64 * a, h, row_begin + kWgRows * w, q_full);
+    for (int t = 0; t < block_key_tiles; ++t) {
+      const int s = t % kStages, use = t / kStages;
+      if (use > 0) wait_phase(&empty[s], (use - 1) & 1);
+      unsigned char* stage = shared + kStageOffset + s * kStageAtoms * kAtomBytes;
+      const int key = key_begin + t * kKeys;  // keys past the sequence: the mask weighs them 0 (past the tensor: 0s)
+      mbarrier_arrive_expect_tx(&full[s], kStageAtoms * kAtomBytes);
+      tma_load_3d(stage, &kv_map, 0, h, key, &full[s]);                   // k_nope
+      tma_load_3d(stage + kAtomBytes, &kv_map, 64, h, key, &full[s]);
+      tma_load_3d(stage + 2 * kAtomBytes, &pe_map, 0, key, 0, &full[s]);  // k_pe
+      tma_load_3d(stage + 3 * kAtomBytes, &kv_map, kNope, h, key, &full[s]);  // v
+      tma_load_3d(stage + 4 * kAtomBytes, &kv_map, kNope + 64, h, key, &full[s]);
+    }
+    return;
+  }
+
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int wg_begin = row_begin + kWgRows * wg, wg_end = min(row_end, wg_begin + kWgRows);
+  // This warpgroup's key tiles: those its last row sees (none for an empty half of a short tile).
+  const int wg_key_tiles = wg_end > wg_begin ? (q_pos[wg_end - 1] + 1 + kKeys - 1) / kKeys : 0;
+  const int first_pos = wg_end > wg_begin ? q_pos[wg_begin] : 0;  // the fewest keys a row of it sees, less one
+  int pos[2];  // this thread's two rows' positions (-1 past its rows: scores kept finite, never written)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = wg_begin + 16 * warp + g + 8 * r;
+    pos[r] = row < wg_end ? q_pos[row] : -1;
+  }
+  const uint32_t q_base = base + wg * kQAtoms * kAtomBytes;
+  wait_phase(q_full, 0);
+
+  float o[kV / 2] = {};  // 64 x 128 fp32 over the warpgroup: columns 8 n + 2 t (+1), rows 16 warp + g (+8)
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // log2 units
+  const float scale_log2 = scale * kLog2e;
+  for (int kt = 0; kt < block_key_tiles; ++kt) {
+    const int s = kt % kStages;
+    wait_phase(&full[s], (kt / kStages) & 1);
+    if (kt < wg_key_tiles) {
+      const uint32_t k_base = base + kStageOffset + s * kStageAtoms * kAtomBytes, v_base = k_base + 3 * kAtomBytes;
+      float sc[kKeys / 2] = {};  // 64 x 64 fp32: keys 8 n + 2 t (+1)
+      fence_operands(sc);
+      cute::warpgroup_arrive();
+#pragma unroll
+      for (int kk = 0; kk < kQk / 16; ++kk) {
+        const uint32_t step = (kk / 4) * kAtomBytes + (kk % 4) * 32;
+        mma_ss<gmma::MMA_64x64x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>>(
+            k_major(q_base + step), k_major(k_base + step), sc, kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One,
+            std::make_index_sequence<kKeys / 2>{});
+      }
+      cute::warpgroup_commit_batch();
+      cute::warpgroup_wait<0>();
+      fence_operands(sc);
+
+      const int key_base = kt * kKeys;
+      float mx[2] = {-INFINITY, -INFINITY};
+      if (key_base + kKeys - 1 <= first_pos) {  // every row sees every key of the tile: no mask
+#pragma unroll
+        for (int i = 0; i < kKeys / 2; ++i) {
+          sc[i] *= scale_log2;
+          mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], sc[i]);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kKeys / 2; ++i) {
+          const int key = key_base + 8 * (i / 4) + 2 * t + (i % 2), r = (i / 2) % 2;
+          sc[i] = pos[r] < 0 ? 0.0f : (key <= pos[r] ? sc[i] * scale_log2 : -INFINITY);
+          mx[r] = fmaxf(mx[r], sc[i]);
+        }
+      }
+      float correction[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = quad_max(mx[r]);
+        const float new_m = fmaxf(m_run[r], mx[r]);
+        // A row with no visible key yet (not possible from the first tile on: key 0 is every row's) keeps its state.
+        correction[r] = new_m == -INFINITY ? 1.0f : exp2f(m_run[r] - new_m);
+        m_run[r] = new_m;
+      }
+#pragma unroll
+      for (int i = 0; i < kKeys / 2; ++i) {
+        const int r = (i / 2) % 2;
+        sc[i] = m_run[r] == -INFINITY ? 0.0f : exp2f(sc[i] - m_run[r]);
+        sum[r] += sc[i];
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * correction[r] + quad_sum(sum[r]);
+      rescale_rows(o, correction);
+
+      // P as the A operand from registers: keys [16 kk, 16 kk + 16) are accumulator values 8 kk .. 8 kk + 7.
+      uint32_t p[kKeys / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) p[kk][j] = pack_floats(sc[8 * kk + 2 * j], sc[8 * kk + 2 * j + 1]);
+      fence_operands(o);
+      cute::warpgroup_arrive();
+#pragma unroll
+      for (int kk = 0; kk < kKeys / 16; ++kk)
+        mma_rs<gmma::MMA_64x128x16_F32BF16BF16_RS<gmma::Major::K, gmma::Major::MN>>(
+            p[kk], mn_major(v_base + kk * 16 * 128), o, std::make_index_sequence<kV / 2>{});
+      cute::warpgroup_commit_batch();
+      cute::warpgroup_wait<0>();
+      fence_operands(o);
+    }
+    mbarrier_arrive(&empty[s]);  // this thread is done with the stage
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = wg_begin + 16 * warp + g + 8 * r;
+    if (row >= wg_end) continue;
+    const float weight = 1.0f / l_run[r];
+    auto* dst = reinterpret_cast<uint32_t*>(out + (static_cast<int64_t>(row) * heads + h) * kV + 2 * t);
+#pragma unroll
+    for (int n = 0; n < kV / 8; ++n) dst[4 * n] = pack_floats(weight * o[4 * n + 2 * r], weight * o[4 * n + 2 * r + 1]);
+  }
+}
+
+}  // namespace
+
+bool mla_prefill_tma_supports(int64_t nope, int64_t rope, int64_t v_dim) {
+  return nope == kNope && rope == kRope && v_dim == kV && on_sm90();
+}
+
+bool mla_prefill_tma(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe, int64_t k_pe_stride,
+                     const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k, const int32_t* tiles,
+                     int64_t num_tiles, int64_t heads, int64_t q_rows, int64_t k_rows, float scale,
+                     __nv_bfloat16* out, cudaStream_t stream) {
+  CUtensorMap q_map, kv_map, pe_map;
+  // q [q_rows][heads][192], kv [k_rows][heads][256], k_pe rows k_pe_stride apart: boxes of 64 columns x one head x
+  // 64 rows (tokens), each one 128-byte-swizzled atom.
+  if (make_bf16_tensor_map(&q_map, q, q_rows, heads, kQk, kWgRows, 1, 64) != CUDA_SUCCESS ||
+      make_bf16_tensor_map(&kv_map, kv, k_rows, heads, kNope + kV, kKeys, 1, 64) != CUDA_SUCCESS ||
+      make_bf16_tensor_map(&pe_map, k_pe, 1, k_rows, k_pe_stride, 1, kKeys, 64) != CUDA_SUCCESS)
+    return false;
+  cudaFuncSetAttribute(prefill_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       static_cast<int>(kSharedBytes));
+  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(heads));
+  launch_dependent(prefill_tma_kernel, grid, kThreads, kSharedBytes, stream, q_map, kv_map, pe_map, q_seq, q_pos,
+                   cu_k, tiles, static_cast<int>(num_tiles), static_cast<int>(heads), scale, out);
+  return true;
+}
+
+}  // namespace deepinfer::cuda
