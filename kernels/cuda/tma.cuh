@@ -38,25 +38,39 @@ __device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* barrier) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(shared_address(barrier)) : "memory");
 }
 
+// Whether the phase of parity `parity` has completed (one poll, which may wait a while in hardware).
+__device__ __forceinline__ bool mbarrier_try_wait(uint32_t address, unsigned parity) {
+  uint32_t done = 0;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(address), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+inline constexpr long long kMbarrierWaitLimitCycles = 20'000'000'000LL;  // about 10 s of an SM's clock
+
 // Waits until the phase of parity `parity` has completed. A wait that lasts about 10 s of the SM's clock is a
 // bug (a copy that never lands, a miscounted arrival): it prints who waited and traps, instead of hanging.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* barrier, unsigned parity, const char* who) {
   const uint32_t address = shared_address(barrier);
   const long long start = clock64();
-  for (;;) {
-    uint32_t done = 0;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
-    if (done) return;
-    if (clock64() - start > 20'000'000'000LL) {
+  while (!mbarrier_try_wait(address, parity)) {
+    if (clock64() - start > kMbarrierWaitLimitCycles) {
       printf("%s: block %d thread %d waited ~10 s for barrier phase %u; trapping\n", who, blockIdx.x, threadIdx.x,
              parity);
       __trap();
     }
   }
+}
+
+// The same without the message, for kernels with warpgroup MMAs: a call (printf) anywhere in such a kernel makes
+// the compiler serialise all its MMAs. A stuck wait traps (the launch fails) instead of hanging.
+__device__ __forceinline__ void mbarrier_wait_silent(uint64_t* barrier, unsigned parity) {
+  const uint32_t address = shared_address(barrier);
+  const long long start = clock64();
+  while (!mbarrier_try_wait(address, parity))
+    if (clock64() - start > kMbarrierWaitLimitCycles) __trap();
 }
 
 // A box of a 3-D tensor at element coordinates (inner, middle, outer) into shared memory (aligned as the map's

@@ -8,6 +8,7 @@
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/sm90a.cuh"
 #include "kernels/cuda/tma.cuh"
+#include "kernels/cuda_sm90a/mla_decode_split.cuh"
 #include "kernels/cuda_sm90a/wgmma.cuh"
 
 namespace deepinfer::cuda {
@@ -16,14 +17,13 @@ namespace {
 
 using namespace wgmma;
 
-constexpr int kHeads = 64;  // a block's heads: one warpgroup MMA's M
 constexpr int kKeys = 64;   // a tile: one cache block's 64 entries
-constexpr int kLatent = 512, kRope = 64, kDim = kLatent + kRope;
+using mla_decode::kHeads, mla_decode::kLatent, mla_decode::kHalfLatent;  // 64 heads a block, latent 512
+constexpr int kRope = 64, kDim = kLatent + kRope;
 constexpr int kUnits = kDim / 8;                       // 16-byte pieces of an entry
 constexpr int kAtoms = kDim / 64;                      // 64-column swizzle atoms of an entry: 8 latent, 1 rope
 constexpr int kTileBytes = kAtoms * kAtomBytes;        // Q, or one tile of entries
 constexpr int kPAtom = kAtoms - 1;                     // a tile's rope atom, which holds its P once scored
-constexpr int kHalfLatent = kLatent / 2;               // a warpgroup's output columns
 // Two warpgroups compute; a third issues the copies. Registers: 65,536 over 12 warps would be 168 a thread (with
 // spills); the copy warpgroup gives all but 40 back and the two others take 232 (setmaxnreg), as CUTLASS's Hopper
 // kernels do.
@@ -48,22 +48,6 @@ __device__ __forceinline__ void bar_sync(int id, int count) {
 }
 __device__ __forceinline__ void bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-// mbarrier_wait (tma.cuh) without its message: a call (printf) anywhere in the kernel makes the compiler serialise
-// its MMAs. A wait of ~10 s (a copy that never lands, a release never made) traps instead of hanging.
-__device__ __forceinline__ void wait_landed(uint64_t* barrier, unsigned parity) {
-  const uint32_t address = shared_address(barrier);
-  const long long start = clock64();
-  for (;;) {
-    uint32_t done = 0;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
-    if (done) return;
-    if (clock64() - start > 20'000'000'000LL) __trap();
-  }
 }
 template <int kRegisters>
 __device__ __forceinline__ void take_registers() {
@@ -134,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid != kConsumers) return;
     for (int t = 0; t < num_tiles; ++t) {
       const int buffer = t % 2, use = t / 2;
-      if (use > 0) wait_landed(&released[buffer], (use - 1) & 1);
+      if (use > 0) mbarrier_wait_silent(&released[buffer], (use - 1) & 1);
       const int block = table[(begin + t * kKeys) / kMlaBlockSize];
       unsigned char* dst = shared + (1 + buffer) * kTileBytes;
       for (int a = 0; a < kAtoms; ++a) {
@@ -209,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operands(s);
 #pragma unroll
     for (int a = 0; a < kAtoms; ++a) {
-      wait_landed(&loaded[wg * kAtoms + a], pair & 1);
+      mbarrier_wait_silent(&loaded[wg * kAtoms + a], pair & 1);
       cute::warpgroup_arrive();
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -331,33 +315,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int r = 0; r < 2; ++r)
     if (t == 0) row_sum[wg * kHeads + rows[r]] = l_run[r];
   bar_sync(kSumsMet, kConsumers);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int h = head0 + rows[r];
-    if (h >= heads) continue;
-    const float l = row_sum[rows[r]] + row_sum[kHeads + rows[r]];
-    const int64_t row_pair = static_cast<int64_t>(b) * heads + h;
-    if (out != nullptr) {  // one split: the output itself, as the combine would write it (o / l)
-      __nv_bfloat16* o_row = out + row_pair * kLatent + wg * kHalfLatent;
-      const float weight = 1.0f / l;
-#pragma unroll
-      for (int n = 0; n < kHalfLatent / 8; ++n)
-        *reinterpret_cast<__nv_bfloat162*>(o_row + 8 * n + 2 * t) =
-            __floats2bfloat162_rn(weight * o[4 * n + 2 * r], weight * o[4 * n + 2 * r + 1]);
-      continue;
-    }
-    // Partials: [latent accumulators | running max | running sum] per (sequence, head, split), the max in natural
-    // units as mla_decode.cu's combine reads it.
-    float* part = partial + (row_pair * num_splits + split) * (kLatent + 2);
-#pragma unroll
-    for (int n = 0; n < kHalfLatent / 8; ++n)
-      *reinterpret_cast<float2*>(part + wg * kHalfLatent + 8 * n + 2 * t) =
-          make_float2(o[4 * n + 2 * r], o[4 * n + 2 * r + 1]);
-    if (wg == 0 && t == 0) {
-      part[kLatent] = m_run[r] / kLog2e;
-      part[kLatent + 1] = l;
-    }
-  }
+  mla_decode::store_split(o, m_run, row_sum, rows, wg, t, head0, heads, b, split, num_splits, partial, out);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mla_decode.cuh"
 #include "kernels/cuda/sm90a.cuh"
+#include "kernels/cuda_sm90a/mla_decode_split.cuh"
 #include "kernels/cuda_sm90a/wgmma.cuh"
 
 namespace deepinfer::cuda {
@@ -15,14 +16,13 @@ namespace {
 
 using namespace wgmma;
 
-constexpr int kHeads = 64;                       // a block's heads: one warpgroup MMA's M
 constexpr int kKeys = 64;                        // a tile: one 64-entry cache page's worth of keys
-constexpr int kLatent = 512, kRope = 64, kDim = kLatent + kRope;
+using mla_decode::kHeads, mla_decode::kLatent, mla_decode::kHalfLatent;  // 64 heads a block, latent 512
+constexpr int kRope = 64, kDim = kLatent + kRope;
 constexpr int kUnits = kDim / 8;                 // 16-byte pieces of an entry
 constexpr int kOperandBytes = kDim / 64 * kAtomBytes;  // Q, or one tile of cache entries: 9 atoms
 constexpr int kThreads = 256;                    // two warpgroups
 constexpr int kHalfKeys = kKeys / 2;             // each warpgroup scores half a tile's keys
-constexpr int kHalfLatent = kLatent / 2;         // and accumulates half the latent columns
 // Shared memory: Q | tile 0 | tile 1 | P (64 heads x 64 keys, one atom) | row maxima and sums [2 warpgroups][64],
 // after up to 1,024 bytes that bring the first to a 1,024-byte boundary (the swizzle repeats every 1,024 bytes).
 constexpr int kPOffset = 3 * kOperandBytes;
@@ -160,33 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int r = 0; r < 2; ++r)
     if (t == 0) row_sum[wg * kHeads + rows[r]] = l_run[r];
   __syncthreads();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int h = head0 + rows[r];
-    if (h >= heads) continue;
-    const float l = row_sum[rows[r]] + row_sum[kHeads + rows[r]];
-    const int64_t pair = static_cast<int64_t>(b) * heads + h;
-    if (out != nullptr) {  // one split: the output itself, as the combine would write it (o / l)
-      __nv_bfloat16* o_row = out + pair * kLatent + wg * kHalfLatent;
-      const float weight = 1.0f / l;
-#pragma unroll
-      for (int n = 0; n < kHalfLatent / 8; ++n)
-        *reinterpret_cast<__nv_bfloat162*>(o_row + 8 * n + 2 * t) =
-            __floats2bfloat162_rn(weight * o[4 * n + 2 * r], weight * o[4 * n + 2 * r + 1]);
-      continue;
-    }
-    // Partials: [latent accumulators | running max | running sum] per (sequence, head, split), the max in natural
-    // units as mla_decode.cu's combine reads it.
-    float* part = partial + (pair * num_splits + split) * (kLatent + 2);
-#pragma unroll
-    for (int n = 0; n < kHalfLatent / 8; ++n)
-      *reinterpret_cast<float2*>(part + wg * kHalfLatent + 8 * n + 2 * t) =
-          make_float2(o[4 * n + 2 * r], o[4 * n + 2 * r + 1]);
-    if (wg == 0 && t == 0) {
-      part[kLatent] = m_run[r] / kLog2e;
-      part[kLatent + 1] = l;
-    }
-  }
+  mla_decode::store_split(o, m_run, row_sum, rows, wg, t, head0, heads, b, split, num_splits, partial, out);
 }
 
 }  // namespace

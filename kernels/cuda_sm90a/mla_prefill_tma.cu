@@ -7,6 +7,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sm90a.cuh"
 #include "kernels/cuda/tma.cuh"
+#include "kernels/cuda_sm90a/mla_prefill_tile.cuh"
 #include "kernels/cuda_sm90a/wgmma.cuh"
 
 namespace deepinfer::cuda {
@@ -15,9 +16,9 @@ namespace {
 
 using namespace wgmma;
 
-constexpr int kRows = 128, kWgRows = 64, kKeys = 64;  // a tile's rows, a warpgroup's (one MMA's M), a key tile
+constexpr int kRows = 128, kWgRows = 64;  // a tile's rows, a warpgroup's (one MMA's M)
 static_assert(kRows == kMlaPrefillTmaRows && kRows == 2 * kWgRows, "two warpgroups of rows a tile");
-constexpr int kNope = 128, kRope = 64, kQk = kNope + kRope, kV = 128;
+using mla_prefill::kKeys, mla_prefill::kNope, mla_prefill::kRope, mla_prefill::kQk, mla_prefill::kV;
 constexpr int kQAtoms = kQk / 64;                     // a warpgroup's Q: q_nope's 2 atoms, q_pe's 1
 constexpr int kStageAtoms = kQk / 64 + kV / 64;       // a stage: k_nope's 2 atoms, k_pe's 1, V's 2
 constexpr int kStages = 4;
@@ -27,22 +28,6 @@ constexpr int kBarrierOffset = kStageOffset + kStages * kStageAtoms * kAtomBytes
 constexpr size_t kSharedBytes = kBarrierOffset + (1 + 2 * kStages) * 8 + 1024;  // 209 KB: one block an SM
 static_assert(kSharedBytes <= 227 * 1024, "one block an SM");
 
-// mbarrier_wait (tma.cuh) without its message: a call (printf) anywhere in the kernel makes the compiler serialise
-// its MMAs. A wait of ~10 s traps instead of hanging.
-__device__ __forceinline__ void wait_phase(uint64_t* barrier, unsigned parity) {
-  const uint32_t address = shared_address(barrier);
-  const long long start = clock64();
-  for (;;) {
-    uint32_t done = 0;
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(address), "r"(parity)
-        : "memory");
-    if (done) return;
-    if (clock64() - start > 20'000'000'000LL) __trap();
-  }
-}
 
 // One block per (tile of up to 128 consecutive rows of one sequence, head), the tiles taken last first (the later
 // rows see the most keys). A copy warp brings Q once and then each 64-key tile of keys and values into one of four
@@ -90,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_3d(shared + (w * kQAtoms + a) * kAtomBytes, &q_map, 64 * a, h, row_begin + kWgRows * w, q_full);
     for (int t = 0; t < block_key_tiles; ++t) {
       const int s = t % kStages, use = t / kStages;
-      if (use > 0) wait_phase(&empty[s], (use - 1) & 1);
+      if (use > 0) mbarrier_wait_silent(&empty[s], (use - 1) & 1);
       unsigned char* stage = shared + kStageOffset + s * kStageAtoms * kAtomBytes;
       const int key = key_begin + t * kKeys;  // keys past the sequence: the mask weighs them 0 (past the tensor: 0s)
       mbarrier_arrive_expect_tx(&full[s], kStageAtoms * kAtomBytes);
@@ -115,93 +100,24 @@ __global__ void __launch_bounds__(kThreads, 1)
     pos[r] = row < wg_end ? q_pos[row] : -1;
   }
   const uint32_t q_base = base + wg * kQAtoms * kAtomBytes;
-  wait_phase(q_full, 0);
+  mbarrier_wait_silent(q_full, 0);
 
   float o[kV / 2] = {};  // 64 x 128 fp32 over the warpgroup: columns 8 n + 2 t (+1), rows 16 warp + g (+8)
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};  // log2 units
   const float scale_log2 = scale * kLog2e;
   for (int kt = 0; kt < block_key_tiles; ++kt) {
     const int s = kt % kStages;
-    wait_phase(&full[s], (kt / kStages) & 1);
+    mbarrier_wait_silent(&full[s], (kt / kStages) & 1);
     if (kt < wg_key_tiles) {
       const uint32_t k_base = base + kStageOffset + s * kStageAtoms * kAtomBytes, v_base = k_base + 3 * kAtomBytes;
       float sc[kKeys / 2] = {};  // 64 x 64 fp32: keys 8 n + 2 t (+1)
-      fence_operands(sc);
-      cute::warpgroup_arrive();
-#pragma unroll
-      for (int kk = 0; kk < kQk / 16; ++kk) {
-        const uint32_t step = (kk / 4) * kAtomBytes + (kk % 4) * 32;
-        mma_ss<gmma::MMA_64x64x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>>(
-            k_major(q_base + step), k_major(k_base + step), sc, kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One,
-            std::make_index_sequence<kKeys / 2>{});
-      }
-      cute::warpgroup_commit_batch();
-      cute::warpgroup_wait<0>();
-      fence_operands(sc);
-
-      const int key_base = kt * kKeys;
-      float mx[2] = {-INFINITY, -INFINITY};
-      if (key_base + kKeys - 1 <= first_pos) {  // every row sees every key of the tile: no mask
-#pragma unroll
-        for (int i = 0; i < kKeys / 2; ++i) {
-          sc[i] *= scale_log2;
-          mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], sc[i]);
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < kKeys / 2; ++i) {
-          const int key = key_base + 8 * (i / 4) + 2 * t + (i % 2), r = (i / 2) % 2;
-          sc[i] = pos[r] < 0 ? 0.0f : (key <= pos[r] ? sc[i] * scale_log2 : -INFINITY);
-          mx[r] = fmaxf(mx[r], sc[i]);
-        }
-      }
-      float correction[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = quad_max(mx[r]);
-        const float new_m = fmaxf(m_run[r], mx[r]);
-        // A row with no visible key yet (not possible from the first tile on: key 0 is every row's) keeps its state.
-        correction[r] = new_m == -INFINITY ? 1.0f : exp2f(m_run[r] - new_m);
-        m_run[r] = new_m;
-      }
-#pragma unroll
-      for (int i = 0; i < kKeys / 2; ++i) {
-        const int r = (i / 2) % 2;
-        sc[i] = m_run[r] == -INFINITY ? 0.0f : exp2f(sc[i] - m_run[r]);
-        sum[r] += sc[i];
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * correction[r] + quad_sum(sum[r]);
-      rescale_rows(o, correction);
-
-      // P as the A operand from registers: keys [16 kk, 16 kk + 16) are accumulator values 8 kk .. 8 kk + 7.
-      uint32_t p[kKeys / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) p[kk][j] = pack_floats(sc[8 * kk + 2 * j], sc[8 * kk + 2 * j + 1]);
-      fence_operands(o);
-      cute::warpgroup_arrive();
-#pragma unroll
-      for (int kk = 0; kk < kKeys / 16; ++kk)
-        mma_rs<gmma::MMA_64x128x16_F32BF16BF16_RS<gmma::Major::K, gmma::Major::MN>>(
-            p[kk], mn_major(v_base + kk * 16 * 128), o, std::make_index_sequence<kV / 2>{});
-      cute::warpgroup_commit_batch();
-      cute::warpgroup_wait<0>();
-      fence_operands(o);
+      mla_prefill::scores(q_base, k_base, sc);
+      mla_prefill::attend(sc, o, m_run, l_run, pos, first_pos, kt * kKeys, scale_log2, t, v_base);
     }
     mbarrier_arrive(&empty[s]);  // this thread is done with the stage
   }
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = wg_begin + 16 * warp + g + 8 * r;
-    if (row >= wg_end) continue;
-    const float weight = 1.0f / l_run[r];
-    auto* dst = reinterpret_cast<uint32_t*>(out + (static_cast<int64_t>(row) * heads + h) * kV + 2 * t);
-#pragma unroll
-    for (int n = 0; n < kV / 8; ++n) dst[4 * n] = pack_floats(weight * o[4 * n + 2 * r], weight * o[4 * n + 2 * r + 1]);
-  }
+  mla_prefill::store_rows(o, l_run, wg_begin, wg_end, warp, g, t, h, heads, out);
 }
 
 }  // namespace

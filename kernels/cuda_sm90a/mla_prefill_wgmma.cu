@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/sm90a.cuh"
+#include "kernels/cuda_sm90a/mla_prefill_tile.cuh"
 #include "kernels/cuda_sm90a/wgmma.cuh"
 
 namespace deepinfer::cuda {
@@ -14,8 +15,8 @@ namespace {
 
 using namespace wgmma;
 
-constexpr int kRows = 64, kKeys = 64;  // a tile's query rows (one warpgroup MMA's M) and a key tile
-constexpr int kNope = 128, kRope = 64, kQk = kNope + kRope, kV = 128;
+constexpr int kRows = 64;  // a tile's query rows (one warpgroup MMA's M)
+using mla_prefill::kKeys, mla_prefill::kNope, mla_prefill::kRope, mla_prefill::kQk, mla_prefill::kV;
 constexpr int kThreads = 128;        // one warpgroup
 constexpr int kQBytes = kQk / 64 * kAtomBytes, kKBytes = kQBytes, kVBytes = kV / 64 * kAtomBytes;
 constexpr int kStageBytes = kKBytes + kVBytes;
@@ -90,82 +91,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     const uint32_t k_base = q_base + kQBytes + (kt % 2) * kStageBytes, v_base = k_base + kKBytes;
 
     float s[kKeys / 2] = {};  // 64 x 64 fp32: keys 8 n + 2 t (+1)
-    fence_operands(s);
-    cute::warpgroup_arrive();
-#pragma unroll
-    for (int kk = 0; kk < kQk / 16; ++kk) {
-      const uint32_t step = (kk / 4) * kAtomBytes + (kk % 4) * 32;
-      mma_ss<gmma::MMA_64x64x16_F32BF16BF16_SS<gmma::Major::K, gmma::Major::K>>(
-          k_major(q_base + step), k_major(k_base + step), s, kk == 0 ? gmma::ScaleOut::Zero : gmma::ScaleOut::One,
-          std::make_index_sequence<kKeys / 2>{});
-    }
-    cute::warpgroup_commit_batch();
-    cute::warpgroup_wait<0>();
-    fence_operands(s);
-
-    const int base = kt * kKeys;
-    float mx[2] = {-INFINITY, -INFINITY};
-    if (base + kKeys - 1 <= first_pos) {  // every row sees every key of the tile: no mask (rows past the tile: Q 0)
-#pragma unroll
-      for (int i = 0; i < kKeys / 2; ++i) {
-        s[i] *= scale_log2;
-        mx[(i / 2) % 2] = fmaxf(mx[(i / 2) % 2], s[i]);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kKeys / 2; ++i) {
-        const int key = base + 8 * (i / 4) + 2 * t + (i % 2), r = (i / 2) % 2;
-        s[i] = pos[r] < 0 ? 0.0f : (key <= pos[r] ? s[i] * scale_log2 : -INFINITY);
-        mx[r] = fmaxf(mx[r], s[i]);
-      }
-    }
-    float correction[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = quad_max(mx[r]);
-      const float new_m = fmaxf(m_run[r], mx[r]);
-      // A row with no visible key yet (not possible from the first tile on: key 0 is every row's) keeps its state.
-      correction[r] = new_m == -INFINITY ? 1.0f : exp2f(m_run[r] - new_m);
-      m_run[r] = new_m;
-    }
-#pragma unroll
-    for (int i = 0; i < kKeys / 2; ++i) {
-      const int r = (i / 2) % 2;
-      s[i] = m_run[r] == -INFINITY ? 0.0f : exp2f(s[i] - m_run[r]);
-      sum[r] += s[i];
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) l_run[r] = l_run[r] * correction[r] + quad_sum(sum[r]);
-    rescale_rows(o, correction);
-
-    // P as the A operand from registers: keys [16 kk, 16 kk + 16) are accumulator values 8 kk .. 8 kk + 7.
-    uint32_t p[kKeys / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) p[kk][j] = pack_floats(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
-    fence_operands(o);
-    cute::warpgroup_arrive();
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk)
-      mma_rs<gmma::MMA_64x128x16_F32BF16BF16_RS<gmma::Major::K, gmma::Major::MN>>(
-          p[kk], mn_major(v_base + kk * 16 * 128), o, std::make_index_sequence<kV / 2>{});
-    cute::warpgroup_commit_batch();
-    cute::warpgroup_wait<0>();
-    fence_operands(o);
+    mla_prefill::scores(q_base, k_base, s);
+    mla_prefill::attend(s, o, m_run, l_run, pos, first_pos, kt * kKeys, scale_log2, t, v_base);
     __syncthreads();  // this stage is free for the tile after next
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = row_begin + 16 * warp + g + 8 * r;
-    if (row >= row_end) continue;
-    const float weight = 1.0f / l_run[r];
-    auto* dst = reinterpret_cast<uint32_t*>(out + (static_cast<int64_t>(row) * heads + h) * kV + 2 * t);
-#pragma unroll
-    for (int n = 0; n < kV / 8; ++n) dst[4 * n] = pack_floats(weight * o[4 * n + 2 * r], weight * o[4 * n + 2 * r + 1]);
-  }
+  mla_prefill::store_rows(o, l_run, row_begin, row_end, warp, g, t, h, heads, out);
 }
 
 }  // namespace
