@@ -28,16 +28,15 @@ constexpr int kBarrierOffset = kStageOffset + kStages * kStageAtoms * kAtomBytes
 constexpr size_t kSharedBytes = kBarrierOffset + (1 + 2 * kStages) * 8 + 1024;  // 209 KB: one block an SM
 static_assert(kSharedBytes <= 227 * 1024, "one block an SM");
 
-
-// One block per (tile of up to 128 consecutive rows of one sequence, head), the tiles taken last first (the later
-// rows see the most keys). A copy warp brings Q once and then each 64-key tile of keys and values into one of four
-// stages by TMA (k_nope and v from kv's rows of this head, k_pe from its own rows: five 64 x 64 atoms), ahead of the
-// two warpgroups, which share the stages: warpgroup w takes rows [64 w, 64 w + 64) of the tile and, for each key tile
-// its rows see, S = Q K^T (wgmma m64n64k16), the causal mask, the online softmax in registers, then O += P V with P
-// from registers (m64n128k16), as mla_prefill_wgmma.cu's warpgroup does; it releases the stage after its O += P V
-// (both warpgroups release every stage, those past their rows' keys without computing). Against that kernel: the keys
-// and values are read once per 128 rows instead of 64 (its L2 traffic was the bound), no thread spends instructions
-// on loads, and four stages instead of two.
+// One block per (tile of up to 128 consecutive rows of one sequence, head), the tiles taken last first (the later rows
+// see the most keys), every head's in turn. A copy warp brings Q once and then each 64-key tile of keys and values into
+// one of four stages by TMA (k_nope and v from kv's rows of this head, k_pe from its own rows: five 64 x 64 atoms),
+// ahead of the two warpgroups, which share the stages: warpgroup w takes rows [64 w, 64 w + 64) of the tile and, for
+// each key tile its rows see, S = Q K^T (wgmma m64n64k16), the causal mask, the online softmax in registers, then O +=
+// P V with P from registers (m64n128k16), as mla_prefill_wgmma.cu's warpgroup does; it releases the stage after its O
+// += P V (both warpgroups release every stage, those past their rows' keys without computing). Against that kernel: the
+// keys and values are read once per 128 rows instead of 64 (its L2 traffic was the bound), no thread spends
+// instructions on loads, and four stages instead of two.
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_tma_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap kv_map,
                        const __grid_constant__ CUtensorMap pe_map, const int32_t* q_seq, const int32_t* q_pos,
@@ -51,7 +50,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* empty = full + kStages;  // [stage]: both warpgroups done with it
 
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
-  const int tile = num_tiles - 1 - static_cast<int>(blockIdx.x), h = blockIdx.y, tid = threadIdx.x;
+  const int tile = num_tiles - 1 - static_cast<int>(blockIdx.y), h = blockIdx.x, tid = threadIdx.x;
   const int row_begin = tiles[tile], row_end = tiles[tile + 1];
   const int key_begin = cu_k[q_seq[row_begin]];
   const int block_key_tiles = (q_pos[row_end - 1] + 1 + kKeys - 1) / kKeys;  // what the tile's last row sees
@@ -139,7 +138,8 @@ bool mla_prefill_tma(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv
     return false;
   cudaFuncSetAttribute(prefill_tma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(kSharedBytes));
-  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(heads));
+  // Heads fastest, so that every head's heaviest tiles (the last) go in the first wave, not head 127's in the last.
+  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(num_tiles));
   launch_dependent(prefill_tma_kernel, grid, kThreads, kSharedBytes, stream, q_map, kv_map, pe_map, q_seq, q_pos,
                    cu_k, tiles, static_cast<int>(num_tiles), static_cast<int>(heads), scale, out);
   return true;

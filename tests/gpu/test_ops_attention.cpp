@@ -2,6 +2,7 @@
 // the absorbed paged decode (split-KV, with W_uv folded in) and the causal varlen prefill.
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include "kernels/cpu/mla_attention.h"
 #include "kernels/cpu/ops.h"
@@ -217,13 +218,15 @@ void mla_decode_attention_projected(OpRun& r) {
 
 // Three sequences: 30 new tokens after 20 cached, 45 from scratch, and 70 after 90 cached (keys span several 64-key
 // tiles of the tensor-core kernels; its rows two 64-row tiles, with partial and idle warps); "long": 200 after 100
-// and 329 from scratch. "kernel": 0 the mma.sync kernel where a warpgroup-MMA one would take the shape, 1 the
-// warpgroup-MMA kernel of 64-row tiles, 2 the one of 128-row tiles and TMA-fed stages (each on its own tiles).
+// and 329 from scratch, then (a last tile of 20 rows: the 128-row kernel's second half past the queries) 20 after 5.
+// "kernel": 0 the mma.sync kernel where a warpgroup-MMA one would take the shape, 1 the warpgroup-MMA kernel of
+// 64-row tiles, 2 the one of 128-row tiles and TMA-fed stages (each on its own tiles). "model_pe": k_pe as the model
+// passes it, columns 512-575 of 576-wide latent rows, instead of rows of its own.
 void mla_prefill_attention(OpRun& r) {
   const int64_t heads = r["heads"], nope = r["nope"], rope = r["rope"], v_dim = r["v"];
   const bool long_rows = r["long"] != 0;
-  const std::vector<int64_t> cached = long_rows ? std::vector<int64_t>{100, 0} : std::vector<int64_t>{20, 0, 90};
-  const std::vector<int64_t> fresh = long_rows ? std::vector<int64_t>{200, 329} : std::vector<int64_t>{30, 45, 70};
+  const std::vector<int64_t> cached = long_rows ? std::vector<int64_t>{100, 0, 5} : std::vector<int64_t>{20, 0, 90};
+  const std::vector<int64_t> fresh = long_rows ? std::vector<int64_t>{200, 329, 20} : std::vector<int64_t>{30, 45, 70};
   std::vector<int32_t> q_seq, q_pos, cu_k = {0};
   for (size_t s = 0; s < cached.size(); ++s) {
     for (int64_t i = 0; i < fresh[s]; ++i) {
@@ -237,7 +240,9 @@ void mla_prefill_attention(OpRun& r) {
   std::vector<float> q_f, kv_f, pe_f;
   auto q = DeviceArray<Bf16>::from_host(r.random_bf16(tq * heads * (nope + rope), q_f, 0.2f));
   auto kv = DeviceArray<Bf16>::from_host(r.random_bf16(tk * heads * (nope + v_dim), kv_f));
-  auto pe = DeviceArray<Bf16>::from_host(r.random_bf16(tk * rope, pe_f));
+  // k_pe's rows pe_stride apart from pe_offset: their own, or the tail of 576-wide rows as the model's latents have it.
+  const int64_t pe_stride = r["model_pe"] != 0 ? 576 : rope, pe_offset = pe_stride - rope;
+  auto pe = DeviceArray<Bf16>::from_host(r.random_bf16(tk * pe_stride, pe_f));
   auto d_seq = DeviceArray<int32_t>::from_host(q_seq);
   auto d_pos = DeviceArray<int32_t>::from_host(q_pos);
   auto d_cu = DeviceArray<int32_t>::from_host(cu_k);
@@ -250,13 +255,13 @@ void mla_prefill_attention(OpRun& r) {
   }
   const std::vector<int32_t> tiles = cuda::mla_prefill_tiles(q_seq, nope, rope, v_dim, kernel);
   auto d_tiles = DeviceArray<int32_t>::from_host(tiles);
-  ASSERT_TRUE(cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe), rope, d_seq.data(), d_pos.data(), d_cu.data(),
-                                          d_tiles.data(), static_cast<int64_t>(tiles.size()) - 1, heads, nope, rope,
-                                          v_dim, scale, bf(out), nullptr, kernel, tq, tk));
+  ASSERT_TRUE(cuda::mla_prefill_attention(bf(q), bf(kv), bf(pe) + pe_offset, pe_stride, d_seq.data(), d_pos.data(),
+                                          d_cu.data(), d_tiles.data(), static_cast<int64_t>(tiles.size()) - 1, heads,
+                                          nope, rope, v_dim, scale, bf(out), nullptr, kernel, tq, tk));
   sync();
   std::vector<float> want(tq * heads * v_dim);
-  cpu::mla_prefill_attention(q_f.data(), kv_f.data(), pe_f.data(), rope, q_seq.data(), q_pos.data(), cu_k.data(), tq,
-                             heads, nope, rope, v_dim, scale, want.data());
+  cpu::mla_prefill_attention(q_f.data(), kv_f.data(), pe_f.data() + pe_offset, pe_stride, q_seq.data(), q_pos.data(),
+                             cu_k.data(), tq, heads, nope, rope, v_dim, scale, want.data());
   r.close("outputs", to_float(out.to_host()), want);
 }
 
@@ -286,10 +291,12 @@ void add_attention_rows(OpTable& t) {
           mla_decode_attention_fixed_chunks);
   for (int64_t splits : {2, 16, 64})
     t.add("mla_decode_attention_projected", "bf16", {{"splits", splits}}, kBf16, mla_decode_attention_projected);
-  for (auto [kernel, long_rows] : {std::pair<int64_t, int64_t>{1, 0}, {1, 1}, {2, 0}, {2, 1}, {0, 0}})
+  for (auto [kernel, long_rows, model_pe] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 0, 0}, {1, 1, 1}, {2, 0, 0}, {2, 1, 0}, {2, 1, 1}, {0, 0, 0}})
     t.add("mla_prefill_attention", "bf16",
-          {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}, {"kernel", kernel}, {"long", long_rows}}, kBf16,
-          mla_prefill_attention);
+          {{"heads", 8}, {"nope", 128}, {"rope", 64}, {"v", 128}, {"kernel", kernel}, {"long", long_rows},
+           {"model_pe", model_pe}},
+          kBf16, mla_prefill_attention);
 }
 
 }  // namespace deepinfer::op_test
