@@ -237,11 +237,14 @@ bool mla_prefill_attention(const __nv_bfloat16* q, const __nv_bfloat16* kv, cons
                            int64_t q_rows, int64_t k_rows) {
   if (num_tiles == 0) return true;
   if (!mla_prefill_supports(nope, rope, v_dim)) return false;
+  // The warpgroup-MMA kernels' grids take the tiles in their second dimension (every head's heaviest first).
+  constexpr int64_t kMaxGridTiles = 65535;
   if (kernel == MlaPrefillKernel::kTma && mla_prefill_tma_supports(nope, rope, v_dim))  // its 128-row tiles
-    return q_rows > 0 && k_rows > 0 &&
+    return q_rows > 0 && k_rows > 0 && num_tiles <= kMaxGridTiles &&
            mla_prefill_tma(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, num_tiles, heads, q_rows, k_rows,
                            scale, out, stream);
-  if (kernel != MlaPrefillKernel::kMmaSync && mla_prefill_wgmma_supports(nope, rope, v_dim)) {
+  if (kernel != MlaPrefillKernel::kMmaSync && mla_prefill_wgmma_supports(nope, rope, v_dim) &&
+      num_tiles <= kMaxGridTiles) {
     mla_prefill_wgmma(q, kv, k_pe, k_pe_stride, q_seq, q_pos, cu_k, tiles, num_tiles, heads, scale, out, stream);
     return true;  // (the same 64-row tiles as mla_prefill_uses_mma's)
   }

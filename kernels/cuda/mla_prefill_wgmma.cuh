@@ -11,7 +11,7 @@
 
 namespace deepinfer::cuda {
 
-// nope 128, rope 64, v 128, on a device of compute capability 9.0.
+// nope 128, rope 64, v 128, on a device of compute capability 9.0. At most 65,535 tiles (the grid's second dimension).
 bool mla_prefill_wgmma_supports(int64_t nope, int64_t rope, int64_t v_dim);
 
 void mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,

@@ -25,11 +25,11 @@ constexpr int kStageBytes = kKBytes + kVBytes;
 constexpr size_t kSharedBytes = kQBytes + 2 * kStageBytes + 1024;
 static_assert(2 * kSharedBytes <= 227 * 1024, "two blocks an SM");
 
-// One block per (tile of up to 64 rows of one sequence, head), the tiles taken last first (the later rows of a
+// One block per (tile of up to 64 rows of one sequence, head), every head's tiles taken last first (the later rows of a
 // sequence see the most keys). Per 64-key tile, loaded by cp.async into two stages (the next loads while this one
-// computes): S[64, 64] = Q K^T (wgmma m64n64k16, K = [k_nope | k_pe] staged side by side), the causal mask, the
-// online softmax in registers (the accumulator layout is the mma.sync one, a warp 16 rows), then O[64, 128] += P V
-// with P straight from the registers (wgmma m64n128k16, A from registers; V read MN-major).
+// computes): S[64, 64] = Q K^T (wgmma m64n64k16, K = [k_nope | k_pe] staged side by side), the causal mask, the online
+// softmax in registers (the accumulator layout is the mma.sync one, a warp 16 rows), then O[64, 128] += P V with P
+// straight from the registers (wgmma m64n128k16, A from registers; V read MN-major).
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_wgmma_kernel(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __nv_bfloat16* k_pe,
                          int64_t k_pe_stride, const int32_t* q_seq, const int32_t* q_pos, const int32_t* cu_k,
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t q_base = shared_address(shared);
 
   begin_dependent_kernel();  // launched with launch_dependent (launch.cuh)
-  const int tile = num_tiles - 1 - static_cast<int>(blockIdx.x), h = blockIdx.y;
+  const int tile = num_tiles - 1 - static_cast<int>(blockIdx.y), h = blockIdx.x;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int row_begin = tiles[tile], row_end = tiles[tile + 1];
   const int64_t key_begin = cu_k[q_seq[row_begin]];
@@ -112,7 +112,8 @@ void mla_prefill_wgmma(const __nv_bfloat16* q, const __nv_bfloat16* kv, const __
                        cudaStream_t stream) {
   cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        static_cast<int>(kSharedBytes));
-  const dim3 grid(static_cast<unsigned>(num_tiles), static_cast<unsigned>(heads));
+  // Heads fastest, so that every head's heaviest tiles (the last) go first, not head 127's near the end.
+  const dim3 grid(static_cast<unsigned>(heads), static_cast<unsigned>(num_tiles));
   launch_dependent(prefill_wgmma_kernel, grid, kThreads, kSharedBytes, stream, q, kv, k_pe, k_pe_stride, q_seq, q_pos,
                    cu_k, tiles, static_cast<int>(num_tiles), static_cast<int>(heads), scale, out);
 }
