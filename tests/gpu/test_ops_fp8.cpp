@@ -210,6 +210,16 @@ DeviceArray<Bf16> spread_activations(OpRun& r, int64_t m, int64_t k, std::vector
   return DeviceArray<Bf16>::from_host(x_bits);
 }
 
+// The activations' scales as the CPU lays them out ([groups][rows]) from the device's ([groups][stride], the rows
+// padded to fp8_activation_scale_stride).
+std::vector<float> scales_without_padding(const DeviceArray<float>& scales, int64_t rows, int64_t groups) {
+  const std::vector<float> all = scales.to_host();
+  const int64_t stride = cuda::fp8_activation_scale_stride(rows);
+  std::vector<float> got(rows * groups);
+  for (int64_t g = 0; g < groups; ++g) std::copy_n(all.data() + g * stride, rows, got.data() + g * rows);
+  return got;
+}
+
 // The CPU's product of x's quantised rows [first, first + rows) (of m) and w's values: [rows, n].
 std::vector<float> cpu_fp8_gemm(const std::vector<float>& x_f, int64_t m, int64_t k, const std::vector<float>& w,
                                 int64_t n, int64_t first, int64_t rows) {
@@ -245,10 +255,7 @@ void fp8_gemm(OpRun& r) {
   std::vector<float> want_scales(m * groups), got(m * n);
   cpu::quantize_fp8_activations(x_f.data(), m, k, want_codes.data(), want_scales.data());
   r.exact("activation codes", codes.to_host(), want_codes);
-  const std::vector<float> all_scales = scales.to_host();
-  std::vector<float> got_scales(m * groups);
-  for (int64_t g = 0; g < groups; ++g) std::copy_n(all_scales.data() + g * stride, m, got_scales.data() + g * m);
-  r.exact("activation scales", got_scales, want_scales);
+  r.exact("activation scales", scales_without_padding(scales, m, groups), want_scales);
   const std::vector<float> all = to_float(y.to_host());
   for (int64_t t = 0; t < m; ++t) std::copy_n(all.data() + t * y_row, n, got.data() + t * n);
   r.close("outputs", got, cpu_fp8_gemm(x_f, m, k, w.values, n, 0, m));
@@ -303,10 +310,7 @@ void fp8_quantize_rows(OpRun& r) {
   std::vector<float> want_scales(rows * groups);
   cpu::quantize_fp8_activations(gathered.data(), rows, k, want_codes.data(), want_scales.data());
   r.exact("codes of the gathered rows", codes.to_host(), want_codes);
-  const std::vector<float> all_scales = scales.to_host();
-  std::vector<float> got_scales(rows * groups);
-  for (int64_t g = 0; g < groups; ++g) std::copy_n(all_scales.data() + g * stride, rows, got_scales.data() + g * rows);
-  r.exact("their scales", got_scales, want_scales);
+  r.exact("their scales", scales_without_padding(scales, rows, groups), want_scales);
 }
 
 // silu_mul's output quantised without storing it: the same codes and scales as silu_mul then the quantiser (both

@@ -184,24 +184,41 @@ void chunked_gemm_bf16(OpRun& r) {
   r.close("one Linear per chunk", to_float(y.to_host()), want);
 }
 
-// With "elsewhere" rows past the experts' (expert parallelism): those stay uncopied and point at the zero row.
+// The padded layout both pad rows share: 5 experts of 3, 0, 7, 2 and 5 sorted rows, then "elsewhere" rows past them
+// (expert parallelism: not copied, pointing at the zero row after the experts' "padded" rows each); row_of a
+// permutation of the rows; padded_row(j): where entry j's row lands (the zero row for those elsewhere).
+struct PadLayout {
+  static constexpr int64_t kExperts = 5;
+  std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // (before rows, which it sizes)
+  int64_t padded, rows;
+  std::vector<int32_t> row_of, padded_offsets;
+  DeviceArray<int32_t> d_offsets, d_padded, d_row_of;
+  explicit PadLayout(OpRun& r) : padded(r["padded"]), rows(offsets.back() + r["elsewhere"]) {
+    for (int64_t j = 0; j < rows; ++j) row_of.push_back(static_cast<int32_t>((j * 5 + 2) % rows));
+    for (int64_t e = 0; e <= kExperts; ++e) padded_offsets.push_back(static_cast<int32_t>(e * padded));
+    d_offsets = DeviceArray<int32_t>::from_host(offsets);
+    d_padded = DeviceArray<int32_t>::from_host(padded_offsets);
+    d_row_of = DeviceArray<int32_t>::from_host(row_of);
+  }
+  int32_t padded_row(int64_t j) const {
+    if (row_of[j] >= offsets.back()) return static_cast<int32_t>(kExperts * padded);
+    int64_t e = 0;
+    while (offsets[e + 1] <= row_of[j]) ++e;
+    return static_cast<int32_t>(e * padded + row_of[j] - offsets[e]);
+  }
+};
+
+// Each expert's rows copied to its padded place, row_of remapped.
 void moe_pad_rows(OpRun& r) {
-  const int64_t experts = 5, hidden = r["hidden"], padded = r["padded"], elsewhere = r["elsewhere"];
-  const std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // 3, 0, 7, 2, 5 rows
-  const int64_t rows = offsets.back() + elsewhere;
+  PadLayout pad(r);
+  const int64_t experts = PadLayout::kExperts, hidden = r["hidden"], padded = pad.padded, rows = pad.rows;
+  const std::vector<int32_t>& offsets = pad.offsets;
   std::vector<float> x_f;
   auto x_perm = DeviceArray<Bf16>::from_host(r.random_bf16(rows * hidden, x_f));
-  std::vector<int32_t> row_of(rows);
-  for (int64_t j = 0; j < rows; ++j) row_of[j] = static_cast<int32_t>((j * 5 + 2) % rows);  // a permutation
-  auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
-  auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
-  std::vector<int32_t> padded_offsets(experts + 1);
-  for (int64_t e = 0; e <= experts; ++e) padded_offsets[e] = static_cast<int32_t>(e * padded);  // [experts]: zero row
-  auto d_padded = DeviceArray<int32_t>::from_host(padded_offsets);
   DeviceArray<Bf16> x_pad(experts * padded * hidden);
   x_pad.poison();
-  cuda::moe_pad_rows(bf(x_perm), d_offsets.data(), d_padded.data(), experts, rows, hidden, bf(x_pad), d_row_of.data(),
-                     nullptr);
+  cuda::moe_pad_rows(bf(x_perm), pad.d_offsets.data(), pad.d_padded.data(), experts, rows, hidden, bf(x_pad),
+                     pad.d_row_of.data(), nullptr);
   sync();
   const std::vector<float> got_all = to_float(x_pad.to_host());
   std::vector<float> got, want;
@@ -212,49 +229,27 @@ void moe_pad_rows(OpRun& r) {
         got.push_back(got_all[(e * padded + p - offsets[e]) * hidden + i]);
         want.push_back(x_f[p * hidden + i]);
       }
-  for (int64_t j = 0; j < rows; ++j) {
-    if (row_of[j] >= offsets.back()) {
-      want_row_of[j] = static_cast<int32_t>(experts * padded);
-      continue;
-    }
-    int64_t e = 0;
-    while (offsets[e + 1] <= row_of[j]) ++e;
-    want_row_of[j] = static_cast<int32_t>(e * padded + row_of[j] - offsets[e]);
-  }
+  for (int64_t j = 0; j < rows; ++j) want_row_of[j] = pad.padded_row(j);
   r.exact("every row at its padded place", got, want);
-  r.exact("row_of remapped", d_row_of.to_host(), want_row_of);
+  r.exact("row_of remapped", pad.d_row_of.to_host(), want_row_of);
 }
 
 // moe_pad_rows' layout without the copies: row_of remapped alike, and each padded row's token (entry j's, j / top_k)
-// named, -1 on the padding rows. The reference: the padded place of each entry as moe_pad_rows' test computes it.
+// named, -1 on the padding rows.
 void moe_pad_sources(OpRun& r) {
-  const int64_t experts = 5, padded = r["padded"], elsewhere = r["elsewhere"], top_k = r["top_k"];
-  const std::vector<int32_t> offsets = {0, 3, 3, 10, 12, 17};  // 3, 0, 7, 2, 5 rows
-  const int64_t rows = offsets.back() + elsewhere;
-  std::vector<int32_t> row_of(rows);
-  for (int64_t j = 0; j < rows; ++j) row_of[j] = static_cast<int32_t>((j * 5 + 2) % rows);  // a permutation
-  auto d_row_of = DeviceArray<int32_t>::from_host(row_of);
-  auto d_offsets = DeviceArray<int32_t>::from_host(offsets);
-  std::vector<int32_t> padded_offsets(experts + 1);
-  for (int64_t e = 0; e <= experts; ++e) padded_offsets[e] = static_cast<int32_t>(e * padded);
-  auto d_padded = DeviceArray<int32_t>::from_host(padded_offsets);
+  PadLayout pad(r);
+  const int64_t experts = PadLayout::kExperts, padded = pad.padded, rows = pad.rows, top_k = r["top_k"];
   DeviceArray<int32_t> sources(experts * padded);
   sources.poison();
-  cuda::moe_pad_sources(d_offsets.data(), d_padded.data(), experts, rows, top_k, experts * padded, d_row_of.data(),
-                        sources.data(), nullptr);
+  cuda::moe_pad_sources(pad.d_offsets.data(), pad.d_padded.data(), experts, rows, top_k, experts * padded,
+                        pad.d_row_of.data(), sources.data(), nullptr);
   sync();
   std::vector<int32_t> want_row_of(rows), want_sources(experts * padded, -1);
   for (int64_t j = 0; j < rows; ++j) {
-    if (row_of[j] >= offsets.back()) {
-      want_row_of[j] = static_cast<int32_t>(experts * padded);
-      continue;
-    }
-    int64_t e = 0;
-    while (offsets[e + 1] <= row_of[j]) ++e;
-    want_row_of[j] = static_cast<int32_t>(e * padded + row_of[j] - offsets[e]);
-    want_sources[want_row_of[j]] = static_cast<int32_t>(j / top_k);
+    want_row_of[j] = pad.padded_row(j);
+    if (pad.row_of[j] < pad.offsets.back()) want_sources[want_row_of[j]] = static_cast<int32_t>(j / top_k);
   }
-  r.exact("row_of remapped", d_row_of.to_host(), want_row_of);
+  r.exact("row_of remapped", pad.d_row_of.to_host(), want_row_of);
   r.exact("each padded row's token", sources.to_host(), want_sources);
 }
 

@@ -42,12 +42,16 @@ Fp8Gemm fp8_gemm_from_environment() {
   return choice;
 }
 
+Fp8Activations fp8_activations(ScratchPool& scratch, int64_t rows, int64_t k) {
+  return {scratch.alloc<uint8_t>(rows * k),
+          scratch.alloc<float>(cuda::fp8_activation_scale_stride(rows) * (k / cuda::kFp8GemmGroup))};
+}
+
 void as_fp8_gemm_sees(const __nv_bfloat16* x, int64_t rows, int64_t k, __nv_bfloat16* out, ScratchPool& scratch,
                       cudaStream_t stream) {
-  auto* codes = scratch.alloc<uint8_t>(rows * k);
-  auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(rows) * (k / cuda::kFp8GemmGroup));
-  cuda::quantize_fp8_activations(x, k, rows, k, codes, scales, stream);
-  cuda::dequantize_fp8_activations(codes, scales, rows, k, out, stream);
+  const Fp8Activations q = fp8_activations(scratch, rows, k);
+  cuda::quantize_fp8_activations(x, k, rows, k, q.codes, q.scales, stream);
+  cuda::dequantize_fp8_activations(q.codes, q.scales, rows, k, out, stream);
 }
 
 namespace {
@@ -96,13 +100,12 @@ void device_linear(Lane lane, const __nv_bfloat16* x, const DeviceLinear& w, voi
       return device_linear(lane, x_seen, dequantised, y, y_fp32, m, w.n, w.k, num_sms,
                            cuda::WeightSource::kFromStream);
     }
-    auto* codes = scratch.alloc<uint8_t>(m * w.k);
-    auto* scales = scratch.alloc<float>(cuda::fp8_activation_scale_stride(m) * (w.k / cuda::kFp8GemmGroup));
-    cuda::quantize_fp8_activations(x, w.k, m, w.k, codes, scales, lane.stream);
+    const Fp8Activations q = fp8_activations(scratch, m, w.k);
+    cuda::quantize_fp8_activations(x, w.k, m, w.k, q.codes, q.scales, lane.stream);
     const size_t workspace_bytes = cuda::fp8_gemm_workspace_bytes(m, w.n, w.k);
     void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;
     DI_CUDA_CHECK(cudaGetLastError());  // (CUTLASS's launch clears a pending error)
-    DI_CHECK(cuda::fp8_gemm(codes, scales, w.fp8, static_cast<const float*>(w.scales.data),
+    DI_CHECK(cuda::fp8_gemm(q.codes, q.scales, w.fp8, static_cast<const float*>(w.scales.data),
                             static_cast<__nv_bfloat16*>(y), w.n, m, w.n, w.k, workspace, workspace_bytes, lane.stream),
              "the FP8 GEMM refused {} x {} x {}", m, w.n, w.k);
     return;

@@ -31,6 +31,13 @@ struct Fp8Gemm {
   int64_t from_rows = 3;
 };
 Fp8Gemm fp8_gemm_from_environment();
+// Room in `scratch` for [rows, k] activations quantised as the FP8 GEMM takes them (cuda::quantize_fp8_activations):
+// e4m3 codes and a scale a row and 128 columns, fp8_activation_scale_stride(rows) apart.
+struct Fp8Activations {
+  uint8_t* codes;
+  float* scales;
+};
+Fp8Activations fp8_activations(ScratchPool& scratch, int64_t rows, int64_t k);
 // The emulated path's input: x [rows, k] quantised as the FP8 GEMM quantises it and turned back into bf16 in `out`
 // (which may be x), the codes and scales in `scratch`.
 void as_fp8_gemm_sees(const __nv_bfloat16* x, int64_t rows, int64_t k, __nv_bfloat16* out, ScratchPool& scratch,

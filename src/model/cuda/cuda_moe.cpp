@@ -507,8 +507,7 @@ void CudaMoe::fp8_gemm_experts(int64_t moe_layer, const Bf16* x, const int32_t* 
   const auto chunks = static_cast<int64_t>(chunk_expert.size());
   const int64_t m = chunks * kExpertChunk, stride = cuda::fp8_activation_scale_stride(m);
   const cudaStream_t stream = cudaStreamPerThread;
-  auto* codes = scratch.alloc<uint8_t>(m * std::max(H, I));
-  auto* scales = scratch.alloc<float>(stride * (std::max(H, I) / G));
+  const auto [codes, scales] = fp8_activations(scratch, m, std::max(H, I));  // each projection's input in turn
   const size_t workspace_bytes = std::max(cuda::fp8_gemm_workspace_bytes(m, 2 * I, H),
                                           cuda::fp8_gemm_workspace_bytes(m, H, I));
   void* workspace = workspace_bytes > 0 ? scratch.alloc<uint8_t>(workspace_bytes) : nullptr;

@@ -116,9 +116,9 @@ class CudaMoe {
                                  __nv_bfloat16* gate_up, __nv_bfloat16* act, __nv_bfloat16* y_perm, void** pointers,
                                  ScratchPool& scratch) const;
   // Each expert's padded rows through the FP8 GEMM against its codes as stored (activations quantised per row and
-  // 128 channels once a projection, kernels/cuda/fp8_gemm.cuh), one launch an expert and projection. The padded
-  // rows are x's rows, or with x_sources (moe_pad_sources) x's rows x_sources[r] (zeros where negative); the down
-  // projection's input is quantised straight from gate_up (quantize_fp8_silu_mul).
+  // 128 channels once a projection, kernels/cuda/fp8_gemm.cuh), one launch an expert and projection. Padded row r
+  // is x's row x_sources[r] (moe_pad_sources; zeros where negative), read where it is; the down projection's input is
+  // quantised straight from gate_up (quantize_fp8_silu_mul).
   bool fp8_gemm_takes_experts() const;
   void fp8_gemm_experts(int64_t moe_layer, const __nv_bfloat16* x, const int32_t* x_sources,
                         const std::vector<int32_t>& chunk_expert, __nv_bfloat16* gate_up, __nv_bfloat16* y_perm,
